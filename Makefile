@@ -1,0 +1,103 @@
+# lockgate -- build, run, test.
+#
+#   make              build build/lockgate and build/lockctl
+#   make run          install what is missing, build, serve on 127.0.0.1:8080
+#   make test         install what is missing, build, run every test
+#   make test SANITIZE=1   the same under AddressSanitizer + UBSan
+#   make bench        the benchmark table (bench/RESULTS.md)
+#   make image        the container image, built with buildah
+#   make image-test   run the image and check it from the host
+
+SANITIZE ?=
+ifeq ($(SANITIZE),1)
+BUILD    ?= build/sanitize
+SANFLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD    ?= build
+SANFLAGS  =
+endif
+
+CC       ?= cc
+PKGS      = libmicrohttpd hiredis libcjson
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I. -I$(BUILD)/gen
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread $(SANFLAGS) \
+            $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
+LDFLAGS  += -pthread $(SANFLAGS)
+LIBS      = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null)
+
+# ---- sources ---------------------------------------------------------------
+LUA      := $(sort $(wildcard lua/*.lua))
+CORE_SRC := $(sort $(wildcard server/*.c handlers/*.c idgen/*.c))
+CORE_SRC := $(filter-out server/main.c,$(CORE_SRC))
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
+GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h
+
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+INTEG_SRC:= $(sort $(wildcard tests/integration/test_*.c))
+INTEG_BIN:= $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
+HARNESS  := $(BUILD)/obj/tests/integration/harness.o
+
+.PHONY: all deps run test test-unit test-integration bench image image-test install clean
+all: $(BUILD)/lockgate $(if $(wildcard cli/lockctl.c),$(BUILD)/lockctl)
+
+deps:
+	@scripts/deps.sh
+
+# ---- generated C from lua/*.lua and openapi.yaml (xxd -i, not NUL-terminated)
+$(BUILD)/gen/lua_scripts.h: $(LUA)
+	@mkdir -p $(dir $@)
+	@(cd lua && for f in *.lua; do xxd -i $$f; done) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/openapi_yaml.h: openapi.yaml
+	@mkdir -p $(dir $@)
+	@xxd -i openapi.yaml > $@.tmp && mv $@.tmp $@
+
+# ---- objects ----------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c $(GEN) $(wildcard server/*.h handlers/*.h idgen/*.h tests/*.h tests/integration/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/lockgate: $(BUILD)/obj/server/main.o $(CORE_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(BUILD)/lockctl: $(BUILD)/obj/cli/lockctl.o
+	$(CC) $(LDFLAGS) $^ $(CURL_LIBS) -o $@
+
+# ---- tests ------------------------------------------------------------------
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(INTEG_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(HARNESS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(CURL_LIBS) $(shell pkg-config --libs libcjson) -o $@
+
+test: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(INTEG_BIN)
+	@BUILD=$(BUILD) tests/run.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) scripts/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) bench/run.sh
+
+image:
+	@scripts/image.sh
+
+image-test: image
+	@scripts/image-test.sh
+
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/lockgate $(BUILD)/lockctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 cli/lockctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+
+clean:
+	rm -rf build

@@ -1,0 +1,40 @@
+/* common.c -- what every handler needs: settings, names and tokens. */
+#include "handlers/handlers.h"
+#include "server/body.h"
+#include "server/http.h"
+#include "server/reply.h"
+
+#include <string.h>
+
+static const struct gw_config *config;
+
+void handlers_init(const struct gw_config *cfg) { config = cfg; }
+const struct gw_config *handlers_config(void) { return config; }
+
+int name_param_or_reply(struct gw_request *req, int i) {
+    if (name_decode(req->match.param[i], req->match.param_len[i], req->name) < 0) {
+        reply_problem(req, CODE_INVALID_NAME,
+                      "a name is 1-%d bytes of [A-Za-z0-9._:-] after percent-decoding",
+                      NAME_MAX_LEN);
+        return GW_REPLIED;
+    }
+    return GW_OK;
+}
+
+int token_header_or_reply(struct gw_request *req, int required, int *present) {
+    const char *tok = http_header(req, "Lock-Token");
+    if (present) *present = tok != NULL;
+    if (!tok) {
+        if (!required) return GW_OK;
+        reply_problem(req, CODE_MISSING_TOKEN, "this request needs a Lock-Token header");
+        return GW_REPLIED;
+    }
+    if (!token_valid(tok)) {
+        reply_problem(req, CODE_INVALID_TOKEN,
+                      "a Lock-Token is %d-%d characters of [A-Za-z0-9_-]",
+                      TOKEN_MIN_LEN, TOKEN_MAX_LEN);
+        return GW_REPLIED;
+    }
+    strcpy(req->token, tok);
+    return GW_OK;
+}

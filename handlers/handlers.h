@@ -1,0 +1,36 @@
+/* handlers.h -- one function per (resource, method); the table that maps
+ * routes to them is handlers/routes.c.  A handler validates, starts at most
+ * one Redis call, and replies (reply.h), possibly from that call's callback. */
+#ifndef LOCKGATE_HANDLERS_H
+#define LOCKGATE_HANDLERS_H
+
+#include "server/config.h"
+
+struct gw_request;
+
+/* Settings the handlers read (key prefix, id epoch); set once at start. */
+void handlers_init(const struct gw_config *cfg);
+const struct gw_config *handlers_config(void);
+
+/* Decodes path parameter i into req->name, or answers 400 invalid_name
+ * and returns GW_REPLIED. */
+int name_param_or_reply(struct gw_request *req, int i);
+
+/* Copies a valid Lock-Token header into req->token.  Returns GW_OK with
+ * *present set, or GW_REPLIED after 400 invalid_token, or, when required
+ * and absent, 400 missing_token. */
+int token_header_or_reply(struct gw_request *req, int required, int *present);
+
+/* locks.c */
+void locks_acquire(struct gw_request *req);
+void locks_extend(struct gw_request *req);
+void locks_release(struct gw_request *req);
+void locks_inspect(struct gw_request *req);
+
+/* ops.c */
+void ops_healthz(struct gw_request *req);
+void ops_readyz(struct gw_request *req);
+void ops_metrics(struct gw_request *req);
+void ops_openapi(struct gw_request *req);
+
+#endif

@@ -1,0 +1,59 @@
+/* ops.c -- /healthz, /readyz, /metrics, /openapi.yaml. */
+#include "handlers/handlers.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/redis.h"
+#include "server/reply.h"
+
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "openapi_yaml.h"
+
+static char *dup_bytes(const void *src, size_t len) {
+    char *p = malloc(len ? len : 1);
+    if (!p) abort();
+    memcpy(p, src, len);
+    return p;
+}
+
+/* Alive while the process serves; says nothing of Redis on purpose, so an
+ * orchestrator does not restart gateways for a Redis outage. */
+void ops_healthz(struct gw_request *req) {
+    static const char ok[] = "{\"status\":\"ok\"}";
+    reply_raw(req, 200, "application/json", dup_bytes(ok, sizeof ok - 1), sizeof ok - 1);
+}
+
+static void readyz_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    if (!res->ok) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
+        return;
+    }
+    static const char ready[] = "{\"status\":\"ready\"}";
+    reply_raw(req, 200, "application/json", dup_bytes(ready, sizeof ready - 1),
+              sizeof ready - 1);
+}
+
+/* Ready when a PING makes the whole round trip through the Redis layer. */
+void ops_readyz(struct gw_request *req) {
+    if (http_shutting_down()) {
+        reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+        return;
+    }
+    const char *argv[1] = {"PING"};
+    size_t lens[1] = {4};
+    redis_command(1, argv, lens, readyz_done, req);
+}
+
+void ops_metrics(struct gw_request *req) {
+    size_t len;
+    char *text = metrics_render(&len);
+    reply_raw(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}
+
+void ops_openapi(struct gw_request *req) {
+    reply_raw(req, 200, "application/yaml", dup_bytes(openapi_yaml, openapi_yaml_len),
+              openapi_yaml_len);
+}

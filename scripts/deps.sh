@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install, from Debian's packages, whatever the build, `make run` and
+# `make test` need and the machine lacks. Does nothing when all is there,
+# so it is cheap to run before every build. Extra packages may be named:
+#   scripts/deps.sh wrk etcd-server
+set -euo pipefail
+
+need=()
+have_lib() { pkg-config --exists "$1" 2>/dev/null; }
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+
+have_cmd cc         || need+=(gcc)
+have_cmd make       || need+=(make)
+have_cmd pkg-config || need+=(pkg-config)
+have_cmd xxd        || need+=(xxd)
+have_lib libmicrohttpd || need+=(libmicrohttpd-dev)
+have_lib hiredis       || need+=(libhiredis-dev)
+have_lib libcjson      || need+=(libcjson-dev)
+have_lib libcurl       || need+=(libcurl4-openssl-dev)
+have_cmd redis-server  || need+=(redis-server)
+have_cmd redis-cli     || need+=(redis-tools)
+have_cmd faketime      || need+=(faketime)
+for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+
+[ ${#need[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${need[*]}" >&2
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian starts a system redis on 6379 when it installs the package; we never
+# use it (tests start their own on free ports), so leave it as it is.

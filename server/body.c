@@ -1,0 +1,96 @@
+/* body.c -- see body.h. */
+#include "server/body.h"
+#include "server/http.h"
+#include "server/reply.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+int body_parse_or_reply(struct gw_request *req) {
+    if (req->body_len == 0) {
+        req->json = cJSON_CreateObject();
+        return GW_OK;
+    }
+    const char *end = NULL;
+    req->json = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, 0);
+    if (!req->json) {
+        reply_problem(req, CODE_INVALID_JSON, "the body is not valid JSON");
+        return GW_REPLIED;
+    }
+    /* Only white space may follow the value. */
+    for (; end && end < req->body + req->body_len; end++)
+        if (!strchr(" \t\r\n", *end) || *end == '\0') {
+            reply_problem(req, CODE_INVALID_JSON, "the body has data after the JSON value");
+            return GW_REPLIED;
+        }
+    if (!cJSON_IsObject(req->json)) {
+        reply_problem(req, CODE_INVALID_JSON, "the body must be a JSON object");
+        return GW_REPLIED;
+    }
+    return GW_OK;
+}
+
+static cJSON *field_of(struct gw_request *req, const char *field) {
+    cJSON *v = req->json ? cJSON_GetObjectItemCaseSensitive(req->json, field) : NULL;
+    return cJSON_IsNull(v) ? NULL : v;
+}
+
+int body_int_or_reply(struct gw_request *req, const char *field, long long def,
+                      long long lo, long long hi, long long *out, int *present) {
+    cJSON *v = field_of(req, field);
+    if (present) *present = v != NULL;
+    if (!v) {
+        *out = def;
+        return GW_OK;
+    }
+    double d = v->valuedouble;
+    if (!cJSON_IsNumber(v) || d != floor(d) || d < (double)lo || d > (double)hi) {
+        reply_problem(req, CODE_INVALID_FIELD, "%s must be an integer from %lld to %lld",
+                      field, lo, hi);
+        return GW_REPLIED;
+    }
+    *out = (long long)d;
+    return GW_OK;
+}
+
+int body_bool_or_reply(struct gw_request *req, const char *field, int def, int *out) {
+    cJSON *v = field_of(req, field);
+    if (!v) {
+        *out = def;
+        return GW_OK;
+    }
+    if (!cJSON_IsBool(v)) {
+        reply_problem(req, CODE_INVALID_FIELD, "%s must be true or false", field);
+        return GW_REPLIED;
+    }
+    *out = cJSON_IsTrue(v);
+    return GW_OK;
+}
+
+int body_string_or_reply(struct gw_request *req, const char *field, size_t maxlen,
+                         const char **out) {
+    cJSON *v = field_of(req, field);
+    *out = NULL;
+    if (!v) return GW_OK;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) > maxlen) {
+        reply_problem(req, CODE_INVALID_FIELD, "%s must be a string of at most %zu bytes",
+                      field, maxlen);
+        return GW_REPLIED;
+    }
+    *out = v->valuestring;
+    return GW_OK;
+}
+
+int parse_decimal(const char *s, long long lo, long long hi, long long *out) {
+    if (!s || !*s) return -1;
+    long long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        if (v > (hi - (*p - '0')) / 10) return -1; /* would pass hi */
+        v = v * 10 + (*p - '0');
+    }
+    if (v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}

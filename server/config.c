@@ -1,0 +1,211 @@
+/* config.c -- see config.h. */
+#include "server/config.h"
+#include "server/log.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_EPOCH 1704067200 /* 2024-01-01T00:00:00Z */
+
+static void usage(void) {
+    printf(
+"usage: lockgate [options]\n"
+"\n"
+"HTTP gateway for distributed locks, semaphores and unique ids over Redis.\n"
+"Each option may also be set by the environment variable in brackets;\n"
+"an option on the command line wins.\n"
+"\n"
+"  --listen HOST:PORT     address to serve HTTP on [LOCKGATE_LISTEN]\n"
+"                         (default 127.0.0.1:8080)\n"
+"  --redis URL            redis://[:password@]host[:port][/db] [LOCKGATE_REDIS]\n"
+"                         (default redis://127.0.0.1:6379)\n"
+"  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
+"                         (default lockgate:)\n"
+"  --threads N            HTTP worker threads [LOCKGATE_THREADS] (default 2)\n"
+"  --redis-timeout-ms MS  fail a Redis command after MS [LOCKGATE_REDIS_TIMEOUT_MS]\n"
+"                         (default 2000)\n"
+"  --max-connections N    concurrent HTTP connections [LOCKGATE_MAX_CONNECTIONS]\n"
+"                         (default 20000)\n"
+"  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
+"                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
+"  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
+"                         (default info)\n"
+"  --help                 print this and exit\n"
+"  --version              print the version and exit\n");
+}
+
+int config_parse_listen(struct gw_config *cfg, const char *s) {
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s) return -1;
+    const char *host = s;
+    size_t hlen = (size_t)(colon - s);
+    if (host[0] == '[' && hlen >= 2 && host[hlen - 1] == ']') { host++; hlen -= 2; }
+    if (hlen == 0 || hlen >= sizeof cfg->listen_host) return -1;
+    char *end;
+    errno = 0;
+    long port = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || port < 0 || port > 65535) return -1;
+    memcpy(cfg->listen_host, host, hlen);
+    cfg->listen_host[hlen] = '\0';
+    cfg->listen_port = (int)port;
+    return 0;
+}
+
+int config_parse_redis_url(struct gw_config *cfg, const char *url) {
+    const char *p = url;
+    if (strncmp(p, "redis://", 8) != 0) return -1;
+    p += 8;
+    cfg->redis_password[0] = '\0';
+    cfg->redis_db = 0;
+    const char *at = strchr(p, '@');
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        const char *pw = colon ? colon + 1 : p;
+        size_t pwlen = (size_t)(at - pw);
+        if (pwlen >= sizeof cfg->redis_password) return -1;
+        memcpy(cfg->redis_password, pw, pwlen);
+        cfg->redis_password[pwlen] = '\0';
+        p = at + 1;
+    }
+    const char *slash = strchr(p, '/');
+    const char *hostend = slash ? slash : p + strlen(p);
+    const char *colon = memchr(p, ':', (size_t)(hostend - p));
+    const char *hend = colon ? colon : hostend;
+    size_t hlen = (size_t)(hend - p);
+    if (hlen == 0 || hlen >= sizeof cfg->redis_host) return -1;
+    memcpy(cfg->redis_host, p, hlen);
+    cfg->redis_host[hlen] = '\0';
+    cfg->redis_port = 6379;
+    char *end;
+    if (colon) {
+        long port = strtol(colon + 1, &end, 10);
+        if (end != hostend || end == colon + 1 || port <= 0 || port > 65535) return -1;
+        cfg->redis_port = (int)port;
+    }
+    if (slash && slash[1]) {
+        long db = strtol(slash + 1, &end, 10);
+        if (*end || db < 0 || db > 1000000) return -1;
+        cfg->redis_db = (int)db;
+    }
+    return 0;
+}
+
+int config_parse_epoch(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!errno && *s && !*end) {
+        if (v < 0 || v > 4102444800LL) return -1;
+        *out = v;
+        return 0;
+    }
+    struct tm tm = {0};
+    char z = 0;
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z) != 7 || z != 'Z')
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    time_t t = timegm(&tm);
+    if (t < 0) return -1;
+    *out = (int64_t)t;
+    return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !*s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* One setting, applied from the environment first and then from a flag:
+ * the same parser serves both so they can never disagree. */
+static int apply(struct gw_config *cfg, int opt, const char *val, char *err, size_t errlen) {
+    int ok = 0;
+    switch (opt) {
+    case 'l': ok = config_parse_listen(cfg, val); break;
+    case 'r': ok = config_parse_redis_url(cfg, val); break;
+    case 'p':
+        if (strlen(val) > GW_PREFIX_MAX) ok = -1;
+        else strcpy(cfg->key_prefix, val);
+        break;
+    case 't': ok = parse_int(val, 1, 64, &cfg->threads); break;
+    case 'T': ok = parse_int(val, 10, 600000, &cfg->redis_timeout_ms); break;
+    case 'm': ok = parse_int(val, 16, 1000000, &cfg->max_connections); break;
+    case 'e': ok = config_parse_epoch(val, &cfg->id_epoch); break;
+    case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
+    }
+    if (ok < 0) snprintf(err, errlen, "bad value for %s: '%s'",
+                         opt == 'l' ? "listen address" : opt == 'r' ? "Redis URL" :
+                         opt == 'p' ? "key prefix (at most 64 bytes)" :
+                         opt == 't' ? "threads (1-64)" :
+                         opt == 'T' ? "redis timeout (10-600000 ms)" :
+                         opt == 'm' ? "max connections (16-1000000)" :
+                         opt == 'e' ? "id epoch" : "log level", val);
+    return ok;
+}
+
+int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t errlen) {
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->listen_host, "127.0.0.1");
+    cfg->listen_port = 8080;
+    strcpy(cfg->redis_host, "127.0.0.1");
+    cfg->redis_port = 6379;
+    strcpy(cfg->key_prefix, "lockgate:");
+    cfg->log_level = LOG_INFO;
+    cfg->threads = 2;
+    cfg->redis_timeout_ms = 2000;
+    cfg->max_connections = 20000;
+    cfg->id_epoch = DEFAULT_EPOCH;
+
+    static const struct { int opt; const char *env; } envs[] = {
+        {'l', "LOCKGATE_LISTEN"},     {'r', "LOCKGATE_REDIS"},
+        {'p', "LOCKGATE_KEY_PREFIX"}, {'t', "LOCKGATE_THREADS"},
+        {'T', "LOCKGATE_REDIS_TIMEOUT_MS"}, {'m', "LOCKGATE_MAX_CONNECTIONS"},
+        {'e', "LOCKGATE_ID_EPOCH"},   {'L', "LOCKGATE_LOG_LEVEL"},
+    };
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        const char *v = getenv(envs[i].env);
+        if (v && *v && apply(cfg, envs[i].opt, v, err, errlen) < 0) return -1;
+    }
+
+    static const struct option longopts[] = {
+        {"listen", required_argument, 0, 'l'},
+        {"redis", required_argument, 0, 'r'},
+        {"key-prefix", required_argument, 0, 'p'},
+        {"threads", required_argument, 0, 't'},
+        {"redis-timeout-ms", required_argument, 0, 'T'},
+        {"max-connections", required_argument, 0, 'm'},
+        {"id-epoch", required_argument, 0, 'e'},
+        {"log-level", required_argument, 0, 'L'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (opt == 'h') { usage(); return 1; }
+        if (opt == 'V') { printf("lockgate 1.0.0\n"); return 1; }
+        if (opt == '?') {
+            snprintf(err, errlen, "unknown or incomplete option '%s' (see --help)",
+                     argv[optind - 1]);
+            return -1;
+        }
+        if (apply(cfg, opt, optarg, err, errlen) < 0) return -1;
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return -1;
+    }
+    return 0;
+}

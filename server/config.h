@@ -1,0 +1,43 @@
+/* config.h -- the gateway's settings: defaults, then environment, then flags.
+ *
+ * Every setting has a flag and a LOCKGATE_* variable; a flag wins over the
+ * environment.  `lockgate --help` prints the list (config_usage). */
+#ifndef LOCKGATE_CONFIG_H
+#define LOCKGATE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GW_PREFIX_MAX 64
+
+struct gw_config {
+    char listen_host[256];        /* address to bind, e.g. "127.0.0.1" */
+    int listen_port;              /* TCP port to serve HTTP on */
+    char redis_host[256];         /* Redis host name or address */
+    int redis_port;               /* Redis port */
+    char redis_password[256];     /* AUTH password, "" for none */
+    int redis_db;                 /* SELECT index, 0 by default */
+    char key_prefix[GW_PREFIX_MAX + 1]; /* prefix of every key, "lockgate:" */
+    int log_level;                /* enum log_level */
+    int threads;                  /* HTTP worker threads */
+    int redis_timeout_ms;         /* a command not answered by then fails */
+    int max_connections;          /* concurrent HTTP connections accepted */
+    int64_t id_epoch;             /* unix seconds where id time starts */
+};
+
+/* Fills cfg from defaults, the environment and argv.  Returns 0 when the
+ * server should run, 1 when --help or --version was printed (exit 0), and
+ * -1 with a one-line reason in err on a bad setting (exit 2). */
+int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* Parses "redis://[:password@]host[:port][/db]" into cfg's redis fields.
+ * Returns 0, or -1 when the URL is not of that form. */
+int config_parse_redis_url(struct gw_config *cfg, const char *url);
+
+/* Parses "host:port" or "[v6]:port"; returns 0 or -1. */
+int config_parse_listen(struct gw_config *cfg, const char *s);
+
+/* Parses unix seconds or "YYYY-MM-DDTHH:MM:SSZ"; returns 0 or -1. */
+int config_parse_epoch(const char *s, int64_t *out);
+
+#endif

@@ -1,0 +1,249 @@
+/* http.c -- libmicrohttpd glue: accumulate, route, dispatch, suspend,
+ * resume, send.  See http.h for the contract.
+ *
+ * The hand-over with the Redis thread is the one subtle part.  A handler
+ * may start a Redis call whose reply arrives (on the Redis thread) before
+ * the handler has even returned.  So the reply side and the dispatch side
+ * meet under req->mu: whoever comes second acts.  If the reply is already
+ * there when the handler returns, the response is queued at once; if not,
+ * the connection is suspended *while holding mu*, and the reply side
+ * resumes it.  A request with a Redis call outstanding is therefore always
+ * suspended, and libmicrohttpd never frees it under the callback's feet. */
+#include "server/http.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/reply.h"
+#include "handlers/routes.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct MHD_Daemon *daemon_;
+static atomic_int shutting_down;
+static atomic_long in_flight;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int http_shutting_down(void) { return atomic_load(&shutting_down); }
+long http_in_flight(void) { return atomic_load(&in_flight); }
+
+const char *http_header(struct gw_request *req, const char *name) {
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_query(struct gw_request *req, const char *name) {
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* Queues the reply req holds.  Returns MHD_NO only when libmicrohttpd
+ * cannot take it (out of memory): the connection is then closed. */
+static enum MHD_Result send_reply(struct gw_request *req) {
+    char *body = req->resp;
+    req->resp = NULL;
+    req->sent = 1;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(req->resp_len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    if (req->content_type) MHD_add_response_header(r, "Content-Type", req->content_type);
+    for (int i = 0; i < req->nheaders; i++)
+        MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
+    enum MHD_Result ret = MHD_queue_response(req->conn, (unsigned)req->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+void http_reply_ready(struct gw_request *req) {
+    pthread_mutex_lock(&req->mu);
+    req->done = 1;
+    int resume = req->suspended;
+    req->suspended = 0;
+    if (resume) MHD_resume_connection(req->conn);
+    pthread_mutex_unlock(&req->mu);
+}
+
+static struct gw_request *request_new(struct MHD_Connection *conn, const char *url) {
+    struct gw_request *req = calloc(1, sizeof *req);
+    if (!req) return NULL;
+    req->conn = conn;
+    req->route = -1;
+    req->start_ns = now_ns();
+    req->path = strdup(url);
+    if (!req->path) {
+        free(req);
+        return NULL;
+    }
+    pthread_mutex_init(&req->mu, NULL);
+    atomic_fetch_add(&in_flight, 1);
+    return req;
+}
+
+static void request_free(struct gw_request *req) {
+    if (req->ctx_free) req->ctx_free(req->ctx);
+    cJSON_Delete(req->json);
+    free(req->body);
+    free(req->resp);
+    free(req->path);
+    pthread_mutex_destroy(&req->mu);
+    free(req);
+    atomic_fetch_sub(&in_flight, 1);
+}
+
+/* Routes req and runs its handler, or answers 404/405/413 itself. */
+static void dispatch(struct gw_request *req, const char *method) {
+    req->dispatched = 1;
+    req->route = router_match(gw_routes, gw_routes_count, method, req->path, &req->match);
+    if (req->route == ROUTER_NOT_FOUND) {
+        reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
+    } else if (req->route == ROUTER_BAD_METHOD) {
+        reply_header(req, "Allow", req->match.allow);
+        reply_problem(req, CODE_METHOD_NOT_ALLOWED, "%.200s allows %s", req->path,
+                      req->match.allow);
+    } else if (req->body_too_large) {
+        reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
+    } else {
+        gw_routes[req->route].handler(req);
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    struct gw_request *req = *con_cls;
+
+    if (!req) {                                   /* headers are in */
+        req = request_new(conn, url);
+        if (!req) return MHD_NO;
+        *con_cls = req;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strlen(cl) > 0 && (strlen(cl) > 9 || atol(cl) > HTTP_BODY_MAX)) {
+            req->body_too_large = 1;              /* answer before reading it */
+            req->dispatched = 1;
+            reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes",
+                          HTTP_BODY_MAX);
+            return send_reply(req);
+        }
+        return MHD_YES;
+    }
+
+    if (*upload_data_size) {                      /* a piece of the body */
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (req->body_too_large || req->dispatched) return MHD_YES;
+        if (req->body_len + n > HTTP_BODY_MAX) {
+            req->body_too_large = 1;
+            return MHD_YES;
+        }
+        if (!req->body) {
+            req->body = malloc(HTTP_BODY_MAX + 1);
+            if (!req->body) return MHD_NO;
+        }
+        memcpy(req->body + req->body_len, upload_data, n);
+        req->body_len += n;
+        req->body[req->body_len] = '\0';
+        return MHD_YES;
+    }
+
+    if (!req->dispatched) dispatch(req, method);  /* the body is complete */
+
+    pthread_mutex_lock(&req->mu);
+    if (req->done) {
+        pthread_mutex_unlock(&req->mu);
+        if (req->sent) return MHD_YES;            /* already sent (413) */
+        return send_reply(req);
+    }
+    req->suspended = 1;
+    MHD_suspend_connection(conn);
+    pthread_mutex_unlock(&req->mu);
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    struct gw_request *req = *con_cls;
+    if (!req) return;
+    *con_cls = NULL;
+    if (req->status)
+        metrics_observe_request(req->route, req->status,
+                                (now_ns() - req->start_ns) / 1000);
+    request_free(req);
+}
+
+/* The path arrives percent-encoded: names are decoded segment by segment
+ * (names.c), so that "%2F" can never split a name in two. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) {
+    return strlen(s);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    char buf[256];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    buf[strcspn(buf, "\n")] = '\0';
+    log_debug("http: %s", buf);
+}
+
+int http_start(const struct gw_config *cfg) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai;
+    char port[8];
+    snprintf(port, sizeof port, "%d", cfg->listen_port);
+    int rc = getaddrinfo(cfg->listen_host, port, &hints, &ai);
+    if (rc != 0) {
+        log_error("http: cannot resolve %s: %s", cfg->listen_host, gai_strerror(rc));
+        return -1;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    daemon_ = MHD_start_daemon(
+        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!daemon_) {
+        log_error("http: cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);
+        return -1;
+    }
+    return 0;
+}
+
+void http_quiesce(void) {
+    atomic_store(&shutting_down, 1);
+    if (daemon_) {
+        MHD_socket s = MHD_quiesce_daemon(daemon_);
+        if (s != MHD_INVALID_SOCKET) close(s);
+    }
+}
+
+void http_stop(int timeout_ms) {
+    if (!daemon_) return;
+    for (int waited = 0; http_in_flight() > 0 && waited < timeout_ms; waited += 10)
+        usleep(10 * 1000);
+    MHD_stop_daemon(daemon_);
+    daemon_ = NULL;
+}

@@ -1,0 +1,41 @@
+/* metrics.h -- counters and a latency histogram, rendered as Prometheus
+ * text by GET /metrics.  Every update is one relaxed atomic add. */
+#ifndef LOCKGATE_METRICS_H
+#define LOCKGATE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum metric_counter {
+    M_LOCK_ACQUIRED,      /* new holders */
+    M_LOCK_REENTERED,     /* re-entries */
+    M_LOCK_BUSY,          /* 409 lock_busy answers */
+    M_LOCK_EXTENDED,      /* successful PATCH */
+    M_LOCK_RELEASED,      /* successful DELETE */
+    M_REDIS_ERRORS,       /* commands that failed or timed out */
+    M_REDIS_RECONNECTS,   /* connections made to Redis after the first */
+    M_REDIS_NOSCRIPT,     /* NOSCRIPT answers that caused a reload */
+    M_IDS_ISSUED,         /* ids handed out */
+    M_ID_BLOCKS,          /* id blocks leased from Redis */
+    M_WAIT_STARTED,       /* requests that began waiting */
+    M_WAIT_WAKEUPS,       /* waiters woken to retry */
+    M_WAIT_TIMEOUTS,      /* waits that ended without the lock */
+    M_COUNTER_COUNT
+};
+
+void metrics_inc(enum metric_counter c, uint64_t n);
+
+/* Gauge of requests currently waiting for a busy lock. */
+void metrics_waiting_add(long delta);
+
+/* Records one finished request: its route index (or -1/-2 for 404/405),
+ * its status and its latency. */
+void metrics_observe_request(int route, int status, int64_t latency_us);
+
+/* Records how long a waiter waited (acquired or not). */
+void metrics_observe_wait(int64_t wait_us);
+
+/* Returns the Prometheus text; the caller frees it. */
+char *metrics_render(size_t *len);
+
+#endif

@@ -1,0 +1,48 @@
+/* redis.h -- the Redis layer: run this script with these keys and arguments,
+ * and be called back with the reply or the error.
+ *
+ * One thread owns the connection and runs an epoll loop.  Callers on any
+ * thread queue commands; the loop sends every command queued since its last
+ * write in one write (auto-pipelining) and calls each callback, on the loop
+ * thread, in order.  A callback is called exactly once for every command,
+ * also when Redis is down (at once), does not answer within the command
+ * timeout, or the connection drops.  The layer reconnects by itself and
+ * reloads scripts on NOSCRIPT (Redis restarted, failed over, SCRIPT FLUSH),
+ * retrying the command once. */
+#ifndef LOCKGATE_REDIS_H
+#define LOCKGATE_REDIS_H
+
+#include <stddef.h>
+
+#include "server/config.h"
+#include "server/scripts.h"
+
+struct redisReply;
+
+struct redis_result {
+    int ok;                        /* 1: reply is Redis's answer */
+    const struct redisReply *reply; /* valid during the callback only */
+    const char *error;             /* when !ok: why, for logs and details */
+};
+
+typedef void (*redis_cb)(void *arg, const struct redis_result *res);
+
+/* Starts the loop thread and the first connection attempt; 0 or -1. */
+int redis_start(const struct gw_config *cfg);
+
+/* Fails whatever is queued or outstanding, closes, joins the thread. */
+void redis_stop(void);
+
+/* EVALSHA script with argv[0..nkeys) as KEYS and argv[nkeys..nargs) as
+ * ARGV.  The strings are copied; cb(arg, result) is called once. */
+void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                const size_t *lens, redis_cb cb, void *arg);
+
+/* Any other command, e.g. {"PING"}. */
+void redis_command(int argc, const char *const *argv, const size_t *lens,
+                   redis_cb cb, void *arg);
+
+/* 1 while a connection to Redis is up. */
+int redis_connected(void);
+
+#endif

@@ -1,0 +1,103 @@
+/* reply.c -- see reply.h.  Exactly one function builds error bodies
+ * (problem_body), from one table of codes. */
+#include "server/reply.h"
+#include "server/http.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct problem_info problems[CODE_COUNT] = {
+    [CODE_INVALID_NAME]        = {"invalid_name", 400, "Invalid name"},
+    [CODE_INVALID_FIELD]       = {"invalid_field", 400, "Invalid field"},
+    [CODE_INVALID_JSON]        = {"invalid_json", 400, "Body is not a JSON object"},
+    [CODE_INVALID_ID]          = {"invalid_id", 400, "Invalid id"},
+    [CODE_INVALID_TOKEN]       = {"invalid_token", 400, "Invalid Lock-Token"},
+    [CODE_MISSING_TOKEN]       = {"missing_token", 400, "Lock-Token header required"},
+    [CODE_LOCK_BUSY]           = {"lock_busy", 409, "Lock is busy"},
+    [CODE_MODE_MISMATCH]       = {"mode_mismatch", 409, "Held in the other mode"},
+    [CODE_LIMIT_MISMATCH]      = {"limit_mismatch", 409, "Semaphore limit differs"},
+    [CODE_NOT_HELD]            = {"not_held", 404, "Not held"},
+    [CODE_NOT_OWNER]           = {"not_owner", 409, "Held by another token"},
+    [CODE_NOT_FOUND]           = {"not_found", 404, "Not found"},
+    [CODE_METHOD_NOT_ALLOWED]  = {"method_not_allowed", 405, "Method not allowed"},
+    [CODE_PAYLOAD_TOO_LARGE]   = {"payload_too_large", 413, "Payload too large"},
+    [CODE_BACKEND_UNAVAILABLE] = {"backend_unavailable", 503, "Backend unavailable"},
+    [CODE_SHUTTING_DOWN]       = {"shutting_down", 503, "Shutting down"},
+    [CODE_UNAUTHORIZED]        = {"unauthorized", 401, "Unauthorized"},
+    [CODE_NOT_IMPLEMENTED]     = {"not_implemented", 501, "Not implemented"},
+};
+
+const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }
+
+static void *xmalloc_check(void *p) {
+    if (!p) {
+        fprintf(stderr, "lockgate: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+char *problem_body(enum gw_code code, cJSON *extra, const char *detail) {
+    const struct problem_info *pi = &problems[code];
+    char type[64];
+    snprintf(type, sizeof type, "urn:lockgate:problem:%s", pi->code);
+    cJSON *o = xmalloc_check(cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "type", type);
+    cJSON_AddStringToObject(o, "title", pi->title);
+    cJSON_AddNumberToObject(o, "status", pi->status);
+    cJSON_AddStringToObject(o, "detail", detail);
+    cJSON_AddStringToObject(o, "code", pi->code);
+    if (extra) {
+        while (extra->child) {
+            cJSON *item = cJSON_DetachItemViaPointer(extra, extra->child);
+            cJSON_AddItemToObject(o, item->string, item);
+        }
+        cJSON_Delete(extra);
+    }
+    char *s = xmalloc_check(cJSON_PrintUnformatted(o));
+    cJSON_Delete(o);
+    return s;
+}
+
+void reply_header(struct gw_request *req, const char *name, const char *value) {
+    if (req->nheaders >= HTTP_MAX_HEADERS) return;
+    struct gw_header *h = &req->headers[req->nheaders++];
+    snprintf(h->name, sizeof h->name, "%s", name);
+    snprintf(h->value, sizeof h->value, "%s", value);
+}
+
+void reply_raw(struct gw_request *req, int status, const char *content_type,
+               char *body, size_t len) {
+    req->status = status;
+    req->content_type = content_type;
+    req->resp = body;
+    req->resp_len = len;
+    http_reply_ready(req);
+}
+
+void reply_json(struct gw_request *req, int status, cJSON *body) {
+    char *s = xmalloc_check(cJSON_PrintUnformatted(body));
+    cJSON_Delete(body);
+    reply_raw(req, status, "application/json", s, strlen(s));
+}
+
+void reply_problem_with(struct gw_request *req, enum gw_code code, cJSON *extra,
+                        const char *fmt, ...) {
+    char detail[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    if (problems[code].status == 503) reply_header(req, "Retry-After", "1");
+    char *s = problem_body(code, extra, detail);
+    reply_raw(req, problems[code].status, "application/problem+json", s, strlen(s));
+}
+
+void json_add_int(cJSON *obj, const char *key, long long v) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", v);
+    cJSON_AddItemToObject(obj, key, xmalloc_check(cJSON_CreateRaw(buf)));
+}

@@ -1,0 +1,57 @@
+/* reply.h -- the only way a handler answers: JSON, text, or problem+json.
+ *
+ * Every reply_* call completes the request (it may be called from the Redis
+ * thread); a handler replies exactly once.  Headers are added before. */
+#ifndef LOCKGATE_REPLY_H
+#define LOCKGATE_REPLY_H
+
+#include <stddef.h>
+
+struct gw_request;
+struct cJSON;
+
+/* The stable error codes of API.md; problem_info() maps each to its HTTP
+ * status and title.  Keep in step with openapi.yaml's Problem.code enum. */
+enum gw_code {
+    CODE_INVALID_NAME, CODE_INVALID_FIELD, CODE_INVALID_JSON, CODE_INVALID_ID,
+    CODE_INVALID_TOKEN, CODE_MISSING_TOKEN, CODE_LOCK_BUSY, CODE_MODE_MISMATCH,
+    CODE_LIMIT_MISMATCH, CODE_NOT_HELD, CODE_NOT_OWNER, CODE_NOT_FOUND,
+    CODE_METHOD_NOT_ALLOWED, CODE_PAYLOAD_TOO_LARGE, CODE_BACKEND_UNAVAILABLE,
+    CODE_SHUTTING_DOWN, CODE_UNAUTHORIZED, CODE_NOT_IMPLEMENTED,
+    CODE_COUNT
+};
+
+struct problem_info {
+    const char *code;   /* "lock_busy" */
+    int status;         /* 409 */
+    const char *title;  /* "Lock is busy" */
+};
+
+const struct problem_info *problem_info(enum gw_code code);
+
+/* Adds a response header; at most HTTP_MAX_HEADERS, longer values are cut. */
+void reply_header(struct gw_request *req, const char *name, const char *value);
+
+/* Replies with body serialised as application/json and frees body. */
+void reply_json(struct gw_request *req, int status, struct cJSON *body);
+
+/* Replies with a malloc'd body that the request takes over. */
+void reply_raw(struct gw_request *req, int status, const char *content_type,
+               char *body, size_t len);
+
+/* Replies application/problem+json for code, with detail formatted from fmt.
+ * extra, if not NULL, is an object whose members are added and is freed.
+ * 503s get Retry-After: 1. */
+void reply_problem_with(struct gw_request *req, enum gw_code code, struct cJSON *extra,
+                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#define reply_problem(req, code, ...) reply_problem_with(req, code, NULL, __VA_ARGS__)
+
+/* Builds the problem+json body alone (for tests and for http.c); the caller
+ * frees it with free(). */
+char *problem_body(enum gw_code code, struct cJSON *extra, const char *detail);
+
+/* Adds an exact 64-bit integer member (cJSON's doubles would round). */
+void json_add_int(struct cJSON *obj, const char *key, long long v);
+
+#endif

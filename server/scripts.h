@@ -1,0 +1,30 @@
+/* scripts.h -- the Lua scripts compiled into the binary from lua/ (one file each).
+ *
+ * Each script makes one decision atomically inside Redis.  Its SHA-1 is
+ * computed at start, so EVALSHA can be sent right behind SCRIPT LOAD. */
+#ifndef LOCKGATE_SCRIPTS_H
+#define LOCKGATE_SCRIPTS_H
+
+#include <stddef.h>
+
+enum script_id {
+    SCRIPT_LOCK_ACQUIRE,
+    SCRIPT_LOCK_EXTEND,
+    SCRIPT_LOCK_RELEASE,
+    SCRIPT_LOCK_INSPECT,
+    SCRIPT_COUNT
+};
+
+struct script {
+    const char *file;          /* "lock_acquire.lua", for logs */
+    const unsigned char *src;  /* the text, not NUL-terminated */
+    size_t len;                /* bytes in src */
+    char sha[41];              /* SHA-1 of src in hex, filled by scripts_init */
+};
+
+/* Computes every script's SHA-1; call once before the Redis layer starts. */
+void scripts_init(void);
+
+const struct script *script_get(enum script_id id);
+
+#endif

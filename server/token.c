@@ -1,0 +1,50 @@
+/* token.c -- see token.h. */
+#include "server/token.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+static const char b64url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+void token_new(char out[TOKEN_NEW_LEN + 1]) {
+    unsigned char rnd[16];
+    size_t got = 0;
+    while (got < sizeof rnd) {
+        ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            fprintf(stderr, "lockgate: getrandom failed: %s\n", strerror(errno));
+            abort();
+        }
+        got += (size_t)n;
+    }
+    /* 128 bits = 21 groups of 6 bits and 2 bits left over: 22 characters. */
+    int bits = 0, o = 0;
+    unsigned acc = 0;
+    for (size_t i = 0; i < sizeof rnd; i++) {
+        acc = (acc << 8) | rnd[i];
+        bits += 8;
+        while (bits >= 6) {
+            bits -= 6;
+            out[o++] = b64url[(acc >> bits) & 63];
+        }
+    }
+    out[o++] = b64url[(acc << (6 - bits)) & 63];
+    out[o] = '\0';
+}
+
+int token_valid(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (c >= '0' && c <= '9') || c == '-' || c == '_'))
+            return 0;
+        if (n >= TOKEN_MAX_LEN) return 0;
+    }
+    return n >= TOKEN_MIN_LEN;
+}
