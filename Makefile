@@ -40,6 +40,9 @@ INTEG_SRC:= $(sort $(wildcard tests/integration/test_*.c))
 INTEG_BIN:= $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
 HARNESS  := $(BUILD)/obj/tests/integration/harness.o
 
+# Keep test objects: they are not intermediate files to throw away.
+.SECONDARY:
+
 .PHONY: all deps run test test-unit test-integration bench image image-test install clean
 all: $(BUILD)/lockgate $(if $(wildcard cli/lockctl.c),$(BUILD)/lockctl)
 

@@ -1,0 +1,381 @@
+/* harness.c -- see harness.h. */
+#include "tests/integration/harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- bookkeeping: kill what we started, whatever happens ------------------ */
+
+#define MAX_CHILDREN 64
+static pid_t children[MAX_CHILDREN];
+static char dirs[MAX_CHILDREN][64];
+static int ndirs;
+
+static void cleanup(void) {
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] > 0) {
+            kill(children[i], SIGCONT);
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+            children[i] = 0;
+        }
+    for (int i = 0; i < ndirs; i++) {
+        char cmd[160];
+        snprintf(cmd, sizeof cmd, "rm -rf '%.64s'", dirs[i]);
+        if (system(cmd)) {}
+    }
+    ndirs = 0;
+}
+
+static void on_fatal(int sig) {
+    cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void harness_init(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    atexit(cleanup);
+    signal(SIGABRT, on_fatal);
+    signal(SIGSEGV, on_fatal);
+    signal(SIGINT, on_fatal);
+    signal(SIGTERM, on_fatal);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void track(pid_t pid) {
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] == 0) { children[i] = pid; return; }
+}
+
+static void untrack(pid_t pid) {
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] == pid) children[i] = 0;
+}
+
+long long h_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void h_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+}
+
+int h_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int port_open(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Runs argv (via sh -c cmd) with stdout/stderr to logfile; returns pid. */
+static pid_t spawn(const char *cmd, const char *logfile) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(logfile ? logfile : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        setpgid(0, 0);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) track(pid);
+    return pid;
+}
+
+/* ---- redis ------------------------------------------------------------------ */
+
+static int redis_launch(struct h_redis *r) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "exec redis-server --bind 127.0.0.1 --port %d --dir '%s' --save '' "
+             "--appendonly %s --appendfsync always --protected-mode no --daemonize no",
+             r->port, r->dir, r->aof ? "yes" : "no");
+    char log[96];
+    snprintf(log, sizeof log, "%s/redis.log", r->dir);
+    r->pid = spawn(cmd, log);
+    for (int i = 0; i < 500; i++) {
+        const char *pong = h_redis_cli(r, "PING");
+        if (pong && strcmp(pong, "PONG") == 0) return 0;
+        h_sleep_ms(10);
+    }
+    fprintf(stderr, "harness: redis-server did not start on %d\n", r->port);
+    return -1;
+}
+
+int h_redis_start(struct h_redis *r, int aof) {
+    harness_init();
+    memset(r, 0, sizeof *r);
+    r->aof = aof;
+    strcpy(r->dir, "/tmp/lockgate-test-XXXXXX");
+    if (!mkdtemp(r->dir)) return -1;
+    if (ndirs < MAX_CHILDREN) strcpy(dirs[ndirs++], r->dir);
+    r->port = h_free_port();
+    return redis_launch(r);
+}
+
+int h_redis_restart(struct h_redis *r) {
+    if (r->pid) h_redis_kill(r);
+    return redis_launch(r);
+}
+
+static void reap(pid_t *pid, int sig) {
+    if (*pid <= 0) return;
+    kill(*pid, SIGCONT);
+    kill(*pid, sig);
+    waitpid(*pid, NULL, 0);
+    untrack(*pid);
+    *pid = 0;
+}
+
+void h_redis_kill(struct h_redis *r) { reap(&r->pid, SIGKILL); }
+
+void h_redis_stop(struct h_redis *r) {
+    if (r->pid) {
+        h_redis_cli(r, "SHUTDOWN NOSAVE");
+        reap(&r->pid, SIGKILL);
+    }
+}
+
+const char *h_redis_cli(struct h_redis *r, const char *args) {
+    static __thread char out[4096];
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "redis-cli -h 127.0.0.1 -p %d %s 2>/dev/null", r->port, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    if (pclose(p) != 0 && n == 0) return NULL;
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r')) out[--n] = '\0';
+    return out;
+}
+
+/* ---- gateway ----------------------------------------------------------------- */
+
+int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
+                   const char *env_prefix) {
+    harness_init();
+    const char *build = getenv("BUILD");
+    if (!build) build = "build";
+    if (!g->port) g->port = h_free_port();
+    if (!g->log[0]) snprintf(g->log, sizeof g->log, "%s/gw-%d.log", r->dir, g->port);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "exec %s %s/lockgate --listen 127.0.0.1:%d --redis redis://127.0.0.1:%d "
+             "--log-level debug %s",
+             env_prefix ? env_prefix : "", build, g->port, r->port,
+             extra_flags ? extra_flags : "");
+    g->pid = spawn(cmd, g->log);
+    for (int i = 0; i < 1000; i++) {
+        if (port_open(g->port)) return 0;
+        int st;
+        if (waitpid(g->pid, &st, WNOHANG) == g->pid) break;
+        h_sleep_ms(10);
+    }
+    fprintf(stderr, "harness: lockgate did not start (log: %s)\n", g->log);
+    return -1;
+}
+
+int h_gw_start(struct h_gw *g, struct h_redis *r, const char *extra_flags) {
+    return h_gw_start_env(g, r, extra_flags, NULL);
+}
+
+int h_gw_stop(struct h_gw *g, int timeout_ms) {
+    if (g->pid <= 0) return -1;
+    kill(g->pid, SIGTERM);
+    long long end = h_now_ms() + timeout_ms;
+    int st;
+    while (h_now_ms() < end) {
+        if (waitpid(g->pid, &st, WNOHANG) == g->pid) {
+            untrack(g->pid);
+            g->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        h_sleep_ms(5);
+    }
+    reap(&g->pid, SIGKILL);
+    return -1;
+}
+
+void h_gw_kill(struct h_gw *g) { reap(&g->pid, SIGKILL); }
+
+/* ---- HTTP ---------------------------------------------------------------------- */
+
+struct sink { char *b; size_t len; size_t cap; };
+
+static size_t sink_write(char *p, size_t size, size_t n, void *ud) {
+    struct sink *s = ud;
+    size_t add = size * n;
+    if (s->len + add + 1 > s->cap) {
+        s->cap = (s->len + add + 1) * 2;
+        s->b = realloc(s->b, s->cap);
+    }
+    memcpy(s->b + s->len, p, add);
+    s->len += add;
+    s->b[s->len] = '\0';
+    return add;
+}
+
+static size_t header_write(char *p, size_t size, size_t n, void *ud) {
+    struct h_resp *r = ud;
+    size_t add = size * n, used = strlen(r->headers);
+    if (used + add < sizeof r->headers) {
+        memcpy(r->headers + used, p, add);
+        r->headers[used + add] = '\0';
+    }
+    return add;
+}
+
+struct h_resp h_http(const char *method, int port, const char *path, const char *token,
+                     const char *body, const char *extra_header) {
+    harness_init();
+    struct h_resp r;
+    memset(&r, 0, sizeof r);
+    struct sink s = {calloc(1, 256), 0, 256};
+    CURL *c = curl_easy_init();
+    char url[1024];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    struct curl_slist *hs = NULL;
+    char th[200];
+    if (token) {
+        snprintf(th, sizeof th, "Lock-Token: %s", token);
+        hs = curl_slist_append(hs, th);
+    }
+    if (extra_header) hs = curl_slist_append(hs, extra_header);
+    hs = curl_slist_append(hs, "Expect:");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    } else if (strcmp(method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    if (strcmp(method, "GET") == 0 && !body) curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_write);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (curl_easy_perform(c) == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+        curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &r.seconds);
+    }
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    r.body = s.b;
+    r.body_len = s.len;
+    r.json = cJSON_Parse(r.body);
+    return r;
+}
+
+void h_resp_free(struct h_resp *r) {
+    cJSON_Delete(r->json);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+const char *h_header(struct h_resp *r, const char *name) {
+    static __thread char val[512];
+    size_t nlen = strlen(name);
+    for (const char *p = r->headers; *p;) {
+        const char *eol = strstr(p, "\r\n");
+        if (!eol) eol = p + strlen(p);
+        if ((size_t)(eol - p) > nlen && strncasecmp(p, name, nlen) == 0 && p[nlen] == ':') {
+            const char *v = p + nlen + 1;
+            while (*v == ' ') v++;
+            size_t vlen = (size_t)(eol - v);
+            if (vlen >= sizeof val) vlen = sizeof val - 1;
+            memcpy(val, v, vlen);
+            val[vlen] = '\0';
+            return val;
+        }
+        p = *eol ? eol + 2 : eol;
+    }
+    return NULL;
+}
+
+long long h_jint(struct h_resp *r, const char *key) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, key);
+    if (!cJSON_IsNumber(v)) return -999999;
+    return (long long)v->valuedouble; /* exact below 2^53, which fences are */
+}
+
+const char *h_jstr(struct h_resp *r, const char *key) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, key);
+    if (cJSON_IsString(v)) return v->valuestring;
+    if (cJSON_IsBool(v)) return cJSON_IsTrue(v) ? "true" : "false";
+    return NULL;
+}
+
+const char *h_jcode(struct h_resp *r) { return h_jstr(r, "code"); }
+
+size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int timeout_ms) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    size_t got = 0;
+    out[0] = '\0';
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return 0;
+    }
+    size_t sent = 0;
+    while (sent < len) {
+        ssize_t w = send(fd, (const char *)data + sent, len - sent, MSG_NOSIGNAL);
+        if (w <= 0) break;
+        sent += (size_t)w;
+    }
+    shutdown(fd, SHUT_WR);
+    long long end = h_now_ms() + timeout_ms;
+    while (got + 1 < cap) {
+        int left = (int)(end - h_now_ms());
+        if (left <= 0) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left) <= 0) break;
+        ssize_t n = recv(fd, out + got, cap - 1 - got, 0);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    close(fd);
+    return got;
+}

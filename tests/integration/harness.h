@@ -1,0 +1,84 @@
+/* harness.h -- what integration tests need: a throwaway redis-server and
+ * lockgate processes on free loopback ports, and HTTP through libcurl.
+ *
+ * Every process a test starts is registered and killed at exit (also when
+ * the test fails or crashes through abort), and every temporary directory
+ * removed.  Only 127.0.0.1 is ever used. */
+#ifndef LOCKGATE_HARNESS_H
+#define LOCKGATE_HARNESS_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "tests/check.h"
+
+struct h_redis {
+    int port;            /* loopback port it listens on */
+    pid_t pid;           /* its process, 0 when stopped */
+    char dir[64];        /* its temporary working directory */
+    int aof;             /* appendonly yes (persistence across restarts) */
+};
+
+struct h_gw {
+    int port;            /* loopback port it serves on */
+    pid_t pid;           /* its process, 0 when stopped */
+    char log[96];        /* its stderr, kept in a file for failures */
+};
+
+/* A TCP port that was free on 127.0.0.1 a moment ago. */
+int h_free_port(void);
+
+/* Starts redis-server (aof: with appendonly) and waits until it answers. */
+int h_redis_start(struct h_redis *r, int aof);
+/* Starts it again on the same port and directory (after a stop or kill). */
+int h_redis_restart(struct h_redis *r);
+void h_redis_kill(struct h_redis *r);       /* SIGKILL, no shutdown save */
+void h_redis_stop(struct h_redis *r);       /* SHUTDOWN, then remove dir */
+/* Runs redis-cli with the arguments (a shell word list); returns its
+ * trimmed output in a static buffer, or NULL. */
+const char *h_redis_cli(struct h_redis *r, const char *args);
+
+/* Starts build/lockgate (BUILD env picks the build dir) against r, with
+ * extra flags (may be NULL), and waits for /healthz.  env_prefix, if not
+ * NULL, is put in front of the command (e.g. "faketime -f -1d"). */
+int h_gw_start(struct h_gw *g, struct h_redis *r, const char *extra_flags);
+int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
+                   const char *env_prefix);
+/* SIGTERM and wait; returns the exit status, or -1 if it took over
+ * timeout_ms (then it is killed). */
+int h_gw_stop(struct h_gw *g, int timeout_ms);
+void h_gw_kill(struct h_gw *g);             /* SIGKILL */
+
+struct h_resp {
+    long status;         /* HTTP status, 0 when the request failed */
+    char *body;          /* body, NUL-terminated */
+    size_t body_len;     /* its length */
+    char headers[4096];  /* raw response headers */
+    cJSON *json;         /* parsed body when it is JSON, else NULL */
+    double seconds;      /* total time the request took */
+};
+
+/* Sends method url with an optional Lock-Token and body; extra_header may
+ * be NULL or "Name: value".  The caller frees with h_resp_free. */
+struct h_resp h_http(const char *method, int port, const char *path, const char *token,
+                     const char *body, const char *extra_header);
+void h_resp_free(struct h_resp *r);
+
+/* A response header's value (case-insensitive name) in a static buffer. */
+const char *h_header(struct h_resp *r, const char *name);
+
+/* Member of the JSON body: number (as long long), string or bool. */
+long long h_jint(struct h_resp *r, const char *key);
+const char *h_jstr(struct h_resp *r, const char *key);
+const char *h_jcode(struct h_resp *r); /* problem+json "code" */
+
+/* Sends raw bytes on a new connection and returns what came back (up to
+ * cap bytes in out, NUL-terminated) within timeout_ms. */
+size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int timeout_ms);
+
+/* Milliseconds since an arbitrary start, monotonic. */
+long long h_now_ms(void);
+void h_sleep_ms(int ms);
+
+#endif

@@ -1,0 +1,429 @@
+/* test_locks.c -- the lock API of API.md, status by status, against the
+ * real binary and a real redis-server. */
+#include "tests/integration/harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct h_redis redis;
+static struct h_gw gw;
+
+#define H(method, path, token, body) h_http(method, gw.port, path, token, body, NULL)
+
+static char *acquire(const char *path, const char *token, const char *body, long expect) {
+    struct h_resp r = H("POST", path, token, body);
+    CHECK_EQ_INT(r.status, expect);
+    char *tok = h_header(&r, "Lock-Token") ? strdup(h_header(&r, "Lock-Token")) : NULL;
+    h_resp_free(&r);
+    return tok;
+}
+
+static void test_acquire_new(void) {
+    struct h_resp r = H("POST", "/v1/locks/a1", NULL, "{\"ttl_ms\":5000,\"owner\":\"job 7\"}");
+    CHECK_EQ_INT(r.status, 201);
+    const char *tok = h_header(&r, "Lock-Token");
+    CHECK(tok && strlen(tok) == 22);
+    CHECK_EQ_STR(h_jstr(&r, "token"), tok);
+    CHECK_EQ_STR(h_header(&r, "Location"), "/v1/locks/a1");
+    CHECK_EQ_STR(h_header(&r, "Content-Type"), "application/json");
+    CHECK_EQ_STR(h_jstr(&r, "name"), "a1");
+    CHECK_EQ_STR(h_jstr(&r, "mode"), "exclusive");
+    CHECK_EQ_INT(h_jint(&r, "count"), 1);
+    CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 5000);
+    CHECK(h_jint(&r, "fence") > 0);
+    h_resp_free(&r);
+
+    /* GET shows the holder, never the token. */
+    r = H("GET", "/v1/locks/a1", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "owner"), "job 7");
+    CHECK_EQ_INT(h_jint(&r, "holders"), 1);
+    CHECK_EQ_INT(h_jint(&r, "count"), 1);
+    CHECK(h_jint(&r, "ttl_ms") > 4000 && h_jint(&r, "ttl_ms") <= 5000);
+    CHECK(strstr(r.body, "token") == NULL);
+    h_resp_free(&r);
+}
+
+static void test_empty_body_defaults(void) {
+    struct h_resp r = H("POST", "/v1/locks/defaults", NULL, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 30000);
+    h_resp_free(&r);
+}
+
+static void test_busy(void) {
+    char *tok = acquire("/v1/locks/busy1", NULL, "{\"ttl_ms\":3000}", 201);
+    struct h_resp r = H("POST", "/v1/locks/busy1", NULL, NULL);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "lock_busy");
+    CHECK_EQ_STR(h_header(&r, "Content-Type"), "application/problem+json");
+    long long ra = h_jint(&r, "retry_after_ms");
+    CHECK(ra > 2000 && ra <= 3000);
+    CHECK_EQ_STR(h_header(&r, "Retry-After"), "3");
+    CHECK_EQ_INT(h_jint(&r, "status"), 409);
+    CHECK(h_jstr(&r, "type") && h_jstr(&r, "title") && h_jstr(&r, "detail"));
+    h_resp_free(&r);
+    /* A client-chosen token that does not hold it is busy too. */
+    r = H("POST", "/v1/locks/busy1", "someone-else-token-0123456789", NULL);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "lock_busy");
+    h_resp_free(&r);
+    free(tok);
+}
+
+static void test_reentry(void) {
+    const char *mine = "client-chosen-token-AAAAAAAAAA";
+    char *tok = acquire("/v1/locks/re", mine, "{\"ttl_ms\":2000,\"owner\":\"first\"}", 201);
+    CHECK_EQ_STR(tok, mine);
+    struct h_resp r = H("POST", "/v1/locks/re", mine, "{\"ttl_ms\":9000,\"owner\":\"second\"}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 9000);
+    long long fence = h_jint(&r, "fence");
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/re", mine, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "count"), 3);
+    CHECK_EQ_INT(h_jint(&r, "fence"), fence);
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks/re", NULL, NULL);
+    CHECK_EQ_STR(h_jstr(&r, "owner"), "first");       /* first acquisition's */
+    CHECK_EQ_INT(h_jint(&r, "count"), 3);
+    h_resp_free(&r);
+
+    /* Three releases: 2, 1, then free. */
+    for (int left = 2; left >= 0; left--) {
+        r = H("DELETE", "/v1/locks/re", mine, NULL);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_EQ_INT(h_jint(&r, "count"), left);
+        CHECK_EQ_STR(h_jstr(&r, "released"), left == 0 ? "true" : "false");
+        h_resp_free(&r);
+    }
+    r = H("GET", "/v1/locks/re", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_held");
+    h_resp_free(&r);
+    r = H("DELETE", "/v1/locks/re", mine, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_held");
+    h_resp_free(&r);
+    free(tok);
+}
+
+static void test_extend(void) {
+    char *tok = acquire("/v1/locks/ext", NULL, "{\"ttl_ms\":1000}", 201);
+    struct h_resp r = H("PATCH", "/v1/locks/ext", tok, "{\"ttl_ms\":60000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 60000);
+    CHECK_EQ_STR(h_jstr(&r, "name"), "ext");
+    CHECK_EQ_STR(h_jstr(&r, "mode"), "exclusive");
+    CHECK_EQ_INT(h_jint(&r, "count"), 1);
+    CHECK(h_jint(&r, "fence") > 0);
+    CHECK(h_jstr(&r, "token") == NULL);
+    h_resp_free(&r);
+    h_sleep_ms(1300); /* past the first lease: still held */
+    r = H("GET", "/v1/locks/ext", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    /* No body: back to the ttl it was acquired with. */
+    r = H("PATCH", "/v1/locks/ext", tok, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 1000);
+    h_resp_free(&r);
+    free(tok);
+}
+
+static void test_wrong_and_missing_token(void) {
+    char *tok = acquire("/v1/locks/own", NULL, NULL, 201);
+    const char *other = "not-the-holder-token-xxxxxxx";
+    const char *methods[] = {"PATCH", "DELETE"};
+    for (int i = 0; i < 2; i++) {
+        struct h_resp r = H(methods[i], "/v1/locks/own", other, NULL);
+        CHECK_EQ_INT(r.status, 409);
+        CHECK_EQ_STR(h_jcode(&r), "not_owner");
+        h_resp_free(&r);
+        r = H(methods[i], "/v1/locks/own", NULL, NULL);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_EQ_STR(h_jcode(&r), "missing_token");
+        h_resp_free(&r);
+        r = H(methods[i], "/v1/locks/own", "short", NULL);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_EQ_STR(h_jcode(&r), "invalid_token");
+        h_resp_free(&r);
+        r = H(methods[i], "/v1/locks/nobody-holds-this", other, NULL);
+        CHECK_EQ_INT(r.status, 404);
+        CHECK_EQ_STR(h_jcode(&r), "not_held");
+        h_resp_free(&r);
+    }
+    struct h_resp r = H("POST", "/v1/locks/own2", "bad token with spaces!!!!!!", NULL);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_token");
+    h_resp_free(&r);
+    /* The lock is still the holder's: a wrong release never frees it. */
+    r = H("GET", "/v1/locks/own", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = H("DELETE", "/v1/locks/own", tok, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    free(tok);
+}
+
+static void test_expiry_and_fences(void) {
+    char *t1 = acquire("/v1/locks/exp", NULL, "{\"ttl_ms\":150}", 201);
+    struct h_resp r = H("GET", "/v1/locks/exp", NULL, NULL);
+    long long f1 = h_jint(&r, "fence");
+    h_resp_free(&r);
+    h_sleep_ms(250);
+    r = H("GET", "/v1/locks/exp", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = H("PATCH", "/v1/locks/exp", t1, NULL);
+    CHECK_EQ_INT(r.status, 404); /* an expired holder cannot extend */
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/exp", NULL, "{\"ttl_ms\":5000}");
+    CHECK_EQ_INT(r.status, 201);
+    long long f2 = h_jint(&r, "fence");
+    char *t2 = strdup(h_header(&r, "Lock-Token"));
+    h_resp_free(&r);
+    CHECK(f2 > f1);
+    r = H("DELETE", "/v1/locks/exp", t1, NULL);
+    CHECK_EQ_INT(r.status, 409); /* the old holder never frees the new one's */
+    h_resp_free(&r);
+    r = H("DELETE", "/v1/locks/exp", t2, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    /* Released, then taken again: the fence still grows. */
+    r = H("POST", "/v1/locks/exp", NULL, NULL);
+    CHECK(h_jint(&r, "fence") > f2);
+    h_resp_free(&r);
+    free(t1);
+    free(t2);
+}
+
+static void test_fence_survives_redis_restart(void) {
+    struct h_resp r = H("POST", "/v1/locks/persist", NULL, "{\"ttl_ms\":100}");
+    long long f1 = h_jint(&r, "fence");
+    h_resp_free(&r);
+    h_redis_cli(&redis, "SET lockgate:lock:{persist}:fence 9000000000000000");
+    h_sleep_ms(150);
+    /* Restart Redis (AOF on): the fence key comes back. */
+    h_redis_restart(&redis);
+    long long f2 = 0;
+    for (int i = 0; i < 50 && f2 <= 0; i++) {
+        r = H("POST", "/v1/locks/persist", NULL, NULL);
+        if (r.status == 201) f2 = h_jint(&r, "fence");
+        h_resp_free(&r);
+        if (f2 <= 0) h_sleep_ms(100);
+    }
+    CHECK(f1 > 0);
+    CHECK_EQ_INT(f2, 9000000000000001LL);
+}
+
+static void test_max_hold(void) {
+    char *tok = acquire("/v1/locks/mh", NULL, "{\"ttl_ms\":1000,\"max_hold_ms\":1500}", 201);
+    struct h_resp r = H("PATCH", "/v1/locks/mh", tok, "{\"ttl_ms\":10000}");
+    CHECK_EQ_INT(r.status, 200);
+    long long ttl = h_jint(&r, "ttl_ms");
+    CHECK(ttl <= 1500 && ttl > 1200);
+    h_resp_free(&r);
+    /* Re-entry renewals are capped the same way. */
+    r = H("POST", "/v1/locks/mh", tok, "{\"ttl_ms\":10000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(h_jint(&r, "ttl_ms") <= 1500);
+    h_resp_free(&r);
+    h_sleep_ms(1700);
+    r = H("GET", "/v1/locks/mh", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/mh2", NULL, "{\"ttl_ms\":1000,\"max_hold_ms\":500}");
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_field");
+    CHECK(strstr(h_jstr(&r, "detail"), "max_hold_ms") != NULL);
+    h_resp_free(&r);
+    free(tok);
+}
+
+static void test_lock_delay(void) {
+    /* Ended by expiry: nobody, not even the old token, gets it for 600 ms. */
+    const char *mine = "lock-delay-holder-token-000000";
+    char *tok = acquire("/v1/locks/ld", mine, "{\"ttl_ms\":200,\"lock_delay_ms\":600}", 201);
+    h_sleep_ms(300);
+    struct h_resp r = H("POST", "/v1/locks/ld", NULL, NULL);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "lock_busy");
+    long long ra = h_jint(&r, "retry_after_ms");
+    CHECK(ra > 300 && ra <= 500);
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/ld", mine, NULL);
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks/ld", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    h_sleep_ms(ra + 50);
+    r = H("POST", "/v1/locks/ld", NULL, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+
+    /* Ended by release: free at once. */
+    char *t2 = acquire("/v1/locks/ld2", NULL, "{\"ttl_ms\":5000,\"lock_delay_ms\":60000}", 201);
+    r = H("DELETE", "/v1/locks/ld2", t2, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/ld2", NULL, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    free(tok);
+    free(t2);
+}
+
+static void test_field_validation(void) {
+    static const struct { const char *body; const char *code; const char *field; } cases[] = {
+        {"{\"ttl_ms\":99}", "invalid_field", "ttl_ms"},
+        {"{\"ttl_ms\":86400001}", "invalid_field", "ttl_ms"},
+        {"{\"ttl_ms\":\"5000\"}", "invalid_field", "ttl_ms"},
+        {"{\"ttl_ms\":1000.5}", "invalid_field", "ttl_ms"},
+        {"{\"wait_ms\":-1}", "invalid_field", "wait_ms"},
+        {"{\"wait_ms\":300001}", "invalid_field", "wait_ms"},
+        {"{\"mode\":\"weird\"}", "invalid_field", "mode"},
+        {"{\"mode\":1}", "invalid_field", "mode"},
+        {"{\"fair\":\"yes\"}", "invalid_field", "fair"},
+        {"{\"owner\":5}", "invalid_field", "owner"},
+        {"{\"lock_delay_ms\":60001}", "invalid_field", "lock_delay_ms"},
+        {"{\"max_hold_ms\":true}", "invalid_field", "max_hold_ms"},
+        {"[1,2]", "invalid_json", NULL},
+        {"\"str\"", "invalid_json", NULL},
+        {"{\"ttl_ms\":", "invalid_json", NULL},
+        {"{} trailing", "invalid_json", NULL},
+        {"null", "invalid_json", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct h_resp r = H("POST", "/v1/locks/val", NULL, cases[i].body);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_EQ_STR(h_jcode(&r), cases[i].code);
+        if (cases[i].field) CHECK(r.json && strstr(h_jstr(&r, "detail"), cases[i].field));
+        h_resp_free(&r);
+    }
+    char owner[260];
+    memset(owner, 'o', 201);
+    owner[201] = '\0';
+    char body[300];
+    snprintf(body, sizeof body, "{\"owner\":\"%s\"}", owner);
+    struct h_resp r = H("POST", "/v1/locks/val", NULL, body);
+    CHECK_EQ_INT(r.status, 400);
+    h_resp_free(&r);
+    /* Unknown fields are ignored; any Content-Type is parsed as JSON. */
+    r = h_http("POST", gw.port, "/v1/locks/val", NULL, "{\"nonsense\":[1],\"ttl_ms\":1000}",
+               "Content-Type: application/x-www-form-urlencoded");
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+}
+
+static void test_names(void) {
+    char longname[260] = "/v1/locks/";
+    memset(longname + 10, 'n', 201);
+    longname[211] = '\0';
+    const char *bad[] = {"/v1/locks/bad%20name", "/v1/locks/%zz", "/v1/locks/a%", "/v1/locks/",
+                         "/v1/locks/caf%C3%A9", longname};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct h_resp r = H("POST", bad[i], NULL, NULL);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_EQ_STR(h_jcode(&r), "invalid_name");
+        h_resp_free(&r);
+    }
+    longname[210] = '\0'; /* 200 bytes: fine */
+    struct h_resp r = H("POST", longname, NULL, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    /* Percent-encoded valid bytes decode to the same name. */
+    r = H("POST", "/v1/locks/pct.name", NULL, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks/pct%2Ename", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "name"), "pct.name");
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/a/b", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_found");
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/a%2Fb", NULL, NULL);
+    CHECK_EQ_INT(r.status, 400);
+    h_resp_free(&r);
+}
+
+static void test_routing_and_ops(void) {
+    struct h_resp r = H("PUT", "/v1/locks/x", NULL, NULL);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_EQ_STR(h_jcode(&r), "method_not_allowed");
+    CHECK(h_header(&r, "Allow") && strstr(h_header(&r, "Allow"), "PATCH"));
+    h_resp_free(&r);
+    r = H("GET", "/nope", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_found");
+    h_resp_free(&r);
+    r = H("GET", "/healthz", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "status"), "ok");
+    h_resp_free(&r);
+    r = H("GET", "/readyz", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = H("GET", "/openapi.yaml", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "openapi: 3.1") != NULL);
+    h_resp_free(&r);
+    r = H("GET", "/metrics", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "lockgate_lock_acquired_total") != NULL);
+    CHECK(strstr(r.body, "lockgate_http_requests_total{route=\"POST /v1/locks/{name}\",status=\"201\"}") != NULL);
+    CHECK(strstr(r.body, "lockgate_http_request_duration_seconds_bucket") != NULL);
+    CHECK(strstr(r.body, "lockgate_lock_busy_total") != NULL);
+    h_resp_free(&r);
+}
+
+static void test_not_yet_offered(void) {
+    struct h_resp r = H("POST", "/v1/locks/sh", NULL, "{\"mode\":\"shared\"}");
+    CHECK(r.status == 501 || r.status == 201);
+    h_resp_free(&r);
+}
+
+static void test_body_too_large(void) {
+    size_t n = 17 * 1024;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    big[0] = '{';
+    big[n - 1] = '}';
+    big[n] = '\0';
+    struct h_resp r = H("POST", "/v1/locks/big", NULL, big);
+    CHECK_EQ_INT(r.status, 413);
+    CHECK_EQ_STR(h_jcode(&r), "payload_too_large");
+    h_resp_free(&r);
+    free(big);
+    r = H("GET", "/healthz", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
+int main(void) {
+    if (h_redis_start(&redis, 1) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
+    RUN(test_acquire_new);
+    RUN(test_empty_body_defaults);
+    RUN(test_busy);
+    RUN(test_reentry);
+    RUN(test_extend);
+    RUN(test_wrong_and_missing_token);
+    RUN(test_expiry_and_fences);
+    RUN(test_max_hold);
+    RUN(test_lock_delay);
+    RUN(test_field_validation);
+    RUN(test_names);
+    RUN(test_routing_and_ops);
+    RUN(test_not_yet_offered);
+    RUN(test_body_too_large);
+    RUN(test_fence_survives_redis_restart);
+    CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
+    h_redis_stop(&redis);
+    return check_summary("locks");
+}

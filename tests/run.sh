@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every test binary that `make test` built: unit tests first, then the
+# integration tests (each starts its own redis-server and gateways on free
+# loopback ports in temporary directories, and stops them).  Prints each
+# suite's closing line, then the total, and exits non-zero on any failure,
+# including a test binary that crashed before printing its summary.
+set -u
+BUILD=${BUILD:-build}
+passed=0 failed=0 broken=()
+
+run_suite() {
+    local bin=$1 out rc line p f
+    out=$(mktemp)
+    "$bin" > "$out" 2> >(sed 's/^/    /' >&2)
+    rc=$?
+    line=$(grep -E '^[a-z_]+: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    cat "$out"
+    rm -f "$out"
+    if [ -z "$line" ]; then
+        echo "$(basename "$bin"): no summary (exit $rc)"
+        broken+=("$(basename "$bin")")
+        return
+    fi
+    p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.*, ([0-9]+) failed$/\1/' <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && broken+=("$(basename "$bin") (exit $rc)")
+}
+
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    echo "== $(basename "$t")"
+    run_suite "$t"
+done
+
+[ ${#broken[@]} -gt 0 ] && echo "broken suites: ${broken[*]}"
+echo "total: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ ${#broken[@]} -eq 0 ]
