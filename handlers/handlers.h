@@ -27,6 +27,17 @@ void locks_extend(struct gw_request *req);
 void locks_release(struct gw_request *req);
 void locks_inspect(struct gw_request *req);
 
+/* semaphores.c */
+void semaphores_acquire(struct gw_request *req);
+void semaphores_extend(struct gw_request *req);
+void semaphores_release(struct gw_request *req);
+void semaphores_inspect(struct gw_request *req);
+
+/* ids.c */
+void ids_next(struct gw_request *req);
+void ids_decode(struct gw_request *req);
+int ids_init(const struct gw_config *cfg);
+
 /* ops.c */
 void ops_healthz(struct gw_request *req);
 void ops_readyz(struct gw_request *req);

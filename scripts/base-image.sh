@@ -19,8 +19,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
+# buildah's storage driver: vfs works everywhere (also inside an unprivileged
+# container, where overlay may not), unless the store already uses another
+# driver, which buildah refuses to switch. STORAGE_DRIVER=... chooses.
+if [ -z "${STORAGE_DRIVER:-}" ]; then
+    STORAGE_DRIVER=vfs
+    store=/var/lib/containers/storage
+    [ "$(id -u)" -ne 0 ] && store="${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage"
+    for d in overlay btrfs zfs; do
+        [ -d "$store/$d-images" ] && { STORAGE_DRIVER=$d; break; }
+    done
+fi
+export STORAGE_DRIVER
 export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
+buildah() { command buildah --storage-driver "$STORAGE_DRIVER" "$@"; }
 SUITE=bookworm
 FULL="docker.io/library/debian:$SUITE"
 SLIM="docker.io/library/debian:$SUITE-slim"
@@ -33,7 +45,7 @@ log() { echo "base-image: $*" >&2; }
 
 install_missing() {
     local need=() c
-    for c in "$@"; do command -v "$c" >/dev/null 2>&1 || need+=("$c"); done
+    for c in "$@"; do type -P "$c" >/dev/null || need+=("$c"); done
     [ ${#need[@]} -eq 0 ] && return 0
     log "installing ${need[*]}"
     local sudo=""

@@ -15,8 +15,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
+# buildah's storage driver: vfs works everywhere (also inside an unprivileged
+# container, where overlay may not), unless the store already uses another
+# driver, which buildah refuses to switch. STORAGE_DRIVER=... chooses.
+if [ -z "${STORAGE_DRIVER:-}" ]; then
+    STORAGE_DRIVER=vfs
+    store=/var/lib/containers/storage
+    [ "$(id -u)" -ne 0 ] && store="${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage"
+    for d in overlay btrfs zfs; do
+        [ -d "$store/$d-images" ] && { STORAGE_DRIVER=$d; break; }
+    done
+fi
+export STORAGE_DRIVER
 export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
+buildah() { command buildah --storage-driver "$STORAGE_DRIVER" "$@"; }
 IMAGE="${IMAGE:-lockgate:latest}"
 README="${README:-README.md}"
 MAX_MB="${IMAGE_MAX_MB:-150}"          # a compiler alone would break this
@@ -32,13 +44,14 @@ ok()   { pass=$((pass + 1)); echo "  ok   $*"; }
 bad()  { fail=$((fail + 1)); echo "  FAIL $*"; }
 check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 info() { echo "  --   $*"; }
+cfgq() { jq -e "$@" <<<"$cfg" >/dev/null; }   # cfgq [jq args] FILTER: true on the config
 now()  { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 install_missing() {   # install_missing CMD:PACKAGE...
     local need=() spec
     for spec in "$@"; do
-        command -v "${spec%%:*}" >/dev/null 2>&1 || need+=("${spec#*:}")
+        type -P "${spec%%:*}" >/dev/null || need+=("${spec#*:}")
     done
     [ ${#need[@]} -eq 0 ] && return 0
     echo "image-test: installing ${need[*]}" >&2
@@ -87,14 +100,13 @@ cfg="$(buildah inspect --type image "$IMAGE" | jq '.Docker.config')"
 user="$(jq -r '.User // ""' <<<"$cfg")"
 check "User is $WANT_USER (non-root)" [ "$user" = "$WANT_USER" ]
 for e in "${WANT_ENV[@]}"; do
-    check "Env has $e" jq -e --arg e "$e" '.Env | index($e) != null' <<<"$cfg" >/dev/null
+    check "Env has $e" cfgq --arg e "$e" 'any(.Env[]; . == $e)'
 done
-check "EXPOSE $WANT_PORT/tcp" jq -e --arg p "$WANT_PORT/tcp" '.ExposedPorts | has($p)' <<<"$cfg" >/dev/null
+check "EXPOSE $WANT_PORT/tcp" cfgq --arg p "$WANT_PORT/tcp" '.ExposedPorts | has($p)'
 hc_kind="$(jq -r '.Healthcheck.Test[0] // ""' <<<"$cfg")"
 hc_cmd="$(jq -r '.Healthcheck.Test[1:] | join(" ")' <<<"$cfg")"
 check "HEALTHCHECK asks /healthz ($hc_kind)" grep -q '/healthz' <<<"$hc_cmd"
-check "ENTRYPOINT is $WANT_ENTRYPOINT" \
-    jq -e --arg e "$WANT_ENTRYPOINT" '.Entrypoint == [$e]' <<<"$cfg" >/dev/null
+check "ENTRYPOINT is $WANT_ENTRYPOINT" cfgq --arg e "$WANT_ENTRYPOINT" '.Entrypoint == [$e]'
 
 # The README's "Run in a container" section states the same facts.
 section=""

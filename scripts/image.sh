@@ -10,22 +10,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
+# buildah's storage driver: vfs works everywhere (also inside an unprivileged
+# container, where overlay may not), unless the store already uses another
+# driver, which buildah refuses to switch. STORAGE_DRIVER=... chooses.
+if [ -z "${STORAGE_DRIVER:-}" ]; then
+    STORAGE_DRIVER=vfs
+    store=/var/lib/containers/storage
+    [ "$(id -u)" -ne 0 ] && store="${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage"
+    for d in overlay btrfs zfs; do
+        [ -d "$store/$d-images" ] && { STORAGE_DRIVER=$d; break; }
+    done
+fi
+export STORAGE_DRIVER
 export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
+buildah() { command buildah --storage-driver "$STORAGE_DRIVER" "$@"; }
 IMAGE="${IMAGE:-lockgate:latest}"
+DOCKERFILE="${DOCKERFILE:-Dockerfile}"
 
 scripts/base-image.sh
 
 cache=(--layers)
 [ -n "${NO_CACHE:-}" ] && cache=(--layers --no-cache)
 
-echo "image: building $IMAGE from Dockerfile" >&2
+echo "image: building $IMAGE from $DOCKERFILE" >&2
 t0=$(date +%s.%N)
 # --format docker: the OCI image format has no HEALTHCHECK; Docker's keeps it.
 # --pull=never: the bases are local (a registry is not reachable here).
 mkdir -p var/image
 if ! buildah bud --format docker --pull=never "${cache[@]}" \
-        --isolation "$BUILDAH_ISOLATION" -f Dockerfile -t "$IMAGE" . >var/image/build.log 2>&1; then
+        --isolation "$BUILDAH_ISOLATION" -f "$DOCKERFILE" -t "$IMAGE" . >var/image/build.log 2>&1; then
     tail -n 60 var/image/build.log >&2
     echo "image: build failed (whole log: var/image/build.log)" >&2
     exit 1
@@ -33,5 +46,23 @@ fi
 t1=$(date +%s.%N)
 secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 echo "$secs" >var/image/build-seconds
+
+# A build after a source change leaves the previous build's layers behind
+# (with vfs, each one a whole copy of its root). Remove those that earlier
+# builds of $IMAGE made and this one no longer uses; named images and other
+# builds' layers are never touched.
+list="var/image/layers-$(tr -c 'A-Za-z0-9._-' '_' <<<"$IMAGE")"
+grep -oE '^--> (Using cache )?[0-9a-f]{11,64}$' var/image/build.log \
+    | awk '{ id = substr($NF, 1, 11) } !seen[id]++ { print id }' >"$list.new"
+if [ -f "$list" ]; then
+    unnamed="$(buildah images -a --noheading --format '{{.ID}} {{.Name}}' | awk '$2 == "<none>" { print substr($1, 1, 11) }')"
+    # Children before parents: the list is in build order, so walk it backwards.
+    for id in $(tac "$list"); do
+        grep -qx "$id" "$list.new" && continue
+        grep -qx "$id" <<<"$unnamed" || continue
+        buildah rmi "$id" >/dev/null 2>&1 || true
+    done
+fi
+mv "$list.new" "$list"
 size=$(buildah images --format '{{.Size}}' "$IMAGE" | head -n1)
 echo "image: $IMAGE built in ${secs}s, size $size" >&2

@@ -7,7 +7,38 @@
 #include <math.h>
 #include <string.h>
 
+/* Strict UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF) and no
+ * NUL byte: JSON text is UTF-8, and a NUL would cut strings short in C. */
+static int utf8_valid(const unsigned char *s, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        if (c == 0) return 0;
+        if (c < 0x80) { i++; continue; }
+        size_t n;
+        unsigned cp;
+        if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; }
+        else return 0;
+        if (i + n >= len) return 0;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += n + 1;
+    }
+    return 1;
+}
+
 int body_parse_or_reply(struct gw_request *req) {
+    if (req->body_len > 0 && !utf8_valid((const unsigned char *)req->body, req->body_len)) {
+        reply_problem(req, CODE_INVALID_JSON, "the body is not UTF-8 text");
+        return GW_REPLIED;
+    }
     if (req->body_len == 0) {
         req->json = cJSON_CreateObject();
         return GW_OK;

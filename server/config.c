@@ -39,6 +39,19 @@ static void usage(void) {
 "  --version              print the version and exit\n");
 }
 
+/* Digits only (no sign, no space), within [lo, hi]. */
+static int parse_digits(const char *s, long long lo, long long hi, long long *out) {
+    long long v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (hi + 9) / 10) return -1;
+        v = v * 10 + (*s - '0');
+    }
+    if (v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
 int config_parse_listen(struct gw_config *cfg, const char *s) {
     const char *colon = strrchr(s, ':');
     if (!colon || colon == s) return -1;
@@ -46,10 +59,8 @@ int config_parse_listen(struct gw_config *cfg, const char *s) {
     size_t hlen = (size_t)(colon - s);
     if (host[0] == '[' && hlen >= 2 && host[hlen - 1] == ']') { host++; hlen -= 2; }
     if (hlen == 0 || hlen >= sizeof cfg->listen_host) return -1;
-    char *end;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || port < 0 || port > 65535) return -1;
+    long long port;
+    if (parse_digits(colon + 1, 0, 65535, &port) < 0) return -1;
     memcpy(cfg->listen_host, host, hlen);
     cfg->listen_host[hlen] = '\0';
     cfg->listen_port = (int)port;
@@ -96,23 +107,27 @@ int config_parse_redis_url(struct gw_config *cfg, const char *url) {
 }
 
 int config_parse_epoch(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!errno && *s && !*end) {
-        if (v < 0 || v > 4102444800LL) return -1;
+    long long v;
+    if (parse_digits(s, 0, 4102444800LL, &v) == 0) {
         *out = v;
         return 0;
     }
-    struct tm tm = {0};
-    char z = 0;
-    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z) != 7 || z != 'Z')
+    /* Exactly YYYY-MM-DDTHH:MM:SSZ, and a real moment: timegm normalises
+     * 02-30 to 03-01, so the fields must survive the round trip. */
+    struct tm tm = {0}, back;
+    int n = 0;
+    if (strlen(s) != 20 ||
+        sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 20)
         return -1;
+    struct tm want = tm;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     time_t t = timegm(&tm);
-    if (t < 0) return -1;
+    if (t < 0 || !gmtime_r(&t, &back) || back.tm_year + 1900 != want.tm_year ||
+        back.tm_mon + 1 != want.tm_mon || back.tm_mday != want.tm_mday ||
+        back.tm_hour != want.tm_hour || back.tm_min != want.tm_min || back.tm_sec != want.tm_sec)
+        return -1;
     *out = (int64_t)t;
     return 0;
 }

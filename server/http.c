@@ -179,6 +179,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct gw_request *req = *con_cls;
     if (!req) return;
     *con_cls = NULL;
+    if (req->sent && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->on_undelivered)
+        req->on_undelivered(req);
     if (req->status)
         metrics_observe_request(req->route, req->status,
                                 (now_ns() - req->start_ns) / 1000);
@@ -230,6 +232,12 @@ int http_start(const struct gw_config *cfg) {
         return -1;
     }
     return 0;
+}
+
+int http_client_fd(struct gw_request *req) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
 }
 
 void http_quiesce(void) {

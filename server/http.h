@@ -44,7 +44,11 @@ struct gw_request {
     char name[NAME_MAX_LEN + 1];   /* decoded {name} or {namespace} */
     char token[TOKEN_MAX_LEN + 1]; /* Lock-Token in use */
     void *ctx;                     /* handler state across a Redis call */
+    int aux;                       /* a small handler value across a call */
     void (*ctx_free)(void *ctx);   /* frees ctx at the end, may be NULL */
+    /* Called when the reply could not be delivered (client gone), e.g. to
+     * give back a lock the client will never know it got.  May be NULL. */
+    void (*on_undelivered)(struct gw_request *req);
 
     /* The reply, built by reply_* (reply.h). */
     int status;                  /* HTTP status, 0 until replied */
@@ -82,6 +86,9 @@ const char *http_header(struct gw_request *req, const char *name);
 
 /* A query-string argument, or NULL.  Only from the handler. */
 const char *http_query(struct gw_request *req, const char *name);
+
+/* The client's socket, to watch for hang-up while waiting; -1 if unknown. */
+int http_client_fd(struct gw_request *req);
 
 /* Called by reply.c when req's reply is complete: sends it now if the
  * handler is still running, or resumes the suspended connection. */

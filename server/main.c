@@ -1,7 +1,8 @@
 /* main.c -- flags, signals, start and stop.
  *
  * Start: settings, scripts, the Redis layer, then HTTP.  Stop on SIGTERM or
- * SIGINT: stop accepting, let requests in flight finish (up to 4.5 s),
+ * SIGINT: stop accepting, answer waiting requests 503, let requests in
+ * flight finish (up to 4.5 s),
  * then close Redis; exit 0. */
 #include "handlers/handlers.h"
 #include "server/config.h"
@@ -9,6 +10,7 @@
 #include "server/log.h"
 #include "server/redis.h"
 #include "server/scripts.h"
+#include "server/waiters.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +38,7 @@ int main(int argc, char **argv) {
 
     scripts_init();
     handlers_init(&cfg);
+    ids_init(&cfg);
     if (redis_start(&cfg) < 0) return 1;
     if (http_start(&cfg) < 0) {
         redis_stop();
@@ -50,6 +53,7 @@ int main(int argc, char **argv) {
     log_info("%s received: stopping (%ld requests in flight)",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", http_in_flight());
     http_quiesce();
+    waiters_give_up_all_soon(); /* waiting requests answer 503 shutting_down */
     http_stop(4500);
     redis_stop();
     log_info("lockgate stopped");

@@ -1,37 +1,33 @@
 /* redis.c -- see redis.h.
  *
- * Shape of the loop thread:
+ *   callers --loop_post--> loop thread: hiredis async contexts
+ *                            |  one write per turn per connection
+ *                            v
+ *                          Redis --> replies, in order --> callbacks
  *
- *   callers --(mutex queue + eventfd)--> loop: hiredis async context
- *                                         |  one write per wake-up
- *                                         v
- *                                       Redis  --> replies, in order --> callbacks
- *
- * Commands are kept in `pending`, oldest first, with the time they were
- * sent.  Redis answers in order, so the oldest is the one a frozen Redis
- * holds up: when it passes the command timeout the connection is dropped,
- * which fails every outstanding command at once, and a new connection is
- * made with a growing back-off.  Nothing here blocks. */
+ * Sent commands are kept in `pending`, oldest first, with the time they
+ * were sent.  Redis answers in order, so the oldest is the one a frozen
+ * Redis holds up: when it passes the command timeout the connection is
+ * dropped, which fails every outstanding command at once, and a new one is
+ * made with a back-off growing to 1 s.  Nothing here blocks. */
 #include "server/redis.h"
 #include "server/log.h"
+#include "server/loop.h"
 #include "server/metrics.h"
+#include "server/waiters.h"
 
 #include <errno.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
 
 struct redis_op {
-    struct redis_op *prev, *next;  /* in the submit queue or in pending */
+    struct loop_task task;         /* how it reaches the loop thread */
+    struct redis_op *prev, *next;  /* in pending, once sent */
     redis_cb cb;                   /* called once */
     void *arg;                     /* passed to cb */
     int argc;                      /* words of the command as sent */
@@ -43,34 +39,29 @@ struct redis_op {
     char numkeys[16];              /* EVALSHA's key count, as text */
 };
 
-static struct {
-    struct gw_config cfg;          /* copy of the settings */
-    pthread_t thread;              /* the loop thread */
-    int epfd;                      /* epoll instance */
-    int evfd;                      /* eventfd: work was queued or stop asked */
-    atomic_int stop;               /* redis_stop was called */
-
-    pthread_mutex_t mu;            /* guards the submit queue */
-    struct redis_op *q_head, *q_tail; /* queued, not yet sent */
-
-    redisAsyncContext *ac;         /* the connection, NULL while down */
-    uint32_t ac_events;            /* epoll events hiredis asked for */
+/* One connection to Redis and its state. */
+struct rconn {
+    const char *what;              /* "command" or "pub/sub", for logs */
+    redisAsyncContext *ac;         /* NULL while down */
+    uint32_t events;               /* epoll events hiredis asked for */
     int connected;                 /* onConnect said OK */
     int64_t connecting_since;      /* when the attempt started */
-    int64_t next_attempt_ms;       /* earliest next connection attempt */
+    int64_t next_attempt_ms;       /* earliest next attempt */
     int backoff_ms;                /* grows to 1 s while Redis stays down */
     int ever_connected;            /* for the reconnect counter */
     int down_logged;               /* the outage was logged once */
+    void (*on_up)(struct rconn *c); /* after a connection is made */
+};
+
+static struct {
+    struct gw_config cfg;          /* copy of the settings */
+    struct rconn cmd;              /* commands */
+    struct rconn sub;              /* SUBSCRIBE to the release channel */
+    char channel[GW_PREFIX_MAX + 16]; /* "<prefix>released" */
     const char *fail_reason;       /* why outstanding commands are failing */
     struct redis_op pending;       /* sentinel of the sent, unanswered list */
-    atomic_int up;                 /* mirror of connected for other threads */
+    atomic_int up;                 /* cmd.connected, for other threads */
 } R;
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n);
@@ -85,6 +76,8 @@ static void *xmalloc(size_t n) {
  * Operations
  * --------------------------------------------------------------------- */
 
+static void op_post(struct loop_task *t);
+
 /* Allocates an op holding a copy of the words, with `extra` leading words
  * (EVALSHA sha nkeys) left for the caller to fill. */
 static struct redis_op *op_new(int extra, int argc, const char *const *argv,
@@ -92,7 +85,8 @@ static struct redis_op *op_new(int extra, int argc, const char *const *argv,
     size_t bytes = 0;
     for (int i = 0; i < argc; i++) bytes += lens[i] + 1;
     int total = extra + argc;
-    struct redis_op *op = xmalloc(sizeof *op + (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes);
+    struct redis_op *op =
+        xmalloc(sizeof *op + (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes);
     memset(op, 0, sizeof *op);
     op->argv = (const char **)(op + 1);
     op->lens = (size_t *)(op->argv + total);
@@ -108,6 +102,7 @@ static struct redis_op *op_new(int extra, int argc, const char *const *argv,
     op->cb = cb;
     op->arg = arg;
     op->script = -1;
+    op->task.run = op_post;
     return op;
 }
 
@@ -118,37 +113,33 @@ static void op_fail(struct redis_op *op, const char *why) {
     free(op);
 }
 
-static void pending_unlink(struct redis_op *op) {
-    op->prev->next = op->next;
-    op->next->prev = op->prev;
-    op->prev = op->next = NULL;
-}
-
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 
 /* Hands op to hiredis, which appends it to its output buffer; the write
  * happens once per loop turn, for everything appended in that turn. */
 static void op_send(struct redis_op *op) {
-    if (!R.ac) {
+    if (!R.cmd.ac) {
         op_fail(op, "Redis is not connected");
         return;
     }
-    if (redisAsyncCommandArgv(R.ac, on_reply, op, op->argc, op->argv, op->lens) != REDIS_OK) {
+    if (redisAsyncCommandArgv(R.cmd.ac, on_reply, op, op->argc, op->argv, op->lens) != REDIS_OK) {
         op_fail(op, "Redis connection is closing");
         return;
     }
-    op->sent_ms = now_ms();
+    op->sent_ms = loop_now_ms();
     op->prev = R.pending.prev;
     op->next = &R.pending;
     R.pending.prev->next = op;
     R.pending.prev = op;
 }
 
+static void op_post(struct loop_task *t) { op_send((struct redis_op *)t); }
+
 static void send_script_load(int id) {
     const struct script *s = script_get((enum script_id)id);
     const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->src};
     size_t lens[3] = {6, 4, s->len};
-    redisAsyncCommandArgv(R.ac, on_reply, NULL, 3, argv, lens);
+    redisAsyncCommandArgv(R.cmd.ac, on_reply, NULL, 3, argv, lens);
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -160,7 +151,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             log_error("redis: setup command failed: %s", reply->str);
         return;
     }
-    pending_unlink(op);
+    op->prev->next = op->next;
+    op->next->prev = op->prev;
     if (!reply) {
         op_fail(op, R.fail_reason ? R.fail_reason : "Redis connection lost");
         return;
@@ -186,79 +178,88 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
 }
 
 /* ------------------------------------------------------------------------
- * hiredis event hooks: hiredis says what it wants to wait for; we keep the
- * epoll registration in step.
+ * hiredis event hooks: hiredis says what it wants to wait for; the loop's
+ * epoll registration follows.  ev.data is the struct rconn.
  * --------------------------------------------------------------------- */
 
-static void ev_update(uint32_t events) {
-    if (!R.ac || events == R.ac_events) return;
-    struct epoll_event ev = {.events = events, .data.u32 = 1};
-    int op = R.ac_events == 0 ? EPOLL_CTL_ADD : events == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
-    if (epoll_ctl(R.epfd, op, R.ac->c.fd, &ev) < 0 && errno != ENOENT)
-        log_error("redis: epoll_ctl: %s", strerror(errno));
-    R.ac_events = events;
+static void on_events(void *arg, uint32_t events) {
+    struct rconn *c = arg;
+    if (c->ac && (events & (EPOLLIN | EPOLLERR | EPOLLHUP))) redisAsyncHandleRead(c->ac);
+    if (c->ac && (events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
 }
-static void ev_add_read(void *p)  { ev_update(R.ac_events | EPOLLIN); }
-static void ev_del_read(void *p)  { ev_update(R.ac_events & ~(uint32_t)EPOLLIN); }
-static void ev_add_write(void *p) { ev_update(R.ac_events | EPOLLOUT); }
-static void ev_del_write(void *p) { ev_update(R.ac_events & ~(uint32_t)EPOLLOUT); }
-static void ev_cleanup(void *p)   { ev_update(0); }
+
+static void ev_update(struct rconn *c, uint32_t events) {
+    if (!c->ac || events == c->events) return;
+    loop_fd(c->ac->c.fd, events, on_events, c);
+    c->events = events;
+}
+static void ev_add_read(void *p)  { struct rconn *c = p; ev_update(c, c->events | EPOLLIN); }
+static void ev_del_read(void *p)  { struct rconn *c = p; ev_update(c, c->events & ~(uint32_t)EPOLLIN); }
+static void ev_add_write(void *p) { struct rconn *c = p; ev_update(c, c->events | EPOLLOUT); }
+static void ev_del_write(void *p) { struct rconn *c = p; ev_update(c, c->events & ~(uint32_t)EPOLLOUT); }
+static void ev_cleanup(void *p)   { ev_update(p, 0); }
 
 /* ------------------------------------------------------------------------
- * Connection
+ * Connections
  * --------------------------------------------------------------------- */
 
-static void connection_gone(void) {
-    R.ac = NULL;
-    R.ac_events = 0;
-    R.connected = 0;
-    atomic_store(&R.up, 0);
-    R.next_attempt_ms = now_ms() + R.backoff_ms;
-    R.backoff_ms = R.backoff_ms * 2 > 1000 ? 1000 : R.backoff_ms * 2;
+static struct rconn *conn_of(const redisAsyncContext *ac) {
+    return ac->ev.data;
+}
+
+static void connection_gone(struct rconn *c) {
+    c->ac = NULL;
+    c->events = 0;
+    c->connected = 0;
+    if (c == &R.cmd) atomic_store(&R.up, 0);
+    c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
+    c->backoff_ms = c->backoff_ms * 2 > 1000 ? 1000 : c->backoff_ms * 2;
 }
 
 static void on_connect(const redisAsyncContext *ac, int status) {
+    struct rconn *c = conn_of(ac);
     if (status != REDIS_OK) {
-        if (!R.down_logged)
-            log_warn("redis: cannot connect to %s:%d: %s", R.cfg.redis_host,
+        if (!c->down_logged)
+            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, R.cfg.redis_host,
                      R.cfg.redis_port, ac->errstr);
-        R.down_logged = 1;
-        connection_gone(); /* hiredis frees ac after this returns */
+        c->down_logged = 1;
+        connection_gone(c); /* hiredis frees ac after this returns */
         return;
     }
-    R.connected = 1;
-    atomic_store(&R.up, 1);
-    R.backoff_ms = 100;
-    R.down_logged = 0;
-    if (R.ever_connected) metrics_inc(M_REDIS_RECONNECTS, 1);
-    R.ever_connected = 1;
-    log_info("redis: connected to %s:%d", R.cfg.redis_host, R.cfg.redis_port);
+    c->connected = 1;
+    if (c == &R.cmd) atomic_store(&R.up, 1);
+    c->backoff_ms = 100;
+    c->down_logged = 0;
+    if (c->ever_connected && c == &R.cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
+    c->ever_connected = 1;
+    log_info("redis: %s connection up to %s:%d", c->what, R.cfg.redis_host, R.cfg.redis_port);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
+    struct rconn *c = conn_of(ac);
     if (status != REDIS_OK)
-        log_warn("redis: connection to %s:%d lost: %s", R.cfg.redis_host, R.cfg.redis_port,
-                 ac->errstr);
-    connection_gone();
+        log_warn("redis: %s connection to %s:%d lost: %s", c->what, R.cfg.redis_host,
+                 R.cfg.redis_port, ac->errstr);
+    connection_gone(c);
 }
 
 /* Starts a non-blocking connection and queues, ahead of any command, what
- * every new connection needs: AUTH, SELECT and the scripts. */
-static void connect_start(void) {
+ * every new connection needs (AUTH, SELECT, then c->on_up's commands). */
+static void connect_start(struct rconn *c) {
     redisAsyncContext *ac = redisAsyncConnect(R.cfg.redis_host, R.cfg.redis_port);
     if (!ac || ac->err) {
-        if (!R.down_logged)
-            log_warn("redis: cannot connect to %s:%d: %s", R.cfg.redis_host,
+        if (!c->down_logged)
+            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, R.cfg.redis_host,
                      R.cfg.redis_port, ac ? ac->errstr : "out of memory");
-        R.down_logged = 1;
+        c->down_logged = 1;
         if (ac) redisAsyncFree(ac);
-        connection_gone();
+        connection_gone(c);
         return;
     }
-    R.ac = ac;
-    R.ac_events = 0;
-    R.connecting_since = now_ms();
-    ac->ev.data = NULL;
+    c->ac = ac;
+    c->events = 0;
+    c->connecting_since = loop_now_ms();
+    ac->ev.data = c;
     ac->ev.addRead = ev_add_read;
     ac->ev.delRead = ev_del_read;
     ac->ev.addWrite = ev_add_write;
@@ -266,113 +267,86 @@ static void connect_start(void) {
     ac->ev.cleanup = ev_cleanup;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    ev_add_write(NULL); /* connect(2) completes as writability */
+    ev_add_write(c); /* connect(2) completes as writability */
 
     if (R.cfg.redis_password[0]) {
         const char *argv[2] = {"AUTH", R.cfg.redis_password};
         size_t lens[2] = {4, strlen(R.cfg.redis_password)};
         redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
     }
-    if (R.cfg.redis_db) {
+    if (R.cfg.redis_db && c == &R.cmd) {
         char db[16];
         int n = snprintf(db, sizeof db, "%d", R.cfg.redis_db);
         const char *argv[2] = {"SELECT", db};
         size_t lens[2] = {6, (size_t)n};
         redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
     }
+    c->on_up(c);
+}
+
+static void cmd_up(struct rconn *c) {
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(i);
 }
 
+/* Each message is ["message", channel, "KIND:NAME"]; the first reply is the
+ * subscription itself, after which releases may have been missed while the
+ * connection was down, so every waiter tries again. */
+static void on_release_message(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 3) return;
+    redisReply *kind = reply->element[0], *payload = reply->element[2];
+    if (kind->type != REDIS_REPLY_STRING) return;
+    if (strcmp(kind->str, "subscribe") == 0) {
+        waiters_retry_all();
+    } else if (strcmp(kind->str, "message") == 0 && payload->type == REDIS_REPLY_STRING) {
+        waiters_on_release(payload->str, payload->len);
+    }
+}
+
+static void sub_up(struct rconn *c) {
+    const char *argv[2] = {"SUBSCRIBE", R.channel};
+    size_t lens[2] = {9, strlen(R.channel)};
+    redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
+}
+
 /* Drops the connection, failing everything outstanding with `why`. */
-static void connection_drop(const char *why) {
-    redisAsyncContext *ac = R.ac;
+static void connection_drop(struct rconn *c, const char *why) {
+    redisAsyncContext *ac = c->ac;
     R.fail_reason = why;
     redisAsyncFree(ac);       /* fails outstanding commands; may call on_disconnect */
-    if (R.ac == ac) connection_gone();
+    if (c->ac == ac) connection_gone(c);
     R.fail_reason = NULL;
 }
 
-/* ------------------------------------------------------------------------
- * The loop
- * --------------------------------------------------------------------- */
-
-static struct redis_op *queue_take_all(void) {
-    pthread_mutex_lock(&R.mu);
-    struct redis_op *head = R.q_head;
-    R.q_head = R.q_tail = NULL;
-    pthread_mutex_unlock(&R.mu);
-    return head;
+static void conn_turn(struct rconn *c, int64_t now) {
+    if (!c->ac) {
+        if (now >= c->next_attempt_ms) connect_start(c);
+        return;
+    }
+    if (!c->connected && now - c->connecting_since > R.cfg.redis_timeout_ms) {
+        log_warn("redis: %s connection to %s:%d timed out", c->what, R.cfg.redis_host,
+                 R.cfg.redis_port);
+        connection_drop(c, "Redis did not accept the connection in time");
+        return;
+    }
+    /* Everything this turn queued goes out in one write. */
+    if (c->connected && (c->events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
 }
 
-static void check_timeouts(int64_t now) {
-    if (!R.ac) return;
-    int64_t limit = R.cfg.redis_timeout_ms;
+void redis_loop_turn(int64_t now) {
     struct redis_op *oldest = R.pending.next;
-    if (oldest != &R.pending && now - oldest->sent_ms > limit) {
-        log_warn("redis: no answer within %lld ms, dropping the connection", (long long)limit);
-        connection_drop("Redis did not answer in time");
-    } else if (!R.connected && now - R.connecting_since > limit) {
-        log_warn("redis: connecting to %s:%d timed out", R.cfg.redis_host, R.cfg.redis_port);
-        connection_drop("Redis did not accept the connection in time");
+    if (R.cmd.ac && oldest != &R.pending && now - oldest->sent_ms > R.cfg.redis_timeout_ms) {
+        log_warn("redis: no answer within %d ms, dropping the connection",
+                 R.cfg.redis_timeout_ms);
+        connection_drop(&R.cmd, "Redis did not answer in time");
     }
+    conn_turn(&R.cmd, now);
+    conn_turn(&R.sub, now);
 }
 
-static void *loop_main(void *unused) {
-    struct epoll_event events[8];
-    while (!atomic_load(&R.stop)) {
-        int64_t now = now_ms();
-        if (!R.ac && now >= R.next_attempt_ms) connect_start();
-
-        int n = epoll_wait(R.epfd, events, 8, 50);
-        for (int i = 0; i < n; i++) {
-            if (events[i].data.u32 == 0) {          /* eventfd: new work */
-                uint64_t v;
-                ssize_t rr = read(R.evfd, &v, sizeof v);
-                (void)rr;
-                continue;
-            }
-            if (!R.ac) continue;
-            if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-                redisAsyncHandleRead(R.ac);
-            if (R.ac && (events[i].events & EPOLLOUT))
-                redisAsyncHandleWrite(R.ac);
-        }
-
-        /* Everything queued since the last turn goes out in one write. */
-        struct redis_op *op = queue_take_all();
-        while (op) {
-            struct redis_op *next = op->next;
-            op_send(op);
-            op = next;
-        }
-        if (R.ac && R.connected && (R.ac_events & EPOLLOUT)) redisAsyncHandleWrite(R.ac);
-
-        check_timeouts(now_ms());
-    }
-
-    /* Stopping: fail what is queued and what is outstanding. */
-    for (struct redis_op *op = queue_take_all(), *next; op; op = next) {
-        next = op->next;
-        op_fail(op, "the gateway is stopping");
-    }
-    if (R.ac) connection_drop("the gateway is stopping");
-    return NULL;
-}
-
-static void submit(struct redis_op *op) {
-    op->next = NULL;
-    pthread_mutex_lock(&R.mu);
-    int was_empty = R.q_head == NULL;
-    if (R.q_tail) R.q_tail->next = op;
-    else R.q_head = op;
-    R.q_tail = op;
-    pthread_mutex_unlock(&R.mu);
-    if (was_empty) {
-        uint64_t one = 1;
-        ssize_t w = write(R.evfd, &one, sizeof one);
-        (void)w;
-    }
-}
+/* ------------------------------------------------------------------------
+ * Public
+ * --------------------------------------------------------------------- */
 
 void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
                 const size_t *lens, redis_cb cb, void *arg) {
@@ -386,42 +360,31 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
     op->argv[2] = op->numkeys;
     op->lens[2] = (size_t)nk;
     op->script = (int)id;
-    submit(op);
+    loop_post(&op->task);
 }
 
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb,
                    void *arg) {
-    submit(op_new(0, argc, argv, lens, cb, arg));
+    loop_post(&op_new(0, argc, argv, lens, cb, arg)->task);
 }
 
 int redis_connected(void) { return atomic_load(&R.up); }
 
+const char *redis_release_channel(void) { return R.channel; }
+
 int redis_start(const struct gw_config *cfg) {
     R.cfg = *cfg;
     R.pending.next = R.pending.prev = &R.pending;
-    R.backoff_ms = 100;
-    pthread_mutex_init(&R.mu, NULL);
-    R.epfd = epoll_create1(EPOLL_CLOEXEC);
-    R.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (R.epfd < 0 || R.evfd < 0) {
-        log_error("redis: cannot make epoll/eventfd: %s", strerror(errno));
-        return -1;
-    }
-    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 0};
-    epoll_ctl(R.epfd, EPOLL_CTL_ADD, R.evfd, &ev);
-    if (pthread_create(&R.thread, NULL, loop_main, NULL) != 0) {
-        log_error("redis: cannot start the loop thread");
-        return -1;
-    }
-    return 0;
+    snprintf(R.channel, sizeof R.channel, "%sreleased", cfg->key_prefix);
+    R.cmd = (struct rconn){.what = "command", .backoff_ms = 100, .on_up = cmd_up};
+    R.sub = (struct rconn){.what = "pub/sub", .backoff_ms = 100, .on_up = sub_up};
+    return loop_start();
 }
 
-void redis_stop(void) {
-    atomic_store(&R.stop, 1);
-    uint64_t one = 1;
-    ssize_t w = write(R.evfd, &one, sizeof one);
-    (void)w;
-    pthread_join(R.thread, NULL);
-    close(R.evfd);
-    close(R.epfd);
+static void stop_on_loop(void) {
+    waiters_give_up_all();
+    if (R.cmd.ac) connection_drop(&R.cmd, "the gateway is stopping");
+    if (R.sub.ac) connection_drop(&R.sub, "the gateway is stopping");
 }
+
+void redis_stop(void) { loop_stop(stop_on_loop); }

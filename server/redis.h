@@ -1,18 +1,20 @@
 /* redis.h -- the Redis layer: run this script with these keys and arguments,
  * and be called back with the reply or the error.
  *
- * One thread owns the connection and runs an epoll loop.  Callers on any
- * thread queue commands; the loop sends every command queued since its last
- * write in one write (auto-pipelining) and calls each callback, on the loop
- * thread, in order.  A callback is called exactly once for every command,
- * also when Redis is down (at once), does not answer within the command
- * timeout, or the connection drops.  The layer reconnects by itself and
- * reloads scripts on NOSCRIPT (Redis restarted, failed over, SCRIPT FLUSH),
- * retrying the command once. */
+ * The connections live on the loop thread (loop.h).  Callers on any thread
+ * post commands; every command posted since the last write goes out in one
+ * write (auto-pipelining) and each callback runs, on the loop thread, in
+ * order.  A callback is called exactly once for every command, also when
+ * Redis is down (at once), does not answer within the command timeout, or
+ * the connection drops.  The layer reconnects by itself and reloads scripts
+ * on NOSCRIPT (Redis restarted, failed over, SCRIPT FLUSH), retrying the
+ * command once.  A second connection subscribes to the release channel and
+ * hands each message to waiters.c. */
 #ifndef LOCKGATE_REDIS_H
 #define LOCKGATE_REDIS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server/config.h"
 #include "server/scripts.h"
@@ -20,17 +22,17 @@
 struct redisReply;
 
 struct redis_result {
-    int ok;                        /* 1: reply is Redis's answer */
+    int ok;                         /* 1: reply is Redis's answer */
     const struct redisReply *reply; /* valid during the callback only */
-    const char *error;             /* when !ok: why, for logs and details */
+    const char *error;              /* when !ok: why, for logs and details */
 };
 
 typedef void (*redis_cb)(void *arg, const struct redis_result *res);
 
-/* Starts the loop thread and the first connection attempt; 0 or -1. */
+/* Starts the loop and the connections; 0 or -1. */
 int redis_start(const struct gw_config *cfg);
 
-/* Fails whatever is queued or outstanding, closes, joins the thread. */
+/* Fails whatever is queued or outstanding, closes, stops the loop. */
 void redis_stop(void);
 
 /* EVALSHA script with argv[0..nkeys) as KEYS and argv[nkeys..nargs) as
@@ -42,7 +44,13 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
 void redis_command(int argc, const char *const *argv, const size_t *lens,
                    redis_cb cb, void *arg);
 
-/* 1 while a connection to Redis is up. */
+/* 1 while the command connection is up. */
 int redis_connected(void);
+
+/* The channel releases are published on: "<prefix>released". */
+const char *redis_release_channel(void);
+
+/* Called by the loop once or twice a turn: writes, reconnects, timeouts. */
+void redis_loop_turn(int64_t now_ms);
 
 #endif

@@ -1,5 +1,5 @@
 /* scripts.c -- see scripts.h.  The bytes come from build/gen/lua_scripts.h,
- * made by `xxd -i` inside lua/ (so the names are lock_acquire_lua, ...). */
+ * made by `xxd -i` (so the names are acquire_lua, acquire_lua_len, ...). */
 #include "server/scripts.h"
 #include "server/sha1.h"
 
@@ -8,10 +8,12 @@
 #define SCRIPT(id, file, sym) [id] = {file, sym, sizeof sym, ""}
 
 static struct script scripts[SCRIPT_COUNT] = {
-    SCRIPT(SCRIPT_LOCK_ACQUIRE, "lock_acquire.lua", lock_acquire_lua),
-    SCRIPT(SCRIPT_LOCK_EXTEND, "lock_extend.lua", lock_extend_lua),
-    SCRIPT(SCRIPT_LOCK_RELEASE, "lock_release.lua", lock_release_lua),
-    SCRIPT(SCRIPT_LOCK_INSPECT, "lock_inspect.lua", lock_inspect_lua),
+    SCRIPT(SCRIPT_ACQUIRE, "acquire.lua", acquire_lua),
+    SCRIPT(SCRIPT_EXTEND, "extend.lua", extend_lua),
+    SCRIPT(SCRIPT_RELEASE, "release.lua", release_lua),
+    SCRIPT(SCRIPT_INSPECT, "inspect.lua", inspect_lua),
+    SCRIPT(SCRIPT_DEQUEUE, "dequeue.lua", dequeue_lua),
+    SCRIPT(SCRIPT_ID_LEASE, "id_lease.lua", id_lease_lua),
 };
 
 void scripts_init(void) {

@@ -1,4 +1,5 @@
-/* scripts.h -- the Lua scripts compiled into the binary from lua/ (one file each).
+/* scripts.h -- the Lua scripts compiled into the binary from lua/ (one file
+ * per atomic operation; see the Makefile for how _holders.lua is shared).
  *
  * Each script makes one decision atomically inside Redis.  Its SHA-1 is
  * computed at start, so EVALSHA can be sent right behind SCRIPT LOAD. */
@@ -8,15 +9,17 @@
 #include <stddef.h>
 
 enum script_id {
-    SCRIPT_LOCK_ACQUIRE,
-    SCRIPT_LOCK_EXTEND,
-    SCRIPT_LOCK_RELEASE,
-    SCRIPT_LOCK_INSPECT,
+    SCRIPT_ACQUIRE,     /* lock, shared lock or permit; fair queue */
+    SCRIPT_EXTEND,
+    SCRIPT_RELEASE,
+    SCRIPT_INSPECT,
+    SCRIPT_DEQUEUE,     /* a fair waiter gives up */
+    SCRIPT_ID_LEASE,    /* a block of id sequence numbers */
     SCRIPT_COUNT
 };
 
 struct script {
-    const char *file;          /* "lock_acquire.lua", for logs */
+    const char *file;          /* "acquire.lua", for logs */
     const unsigned char *src;  /* the text, not NUL-terminated */
     size_t len;                /* bytes in src */
     char sha[41];              /* SHA-1 of src in hex, filled by scripts_init */

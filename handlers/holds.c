@@ -1,0 +1,372 @@
+/* holds.c -- see holds.h.
+ *
+ * An acquisition is an attempt (one acquire.lua call) followed, while the
+ * answer is "busy" and the request may still wait, by parking it with
+ * waiters.c until a release is announced, the holder's lease runs out, or
+ * its own deadline comes; then another attempt.  No polling: between
+ * attempts the request costs a parked struct and a suspended connection. */
+#include "handlers/holds.h"
+#include "handlers/handlers.h"
+#include "server/body.h"
+#include "server/http.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/redis.h"
+#include "server/reply.h"
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FENCE_KEEP_MS "604800000" /* a name's last fence is kept 7 days */
+#define KEY_MAX (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
+
+struct hold_keys {
+    char hash[KEY_MAX];     /* <prefix>lock:{name} or <prefix>sem:{name} */
+    char fence[KEY_MAX + 8];  /* ...:fence */
+    char queue[KEY_MAX + 8];  /* ...:q, fair waiters by arrival */
+    char qdead[KEY_MAX + 8];  /* ...:qd, their deadlines */
+    char message[NAME_MAX_LEN + 8]; /* "lock:NAME", published on release */
+};
+
+/* The name sits in a hash tag, so all keys of one lock share a Redis
+ * Cluster slot; locks and semaphores of the same name never meet. */
+static void hold_keys(const char *name, int semaphore, struct hold_keys *k) {
+    const char *p = handlers_config()->key_prefix, *kind = semaphore ? "sem" : "lock";
+    snprintf(k->hash, KEY_MAX, "%s%s:{%s}", p, kind, name);
+    snprintf(k->fence, KEY_MAX + 8, "%s:fence", k->hash);
+    snprintf(k->queue, KEY_MAX + 8, "%s:q", k->hash);
+    snprintf(k->qdead, KEY_MAX + 8, "%s:qd", k->hash);
+    snprintf(k->message, sizeof k->message, "%s:%s", kind, name);
+}
+
+static const char *kind_name(long long code) {
+    return code == 2 ? "shared" : code == 3 ? "permit" : "exclusive";
+}
+
+static void ignore_reply(void *arg, const struct redis_result *res) {}
+
+/* Reads the script's reply: an array whose first n elements are integers
+ * (fewer when the first is negative).  Returns the first, or answers 503
+ * and returns -100 when Redis failed or the reply has another shape. */
+static long long script_verdict(struct gw_request *req, const struct redis_result *res,
+                                long long *v, size_t n) {
+    if (!res->ok) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
+        return -100;
+    }
+    const redisReply *r = res->reply;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) goto bad;
+    for (size_t i = 0; i < n; i++) {
+        if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER) {
+            if (i > 0 && v[0] < 0) break;
+            goto bad;
+        }
+        v[i] = r->element[i]->integer;
+    }
+    return v[0];
+bad:
+    reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis gave an unexpected answer");
+    return -100;
+}
+
+static void reply_not_held_or_owner(struct gw_request *req, int semaphore, long long verdict) {
+    const char *what = semaphore ? "semaphore" : "lock";
+    if (verdict == -1)
+        reply_problem(req, CODE_NOT_HELD, "nobody holds %s '%s'", what, req->name);
+    else
+        reply_problem(req, CODE_NOT_OWNER, "%s '%s' is held, but not by this token", what,
+                      req->name);
+}
+
+/* ---- acquire -------------------------------------------------------------------- */
+
+static void attempt(struct hold_call *hc);
+
+/* A fair waiter that stops waiting leaves the queue at once, so the next
+ * one never waits for its deadline. */
+static void leave_queue(struct hold_call *hc) {
+    if (!hc->fair || !hc->waited) return;
+    struct hold_keys k;
+    hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
+    const char *argv[] = {k.hash, k.fence, k.queue, k.qdead, hc->waiter_id,
+                          redis_release_channel(), k.message};
+    size_t lens[7];
+    for (int i = 0; i < 7; i++) lens[i] = strlen(argv[i]);
+    redis_eval(SCRIPT_DEQUEUE, 4, 7, argv, lens, ignore_reply, NULL);
+}
+
+static void reply_busy(struct hold_call *hc, long long retry_after_ms) {
+    struct gw_request *req = hc->req;
+    if (retry_after_ms < 1) retry_after_ms = 1;
+    char secs[24];
+    snprintf(secs, sizeof secs, "%lld", (retry_after_ms + 999) / 1000);
+    reply_header(req, "Retry-After", secs);
+    cJSON *extra = cJSON_CreateObject();
+    json_add_int(extra, "retry_after_ms", retry_after_ms);
+    metrics_inc(M_LOCK_BUSY, 1);
+    reply_problem_with(req, CODE_LOCK_BUSY, extra, "%s '%s' is %s",
+                       hc->kind == HOLD_PERMIT ? "semaphore" : "lock", req->name,
+                       hc->kind == HOLD_PERMIT ? "full" : "held");
+}
+
+/* The client will never learn it got the lock: give it back. */
+static void release_undelivered(struct gw_request *req) {
+    struct hold_call *hc = req->ctx;
+    struct hold_keys k;
+    hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+    const char *argv[] = {k.hash, req->token, redis_release_channel(), k.message};
+    size_t lens[4];
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, ignore_reply, NULL);
+}
+
+static void reply_granted(struct hold_call *hc, long long verdict, const long long *v) {
+    struct gw_request *req = hc->req;
+    int sem = hc->kind == HOLD_PERMIT;
+    char location[NAME_MAX_LEN + 24];
+    snprintf(location, sizeof location, "/v1/%s/%s", sem ? "semaphores" : "locks", req->name);
+    reply_header(req, "Lock-Token", req->token);
+    reply_header(req, "Location", location);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", req->name);
+    cJSON_AddStringToObject(o, "token", req->token);
+    if (sem) {
+        json_add_int(o, "limit", hc->limit);
+        json_add_int(o, "holders", v[4]);
+    } else {
+        json_add_int(o, "fence", v[1]);
+        cJSON_AddStringToObject(o, "mode", hc->kind == HOLD_SHARED ? "shared" : "exclusive");
+        json_add_int(o, "count", v[2]);
+    }
+    json_add_int(o, "ttl_ms", v[3]);
+    metrics_inc(verdict == 1 ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
+    if (verdict == 1) req->on_undelivered = release_undelivered;
+    reply_json(req, verdict == 1 ? 201 : 200, o);
+}
+
+static void acquire_done(void *arg, const struct redis_result *res) {
+    struct hold_call *hc = arg;
+    struct gw_request *req = hc->req;
+    long long v[5] = {0};
+    long long verdict = script_verdict(req, res, v, 2);
+    if (verdict == -100) {
+        leave_queue(hc);
+        return;
+    }
+    int64_t now = loop_now_ms();
+    if (hc->waited && verdict != 0) metrics_observe_wait((now - hc->start_ms) * 1000);
+    if (verdict == -3) {
+        reply_problem(req, CODE_MODE_MISMATCH, "this token holds lock '%s' in the other mode",
+                      req->name);
+        return;
+    }
+    if (verdict == -4) {
+        char detail[64];
+        snprintf(detail, sizeof detail, "%lld", v[1]);
+        reply_problem(req, CODE_LIMIT_MISMATCH,
+                      "semaphore '%s' is in use with limit %s", req->name, detail);
+        return;
+    }
+    if (verdict == 0) {
+        if (http_shutting_down() && hc->wait_ms > 0) {
+            leave_queue(hc);
+            reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+            return;
+        }
+        if (hc->wait_ms > 0 && now < hc->deadline_ms) {
+            if (!hc->waited) metrics_inc(M_WAIT_STARTED, 1);
+            hc->waited = 1;
+            int64_t wake = now + v[1];
+            if (wake > hc->deadline_ms) wake = hc->deadline_ms;
+            waiters_park(&hc->w, wake);
+            return;
+        }
+        if (hc->waited) {
+            metrics_inc(M_WAIT_TIMEOUTS, 1);
+            metrics_observe_wait((now - hc->start_ms) * 1000);
+            leave_queue(hc);
+        }
+        reply_busy(hc, v[1]);
+        return;
+    }
+    if (script_verdict(req, res, v, 5) == -100) return;
+    reply_granted(hc, verdict, v);
+}
+
+static void attempt(struct hold_call *hc) {
+    struct gw_request *req = hc->req;
+    struct hold_keys k;
+    hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+    long long wait_left = 0;
+    if (hc->wait_ms > 0) {
+        wait_left = hc->deadline_ms - loop_now_ms();
+        if (wait_left < 1) wait_left = 1;
+    }
+    char ttl[24], hold[24], delay[24], limit[24], left[24], kind[2] = {hc->kind, 0};
+    snprintf(ttl, sizeof ttl, "%lld", hc->ttl_ms);
+    snprintf(hold, sizeof hold, "%lld", hc->max_hold_ms);
+    snprintf(delay, sizeof delay, "%lld", hc->lock_delay_ms);
+    snprintf(limit, sizeof limit, "%lld", hc->limit);
+    snprintf(left, sizeof left, "%lld", wait_left);
+    const char *argv[] = {k.hash, k.fence, k.queue, k.qdead,
+                          req->token, ttl, hc->owner, hold, delay, FENCE_KEEP_MS, kind, limit,
+                          hc->fair && hc->wait_ms > 0 ? hc->waiter_id : "", left,
+                          hc->fair ? "1" : "0", redis_release_channel(), k.message};
+    size_t lens[17];
+    for (int i = 0; i < 17; i++) lens[i] = strlen(argv[i]);
+    hc->w.seen_seq = waiters_release_seq();
+    redis_eval(SCRIPT_ACQUIRE, 4, 17, argv, lens, acquire_done, hc);
+}
+
+static void on_wake(struct waiter *w) { attempt((struct hold_call *)w); }
+
+static void on_give_up(struct waiter *w, int client_gone) {
+    struct hold_call *hc = (struct hold_call *)w;
+    leave_queue(hc);
+    if (client_gone) {
+        metrics_inc(M_WAIT_TIMEOUTS, 1);
+        reply_problem(hc->req, CODE_LOCK_BUSY, "the client went away while waiting");
+    } else {
+        reply_problem(hc->req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+    }
+}
+
+void hold_acquire(struct gw_request *req, struct hold_call *hc) {
+    hc->req = req;
+    req->ctx = hc;
+    req->ctx_free = free;
+    hc->start_ms = loop_now_ms();
+    hc->deadline_ms = hc->start_ms + hc->wait_ms;
+    hc->w.fd = http_client_fd(req);
+    hc->w.fair = hc->fair;
+    hc->w.retry = on_wake;
+    hc->w.give_up = on_give_up;
+    snprintf(hc->w.key, sizeof hc->w.key, "%s:%s", hc->kind == HOLD_PERMIT ? "sem" : "lock",
+             req->name);
+    token_new(hc->waiter_id);
+    attempt(hc);
+}
+
+/* ---- extend -------------------------------------------------------------------- */
+
+static void extend_done_lock(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    long long v[5] = {0};
+    long long verdict = script_verdict(req, res, v, 5);
+    if (verdict == -100) return;
+    if (verdict < 0) {
+        reply_not_held_or_owner(req, 0, verdict);
+        return;
+    }
+    metrics_inc(M_LOCK_EXTENDED, 1);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", req->name);
+    json_add_int(o, "fence", v[1]);
+    cJSON_AddStringToObject(o, "mode", kind_name(v[4]));
+    json_add_int(o, "count", v[2]);
+    json_add_int(o, "ttl_ms", v[3]);
+    reply_json(req, 200, o);
+}
+
+static void extend_done_sem(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    long long v[6] = {0};
+    long long verdict = script_verdict(req, res, v, 6);
+    if (verdict == -100) return;
+    if (verdict < 0) {
+        reply_not_held_or_owner(req, 1, verdict);
+        return;
+    }
+    metrics_inc(M_LOCK_EXTENDED, 1);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", req->name);
+    json_add_int(o, "limit", v[5]);
+    json_add_int(o, "ttl_ms", v[3]);
+    reply_json(req, 200, o);
+}
+
+void hold_extend(struct gw_request *req, int semaphore, long long ttl_ms) {
+    struct hold_keys k;
+    hold_keys(req->name, semaphore, &k);
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%lld", ttl_ms);
+    const char *argv[] = {k.hash, req->token, ttl};
+    size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
+    redis_eval(SCRIPT_EXTEND, 1, 3, argv, lens, semaphore ? extend_done_sem : extend_done_lock,
+               req);
+}
+
+/* ---- release ------------------------------------------------------------------- */
+
+static void release_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    int sem = req->aux;
+    long long v[3] = {0};
+    long long verdict = script_verdict(req, res, v, 3);
+    if (verdict == -100) return;
+    if (verdict < 0) {
+        reply_not_held_or_owner(req, sem, verdict);
+        return;
+    }
+    metrics_inc(M_LOCK_RELEASED, 1);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", req->name);
+    cJSON_AddBoolToObject(o, "released", v[1] == 0);
+    if (!sem) json_add_int(o, "count", v[1]);
+    reply_json(req, 200, o);
+}
+
+void hold_release(struct gw_request *req, int semaphore) {
+    struct hold_keys k;
+    hold_keys(req->name, semaphore, &k);
+    req->aux = semaphore;
+    const char *argv[] = {k.hash, req->token, redis_release_channel(), k.message};
+    size_t lens[4];
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, release_done, req);
+}
+
+/* ---- inspect ------------------------------------------------------------------- */
+
+static void inspect_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    int sem = req->aux;
+    long long v[5] = {0};
+    long long verdict = script_verdict(req, res, v, 5);
+    if (verdict == -100) return;
+    if (verdict < 0) {
+        reply_not_held_or_owner(req, sem, -1);
+        return;
+    }
+    const redisReply *r = res->reply;
+    long long kind = r->elements > 6 ? r->element[6]->integer : 1;
+    long long limit = r->elements > 7 ? r->element[7]->integer : 0;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", req->name);
+    if (sem) {
+        json_add_int(o, "limit", limit);
+        json_add_int(o, "holders", v[1]);
+        json_add_int(o, "ttl_ms", v[4]);
+    } else {
+        cJSON_AddStringToObject(o, "mode", kind_name(kind));
+        json_add_int(o, "holders", v[1]);
+        json_add_int(o, "count", v[2]);
+        json_add_int(o, "fence", v[3]);
+        json_add_int(o, "ttl_ms", v[4]);
+    }
+    if (r->elements > 5 && r->element[5]->type == REDIS_REPLY_STRING && r->element[5]->len > 0)
+        cJSON_AddStringToObject(o, "owner", r->element[5]->str);
+    reply_json(req, 200, o);
+}
+
+void hold_inspect(struct gw_request *req, int semaphore) {
+    struct hold_keys k;
+    hold_keys(req->name, semaphore, &k);
+    req->aux = semaphore;
+    const char *argv[] = {k.hash};
+    size_t lens[1] = {strlen(k.hash)};
+    redis_eval(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
+}

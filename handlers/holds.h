@@ -1,0 +1,45 @@
+/* holds.h -- what locks and semaphores share: a holder with a token and a
+ * lease, taken by acquire.lua (waiting and fair queues included), extended,
+ * released and inspected.  locks.c and semaphores.c parse their requests
+ * and call these. */
+#ifndef LOCKGATE_HOLDS_H
+#define LOCKGATE_HOLDS_H
+
+#include "server/names.h"
+#include "server/waiters.h"
+
+struct gw_request;
+
+enum hold_kind {
+    HOLD_EXCLUSIVE = 'x',   /* a lock, one holder */
+    HOLD_SHARED = 's',      /* a reader lock, any number of holders */
+    HOLD_PERMIT = 'p',      /* a semaphore permit, up to limit holders */
+};
+
+/* One acquisition, alive from the handler to the reply, across waits. */
+struct hold_call {
+    struct waiter w;            /* parking state while it waits (first) */
+    struct gw_request *req;     /* the request it answers */
+    char kind;                  /* enum hold_kind */
+    long long ttl_ms;           /* lease length */
+    long long wait_ms;          /* how long it may wait, 0 = try once */
+    long long max_hold_ms;      /* 0: none */
+    long long lock_delay_ms;    /* 0: none */
+    long long limit;            /* semaphores: permits */
+    int fair;                   /* queue in Redis, first come first served */
+    int waited;                 /* it was parked at least once */
+    char owner[NAME_MAX_LEN + 1]; /* informational, "" for none */
+    char waiter_id[24];         /* its id in the fair queue */
+    int64_t start_ms;           /* arrival (monotonic) */
+    int64_t deadline_ms;        /* start + wait_ms */
+};
+
+/* Starts the acquisition hc (filled by the caller, req->name and
+ * req->token set); replies when it is done.  hc becomes req->ctx. */
+void hold_acquire(struct gw_request *req, struct hold_call *hc);
+
+void hold_extend(struct gw_request *req, int semaphore, long long ttl_ms);
+void hold_release(struct gw_request *req, int semaphore);
+void hold_inspect(struct gw_request *req, int semaphore);
+
+#endif

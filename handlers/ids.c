@@ -1,0 +1,192 @@
+/* ids.c -- /v1/ids/{namespace}: unique 64-bit ids from blocks leased out
+ * of Redis (idgen/ does the hand-out; this file wires it to HTTP and Redis).
+ *
+ * Namespaces live in a fixed open-addressing table whose slots are atomic
+ * pointers: lookups take no lock, and only the first request of a new
+ * namespace takes the insert mutex.  Leasing a block is the one place an
+ * HTTP thread waits on Redis (idgen's slow path, about once per block). */
+#include "handlers/handlers.h"
+#include "idgen/idgen.h"
+#include "server/body.h"
+#include "server/http.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/redis.h"
+#include "server/reply.h"
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS_SLOTS 16384 /* namespaces one gateway serves */
+
+static _Atomic(struct idgen_ns *) table[NS_SLOTS];
+static pthread_mutex_t insert_mu = PTHREAD_MUTEX_INITIALIZER;
+static char epoch_arg[24];
+
+/* ---- leasing a block: one id_lease.lua call, waited for ----------------------- */
+
+struct lease_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int done;                        /* the callback ran */
+    int ok;                          /* the answer is in out */
+    struct idgen_block_lease *out;   /* where to put it */
+};
+
+static void lease_done(void *arg, const struct redis_result *res) {
+    struct lease_wait *lw = arg;
+    const redisReply *r = res->reply;
+    int ok = res->ok && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+    for (size_t i = 0; ok && i < 3; i++) ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (ok) {
+        lw->out->second = (uint32_t)r->element[0]->integer;
+        lw->out->first = (uint32_t)r->element[1]->integer;
+        lw->out->last = (uint32_t)r->element[2]->integer;
+    }
+    pthread_mutex_lock(&lw->mu);
+    lw->ok = ok;
+    lw->done = 1;
+    pthread_cond_signal(&lw->cond);
+    pthread_mutex_unlock(&lw->mu);
+}
+
+/* idgen's lease callback.  The Redis layer calls back within its command
+ * timeout whatever happens, so this wait is bounded. */
+static int lease_block(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
+    char key[GW_PREFIX_MAX + NAME_MAX_LEN + 8], count[16];
+    snprintf(key, sizeof key, "%sid:{%s}", handlers_config()->key_prefix, ns);
+    snprintf(count, sizeof count, "%u", want);
+    const char *argv[] = {key, epoch_arg, count};
+    size_t lens[3] = {strlen(key), strlen(epoch_arg), strlen(count)};
+    struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
+    redis_eval(SCRIPT_ID_LEASE, 1, 3, argv, lens, lease_done, &lw);
+    pthread_mutex_lock(&lw.mu);
+    while (!lw.done) pthread_cond_wait(&lw.cond, &lw.mu);
+    pthread_mutex_unlock(&lw.mu);
+    if (lw.ok) metrics_inc(M_ID_BLOCKS, 1);
+    return lw.ok ? 0 : -1;
+}
+
+static int64_t now_ms(void *ctx) { return loop_now_ms(); }
+
+static const struct idgen_ops ops = {.now_ms = now_ms, .lease = lease_block, .ctx = NULL};
+
+int ids_init(const struct gw_config *cfg) {
+    snprintf(epoch_arg, sizeof epoch_arg, "%lld", (long long)cfg->id_epoch);
+    return 0;
+}
+
+/* ---- namespaces ---------------------------------------------------------------- */
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* Finds or adds the namespace; NULL when the table is full. */
+static struct idgen_ns *ns_get(const char *name) {
+    uint64_t h = name_hash(name);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < NS_SLOTS; i++) {
+            size_t slot = (h + i) % NS_SLOTS;
+            struct idgen_ns *ns = atomic_load_explicit(&table[slot], memory_order_acquire);
+            if (!ns) {
+                if (pass == 0) break; /* not there: insert under the mutex */
+                ns = malloc(sizeof *ns);
+                if (!ns || idgen_ns_init(ns, name, &ops, IDGEN_DEFAULT_MAX_AGE_MS) < 0) abort();
+                atomic_store_explicit(&table[slot], ns, memory_order_release);
+                pthread_mutex_unlock(&insert_mu);
+                return ns;
+            }
+            if (strcmp(ns->name, name) == 0) {
+                if (pass == 1) pthread_mutex_unlock(&insert_mu);
+                return ns;
+            }
+        }
+        if (pass == 0) pthread_mutex_lock(&insert_mu);
+    }
+    pthread_mutex_unlock(&insert_mu);
+    return NULL;
+}
+
+/* ---- handlers -------------------------------------------------------------------- */
+
+static int wants_text(struct gw_request *req) {
+    const char *accept = http_header(req, "Accept");
+    return accept && strstr(accept, "text/plain") && !strstr(accept, "application/json");
+}
+
+void ids_next(struct gw_request *req) {
+    long long count = 1;
+    const char *q = http_query(req, "count");
+    if (name_param_or_reply(req, 0) || body_parse_or_reply(req)) return;
+    if (q && parse_decimal(q, 1, IDGEN_MAX_COUNT, &count) < 0) {
+        reply_problem(req, CODE_INVALID_FIELD, "count must be an integer from 1 to %d",
+                      IDGEN_MAX_COUNT);
+        return;
+    }
+    struct idgen_ns *ns = ns_get(req->name);
+    if (!ns) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "this gateway serves %d namespaces at most",
+                      NS_SLOTS);
+        return;
+    }
+    uint64_t stack_ids[64];
+    uint64_t *ids = count <= 64 ? stack_ids : malloc((size_t)count * sizeof *ids);
+    if (!ids) abort();
+    if (idgen_next(ns, (uint32_t)count, ids) < 0) {
+        if (ids != stack_ids) free(ids);
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "cannot lease ids from Redis");
+        return;
+    }
+    metrics_inc(M_IDS_ISSUED, (uint64_t)count);
+
+    /* Built by hand: a 10000-id answer is 230 KB, and cJSON would build
+     * 10000 nodes to print it. */
+    int text = wants_text(req);
+    size_t cap = (size_t)count * (IDGEN_DEC_MAX + 3) + NAME_MAX_LEN + 48, len = 0;
+    char *out = malloc(cap);
+    if (!out) abort();
+    if (!text) len += (size_t)sprintf(out, "{\"namespace\":\"%s\",\"ids\":[", req->name);
+    for (long long i = 0; i < count; i++) {
+        if (!text) {
+            if (i) out[len++] = ',';
+            out[len++] = '"';
+        }
+        len += idgen_format(ids[i], out + len);
+        out[len++] = text ? '\n' : '"';
+    }
+    if (!text) {
+        memcpy(out + len, "]}", 2);
+        len += 2;
+    }
+    if (ids != stack_ids) free(ids);
+    reply_header(req, "Cache-Control", "no-store");
+    reply_raw(req, 200, text ? "text/plain; charset=utf-8" : "application/json", out, len);
+}
+
+void ids_decode(struct gw_request *req) {
+    if (name_param_or_reply(req, 0)) return;
+    uint64_t id;
+    struct idgen_decoded d;
+    char time[IDGEN_TIME_MAX], digits[IDGEN_DEC_MAX];
+    if (idgen_parse_decimal(req->match.param[1], req->match.param_len[1], &id) < 0 ||
+        idgen_unpack(id, handlers_config()->id_epoch, &d) < 0 ||
+        idgen_format_time(d.unix_seconds, time) < 0) {
+        reply_problem(req, CODE_INVALID_ID, "an id is a positive decimal 64-bit integer");
+        return;
+    }
+    idgen_format(id, digits);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", digits);
+    json_add_int(o, "unix_seconds", d.unix_seconds);
+    cJSON_AddStringToObject(o, "time", time);
+    json_add_int(o, "sequence", d.seq);
+    reply_json(req, 200, o);
+}

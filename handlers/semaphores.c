@@ -1,0 +1,57 @@
+/* semaphores.c -- /v1/semaphores/{name}: up to `limit` holders, each with
+ * its own server-made token and lease (no re-entry). */
+#include "handlers/handlers.h"
+#include "handlers/holds.h"
+#include "server/body.h"
+#include "server/http.h"
+#include "server/reply.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void semaphores_acquire(struct gw_request *req) {
+    long long limit, ttl, wait;
+    int fair, has_limit;
+    const char *owner;
+    if (name_param_or_reply(req, 0) || body_parse_or_reply(req) ||
+        body_int_or_reply(req, "limit", 0, 1, 100000, &limit, &has_limit) ||
+        body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
+        body_int_or_reply(req, "wait_ms", 0, 0, 300000, &wait, NULL) ||
+        body_bool_or_reply(req, "fair", 0, &fair) ||
+        body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner))
+        return;
+    if (!has_limit) {
+        reply_problem(req, CODE_INVALID_FIELD, "limit is required (1 to 100000)");
+        return;
+    }
+    token_new(req->token); /* every permit gets its own token */
+
+    struct hold_call *hc = calloc(1, sizeof *hc);
+    if (!hc) abort();
+    hc->kind = HOLD_PERMIT;
+    hc->limit = limit;
+    hc->ttl_ms = ttl;
+    hc->wait_ms = wait;
+    hc->fair = fair;
+    if (owner) strcpy(hc->owner, owner);
+    hold_acquire(req, hc);
+}
+
+void semaphores_extend(struct gw_request *req) {
+    long long ttl;
+    if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL) ||
+        body_parse_or_reply(req) ||
+        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
+        return;
+    hold_extend(req, 1, ttl);
+}
+
+void semaphores_release(struct gw_request *req) {
+    if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL)) return;
+    hold_release(req, 1);
+}
+
+void semaphores_inspect(struct gw_request *req) {
+    if (name_param_or_reply(req, 0)) return;
+    hold_inspect(req, 1);
+}

@@ -1,0 +1,99 @@
+-- _holders.lua -- prepended to acquire, extend, release, inspect and
+-- dequeue at build time (the Makefile), so the layout below is written once.
+--
+-- One hash per lock or semaphore (KEYS[1]):
+--   m     kind of the current holders: x exclusive, s shared, p permit
+--   lim   a semaphore's limit, as its holders use it
+--   dl    lock-delay: nobody may acquire before this time (ms)
+--   w     some waiter may wait until this time (ms): releases publish
+--   <token>  one field per holder (tokens are 22+ characters, meta fields
+--         are short): "count:fence:lease_end:ttl:max_hold_end:delay:owner"
+-- Its PEXPIRE covers the longest lease plus its lock-delay, so Redis drops
+-- an abandoned lock by itself.  All times come from Redis's clock.
+
+local T = redis.call('TIME')
+local now = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
+local now_us = tonumber(T[1]) * 1000000 + tonumber(T[2])
+
+local function encode(h)
+  return string.format('%d:%d:%d:%d:%d:%d:%s', h.count, h.fence, h.exp, h.ttl,
+                       h.hold, h.delay, h.owner)
+end
+
+-- Reads the hash, drops holders whose lease ended (turning their lock-delay
+-- into dl), and sums up who is left.
+local function load(key)
+  local st = {holders = {}, alive = 0, maxexp = 0, minexp = 0, dl = 0, w = 0,
+              mode = nil, limit = 0, first = nil}
+  local flat = redis.call('HGETALL', key)
+  local dead = {}
+  for i = 1, #flat, 2 do
+    local f, v = flat[i], flat[i + 1]
+    if #f >= 22 then
+      local c, fe, x, d, h, l, o =
+        string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(.*)$')
+      local hd = {count = tonumber(c), fence = tonumber(fe), exp = tonumber(x),
+                  ttl = tonumber(d), hold = tonumber(h), delay = tonumber(l), owner = o}
+      if hd.exp <= now then
+        dead[#dead + 1] = f
+        if hd.delay > 0 and hd.exp + hd.delay > st.dl then st.dl = hd.exp + hd.delay end
+      else
+        st.holders[f] = hd
+        st.alive = st.alive + 1
+        if hd.exp > st.maxexp then st.maxexp = hd.exp end
+        if st.minexp == 0 or hd.exp < st.minexp then st.minexp = hd.exp end
+        if not st.first or hd.fence < st.holders[st.first].fence then st.first = f end
+      end
+    elseif f == 'm' then st.mode = v
+    elseif f == 'lim' then st.limit = tonumber(v)
+    elseif f == 'dl' then if tonumber(v) > st.dl then st.dl = tonumber(v) end
+    elseif f == 'w' then st.w = tonumber(v)
+    end
+  end
+  if #dead > 0 then
+    redis.call('HDEL', key, unpack(dead))
+    if st.dl > now then redis.call('HSET', key, 'dl', string.format('%d', st.dl)) end
+  end
+  if st.alive == 0 then st.mode = nil end
+  return st
+end
+
+-- Sets the hash's expiry to cover every lease with its lock-delay, the
+-- lock-delay in force and waiters' marks; deletes it when nothing is left.
+local function save_ttl(key, st)
+  local target = st.dl
+  for _, h in pairs(st.holders) do
+    if h.exp + h.delay > target then target = h.exp + h.delay end
+  end
+  if st.alive == 0 then redis.call('HDEL', key, 'm', 'lim') end
+  if st.w > target then target = st.w end
+  if target <= now then
+    redis.call('DEL', key)
+  else
+    redis.call('PEXPIRE', key, target - now)
+  end
+end
+
+local function cap_exp(h, ttl)
+  local exp = now + ttl
+  if h.hold > 0 and exp > h.hold then exp = h.hold end
+  return exp
+end
+
+local kind_code = {x = 1, s = 2, p = 3}
+
+-- The fair queue: KEYS[3] a sorted set of waiter ids by arrival (Redis
+-- microseconds), KEYS[4] a hash of their deadlines.  Waiters past their
+-- deadline are dropped when they reach the head, so a waiter that died never
+-- holds up the queue beyond its own deadline; one that gives up is removed
+-- at once (dequeue.lua).
+local function queue_head()
+  while true do
+    local h = redis.call('ZRANGE', KEYS[3], 0, 0)
+    if #h == 0 then return nil, 0 end
+    local d = tonumber(redis.call('HGET', KEYS[4], h[1]) or '0')
+    if d > now then return h[1], d end
+    redis.call('ZREM', KEYS[3], h[1])
+    redis.call('HDEL', KEYS[4], h[1])
+  end
+end

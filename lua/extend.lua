@@ -1,0 +1,20 @@
+-- extend.lua: extend one holder's lease.  (The layout: _holders.lua.)
+--
+-- KEYS     hash
+-- ARGV     1 token, 2 ttl_ms (0: the ttl it was taken with)
+-- Returns  {1, fence, count, ttl_ms, kind(1 x, 2 s, 3 p), limit}  extended;
+--                     ttl_ms is the new remaining lease, capped by max-hold
+--          {-1}       nobody holds it
+--          {-2}       held, but not by this token
+local st = load(KEYS[1])
+local me = st.holders[ARGV[1]]
+if not me then
+  if st.alive == 0 then return {-1} end
+  return {-2}
+end
+local ttl = tonumber(ARGV[2])
+if ttl == 0 then ttl = me.ttl end
+me.exp = cap_exp(me, ttl)
+redis.call('HSET', KEYS[1], ARGV[1], encode(me))
+save_ttl(KEYS[1], st)
+return {1, me.fence, me.count, me.exp - now, kind_code[st.mode], st.limit}

@@ -1,0 +1,19 @@
+-- inspect.lua: who holds it, never revealing a token.  (Layout: _holders.lua.)
+--
+-- KEYS     hash
+-- Returns  {1, holders, count, fence, ttl_ms, owner, kind(1 x, 2 s, 3 p), limit}
+--          fence is the highest, ttl_ms the longest remaining lease, count
+--          and owner those of the longest-held holder (lowest fence)
+--          {-1}  nobody holds it
+local st = load(KEYS[1])
+if st.alive == 0 then
+  save_ttl(KEYS[1], st)
+  return {-1}
+end
+local maxfence = 0
+for _, h in pairs(st.holders) do
+  if h.fence > maxfence then maxfence = h.fence end
+end
+local first = st.holders[st.first]
+return {1, st.alive, first.count, maxfence, st.maxexp - now, first.owner,
+        kind_code[st.mode], st.limit}

@@ -1,0 +1,71 @@
+/* waiters.h -- requests waiting for a busy lock, semaphore permit or fair
+ * turn, kept on the Redis loop thread without a thread or a poll each.
+ *
+ * A parked waiter is woken (its retry() called) by whichever comes first:
+ *   - a release of its key, announced on Redis pub/sub (waiters_on_release):
+ *     the earliest local waiter of that key is woken, and the earliest fair
+ *     one, never the whole list (no thundering herd; the scripts pass the
+ *     wake-up on when there is room for more);
+ *   - its wake time: the holder's lease end, or its own deadline;
+ *   - its client hanging up (give_up(w, 1)), seen by epoll on its socket.
+ * All functions run on the loop thread only (redis.c calls the hooks). */
+#ifndef LOCKGATE_WAITERS_H
+#define LOCKGATE_WAITERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WAITER_KEY_MAX 240
+
+struct waiter {
+    /* Set by the owner before waiters_park. */
+    char key[WAITER_KEY_MAX];      /* "lock:NAME" or "sem:NAME", as published */
+    int fair;                      /* a fair waiter (woken besides the first) */
+    int fd;                        /* client socket, watched for hang-up; -1 none */
+    uint64_t seen_seq;             /* waiters_release_seq() before the attempt */
+    void (*retry)(struct waiter *w);                 /* try again now */
+    void (*give_up)(struct waiter *w, int client_gone); /* stop waiting */
+
+    /* Private to waiters.c. */
+    int64_t wake_ms;               /* when the timer wakes it */
+    size_t heap_i;                 /* index in the timer heap */
+    struct waiter *prev, *next;    /* its key's list, in arrival order */
+    int parked;                    /* in the heap and the key list */
+};
+
+/* Parks w until wake_ms (monotonic ms) or an event.  If a release of w's key
+ * was seen after w->seen_seq, w is retried at once instead. */
+void waiters_park(struct waiter *w, int64_t wake_ms);
+
+/* Takes w out (before replying to it); safe if it is not parked. */
+void waiters_unpark(struct waiter *w);
+
+/* A release message "KIND:NAME" arrived. */
+void waiters_on_release(const char *key, size_t len);
+
+/* Counter of release messages seen; read from any thread. */
+uint64_t waiters_release_seq(void);
+
+/* Milliseconds until the next timer, -1 when none (for epoll_wait). */
+int waiters_next_timeout(int64_t now_ms);
+
+/* Wakes every waiter whose time has come. */
+void waiters_run_due(int64_t now_ms);
+
+/* The pub/sub connection was re-made: releases may have been missed, so
+ * every waiter tries again. */
+void waiters_retry_all(void);
+
+/* The gateway is stopping: every waiter gives up (it answers 503). */
+void waiters_give_up_all(void);
+
+/* The same, from any thread: posted to the loop. */
+void waiters_give_up_all_soon(void);
+
+/* epoll told that the waiter's socket hung up. */
+void waiters_on_hangup(struct waiter *w);
+
+/* Number of parked waiters. */
+long waiters_count(void);
+
+#endif
