@@ -72,7 +72,7 @@ $(BUILD)/lockgate: $(BUILD)/obj/server/main.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 $(BUILD)/lockctl: $(BUILD)/obj/cli/lockctl.o
-	$(CC) $(LDFLAGS) $^ $(CURL_LIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(CURL_LIBS) $(shell pkg-config --libs libcjson) -o $@
 
 # ---- tests ------------------------------------------------------------------
 $(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(CORE_OBJ)

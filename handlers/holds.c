@@ -252,51 +252,44 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
 
 /* ---- extend -------------------------------------------------------------------- */
 
-static void extend_done_lock(void *arg, const struct redis_result *res) {
+static void extend_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
-    long long v[5] = {0};
-    long long verdict = script_verdict(req, res, v, 5);
-    if (verdict == -100) return;
-    if (verdict < 0) {
-        reply_not_held_or_owner(req, 0, verdict);
-        return;
-    }
-    metrics_inc(M_LOCK_EXTENDED, 1);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", req->name);
-    json_add_int(o, "fence", v[1]);
-    cJSON_AddStringToObject(o, "mode", kind_name(v[4]));
-    json_add_int(o, "count", v[2]);
-    json_add_int(o, "ttl_ms", v[3]);
-    reply_json(req, 200, o);
-}
-
-static void extend_done_sem(void *arg, const struct redis_result *res) {
-    struct gw_request *req = arg;
+    int sem = req->aux;
     long long v[6] = {0};
     long long verdict = script_verdict(req, res, v, 6);
     if (verdict == -100) return;
     if (verdict < 0) {
-        reply_not_held_or_owner(req, 1, verdict);
+        reply_not_held_or_owner(req, sem, verdict);
         return;
     }
     metrics_inc(M_LOCK_EXTENDED, 1);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);
-    json_add_int(o, "limit", v[5]);
+    if (sem) {
+        json_add_int(o, "limit", v[5]);
+    } else {
+        json_add_int(o, "fence", v[1]);
+        cJSON_AddStringToObject(o, "mode", kind_name(v[4]));
+        json_add_int(o, "count", v[2]);
+    }
     json_add_int(o, "ttl_ms", v[3]);
     reply_json(req, 200, o);
 }
 
-void hold_extend(struct gw_request *req, int semaphore, long long ttl_ms) {
+void hold_extend(struct gw_request *req, int semaphore) {
+    long long ttl_ms;
+    if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL) ||
+        body_parse_or_reply(req) ||
+        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl_ms, NULL))
+        return;
     struct hold_keys k;
     hold_keys(req->name, semaphore, &k);
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld", ttl_ms);
     const char *argv[] = {k.hash, req->token, ttl};
     size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
-    redis_eval(SCRIPT_EXTEND, 1, 3, argv, lens, semaphore ? extend_done_sem : extend_done_lock,
-               req);
+    req->aux = semaphore;
+    redis_eval(SCRIPT_EXTEND, 1, 3, argv, lens, extend_done, req);
 }
 
 /* ---- release ------------------------------------------------------------------- */
@@ -320,6 +313,7 @@ static void release_done(void *arg, const struct redis_result *res) {
 }
 
 void hold_release(struct gw_request *req, int semaphore) {
+    if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL)) return;
     struct hold_keys k;
     hold_keys(req->name, semaphore, &k);
     req->aux = semaphore;
@@ -363,6 +357,7 @@ static void inspect_done(void *arg, const struct redis_result *res) {
 }
 
 void hold_inspect(struct gw_request *req, int semaphore) {
+    if (name_param_or_reply(req, 0)) return;
     struct hold_keys k;
     hold_keys(req->name, semaphore, &k);
     req->aux = semaphore;

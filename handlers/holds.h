@@ -38,7 +38,9 @@ struct hold_call {
  * req->token set); replies when it is done.  hc becomes req->ctx. */
 void hold_acquire(struct gw_request *req, struct hold_call *hc);
 
-void hold_extend(struct gw_request *req, int semaphore, long long ttl_ms);
+/* PATCH, DELETE and GET read the same request for both kinds: these parse
+ * it (name, Lock-Token, ttl_ms) and answer. */
+void hold_extend(struct gw_request *req, int semaphore);
 void hold_release(struct gw_request *req, int semaphore);
 void hold_inspect(struct gw_request *req, int semaphore);
 

@@ -37,21 +37,6 @@ void semaphores_acquire(struct gw_request *req) {
     hold_acquire(req, hc);
 }
 
-void semaphores_extend(struct gw_request *req) {
-    long long ttl;
-    if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL) ||
-        body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
-        return;
-    hold_extend(req, 1, ttl);
-}
-
-void semaphores_release(struct gw_request *req) {
-    if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL)) return;
-    hold_release(req, 1);
-}
-
-void semaphores_inspect(struct gw_request *req) {
-    if (name_param_or_reply(req, 0)) return;
-    hold_inspect(req, 1);
-}
+void semaphores_extend(struct gw_request *req) { hold_extend(req, 1); }
+void semaphores_release(struct gw_request *req) { hold_release(req, 1); }
+void semaphores_inspect(struct gw_request *req) { hold_inspect(req, 1); }

@@ -74,6 +74,15 @@ local function save_ttl(key, st)
   end
 end
 
+-- The token's holder record, or why there is none: -1 nobody holds it,
+-- -2 somebody else does.
+local function holder_of(st, token)
+  local me = st.holders[token]
+  if me then return me, nil end
+  if st.alive == 0 then return nil, -1 end
+  return nil, -2
+end
+
 local function cap_exp(h, ttl)
   local exp = now + ttl
   if h.hold > 0 and exp > h.hold then exp = h.hold end

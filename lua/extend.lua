@@ -7,11 +7,8 @@
 --          {-1}       nobody holds it
 --          {-2}       held, but not by this token
 local st = load(KEYS[1])
-local me = st.holders[ARGV[1]]
-if not me then
-  if st.alive == 0 then return {-1} end
-  return {-2}
-end
+local me, why = holder_of(st, ARGV[1])
+if not me then return {why} end
 local ttl = tonumber(ARGV[2])
 if ttl == 0 then ttl = me.ttl end
 me.exp = cap_exp(me, ttl)

@@ -10,11 +10,8 @@
 -- A release ends a hold without lock-delay.  When a waiter may be waiting
 -- (w), the message is published so gateways wake one waiter at once.
 local st = load(KEYS[1])
-local me = st.holders[ARGV[1]]
-if not me then
-  if st.alive == 0 then return {-1} end
-  return {-2}
-end
+local me, why = holder_of(st, ARGV[1])
+if not me then return {why} end
 me.count = me.count - 1
 if me.count > 0 and st.mode ~= 'p' then
   redis.call('HSET', KEYS[1], ARGV[1], encode(me))
