@@ -33,6 +33,15 @@ static void usage(void) {
 "                         (default 20000)\n"
 "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
 "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
+"  --sentinel HOST:PORT   a Redis Sentinel to ask for the master; repeat for\n"
+"                         several [LOCKGATE_SENTINELS, comma-separated]\n"
+"  --sentinel-master NAME the master's name at the sentinels\n"
+"                         [LOCKGATE_SENTINEL_MASTER] (default mymaster)\n"
+"  --min-replicas-ack N   after an acquire or extend, WAIT until N replicas\n"
+"                         have it, else answer 503 and give it back\n"
+"                         [LOCKGATE_MIN_REPLICAS_ACK] (default 0)\n"
+"  --replica-ack-timeout-ms MS  how long that WAIT may take\n"
+"                         [LOCKGATE_REPLICA_ACK_TIMEOUT_MS] (default 500)\n"
 "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
 "                         (default info)\n"
 "  --help                 print this and exit\n"
@@ -49,6 +58,28 @@ static int parse_digits(const char *s, long long lo, long long hi, long long *ou
     }
     if (v < lo || v > hi) return -1;
     *out = v;
+    return 0;
+}
+
+int config_parse_endpoint(struct gw_endpoint *e, const char *s) {
+    struct gw_config tmp;
+    if (config_parse_listen(&tmp, s) < 0 || tmp.listen_port == 0) return -1;
+    strcpy(e->host, tmp.listen_host);
+    e->port = tmp.listen_port;
+    return 0;
+}
+
+/* Appends each comma-separated endpoint of list to the sentinels. */
+static int add_sentinels(struct gw_config *cfg, const char *list) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (cfg->nsentinels == GW_MAX_SENTINELS ||
+            config_parse_endpoint(&cfg->sentinels[cfg->nsentinels], tok) < 0)
+            return -1;
+        cfg->nsentinels++;
+    }
     return 0;
 }
 
@@ -157,6 +188,13 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'm': ok = parse_int(val, 16, 1000000, &cfg->max_connections); break;
     case 'e': ok = config_parse_epoch(val, &cfg->id_epoch); break;
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
+    case 's': ok = add_sentinels(cfg, val); break;
+    case 'M':
+        if (!*val || strlen(val) >= sizeof cfg->sentinel_master) ok = -1;
+        else strcpy(cfg->sentinel_master, val);
+        break;
+    case 'A': ok = parse_int(val, 0, 16, &cfg->min_replicas_ack); break;
+    case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
     }
     if (ok < 0) snprintf(err, errlen, "bad value for %s: '%s'",
                          opt == 'l' ? "listen address" : opt == 'r' ? "Redis URL" :
@@ -164,7 +202,10 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                          opt == 't' ? "threads (1-64)" :
                          opt == 'T' ? "redis timeout (10-600000 ms)" :
                          opt == 'm' ? "max connections (16-1000000)" :
-                         opt == 'e' ? "id epoch" : "log level", val);
+                         opt == 'e' ? "id epoch" : opt == 's' ? "sentinel (HOST:PORT, at most 8)" :
+                         opt == 'M' ? "sentinel master name" :
+                         opt == 'A' ? "min replicas ack (0-16)" :
+                         opt == 'W' ? "replica ack timeout (10-60000 ms)" : "log level", val);
     return ok;
 }
 
@@ -180,12 +221,16 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->redis_timeout_ms = 2000;
     cfg->max_connections = 20000;
     cfg->id_epoch = DEFAULT_EPOCH;
+    strcpy(cfg->sentinel_master, "mymaster");
+    cfg->replica_ack_timeout_ms = 500;
 
     static const struct { int opt; const char *env; } envs[] = {
         {'l', "LOCKGATE_LISTEN"},     {'r', "LOCKGATE_REDIS"},
         {'p', "LOCKGATE_KEY_PREFIX"}, {'t', "LOCKGATE_THREADS"},
         {'T', "LOCKGATE_REDIS_TIMEOUT_MS"}, {'m', "LOCKGATE_MAX_CONNECTIONS"},
         {'e', "LOCKGATE_ID_EPOCH"},   {'L', "LOCKGATE_LOG_LEVEL"},
+        {'s', "LOCKGATE_SENTINELS"},  {'M', "LOCKGATE_SENTINEL_MASTER"},
+        {'A', "LOCKGATE_MIN_REPLICAS_ACK"}, {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -201,14 +246,19 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"max-connections", required_argument, 0, 'm'},
         {"id-epoch", required_argument, 0, 'e'},
         {"log-level", required_argument, 0, 'L'},
+        {"sentinel", required_argument, 0, 's'},
+        {"sentinel-master", required_argument, 0, 'M'},
+        {"min-replicas-ack", required_argument, 0, 'A'},
+        {"replica-ack-timeout-ms", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     optind = 1;
     opterr = 0;
-    int opt;
+    int opt, sentinel_flag_seen = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (opt == 's' && !sentinel_flag_seen++) cfg->nsentinels = 0; /* flags win */
         if (opt == 'h') { usage(); return 1; }
         if (opt == 'V') { printf("lockgate 1.0.0\n"); return 1; }
         if (opt == '?') {

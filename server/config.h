@@ -9,6 +9,12 @@
 #include <stdint.h>
 
 #define GW_PREFIX_MAX 64
+#define GW_MAX_SENTINELS 8
+
+struct gw_endpoint {
+    char host[256];               /* host name or address */
+    int port;                     /* TCP port */
+};
 
 struct gw_config {
     char listen_host[256];        /* address to bind, e.g. "127.0.0.1" */
@@ -23,6 +29,11 @@ struct gw_config {
     int redis_timeout_ms;         /* a command not answered by then fails */
     int max_connections;          /* concurrent HTTP connections accepted */
     int64_t id_epoch;             /* unix seconds where id time starts */
+    struct gw_endpoint sentinels[GW_MAX_SENTINELS]; /* Sentinel mode when any */
+    int nsentinels;               /* used entries of sentinels */
+    char sentinel_master[128];    /* the master's name at the sentinels */
+    int min_replicas_ack;         /* WAIT for this many replicas after a write */
+    int replica_ack_timeout_ms;   /* WAIT's timeout */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the
@@ -33,6 +44,9 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
 /* Parses "redis://[:password@]host[:port][/db]" into cfg's redis fields.
  * Returns 0, or -1 when the URL is not of that form. */
 int config_parse_redis_url(struct gw_config *cfg, const char *url);
+
+/* Parses "host:port" into an endpoint; returns 0 or -1. */
+int config_parse_endpoint(struct gw_endpoint *e, const char *s);
 
 /* Parses "host:port" or "[v6]:port"; returns 0 or -1. */
 int config_parse_listen(struct gw_config *cfg, const char *s);

@@ -88,9 +88,12 @@ static void fd_set_source(int fd, uint32_t events, loop_fd_fn fn, void *arg) {
     s->fn = fn;
     s->arg = arg;
     struct epoll_event ev = {.events = events, .data.ptr = s};
-    if (epoll_ctl(L.epfd, op, fd, &ev) < 0 &&
-        !(op == EPOLL_CTL_ADD && errno == EEXIST && epoll_ctl(L.epfd, EPOLL_CTL_MOD, fd, &ev) == 0))
-        log_error("loop: epoll_ctl(%d): %s", fd, strerror(errno));
+    if (epoll_ctl(L.epfd, op, fd, &ev) == 0) return;
+    /* A descriptor closed and reopened under the same number is no longer
+     * in the set (ENOENT), and one added twice is (EEXIST): switch op. */
+    int other = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if ((errno == EEXIST || errno == ENOENT) && epoll_ctl(L.epfd, other, fd, &ev) == 0) return;
+    log_error("loop: epoll_ctl(%d): %s", fd, strerror(errno));
 }
 
 void loop_fd(int fd, uint32_t events, loop_fd_fn fn, void *arg) {

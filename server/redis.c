@@ -41,8 +41,11 @@ struct redis_op {
 
 /* One connection to Redis and its state. */
 struct rconn {
-    const char *what;              /* "command" or "pub/sub", for logs */
+    const char *what;              /* "command", "pub/sub", "sentinel" */
+    char host[256];                /* where it connects */
+    int port;
     redisAsyncContext *ac;         /* NULL while down */
+    int fd;                        /* its socket while hiredis has one, else -1 */
     uint32_t events;               /* epoll events hiredis asked for */
     int connected;                 /* onConnect said OK */
     int64_t connecting_since;      /* when the attempt started */
@@ -57,6 +60,11 @@ static struct {
     struct gw_config cfg;          /* copy of the settings */
     struct rconn cmd;              /* commands */
     struct rconn sub;              /* SUBSCRIBE to the release channel */
+    struct rconn sen;              /* Sentinel mode: asks for the master and
+                                      listens for +switch-master */
+    int sentinel_i;                /* which sentinel sen talks to */
+    int master_known;              /* Sentinel mode: cmd/sub may connect */
+    int reresolve;                 /* Sentinel mode: ask for the master again */
     char channel[GW_PREFIX_MAX + 16]; /* "<prefix>released" */
     const char *fail_reason;       /* why outstanding commands are failing */
     struct redis_op pending;       /* sentinel of the sent, unanswered list */
@@ -168,6 +176,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             op_send(op);
             return;
         }
+        if (R.cfg.nsentinels && strncmp(reply->str, "READONLY", 8) == 0) R.reresolve = 1;
         log_warn("redis: command failed: %s", reply->str);
         op_fail(op, reply->str);
         return;
@@ -188,16 +197,22 @@ static void on_events(void *arg, uint32_t events) {
     if (c->ac && (events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
 }
 
+/* Keyed on c->fd, not c->ac: hiredis calls cleanup after on_connect has
+ * already forgotten a failed context, and the registration must still go. */
 static void ev_update(struct rconn *c, uint32_t events) {
-    if (!c->ac || events == c->events) return;
-    loop_fd(c->ac->c.fd, events, on_events, c);
+    if (c->fd < 0 || events == c->events) return;
+    loop_fd(c->fd, events, on_events, c);
     c->events = events;
 }
 static void ev_add_read(void *p)  { struct rconn *c = p; ev_update(c, c->events | EPOLLIN); }
 static void ev_del_read(void *p)  { struct rconn *c = p; ev_update(c, c->events & ~(uint32_t)EPOLLIN); }
 static void ev_add_write(void *p) { struct rconn *c = p; ev_update(c, c->events | EPOLLOUT); }
 static void ev_del_write(void *p) { struct rconn *c = p; ev_update(c, c->events & ~(uint32_t)EPOLLOUT); }
-static void ev_cleanup(void *p)   { ev_update(p, 0); }
+static void ev_cleanup(void *p) {
+    struct rconn *c = p;
+    ev_update(c, 0);
+    c->fd = -1;
+}
 
 /* ------------------------------------------------------------------------
  * Connections
@@ -208,8 +223,8 @@ static struct rconn *conn_of(const redisAsyncContext *ac) {
 }
 
 static void connection_gone(struct rconn *c) {
+    if (c == &R.sen) R.sentinel_i++; /* the next attempt asks the next one */
     c->ac = NULL;
-    c->events = 0;
     c->connected = 0;
     if (c == &R.cmd) atomic_store(&R.up, 0);
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
@@ -220,8 +235,8 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
     if (status != REDIS_OK) {
         if (!c->down_logged)
-            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, R.cfg.redis_host,
-                     R.cfg.redis_port, ac->errstr);
+            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, c->host,
+                     c->port, ac->errstr);
         c->down_logged = 1;
         connection_gone(c); /* hiredis frees ac after this returns */
         return;
@@ -232,31 +247,33 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     c->down_logged = 0;
     if (c->ever_connected && c == &R.cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
     c->ever_connected = 1;
-    log_info("redis: %s connection up to %s:%d", c->what, R.cfg.redis_host, R.cfg.redis_port);
+    log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
+    if (R.cfg.nsentinels && c == &R.cmd && status != REDIS_OK) R.reresolve = 1;
     if (status != REDIS_OK)
-        log_warn("redis: %s connection to %s:%d lost: %s", c->what, R.cfg.redis_host,
-                 R.cfg.redis_port, ac->errstr);
+        log_warn("redis: %s connection to %s:%d lost: %s", c->what, c->host, c->port,
+                 ac->errstr);
     connection_gone(c);
 }
 
 /* Starts a non-blocking connection and queues, ahead of any command, what
  * every new connection needs (AUTH, SELECT, then c->on_up's commands). */
 static void connect_start(struct rconn *c) {
-    redisAsyncContext *ac = redisAsyncConnect(R.cfg.redis_host, R.cfg.redis_port);
+    redisAsyncContext *ac = redisAsyncConnect(c->host, c->port);
     if (!ac || ac->err) {
         if (!c->down_logged)
-            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, R.cfg.redis_host,
-                     R.cfg.redis_port, ac ? ac->errstr : "out of memory");
+            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, c->host, c->port,
+                     ac ? ac->errstr : "out of memory");
         c->down_logged = 1;
         if (ac) redisAsyncFree(ac);
         connection_gone(c);
         return;
     }
     c->ac = ac;
+    c->fd = ac->c.fd;
     c->events = 0;
     c->connecting_since = loop_now_ms();
     ac->ev.data = c;
@@ -269,12 +286,12 @@ static void connect_start(struct rconn *c) {
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     ev_add_write(c); /* connect(2) completes as writability */
 
-    if (R.cfg.redis_password[0]) {
+    if (R.cfg.redis_password[0] && c != &R.sen) {
         const char *argv[2] = {"AUTH", R.cfg.redis_password};
         size_t lens[2] = {4, strlen(R.cfg.redis_password)};
         redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
     }
-    if (R.cfg.redis_db && c == &R.cmd) {
+    if (R.cfg.redis_db && c == &R.cmd && c != &R.sen) {
         char db[16];
         int n = snprintf(db, sizeof db, "%d", R.cfg.redis_db);
         const char *argv[2] = {"SELECT", db};
@@ -309,6 +326,72 @@ static void sub_up(struct rconn *c) {
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
 }
 
+/* ------------------------------------------------------------------------
+ * Sentinel mode: a third connection asks a sentinel for the master, then
+ * listens on it for +switch-master; the command and pub/sub connections
+ * follow.  Scripts are reloaded on the new master like on any new
+ * connection (cmd_up), and NOSCRIPT covers whatever slips through.
+ * --------------------------------------------------------------------- */
+
+static void connection_drop(struct rconn *c, const char *why);
+
+static void set_master(const char *host, int port) {
+    if (R.master_known && strcmp(R.cmd.host, host) == 0 && R.cmd.port == port) return;
+    log_info("redis: sentinel names %s:%d as master '%s'", host, port, R.cfg.sentinel_master);
+    snprintf(R.cmd.host, sizeof R.cmd.host, "%s", host);
+    snprintf(R.sub.host, sizeof R.sub.host, "%s", host);
+    R.cmd.port = R.sub.port = port;
+    R.master_known = 1;
+    if (R.cmd.ac) connection_drop(&R.cmd, "Redis master changed");
+    if (R.sub.ac) connection_drop(&R.sub, "Redis master changed");
+    R.cmd.next_attempt_ms = R.sub.next_attempt_ms = 0;
+    R.cmd.backoff_ms = R.sub.backoff_ms = 100;
+}
+
+static void on_sentinel_event(redisAsyncContext *ac, void *r, void *privdata);
+
+/* The answer to get-master-addr-by-name.  Only then SUBSCRIBE: hiredis
+ * treats a connection as subscribed from the moment SUBSCRIBE is sent, and
+ * would take this plain answer for a pub/sub message. */
+static void on_master_addr(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    if (reply) {
+        const char *sub[2] = {"SUBSCRIBE", "+switch-master"};
+        size_t sub_lens[2] = {9, 14};
+        redisAsyncCommandArgv(ac, on_sentinel_event, NULL, 2, sub, sub_lens);
+    }
+    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+        reply->element[0]->type == REDIS_REPLY_STRING &&
+        reply->element[1]->type == REDIS_REPLY_STRING) {
+        set_master(reply->element[0]->str, atoi(reply->element[1]->str));
+    } else if (reply) {
+        log_warn("redis: sentinel %s:%d does not know master '%s'", R.sen.host, R.sen.port,
+                 R.cfg.sentinel_master);
+    }
+}
+
+/* "+switch-master" carries "<name> <old-ip> <old-port> <new-ip> <new-port>". */
+static void on_sentinel_event(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 3) return;
+    redisReply *kind = reply->element[0], *payload = reply->element[2];
+    if (kind->type != REDIS_REPLY_STRING || strcmp(kind->str, "message") != 0 ||
+        payload->type != REDIS_REPLY_STRING)
+        return;
+    char name[128], old_ip[64], new_ip[64];
+    int old_port, new_port;
+    if (sscanf(payload->str, "%127s %63s %d %63s %d", name, old_ip, &old_port, new_ip,
+               &new_port) == 5 &&
+        strcmp(name, R.cfg.sentinel_master) == 0)
+        set_master(new_ip, new_port);
+}
+
+static void sen_up(struct rconn *c) {
+    const char *ask[3] = {"SENTINEL", "get-master-addr-by-name", R.cfg.sentinel_master};
+    size_t ask_lens[3] = {8, 23, strlen(R.cfg.sentinel_master)};
+    redisAsyncCommandArgv(c->ac, on_master_addr, NULL, 3, ask, ask_lens);
+}
+
 /* Drops the connection, failing everything outstanding with `why`. */
 static void connection_drop(struct rconn *c, const char *why) {
     redisAsyncContext *ac = c->ac;
@@ -320,12 +403,19 @@ static void connection_drop(struct rconn *c, const char *why) {
 
 static void conn_turn(struct rconn *c, int64_t now) {
     if (!c->ac) {
+        if (c == &R.sen) {
+            if (!R.cfg.nsentinels) return;
+            const struct gw_endpoint *e = &R.cfg.sentinels[R.sentinel_i % R.cfg.nsentinels];
+            snprintf(c->host, sizeof c->host, "%s", e->host);
+            c->port = e->port;
+        } else if (R.cfg.nsentinels && !R.master_known) {
+            return; /* wait until a sentinel names the master */
+        }
         if (now >= c->next_attempt_ms) connect_start(c);
         return;
     }
     if (!c->connected && now - c->connecting_since > R.cfg.redis_timeout_ms) {
-        log_warn("redis: %s connection to %s:%d timed out", c->what, R.cfg.redis_host,
-                 R.cfg.redis_port);
+        log_warn("redis: %s connection to %s:%d timed out", c->what, c->host, c->port);
         connection_drop(c, "Redis did not accept the connection in time");
         return;
     }
@@ -334,12 +424,22 @@ static void conn_turn(struct rconn *c, int64_t now) {
 }
 
 void redis_loop_turn(int64_t now) {
+    if (R.reresolve) {
+        /* The master went away or refused a write: ask a sentinel again. */
+        R.reresolve = 0;
+        R.master_known = 0;
+        if (R.cmd.ac) connection_drop(&R.cmd, "Redis master is changing");
+        if (R.sub.ac) connection_drop(&R.sub, "Redis master is changing");
+        if (R.sen.ac) connection_drop(&R.sen, "asking again");
+        R.sen.next_attempt_ms = 0;
+    }
     struct redis_op *oldest = R.pending.next;
     if (R.cmd.ac && oldest != &R.pending && now - oldest->sent_ms > R.cfg.redis_timeout_ms) {
         log_warn("redis: no answer within %d ms, dropping the connection",
                  R.cfg.redis_timeout_ms);
         connection_drop(&R.cmd, "Redis did not answer in time");
     }
+    conn_turn(&R.sen, now);
     conn_turn(&R.cmd, now);
     conn_turn(&R.sub, now);
 }
@@ -376,8 +476,12 @@ int redis_start(const struct gw_config *cfg) {
     R.cfg = *cfg;
     R.pending.next = R.pending.prev = &R.pending;
     snprintf(R.channel, sizeof R.channel, "%sreleased", cfg->key_prefix);
-    R.cmd = (struct rconn){.what = "command", .backoff_ms = 100, .on_up = cmd_up};
-    R.sub = (struct rconn){.what = "pub/sub", .backoff_ms = 100, .on_up = sub_up};
+    R.cmd = (struct rconn){.what = "command", .fd = -1, .backoff_ms = 100, .on_up = cmd_up};
+    R.sub = (struct rconn){.what = "pub/sub", .fd = -1, .backoff_ms = 100, .on_up = sub_up};
+    R.sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
+    snprintf(R.cmd.host, sizeof R.cmd.host, "%s", cfg->redis_host);
+    snprintf(R.sub.host, sizeof R.sub.host, "%s", cfg->redis_host);
+    R.cmd.port = R.sub.port = cfg->redis_port;
     return loop_start();
 }
 
@@ -385,6 +489,7 @@ static void stop_on_loop(void) {
     waiters_give_up_all();
     if (R.cmd.ac) connection_drop(&R.cmd, "the gateway is stopping");
     if (R.sub.ac) connection_drop(&R.sub, "the gateway is stopping");
+    if (R.sen.ac) connection_drop(&R.sen, "the gateway is stopping");
 }
 
 void redis_stop(void) { loop_stop(stop_on_loop); }
