@@ -49,27 +49,34 @@ static const char *kind_name(long long code) {
 static void ignore_reply(void *arg, const struct redis_result *res) {}
 
 /* Reads the script's reply: an array whose first n elements are integers
- * (fewer when the first is negative).  Returns the first, or answers 503
- * and returns -100 when Redis failed or the reply has another shape. */
-static long long script_verdict(struct gw_request *req, const struct redis_result *res,
-                                long long *v, size_t n) {
+ * (fewer when the first is negative).  Returns the first, or -100 with
+ * *err set when Redis failed or the reply has another shape. */
+static long long parse_verdict(const struct redis_result *res, long long *v, size_t n,
+                               const char **err) {
+    *err = "Redis gave an unexpected answer";
     if (!res->ok) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
+        *err = res->error;
         return -100;
     }
     const redisReply *r = res->reply;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) goto bad;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return -100;
     for (size_t i = 0; i < n; i++) {
         if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER) {
             if (i > 0 && v[0] < 0) break;
-            goto bad;
+            return -100;
         }
         v[i] = r->element[i]->integer;
     }
     return v[0];
-bad:
-    reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis gave an unexpected answer");
-    return -100;
+}
+
+/* parse_verdict, answering 503 itself on -100. */
+static long long script_verdict(struct gw_request *req, const struct redis_result *res,
+                                long long *v, size_t n) {
+    const char *err;
+    long long verdict = parse_verdict(res, v, n, &err);
+    if (verdict == -100) reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
+    return verdict;
 }
 
 static void reply_not_held_or_owner(struct gw_request *req, int semaphore, long long verdict) {
@@ -147,13 +154,13 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     reply_json(req, verdict == 1 ? 201 : 200, o);
 }
 
-static void acquire_done(void *arg, const struct redis_result *res) {
-    struct hold_call *hc = arg;
+/* Acts on one attempt's outcome: reply, or park the request to try again. */
+static void on_verdict(struct hold_call *hc, long long verdict, const long long *v,
+                       const char *err) {
     struct gw_request *req = hc->req;
-    long long v[5] = {0};
-    long long verdict = script_verdict(req, res, v, 2);
     if (verdict == -100) {
         leave_queue(hc);
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
     }
     int64_t now = loop_now_ms();
@@ -164,10 +171,8 @@ static void acquire_done(void *arg, const struct redis_result *res) {
         return;
     }
     if (verdict == -4) {
-        char detail[64];
-        snprintf(detail, sizeof detail, "%lld", v[1]);
-        reply_problem(req, CODE_LIMIT_MISMATCH,
-                      "semaphore '%s' is in use with limit %s", req->name, detail);
+        reply_problem(req, CODE_LIMIT_MISMATCH, "semaphore '%s' is in use with limit %lld",
+                      req->name, v[1]);
         return;
     }
     if (verdict == 0) {
@@ -192,8 +197,71 @@ static void acquire_done(void *arg, const struct redis_result *res) {
         reply_busy(hc, v[1]);
         return;
     }
-    if (script_verdict(req, res, v, 5) == -100) return;
     reply_granted(hc, verdict, v);
+}
+
+/* ---- replica acknowledgement (--min-replicas-ack) -------------------------------
+ *
+ * Each attempt is EVALSHA followed, in the same pipeline, by WAIT.  The
+ * request acts only when both answers are in, so it is never replied to (and
+ * freed) while one is outstanding.  A grant that too few replicas took is
+ * given back and answered 503: a failover could otherwise hand the same lock
+ * to someone else.  The WAIT normally answers second; it answers first only
+ * when the script was re-sent after NOSCRIPT, and then it did not cover the
+ * script's write, so another WAIT is sent. */
+
+static void send_wait(struct hold_call *hc);
+
+static void ack_finish(struct hold_call *hc) {
+    hc->got_script = hc->got_ack = 0;
+    long long verdict = hc->sverdict;
+    if ((verdict == 1 || verdict == 2) && hc->acked < hc->acks_wanted) {
+        release_undelivered(hc->req);
+        reply_problem(hc->req, CODE_BACKEND_UNAVAILABLE,
+                      "only %lld of %d replicas acknowledged the lock in time; it was given back",
+                      hc->acked < 0 ? 0 : hc->acked, hc->acks_wanted);
+        return;
+    }
+    on_verdict(hc, verdict, hc->sv, hc->serr);
+}
+
+static void ack_done(void *arg, const struct redis_result *res) {
+    struct hold_call *hc = arg;
+    hc->got_ack = 1;
+    hc->acked = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
+    if (hc->got_script) ack_finish(hc);
+}
+
+static void send_wait(struct hold_call *hc) {
+    char n[16], timeout[16];
+    snprintf(n, sizeof n, "%d", hc->acks_wanted);
+    snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
+    const char *argv[3] = {"WAIT", n, timeout};
+    size_t lens[3] = {4, strlen(n), strlen(timeout)};
+    redis_command(3, argv, lens, ack_done, hc);
+}
+
+static void acquire_done(void *arg, const struct redis_result *res) {
+    struct hold_call *hc = arg;
+    long long v[5] = {0};
+    const char *err = NULL;
+    long long verdict = parse_verdict(res, v, 2, &err);
+    if (verdict > 0) verdict = parse_verdict(res, v, 5, &err);
+    if (!hc->acks_wanted) {
+        on_verdict(hc, verdict, v, err);
+        return;
+    }
+    hc->got_script = 1;
+    hc->sverdict = verdict;
+    memcpy(hc->sv, v, sizeof v);
+    snprintf(hc->serr, sizeof hc->serr, "%s", err ? err : "");
+    if (!hc->got_ack) return;          /* the usual order: WAIT answers next */
+    hc->got_ack = 0;
+    if (verdict == 1 || verdict == 2) {
+        send_wait(hc);                 /* that WAIT ran before this write */
+        return;
+    }
+    ack_finish(hc);
 }
 
 static void attempt(struct hold_call *hc) {
@@ -219,6 +287,7 @@ static void attempt(struct hold_call *hc) {
     for (int i = 0; i < 17; i++) lens[i] = strlen(argv[i]);
     hc->w.seen_seq = waiters_release_seq();
     redis_eval(SCRIPT_ACQUIRE, 4, 17, argv, lens, acquire_done, hc);
+    if (hc->acks_wanted) send_wait(hc);
 }
 
 static void on_wake(struct waiter *w) { attempt((struct hold_call *)w); }
@@ -239,6 +308,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     req->ctx = hc;
     req->ctx_free = free;
     hc->start_ms = loop_now_ms();
+    hc->acks_wanted = handlers_config()->min_replicas_ack;
     hc->deadline_ms = hc->start_ms + hc->wait_ms;
     hc->w.fd = http_client_fd(req);
     hc->w.fair = hc->fair;
@@ -252,20 +322,11 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
 
 /* ---- extend -------------------------------------------------------------------- */
 
-static void extend_done(void *arg, const struct redis_result *res) {
-    struct gw_request *req = arg;
-    int sem = req->aux;
-    long long v[6] = {0};
-    long long verdict = script_verdict(req, res, v, 6);
-    if (verdict == -100) return;
-    if (verdict < 0) {
-        reply_not_held_or_owner(req, sem, verdict);
-        return;
-    }
+static void extend_reply(struct gw_request *req, const long long *v) {
     metrics_inc(M_LOCK_EXTENDED, 1);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);
-    if (sem) {
+    if (req->aux) {
         json_add_int(o, "limit", v[5]);
     } else {
         json_add_int(o, "fence", v[1]);
@@ -274,6 +335,51 @@ static void extend_done(void *arg, const struct redis_result *res) {
     }
     json_add_int(o, "ttl_ms", v[3]);
     reply_json(req, 200, o);
+}
+
+/* With --min-replicas-ack an extension is answered once WAIT says enough
+ * replicas have it (a second round trip: extensions are rare next to
+ * acquisitions).  It cannot be undone, so too few acks is a 503 that tells
+ * the holder its longer lease may not survive a failover. */
+static void extend_ack_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    const long long *v = req->ctx;
+    long long acked = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
+    int wanted = handlers_config()->min_replicas_ack;
+    if (acked < wanted) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "the lease was extended, but only %lld of %d replicas acknowledged it",
+                      acked < 0 ? 0 : acked, wanted);
+        return;
+    }
+    extend_reply(req, v);
+}
+
+static void extend_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    long long v[6] = {0};
+    long long verdict = script_verdict(req, res, v, 6);
+    if (verdict == -100) return;
+    if (verdict < 0) {
+        reply_not_held_or_owner(req, req->aux, verdict);
+        return;
+    }
+    int wanted = handlers_config()->min_replicas_ack;
+    if (!wanted) {
+        extend_reply(req, v);
+        return;
+    }
+    long long *kept = malloc(sizeof v);
+    if (!kept) abort();
+    memcpy(kept, v, sizeof v);
+    req->ctx = kept;
+    req->ctx_free = free;
+    char n[16], timeout[16];
+    snprintf(n, sizeof n, "%d", wanted);
+    snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
+    const char *argv[3] = {"WAIT", n, timeout};
+    size_t lens[3] = {4, strlen(n), strlen(timeout)};
+    redis_command(3, argv, lens, extend_ack_done, req);
 }
 
 void hold_extend(struct gw_request *req, int semaphore) {

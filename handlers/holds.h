@@ -32,6 +32,14 @@ struct hold_call {
     char waiter_id[24];         /* its id in the fair queue */
     int64_t start_ms;           /* arrival (monotonic) */
     int64_t deadline_ms;        /* start + wait_ms */
+
+    /* --min-replicas-ack: the script's answer kept until WAIT's arrives. */
+    int acks_wanted;            /* replicas that must have the write, 0 off */
+    int got_script, got_ack;    /* which of the two answers are in */
+    long long sverdict;         /* the script's verdict */
+    long long sv[5];            /* its values */
+    char serr[128];             /* its error, when sverdict is -100 */
+    long long acked;            /* replicas WAIT counted, -1 on error */
 };
 
 /* Starts the acquisition hc (filled by the caller, req->name and
