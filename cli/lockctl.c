@@ -217,6 +217,11 @@ static long long now_ms(void) {
 static long long min_ll(long long a, long long b) { return a < b ? a : b; }
 static long long max_ll(long long a, long long b) { return a > b ? a : b; }
 
+/* The absolute deadline of a --wait (-1: none). */
+static long long wait_deadline(long long wait_ms) {
+    return wait_ms < 0 ? LLONG_MAX : now_ms() + wait_ms;
+}
+
 /* Parses a duration: digits, then nothing or ms (milliseconds), s, m or h.
  * "forever" gives -1 when allowed.  Returns 0, or -1 when malformed. */
 static int parse_ms(const char *s, int allow_forever, long long *out) {
@@ -745,14 +750,14 @@ static cJSON *acquire_body(const struct opts *o, long long wait_ms) {
  * would have run out).  With time left, a gateway that cannot be reached
  * or answers 5xx is tried again too.
  *
+ * deadline is absolute (now_ms() + o->wait; LLONG_MAX to wait forever).
  * Returns OUT_OK with c holding the answer, OUT_BUSY with *retry_after set,
  * OUT_REFUSED/OUT_GONE/OUT_DOWN with c holding the failed call, or -sig
  * when a stop signal came (c is then freed). */
 static int acquire_loop(const struct opts *o, const char *token, struct call *c,
-                        long long *retry_after) {
+                        long long *retry_after, long long deadline) {
     char path[256];
     lock_path(path, sizeof path, o->name);
-    long long deadline = o->wait < 0 ? LLONG_MAX : now_ms() + o->wait;
     long long backoff = 50;
     for (;;) {
         long long left = o->wait < 0 ? CTL_SERVER_WAIT_MAX : max_ll(0, deadline - now_ms());
@@ -794,7 +799,7 @@ static int cmd_acquire(struct opts *o) {
     long long retry_after = 0;
     char what[256];
     snprintf(what, sizeof what, "acquire '%s'", o->name);
-    int out = acquire_loop(o, o->token, &c, &retry_after);
+    int out = acquire_loop(o, o->token, &c, &retry_after, wait_deadline(o->wait));
     int rc = CTL_EXIT_OK;
     if (out == OUT_OK) {
         if (o->quiet) {
@@ -928,6 +933,7 @@ struct watch {
     int tty;                    /* the terminal handed to the command, or -1 */
     int lost;                   /* 1 once the lease is lost */
     int lost_known_gone;        /* lost because the gateway said not held */
+    int capped;                 /* the last extension was cut short by max-hold */
     long long kill_at;          /* lost: when SIGKILL follows SIGTERM */
     int killed;                 /* SIGKILL sent */
 };
@@ -1076,6 +1082,7 @@ static void renewal_done(struct watch *w) {
         /* The gateway counts the new lease from when Redis ran the
          * extension, after we sent it: counting from sending is safe. */
         w->lease_end = max_ll(w->lease_end, c->sent_at + ttl);
+        w->capped = ttl < w->ttl;
         w->next_renew = c->sent_at + w->ttl / 3;
         w->backoff = 100;
         if (verbose) say("extended lock '%s' by %lld ms", w->o->name, ttl);
@@ -1119,11 +1126,13 @@ static void renewal_start(struct watch *w) {
 
 /* Releases the lock after the command, retrying errors for up to 5 s but
  * never past the lease (after it the lock is free anyway).  A failure is
- * only a warning: the lock expires by itself. */
+ * only a warning: the lock expires by itself.  After a lost lease (quietly)
+ * it is one short try: the lease may outlive our cautious count of it. */
 static void release_after(struct watch *w, int quietly) {
     char path[256];
     lock_path(path, sizeof path, w->o->name);
     long long until = min_ll(now_ms() + 5000, max_ll(w->lease_end, now_ms() + 1000));
+    if (quietly) until = now_ms() + 300;
     long long backoff = 100;
     for (;;) {
         struct call c;
@@ -1138,7 +1147,7 @@ static void release_after(struct watch *w, int quietly) {
         char why[768];
         call_why(&c, why, sizeof why);
         call_free(&c);
-        if (out != OUT_DOWN || now_ms() + backoff >= until) {
+        if (out != OUT_DOWN || quietly || now_ms() + backoff >= until) {
             if (!quietly)
                 say("warning: could not release lock '%s' (%s); it expires at the end "
                     "of its lease", w->o->name, why);
@@ -1159,6 +1168,40 @@ static void release_unheard(const struct opts *o, const char *token) {
     call_start(&c, "DELETE", path, token, NULL, 1000);
     while (!c.done) engine_wait(1000);
     call_free(&c);
+}
+
+/* Dates a lease that was granted at an unknown moment: an extension sent
+ * now counts from now.  Tries until `until` (after which the lease is over
+ * in any case).  Returns OUT_OK with w->lease_end set, another outcome with
+ * c holding the failed call, or -sig when a stop signal came. */
+static int lease_date(struct watch *w, long long until, struct call *c) {
+    char path[256];
+    lock_path(path, sizeof path, w->o->name);
+    long long backoff = 100;
+    for (;;) {
+        cJSON *b = cJSON_CreateObject();
+        if (!b) oom();
+        add_int(b, "ttl_ms", w->ttl);
+        call_start(c, "PATCH", path, w->token, b, max_ll(until - now_ms(), 1));
+        int sig = call_finish(c);
+        if (sig) {
+            call_free(c);
+            return -sig;
+        }
+        enum outcome out = call_outcome(c);
+        if (out == OUT_OK) {
+            long long ttl = jint(c->json, "ttl_ms", 0);
+            w->lease_end = c->sent_at + ttl;
+            w->capped = ttl < w->ttl;
+            call_free(c);
+            return OUT_OK;
+        }
+        if (out != OUT_DOWN || now_ms() + backoff >= until) return out;
+        call_free(c);
+        sig = sleep_ms(backoff);
+        if (sig) return -sig;
+        backoff *= 2;
+    }
 }
 
 static int child_status(int st) {
@@ -1201,8 +1244,13 @@ static int watch(struct watch *w) {
 
         if (w->ext_busy && w->ext.done) renewal_done(w);
         long long now = now_ms();
-        if (!w->lost && now >= w->lease_end)
-            lose(w, 0, "the lease ran out before the gateway at %s could extend it", gw_url);
+        if (!w->lost && now >= w->lease_end) {
+            if (w->capped)
+                lose(w, 0, "--max-hold of %lld ms reached", w->o->max_hold);
+            else
+                lose(w, 0, "the lease ran out before the gateway at %s could extend it",
+                     gw_url);
+        }
         if (w->lost && !w->killed && now >= w->kill_at) {
             if (verbose) say("the command outlived --grace: SIGKILL");
             kill(-w->pid, SIGKILL);
@@ -1266,16 +1314,42 @@ static int cmd_run(struct opts *o) {
 
     /* Acquire. */
     struct call c;
-    long long retry_after = 0;
+    long long retry_after = 0, deadline = wait_deadline(o->wait);
     char what[256];
     snprintf(what, sizeof what, "acquire '%s'", o->name);
-    int out = acquire_loop(&oo, w.token, &c, &retry_after);
-    if (out < 0) {
-        release_unheard(o, w.token);
-        free(sh_argv);
-        return 128 - out;
-    }
-    if (out != OUT_OK) {
+    for (;;) {
+        int maybe_held = 0; /* granted, perhaps, but not confirmed */
+        int out = acquire_loop(&oo, w.token, &c, &retry_after, deadline);
+        if (out == OUT_OK) {
+            w.acquired_at = c.sent_at;
+            w.lease_end = c.sent_at + jint(c.json, "ttl_ms", w.ttl);
+            if (raw_int(c.body, "fence", w.fence, sizeof w.fence) < 0) strcpy(w.fence, "0");
+            long long took = now_ms() - c.sent_at;
+            call_free(&c);
+            if (verbose)
+                say("acquired lock '%s' (fence %s, ttl %lld ms)", o->name, w.fence, w.ttl);
+            w.next_renew = w.acquired_at + w.ttl / 3;
+            if (took <= w.ttl / 3) break;
+            /* Granted at an unknown moment of a long wait: date the lease
+             * by an extension sent now, before relying on it. */
+            out = lease_date(&w, now_ms() + w.ttl, &c);
+            if (out == OUT_OK) {
+                w.next_renew = now_ms() + w.ttl / 3;
+                break;
+            }
+            if (out == OUT_GONE) {
+                if (verbose) say("the lease of '%s' ran out before it was heard of", o->name);
+                call_free(&c);
+                continue; /* what is left of --wait, or one more try */
+            }
+            snprintf(what, sizeof what, "extend '%s'", o->name);
+            maybe_held = 1;
+        }
+        if (out < 0) {
+            release_unheard(o, w.token);
+            free(sh_argv);
+            return 128 - out;
+        }
         int rc;
         if (out == OUT_BUSY) {
             if (!o->quiet) say_busy(o->name, retry_after);
@@ -1284,18 +1358,10 @@ static int cmd_run(struct opts *o) {
             rc = call_report(&c, what);
         }
         call_free(&c);
+        if (maybe_held) release_unheard(o, w.token);
         free(sh_argv);
         return rc;
     }
-    w.acquired_at = c.sent_at;
-    w.lease_end = c.sent_at + jint(c.json, "ttl_ms", w.ttl);
-    if (raw_int(c.body, "fence", w.fence, sizeof w.fence) < 0) strcpy(w.fence, "0");
-    long long took = now_ms() - c.sent_at;
-    call_free(&c);
-    if (verbose) say("acquired lock '%s' (fence %s, ttl %lld ms)", o->name, w.fence, w.ttl);
-    /* A grant after a long wait started at an unknown moment of it: one
-     * extension now, sent after the grant, dates the lease exactly. */
-    w.next_renew = took > w.ttl / 3 ? now_ms() : w.acquired_at + w.ttl / 3;
 
     /* The command. */
     setenv("LOCKGATE_NAME", o->name, 1);

@@ -47,6 +47,17 @@ static const char *kind_name(long long code) {
 }
 
 static void ignore_reply(void *arg, const struct redis_result *res) {}
+static void ignore_all(void *arg, const struct redis_result *res, int n) {}
+
+/* A script whose answer nobody waits for, on every master. */
+static void eval_everywhere(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                            const size_t *lens) {
+    if (redis_nodes() > 1) redis_eval_all(id, nkeys, nargs, argv, lens, ignore_all, NULL);
+    else redis_eval(id, nkeys, nargs, argv, lens, ignore_reply, NULL);
+}
+
+/* Quorum mode sends one command to every master, or one in single mode. */
+#define QUORUM (redis_nodes() > 1)
 
 /* Reads the script's reply: an array whose first n elements are integers
  * (fewer when the first is negative).  Returns the first, or -100 with
@@ -102,7 +113,7 @@ static void leave_queue(struct hold_call *hc) {
                           redis_release_channel(), k.message};
     size_t lens[7];
     for (int i = 0; i < 7; i++) lens[i] = strlen(argv[i]);
-    redis_eval(SCRIPT_DEQUEUE, 4, 7, argv, lens, ignore_reply, NULL);
+    eval_everywhere(SCRIPT_DEQUEUE, 4, 7, argv, lens);
 }
 
 static void reply_busy(struct hold_call *hc, long long retry_after_ms) {
@@ -127,7 +138,7 @@ static void release_undelivered(struct gw_request *req) {
     const char *argv[] = {k.hash, req->token, redis_release_channel(), k.message};
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
-    redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, ignore_reply, NULL);
+    eval_everywhere(SCRIPT_RELEASE, 1, 4, argv, lens);
 }
 
 static void reply_granted(struct hold_call *hc, long long verdict, const long long *v) {
@@ -264,6 +275,136 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     ack_finish(hc);
 }
 
+/* ---- quorum mode (the Redlock algorithm) -------------------------------------------
+ *
+ * Every operation runs on every master at once (pipelined per master, in
+ * parallel across them).  An acquisition counts when a quorum granted it
+ * within the lease's validity: the shortest granted lease, minus the time
+ * the round took, minus a clock-drift allowance of 1% of the lease plus
+ * 2 ms; the answer's ttl_ms is that validity.  A failed acquisition gives
+ * back what it got.  The fence is the highest the quorum answered, and
+ * every master's last fence is raised to it, so any later quorum (which
+ * shares a master with this one) answers a higher one. */
+
+#define DRIFT_MS(ttl) ((ttl) / 100 + 2)
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
+    struct hold_call *hc = arg;
+    int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
+    long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
+    int nbusy = 0;
+    const char *err = "no Redis master answered";
+    for (int i = 0; i < n; i++) {
+        long long v[5] = {0};
+        const char *e;
+        long long verdict = parse_verdict(&res[i], v, 2, &e);
+        if (verdict > 0) verdict = parse_verdict(&res[i], v, 5, &e);
+        if (verdict == -100) { err = e; continue; }
+        answered++;
+        if (verdict > 0) {
+            granted++;
+            reentered |= verdict == 2;
+            if (v[1] > fence) fence = v[1];
+            if (v[2] > count) count = v[2];
+            if (ttl < 0 || v[3] < ttl) ttl = v[3];
+            if (v[4] > holders) holders = v[4];
+        } else if (verdict == 0) {
+            busy[nbusy++] = v[1];
+        } else if (verdict == -3) {
+            mismatch++;
+        } else if (verdict == -4) {
+            limits++;
+            limit = v[1];
+        }
+    }
+    long long validity = ttl - (loop_now_ms() - hc->attempt_ms) - DRIFT_MS(hc->ttl_ms);
+    struct hold_keys k;
+    hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
+    if (granted >= q && validity > 0) {
+        if (hc->kind != HOLD_PERMIT) {
+            char f[24];
+            snprintf(f, sizeof f, "%lld", fence);
+            const char *argv[] = {k.fence, f, FENCE_KEEP_MS};
+            size_t lens[3] = {strlen(argv[0]), strlen(f), strlen(FENCE_KEEP_MS)};
+            eval_everywhere(SCRIPT_FENCE_RAISE, 1, 3, argv, lens);
+        }
+        long long v[5] = {reentered ? 2 : 1, fence, count, validity, holders};
+        on_verdict(hc, v[0], v, NULL);
+        return;
+    }
+    if (granted > 0) release_undelivered(hc->req);   /* give back what we got */
+    if (answered < q) {
+        char why[160];
+        snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
+        on_verdict(hc, -100, NULL, why);
+        return;
+    }
+    if (mismatch >= q) { on_verdict(hc, -3, NULL, NULL); return; }
+    if (limits >= q) {
+        long long v[2] = {-4, limit};
+        on_verdict(hc, -4, v, NULL);
+        return;
+    }
+    /* Busy: it could succeed once enough of the busy masters free up. */
+    long long retry = 1;
+    if (nbusy > 0) {
+        qsort(busy, (size_t)nbusy, sizeof busy[0], cmp_ll);
+        int need = q - (answered - nbusy);
+        if (need < 1) need = 1;
+        if (need > nbusy) need = nbusy;
+        retry = busy[need - 1];
+    }
+    long long v[2] = {0, retry};
+    on_verdict(hc, 0, v, NULL);
+}
+
+/* Extend, release and inspect: the answer one master gave that stands for
+ * the quorum's.  `want` is how many masters must agree on success;
+ * `better(a, b)` picks among the successes.  When too few succeeded, the
+ * commonest failure among a quorum of answers; when too few answered, an
+ * error.  *slot holds that error. */
+static const struct redis_result *quorum_pick(const struct redis_result *res, int n, int want,
+                                              int (*better)(const redisReply *a,
+                                                            const redisReply *b),
+                                              struct redis_result *slot, char *why,
+                                              size_t why_len) {
+    int answered = 0, ok = 0, votes[3] = {0};
+    const struct redis_result *best = NULL, *fail[3] = {NULL};
+    for (int i = 0; i < n; i++) {
+        long long v[1];
+        const char *e;
+        long long verdict = parse_verdict(&res[i], v, 1, &e);
+        if (verdict == -100) continue;
+        answered++;
+        if (verdict > 0) {
+            ok++;
+            if (!best || better(res[i].reply, best->reply)) best = &res[i];
+        } else if (verdict >= -2) {
+            votes[-verdict]++;
+            fail[-verdict] = &res[i];
+        }
+    }
+    if (ok >= want) return best;
+    int q = redis_quorum();
+    if (answered >= q) return votes[2] > votes[1] ? fail[2] : fail[1] ? fail[1] : fail[2];
+    snprintf(why, why_len, "only %d of %d Redis masters answered", answered, n);
+    *slot = (struct redis_result){.ok = 0, .reply = NULL, .error = why};
+    return slot;
+}
+
+static long long elem(const redisReply *r, size_t i) {
+    return r->elements > i && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
+                                                                       : 0;
+}
+static int shorter_lease(const redisReply *a, const redisReply *b) { return elem(a, 3) < elem(b, 3); }
+static int higher_fence(const redisReply *a, const redisReply *b) { return elem(a, 3) > elem(b, 3); }
+static int fewer_left(const redisReply *a, const redisReply *b) { return elem(a, 1) > elem(b, 1); }
+
 static void attempt(struct hold_call *hc) {
     struct gw_request *req = hc->req;
     struct hold_keys k;
@@ -286,6 +427,11 @@ static void attempt(struct hold_call *hc) {
     size_t lens[17];
     for (int i = 0; i < 17; i++) lens[i] = strlen(argv[i]);
     hc->w.seen_seq = waiters_release_seq();
+    hc->attempt_ms = loop_now_ms();
+    if (QUORUM) {
+        redis_eval_all(SCRIPT_ACQUIRE, 4, 17, argv, lens, quorum_acquire_done, hc);
+        return;
+    }
     redis_eval(SCRIPT_ACQUIRE, 4, 17, argv, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
@@ -308,7 +454,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     req->ctx = hc;
     req->ctx_free = free;
     hc->start_ms = loop_now_ms();
-    hc->acks_wanted = handlers_config()->min_replicas_ack;
+    hc->acks_wanted = QUORUM ? 0 : handlers_config()->min_replicas_ack;
     hc->deadline_ms = hc->start_ms + hc->wait_ms;
     hc->w.fd = http_client_fd(req);
     hc->w.fair = hc->fair;
@@ -382,6 +528,28 @@ static void extend_done(void *arg, const struct redis_result *res) {
     redis_command(3, argv, lens, extend_ack_done, req);
 }
 
+/* The shortest extended lease stands for the quorum, less the round's time
+ * and the drift allowance, like an acquisition's validity. */
+static void quorum_extend_done(void *arg, const struct redis_result *res, int n) {
+    struct gw_request *req = arg;
+    struct redis_result slot;
+    char why[96];
+    const struct redis_result *r =
+        quorum_pick(res, n, redis_quorum(), shorter_lease, &slot, why, sizeof why);
+    if (r->ok && elem(r->reply, 0) > 0 && r->reply->elements > 3) {
+        /* The fence is the quorum's: the highest, as the acquisition said. */
+        for (int i = 0; i < n; i++)
+            if (res[i].ok && elem(res[i].reply, 0) > 0 && elem(res[i].reply, 1) > elem(r->reply, 1))
+                r->reply->element[1]->integer = elem(res[i].reply, 1);
+        long long elapsed = (loop_now_ms() * 1000000 - req->start_ns) / 1000000;
+        if (elapsed < 0) elapsed = 0;
+        redisReply *ttl = r->reply->element[3]; /* our own copy (redis_eval_all) */
+        ttl->integer -= elapsed + DRIFT_MS(ttl->integer);
+        if (ttl->integer < 1) ttl->integer = 1;
+    }
+    extend_done(req, r);
+}
+
 void hold_extend(struct gw_request *req, int semaphore) {
     long long ttl_ms;
     if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL) ||
@@ -395,7 +563,8 @@ void hold_extend(struct gw_request *req, int semaphore) {
     const char *argv[] = {k.hash, req->token, ttl};
     size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
     req->aux = semaphore;
-    redis_eval(SCRIPT_EXTEND, 1, 3, argv, lens, extend_done, req);
+    if (QUORUM) redis_eval_all(SCRIPT_EXTEND, 1, 3, argv, lens, quorum_extend_done, req);
+    else redis_eval(SCRIPT_EXTEND, 1, 3, argv, lens, extend_done, req);
 }
 
 /* ---- release ------------------------------------------------------------------- */
@@ -418,6 +587,13 @@ static void release_done(void *arg, const struct redis_result *res) {
     reply_json(req, 200, o);
 }
 
+/* A release goes to every master; one that released stands for them all. */
+static void quorum_release_done(void *arg, const struct redis_result *res, int n) {
+    struct redis_result slot;
+    char why[96];
+    release_done(arg, quorum_pick(res, n, 1, fewer_left, &slot, why, sizeof why));
+}
+
 void hold_release(struct gw_request *req, int semaphore) {
     if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL)) return;
     struct hold_keys k;
@@ -426,7 +602,8 @@ void hold_release(struct gw_request *req, int semaphore) {
     const char *argv[] = {k.hash, req->token, redis_release_channel(), k.message};
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
-    redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, release_done, req);
+    if (QUORUM) redis_eval_all(SCRIPT_RELEASE, 1, 4, argv, lens, quorum_release_done, req);
+    else redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, release_done, req);
 }
 
 /* ---- inspect ------------------------------------------------------------------- */
@@ -462,6 +639,13 @@ static void inspect_done(void *arg, const struct redis_result *res) {
     reply_json(req, 200, o);
 }
 
+/* Held when a quorum says so; the highest fence stands for them. */
+static void quorum_inspect_done(void *arg, const struct redis_result *res, int n) {
+    struct redis_result slot;
+    char why[96];
+    inspect_done(arg, quorum_pick(res, n, redis_quorum(), higher_fence, &slot, why, sizeof why));
+}
+
 void hold_inspect(struct gw_request *req, int semaphore) {
     if (name_param_or_reply(req, 0)) return;
     struct hold_keys k;
@@ -469,5 +653,6 @@ void hold_inspect(struct gw_request *req, int semaphore) {
     req->aux = semaphore;
     const char *argv[] = {k.hash};
     size_t lens[1] = {strlen(k.hash)};
-    redis_eval(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
+    if (QUORUM) redis_eval_all(SCRIPT_INSPECT, 1, 1, argv, lens, quorum_inspect_done, req);
+    else redis_eval(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
 }

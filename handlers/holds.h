@@ -32,6 +32,7 @@ struct hold_call {
     char waiter_id[24];         /* its id in the fair queue */
     int64_t start_ms;           /* arrival (monotonic) */
     int64_t deadline_ms;        /* start + wait_ms */
+    int64_t attempt_ms;         /* when the current attempt was sent */
 
     /* --min-replicas-ack: the script's answer kept until WAIT's arrives. */
     int acks_wanted;            /* replicas that must have the write, 0 off */

@@ -38,21 +38,63 @@ struct lease_wait {
     struct idgen_block_lease *out;   /* where to put it */
 };
 
-static void lease_done(void *arg, const struct redis_result *res) {
-    struct lease_wait *lw = arg;
+/* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */
+static int parse_lease(const struct redis_result *res, struct idgen_block_lease *out) {
     const redisReply *r = res->reply;
     int ok = res->ok && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
     for (size_t i = 0; ok && i < 3; i++) ok = r->element[i]->type == REDIS_REPLY_INTEGER;
     if (ok) {
-        lw->out->second = (uint32_t)r->element[0]->integer;
-        lw->out->first = (uint32_t)r->element[1]->integer;
-        lw->out->last = (uint32_t)r->element[2]->integer;
+        out->second = (uint32_t)r->element[0]->integer;
+        out->first = (uint32_t)r->element[1]->integer;
+        out->last = (uint32_t)r->element[2]->integer;
     }
+    return ok;
+}
+
+static void lease_finish(struct lease_wait *lw, int ok) {
     pthread_mutex_lock(&lw->mu);
     lw->ok = ok;
     lw->done = 1;
     pthread_cond_signal(&lw->cond);
     pthread_mutex_unlock(&lw->mu);
+}
+
+static void lease_done(void *arg, const struct redis_result *res) {
+    struct lease_wait *lw = arg;
+    lease_finish(lw, parse_lease(res, lw->out));
+}
+
+static void lease_wait_for(struct lease_wait *lw) {
+    pthread_mutex_lock(&lw->mu);
+    while (!lw->done) pthread_cond_wait(&lw->cond, &lw->mu);
+    pthread_mutex_unlock(&lw->mu);
+}
+
+/* Quorum mode, phase 1: every master leases a block; the highest one that
+ * a quorum answered is chosen.  Phase 2 (id_raise.lua) lifts every
+ * master's mark to its end; once a quorum has done so, any later lease
+ * through any quorum starts above it, so the block is ours alone. */
+static void quorum_lease_done(void *arg, const struct redis_result *res, int n) {
+    struct lease_wait *lw = arg;
+    int answered = 0;
+    struct idgen_block_lease best = {0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        struct idgen_block_lease b;
+        if (!parse_lease(&res[i], &b)) continue;
+        answered++;
+        if (answered == 1 || b.second > best.second ||
+            (b.second == best.second && b.first > best.first))
+            best = b;
+    }
+    *lw->out = best;
+    lease_finish(lw, answered >= redis_quorum());
+}
+
+static void quorum_raise_done(void *arg, const struct redis_result *res, int n) {
+    struct lease_wait *lw = arg;
+    int ok = 0;
+    for (int i = 0; i < n; i++) ok += res[i].ok;
+    lease_finish(lw, ok >= redis_quorum());
 }
 
 /* idgen's lease callback.  The Redis layer calls back within its command
@@ -64,10 +106,21 @@ static int lease_block(void *ctx, const char *ns, uint32_t want, struct idgen_bl
     const char *argv[] = {key, epoch_arg, count};
     size_t lens[3] = {strlen(key), strlen(epoch_arg), strlen(count)};
     struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
-    redis_eval(SCRIPT_ID_LEASE, 1, 3, argv, lens, lease_done, &lw);
-    pthread_mutex_lock(&lw.mu);
-    while (!lw.done) pthread_cond_wait(&lw.cond, &lw.mu);
-    pthread_mutex_unlock(&lw.mu);
+    if (redis_nodes() > 1) {
+        redis_eval_all(SCRIPT_ID_LEASE, 1, 3, argv, lens, quorum_lease_done, &lw);
+        lease_wait_for(&lw);
+        if (!lw.ok) return -1;
+        char sec[16], last[16];
+        snprintf(sec, sizeof sec, "%u", out->second);
+        snprintf(last, sizeof last, "%u", out->last);
+        const char *raise[] = {key, sec, last};
+        size_t raise_lens[3] = {strlen(key), strlen(sec), strlen(last)};
+        lw.done = lw.ok = 0;
+        redis_eval_all(SCRIPT_ID_RAISE, 1, 3, raise, raise_lens, quorum_raise_done, &lw);
+    } else {
+        redis_eval(SCRIPT_ID_LEASE, 1, 3, argv, lens, lease_done, &lw);
+    }
+    lease_wait_for(&lw);
     if (lw.ok) metrics_inc(M_ID_BLOCKS, 1);
     return lw.ok ? 0 : -1;
 }

@@ -36,6 +36,14 @@ static void readyz_done(void *arg, const struct redis_result *res) {
               sizeof ready - 1);
 }
 
+/* Quorum mode: ready when a quorum of masters answers. */
+static void readyz_all_done(void *arg, const struct redis_result *res, int n) {
+    int ok = 0;
+    for (int i = 0; i < n; i++) ok += res[i].ok;
+    struct redis_result r = {.ok = ok >= redis_quorum(), .error = "too few Redis masters answer"};
+    readyz_done(arg, &r);
+}
+
 /* Ready when a PING makes the whole round trip through the Redis layer. */
 void ops_readyz(struct gw_request *req) {
     if (http_shutting_down()) {
@@ -44,7 +52,8 @@ void ops_readyz(struct gw_request *req) {
     }
     const char *argv[1] = {"PING"};
     size_t lens[1] = {4};
-    redis_command(1, argv, lens, readyz_done, req);
+    if (redis_nodes() > 1) redis_command_all(1, argv, lens, readyz_all_done, req);
+    else redis_command(1, argv, lens, readyz_done, req);
 }
 
 void ops_metrics(struct gw_request *req) {

@@ -24,6 +24,10 @@ static void usage(void) {
 "                         (default 127.0.0.1:8080)\n"
 "  --redis URL            redis://[:password@]host[:port][/db] [LOCKGATE_REDIS]\n"
 "                         (default redis://127.0.0.1:6379)\n"
+"                         Give it 3 or more times (or a comma-separated list)\n"
+"                         for quorum mode over independent masters (Redlock)\n"
+"  --quorum N             masters that must agree in quorum mode\n"
+"                         [LOCKGATE_QUORUM] (default a majority)\n"
 "  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
 "                         (default lockgate:)\n"
 "  --threads N            HTTP worker threads [LOCKGATE_THREADS] (default 2)\n"
@@ -66,6 +70,27 @@ int config_parse_endpoint(struct gw_endpoint *e, const char *s) {
     if (config_parse_listen(&tmp, s) < 0 || tmp.listen_port == 0) return -1;
     strcpy(e->host, tmp.listen_host);
     e->port = tmp.listen_port;
+    return 0;
+}
+
+/* Appends each comma-separated Redis URL of list to the nodes; the first
+ * one also sets the password and database every node uses. */
+static int add_nodes(struct gw_config *cfg, const char *list) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        struct gw_config tmp = *cfg;
+        if (cfg->nnodes == GW_MAX_NODES || config_parse_redis_url(&tmp, tok) < 0) return -1;
+        if (cfg->nnodes == 0) {
+            strcpy(cfg->redis_host, tmp.redis_host);
+            cfg->redis_port = tmp.redis_port;
+            strcpy(cfg->redis_password, tmp.redis_password);
+            cfg->redis_db = tmp.redis_db;
+        }
+        strcpy(cfg->nodes[cfg->nnodes].host, tmp.redis_host);
+        cfg->nodes[cfg->nnodes++].port = tmp.redis_port;
+    }
     return 0;
 }
 
@@ -178,7 +203,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     int ok = 0;
     switch (opt) {
     case 'l': ok = config_parse_listen(cfg, val); break;
-    case 'r': ok = config_parse_redis_url(cfg, val); break;
+    case 'r': ok = add_nodes(cfg, val); break;
+    case 'Q': ok = parse_int(val, 1, GW_MAX_NODES, &cfg->quorum); break;
     case 'p':
         if (strlen(val) > GW_PREFIX_MAX) ok = -1;
         else strcpy(cfg->key_prefix, val);
@@ -197,12 +223,13 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
     }
     if (ok < 0) snprintf(err, errlen, "bad value for %s: '%s'",
-                         opt == 'l' ? "listen address" : opt == 'r' ? "Redis URL" :
+                         opt == 'l' ? "listen address" : opt == 'r' ? "Redis URL (at most 9)" :
                          opt == 'p' ? "key prefix (at most 64 bytes)" :
                          opt == 't' ? "threads (1-64)" :
                          opt == 'T' ? "redis timeout (10-600000 ms)" :
                          opt == 'm' ? "max connections (16-1000000)" :
                          opt == 'e' ? "id epoch" : opt == 's' ? "sentinel (HOST:PORT, at most 8)" :
+                         opt == 'Q' ? "quorum" :
                          opt == 'M' ? "sentinel master name" :
                          opt == 'A' ? "min replicas ack (0-16)" :
                          opt == 'W' ? "replica ack timeout (10-60000 ms)" : "log level", val);
@@ -231,6 +258,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'e', "LOCKGATE_ID_EPOCH"},   {'L', "LOCKGATE_LOG_LEVEL"},
         {'s', "LOCKGATE_SENTINELS"},  {'M', "LOCKGATE_SENTINEL_MASTER"},
         {'A', "LOCKGATE_MIN_REPLICAS_ACK"}, {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
+        {'Q', "LOCKGATE_QUORUM"},
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -247,6 +275,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"id-epoch", required_argument, 0, 'e'},
         {"log-level", required_argument, 0, 'L'},
         {"sentinel", required_argument, 0, 's'},
+        {"quorum", required_argument, 0, 'Q'},
         {"sentinel-master", required_argument, 0, 'M'},
         {"min-replicas-ack", required_argument, 0, 'A'},
         {"replica-ack-timeout-ms", required_argument, 0, 'W'},
@@ -256,9 +285,10 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     };
     optind = 1;
     opterr = 0;
-    int opt, sentinel_flag_seen = 0;
+    int opt, sentinel_flag_seen = 0, redis_flag_seen = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 's' && !sentinel_flag_seen++) cfg->nsentinels = 0; /* flags win */
+        if (opt == 'r' && !redis_flag_seen++) cfg->nnodes = 0;
         if (opt == 'h') { usage(); return 1; }
         if (opt == 'V') { printf("lockgate 1.0.0\n"); return 1; }
         if (opt == '?') {
@@ -270,6 +300,25 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return -1;
+    }
+    if (cfg->nnodes == 0) { /* the default Redis */
+        strcpy(cfg->nodes[0].host, cfg->redis_host);
+        cfg->nodes[0].port = cfg->redis_port;
+        cfg->nnodes = 1;
+    }
+    if (cfg->nnodes == 2) {
+        snprintf(err, errlen, "quorum mode needs at least 3 Redis masters (got 2)");
+        return -1;
+    }
+    if (cfg->nnodes >= 3 && cfg->nsentinels) {
+        snprintf(err, errlen, "quorum mode and Sentinel mode cannot be combined");
+        return -1;
+    }
+    if (cfg->quorum == 0) cfg->quorum = cfg->nnodes / 2 + 1;
+    if (cfg->quorum <= cfg->nnodes / 2 || cfg->quorum > cfg->nnodes) {
+        snprintf(err, errlen, "quorum must be a majority of the %d masters (%d to %d)",
+                 cfg->nnodes, cfg->nnodes / 2 + 1, cfg->nnodes);
         return -1;
     }
     return 0;

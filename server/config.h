@@ -10,6 +10,7 @@
 
 #define GW_PREFIX_MAX 64
 #define GW_MAX_SENTINELS 8
+#define GW_MAX_NODES 9     /* quorum mode: independent Redis masters */
 
 struct gw_endpoint {
     char host[256];               /* host name or address */
@@ -32,6 +33,9 @@ struct gw_config {
     struct gw_endpoint sentinels[GW_MAX_SENTINELS]; /* Sentinel mode when any */
     int nsentinels;               /* used entries of sentinels */
     char sentinel_master[128];    /* the master's name at the sentinels */
+    struct gw_endpoint nodes[GW_MAX_NODES]; /* every --redis; [0] is redis_host:port */
+    int nnodes;                   /* >= 3: quorum mode over independent masters */
+    int quorum;                   /* nodes that must agree (default majority) */
     int min_replicas_ack;         /* WAIT for this many replicas after a write */
     int replica_ack_timeout_ms;   /* WAIT's timeout */
 };

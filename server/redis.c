@@ -35,13 +35,17 @@ struct redis_op {
     size_t *lens;                  /* their lengths */
     int script;                    /* script id, or -1 for a plain command */
     int retried;                   /* a NOSCRIPT retry was made */
+    int node;                      /* which Redis it goes to */
     int64_t sent_ms;               /* when it was written, for the timeout */
     char numkeys[16];              /* EVALSHA's key count, as text */
 };
 
 /* One connection to Redis and its state. */
+struct node;
+
 struct rconn {
     const char *what;              /* "command", "pub/sub", "sentinel" */
+    struct node *node;             /* the node it belongs to (NULL: sentinel) */
     char host[256];                /* where it connects */
     int port;
     redisAsyncContext *ac;         /* NULL while down */
@@ -56,10 +60,18 @@ struct rconn {
     void (*on_up)(struct rconn *c); /* after a connection is made */
 };
 
-static struct {
-    struct gw_config cfg;          /* copy of the settings */
+/* One Redis master: one node, or one of the quorum's. */
+struct node {
     struct rconn cmd;              /* commands */
     struct rconn sub;              /* SUBSCRIBE to the release channel */
+    struct redis_op pending;       /* sentinel of the sent, unanswered list */
+    atomic_int up;                 /* cmd.connected, for other threads */
+};
+
+static struct {
+    struct gw_config cfg;          /* copy of the settings */
+    struct node node[GW_MAX_NODES]; /* the Redis masters */
+    int nnodes;                    /* 1, or the quorum's size */
     struct rconn sen;              /* Sentinel mode: asks for the master and
                                       listens for +switch-master */
     int sentinel_i;                /* which sentinel sen talks to */
@@ -67,9 +79,9 @@ static struct {
     int reresolve;                 /* Sentinel mode: ask for the master again */
     char channel[GW_PREFIX_MAX + 16]; /* "<prefix>released" */
     const char *fail_reason;       /* why outstanding commands are failing */
-    struct redis_op pending;       /* sentinel of the sent, unanswered list */
-    atomic_int up;                 /* cmd.connected, for other threads */
 } R;
+
+#define N0 (&R.node[0]) /* the only node outside quorum mode */
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n);
@@ -126,28 +138,29 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 /* Hands op to hiredis, which appends it to its output buffer; the write
  * happens once per loop turn, for everything appended in that turn. */
 static void op_send(struct redis_op *op) {
-    if (!R.cmd.ac) {
+    struct node *n = &R.node[op->node];
+    if (!n->cmd.ac) {
         op_fail(op, "Redis is not connected");
         return;
     }
-    if (redisAsyncCommandArgv(R.cmd.ac, on_reply, op, op->argc, op->argv, op->lens) != REDIS_OK) {
+    if (redisAsyncCommandArgv(n->cmd.ac, on_reply, op, op->argc, op->argv, op->lens) != REDIS_OK) {
         op_fail(op, "Redis connection is closing");
         return;
     }
     op->sent_ms = loop_now_ms();
-    op->prev = R.pending.prev;
-    op->next = &R.pending;
-    R.pending.prev->next = op;
-    R.pending.prev = op;
+    op->prev = n->pending.prev;
+    op->next = &n->pending;
+    n->pending.prev->next = op;
+    n->pending.prev = op;
 }
 
 static void op_post(struct loop_task *t) { op_send((struct redis_op *)t); }
 
-static void send_script_load(int id) {
+static void send_script_load(struct rconn *c, int id) {
     const struct script *s = script_get((enum script_id)id);
     const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->src};
     size_t lens[3] = {6, 4, s->len};
-    redisAsyncCommandArgv(R.cmd.ac, on_reply, NULL, 3, argv, lens);
+    redisAsyncCommandArgv(c->ac, on_reply, NULL, 3, argv, lens);
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -172,7 +185,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             log_info("redis: NOSCRIPT for %s, reloading", script_get(op->script)->file);
             metrics_inc(M_REDIS_NOSCRIPT, 1);
             op->retried = 1;
-            send_script_load(op->script);
+            send_script_load(&R.node[op->node].cmd, op->script);
             op_send(op);
             return;
         }
@@ -226,7 +239,7 @@ static void connection_gone(struct rconn *c) {
     if (c == &R.sen) R.sentinel_i++; /* the next attempt asks the next one */
     c->ac = NULL;
     c->connected = 0;
-    if (c == &R.cmd) atomic_store(&R.up, 0);
+    if (c->node && c == &c->node->cmd) atomic_store(&c->node->up, 0);
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
     c->backoff_ms = c->backoff_ms * 2 > 1000 ? 1000 : c->backoff_ms * 2;
 }
@@ -242,17 +255,17 @@ static void on_connect(const redisAsyncContext *ac, int status) {
         return;
     }
     c->connected = 1;
-    if (c == &R.cmd) atomic_store(&R.up, 1);
+    if (c->node && c == &c->node->cmd) atomic_store(&c->node->up, 1);
     c->backoff_ms = 100;
     c->down_logged = 0;
-    if (c->ever_connected && c == &R.cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
+    if (c->ever_connected && c->node && c == &c->node->cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
     c->ever_connected = 1;
     log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
-    if (R.cfg.nsentinels && c == &R.cmd && status != REDIS_OK) R.reresolve = 1;
+    if (R.cfg.nsentinels && c == &N0->cmd && status != REDIS_OK) R.reresolve = 1;
     if (status != REDIS_OK)
         log_warn("redis: %s connection to %s:%d lost: %s", c->what, c->host, c->port,
                  ac->errstr);
@@ -291,7 +304,7 @@ static void connect_start(struct rconn *c) {
         size_t lens[2] = {4, strlen(R.cfg.redis_password)};
         redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
     }
-    if (R.cfg.redis_db && c == &R.cmd && c != &R.sen) {
+    if (R.cfg.redis_db && c->node && c == &c->node->cmd) {
         char db[16];
         int n = snprintf(db, sizeof db, "%d", R.cfg.redis_db);
         const char *argv[2] = {"SELECT", db};
@@ -302,7 +315,7 @@ static void connect_start(struct rconn *c) {
 }
 
 static void cmd_up(struct rconn *c) {
-    for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(i);
+    for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
 }
 
 /* Each message is ["message", channel, "KIND:NAME"]; the first reply is the
@@ -336,16 +349,17 @@ static void sub_up(struct rconn *c) {
 static void connection_drop(struct rconn *c, const char *why);
 
 static void set_master(const char *host, int port) {
-    if (R.master_known && strcmp(R.cmd.host, host) == 0 && R.cmd.port == port) return;
+    struct node *n = N0;
+    if (R.master_known && strcmp(n->cmd.host, host) == 0 && n->cmd.port == port) return;
     log_info("redis: sentinel names %s:%d as master '%s'", host, port, R.cfg.sentinel_master);
-    snprintf(R.cmd.host, sizeof R.cmd.host, "%s", host);
-    snprintf(R.sub.host, sizeof R.sub.host, "%s", host);
-    R.cmd.port = R.sub.port = port;
+    snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
+    snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
+    n->cmd.port = n->sub.port = port;
     R.master_known = 1;
-    if (R.cmd.ac) connection_drop(&R.cmd, "Redis master changed");
-    if (R.sub.ac) connection_drop(&R.sub, "Redis master changed");
-    R.cmd.next_attempt_ms = R.sub.next_attempt_ms = 0;
-    R.cmd.backoff_ms = R.sub.backoff_ms = 100;
+    if (n->cmd.ac) connection_drop(&n->cmd, "Redis master changed");
+    if (n->sub.ac) connection_drop(&n->sub, "Redis master changed");
+    n->cmd.next_attempt_ms = n->sub.next_attempt_ms = 0;
+    n->cmd.backoff_ms = n->sub.backoff_ms = 100;
 }
 
 static void on_sentinel_event(redisAsyncContext *ac, void *r, void *privdata);
@@ -428,28 +442,33 @@ void redis_loop_turn(int64_t now) {
         /* The master went away or refused a write: ask a sentinel again. */
         R.reresolve = 0;
         R.master_known = 0;
-        if (R.cmd.ac) connection_drop(&R.cmd, "Redis master is changing");
-        if (R.sub.ac) connection_drop(&R.sub, "Redis master is changing");
+        if (N0->cmd.ac) connection_drop(&N0->cmd, "Redis master is changing");
+        if (N0->sub.ac) connection_drop(&N0->sub, "Redis master is changing");
         if (R.sen.ac) connection_drop(&R.sen, "asking again");
         R.sen.next_attempt_ms = 0;
     }
-    struct redis_op *oldest = R.pending.next;
-    if (R.cmd.ac && oldest != &R.pending && now - oldest->sent_ms > R.cfg.redis_timeout_ms) {
-        log_warn("redis: no answer within %d ms, dropping the connection",
-                 R.cfg.redis_timeout_ms);
-        connection_drop(&R.cmd, "Redis did not answer in time");
-    }
     conn_turn(&R.sen, now);
-    conn_turn(&R.cmd, now);
-    conn_turn(&R.sub, now);
+    for (int i = 0; i < R.nnodes; i++) {
+        struct node *n = &R.node[i];
+        struct redis_op *oldest = n->pending.next;
+        if (n->cmd.ac && oldest != &n->pending &&
+            now - oldest->sent_ms > R.cfg.redis_timeout_ms) {
+            log_warn("redis: %s:%d gave no answer within %d ms, dropping the connection",
+                     n->cmd.host, n->cmd.port, R.cfg.redis_timeout_ms);
+            connection_drop(&n->cmd, "Redis did not answer in time");
+        }
+        conn_turn(&n->cmd, now);
+        conn_turn(&n->sub, now);
+    }
 }
 
 /* ------------------------------------------------------------------------
  * Public
  * --------------------------------------------------------------------- */
 
-void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                const size_t *lens, redis_cb cb, void *arg) {
+static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs,
+                                const char *const *argv, const size_t *lens, redis_cb cb,
+                                void *arg) {
     const struct script *s = script_get(id);
     struct redis_op *op = op_new(3, nargs, argv, lens, cb, arg);
     int nk = snprintf(op->numkeys, sizeof op->numkeys, "%d", nkeys);
@@ -460,35 +479,146 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
     op->argv[2] = op->numkeys;
     op->lens[2] = (size_t)nk;
     op->script = (int)id;
-    loop_post(&op->task);
+    return op;
 }
+
+void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                const size_t *lens, redis_cb cb, void *arg) {
+    loop_post(&eval_op(id, nkeys, nargs, argv, lens, cb, arg)->task);
+}
+
+/* ------------------------------------------------------------------------
+ * Fan-out (quorum mode).  Each master's reply is copied, since hiredis
+ * frees it when its own callback returns, and handed over with the others
+ * once the last master has answered.
+ * --------------------------------------------------------------------- */
+
+struct fanout;
+struct fan_child {
+    struct fanout *f;              /* the whole */
+    int i;                         /* which master */
+};
+
+struct fanout {
+    int n, left;                   /* masters, and those yet to answer */
+    redis_all_cb cb;               /* called once, with all results */
+    void *arg;                     /* passed to cb */
+    struct fan_child child[GW_MAX_NODES];
+    struct redis_result res[GW_MAX_NODES];
+    redisReply *copy[GW_MAX_NODES]; /* owned copies of the replies */
+    char err[GW_MAX_NODES][96];    /* owned copies of the errors */
+};
+
+static redisReply *reply_copy(const redisReply *r) {
+    redisReply *c = calloc(1, sizeof *c);
+    if (!c) abort();
+    c->type = r->type;
+    c->integer = r->integer;
+    c->len = r->len;
+    if (r->str) {
+        c->str = xmalloc(r->len + 1);
+        memcpy(c->str, r->str, r->len + 1);
+    }
+    if (r->elements) {
+        c->element = calloc(r->elements, sizeof *c->element);
+        if (!c->element) abort();
+        c->elements = r->elements;
+        for (size_t i = 0; i < r->elements; i++) c->element[i] = reply_copy(r->element[i]);
+    }
+    return c; /* freeReplyObject frees it: hiredis allocates with malloc too */
+}
+
+static void fan_child_done(void *arg, const struct redis_result *res) {
+    struct fan_child *ch = arg;
+    struct fanout *f = ch->f;
+    f->res[ch->i].ok = res->ok;
+    if (res->ok) {
+        f->copy[ch->i] = reply_copy(res->reply);
+        f->res[ch->i].reply = f->copy[ch->i];
+    } else {
+        snprintf(f->err[ch->i], sizeof f->err[ch->i], "%s", res->error);
+        f->res[ch->i].error = f->err[ch->i];
+    }
+    if (--f->left > 0) return;
+    f->cb(f->arg, f->res, f->n);
+    for (int i = 0; i < f->n; i++)
+        if (f->copy[i]) freeReplyObject(f->copy[i]);
+    free(f);
+}
+
+static struct fanout *fanout_new(redis_all_cb cb, void *arg) {
+    struct fanout *f = calloc(1, sizeof *f);
+    if (!f) abort();
+    f->n = f->left = R.nnodes;
+    f->cb = cb;
+    f->arg = arg;
+    for (int i = 0; i < f->n; i++) f->child[i] = (struct fan_child){f, i};
+    return f;
+}
+
+void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                    const size_t *lens, redis_all_cb cb, void *arg) {
+    struct fanout *f = fanout_new(cb, arg);
+    int n = f->n;
+    for (int i = 0; i < n; i++) {
+        struct redis_op *op = eval_op(id, nkeys, nargs, argv, lens, fan_child_done, &f->child[i]);
+        op->node = i;
+        loop_post(&op->task);
+    }
+}
+
+void redis_command_all(int argc, const char *const *argv, const size_t *lens,
+                       redis_all_cb cb, void *arg) {
+    struct fanout *f = fanout_new(cb, arg);
+    int n = f->n;
+    for (int i = 0; i < n; i++) {
+        struct redis_op *op = op_new(0, argc, argv, lens, fan_child_done, &f->child[i]);
+        op->node = i;
+        loop_post(&op->task);
+    }
+}
+
+int redis_nodes(void) { return R.nnodes; }
+int redis_quorum(void) { return R.nnodes == 1 ? 1 : R.cfg.quorum; }
 
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb,
                    void *arg) {
     loop_post(&op_new(0, argc, argv, lens, cb, arg)->task);
 }
 
-int redis_connected(void) { return atomic_load(&R.up); }
+int redis_connected(void) {
+    int up = 0;
+    for (int i = 0; i < R.nnodes; i++) up += atomic_load(&R.node[i].up);
+    return up >= (R.nnodes == 1 ? 1 : R.cfg.quorum);
+}
 
 const char *redis_release_channel(void) { return R.channel; }
 
 int redis_start(const struct gw_config *cfg) {
     R.cfg = *cfg;
-    R.pending.next = R.pending.prev = &R.pending;
     snprintf(R.channel, sizeof R.channel, "%sreleased", cfg->key_prefix);
-    R.cmd = (struct rconn){.what = "command", .fd = -1, .backoff_ms = 100, .on_up = cmd_up};
-    R.sub = (struct rconn){.what = "pub/sub", .fd = -1, .backoff_ms = 100, .on_up = sub_up};
+    R.nnodes = cfg->nnodes;
+    for (int i = 0; i < R.nnodes; i++) {
+        struct node *n = &R.node[i];
+        n->pending.next = n->pending.prev = &n->pending;
+        n->cmd = (struct rconn){.what = "command", .node = n, .fd = -1, .backoff_ms = 100,
+                                .on_up = cmd_up};
+        n->sub = (struct rconn){.what = "pub/sub", .node = n, .fd = -1, .backoff_ms = 100,
+                                .on_up = sub_up};
+        snprintf(n->cmd.host, sizeof n->cmd.host, "%s", cfg->nodes[i].host);
+        snprintf(n->sub.host, sizeof n->sub.host, "%s", cfg->nodes[i].host);
+        n->cmd.port = n->sub.port = cfg->nodes[i].port;
+    }
     R.sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
-    snprintf(R.cmd.host, sizeof R.cmd.host, "%s", cfg->redis_host);
-    snprintf(R.sub.host, sizeof R.sub.host, "%s", cfg->redis_host);
-    R.cmd.port = R.sub.port = cfg->redis_port;
     return loop_start();
 }
 
 static void stop_on_loop(void) {
     waiters_give_up_all();
-    if (R.cmd.ac) connection_drop(&R.cmd, "the gateway is stopping");
-    if (R.sub.ac) connection_drop(&R.sub, "the gateway is stopping");
+    for (int i = 0; i < R.nnodes; i++) {
+        if (R.node[i].cmd.ac) connection_drop(&R.node[i].cmd, "the gateway is stopping");
+        if (R.node[i].sub.ac) connection_drop(&R.node[i].sub, "the gateway is stopping");
+    }
     if (R.sen.ac) connection_drop(&R.sen, "the gateway is stopping");
 }
 

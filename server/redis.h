@@ -44,8 +44,21 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
 void redis_command(int argc, const char *const *argv, const size_t *lens,
                    redis_cb cb, void *arg);
 
-/* 1 while the command connection is up. */
+/* 1 while the command connection is up (quorum mode: a quorum's). */
 int redis_connected(void);
+
+/* Quorum mode: how many masters, and how many must agree (1 and 1 else). */
+int redis_nodes(void);
+int redis_quorum(void);
+
+/* Quorum mode: the same script on every master.  cb gets every master's
+ * result at once (results[i] for master i), when all have answered, failed
+ * or timed out; the replies stay valid during the callback. */
+typedef void (*redis_all_cb)(void *arg, const struct redis_result *results, int n);
+void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                    const size_t *lens, redis_all_cb cb, void *arg);
+void redis_command_all(int argc, const char *const *argv, const size_t *lens,
+                       redis_all_cb cb, void *arg);
 
 /* The channel releases are published on: "<prefix>released". */
 const char *redis_release_channel(void);

@@ -14,6 +14,8 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_INSPECT, "inspect.lua", inspect_lua),
     SCRIPT(SCRIPT_DEQUEUE, "dequeue.lua", dequeue_lua),
     SCRIPT(SCRIPT_ID_LEASE, "id_lease.lua", id_lease_lua),
+    SCRIPT(SCRIPT_FENCE_RAISE, "fence_raise.lua", fence_raise_lua),
+    SCRIPT(SCRIPT_ID_RAISE, "id_raise.lua", id_raise_lua),
 };
 
 void scripts_init(void) {

@@ -379,3 +379,72 @@ size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int 
     close(fd);
     return got;
 }
+
+/* ---- gateways under a wrapper that forks (faketime) ---------------------------- */
+
+#include <dirent.h>
+
+/* The processes whose parent is `parent`, found by scanning /proc (this
+ * kernel has no /proc/PID/task/PID/children).  Returns how many, up to cap. */
+static int children_of(pid_t parent, pid_t *out, int cap) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while (n < cap && (e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *p = strrchr(buf, ')'); /* the command may hold spaces */
+        long ppid;
+        if (p && sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == parent) out[n++] = (pid_t)pid;
+    }
+    closedir(d);
+    return n;
+}
+
+/* faketime(1) forks the gateway as its child and waits for it; a SIGTERM sent
+ * to faketime kills faketime alone (the gateway lives on, orphaned, still
+ * holding its port) and leaves faketime's /dev/shm objects behind.  So the
+ * signal goes to the wrapper's children, and the wrapper exits by itself
+ * with the gateway's exit status once the gateway is gone. */
+int h_gw_stop_tree(struct h_gw *g, int timeout_ms) {
+    if (g->pid <= 0) return -1;
+    pid_t kids[8];
+    int n = children_of(g->pid, kids, 8);
+    if (n == 0) kill(g->pid, SIGTERM); /* no wrapper, or it exec'd */
+    for (int i = 0; i < n; i++) kill(kids[i], SIGTERM);
+    long long end = h_now_ms() + timeout_ms;
+    int st;
+    while (h_now_ms() < end) {
+        if (waitpid(g->pid, &st, WNOHANG) == g->pid) {
+            untrack(g->pid);
+            g->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        h_sleep_ms(5);
+    }
+    h_gw_kill_tree(g);
+    return -1;
+}
+
+/* SIGKILL to the wrapper's whole process group (spawn made it a group
+ * leader), and faketime's shared-memory leftovers removed. */
+void h_gw_kill_tree(struct h_gw *g) {
+    if (g->pid <= 0) return;
+    pid_t pid = g->pid;
+    kill(-pid, SIGKILL);
+    reap(&g->pid, SIGKILL);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/faketime_shm_%d", (int)pid);
+    unlink(path);
+    snprintf(path, sizeof path, "/dev/shm/sem.faketime_sem_%d", (int)pid);
+    unlink(path);
+}

@@ -81,4 +81,13 @@ size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int 
 long long h_now_ms(void);
 void h_sleep_ms(int ms);
 
+/* For a gateway started with an env_prefix that forks rather than execs
+ * (faketime(1) does: it runs the gateway as its child and does not pass
+ * signals on).  h_gw_stop_tree sends SIGTERM to the wrapper's children (to
+ * the process itself when it has none) and waits for the wrapper to exit:
+ * the gateway's exit status, or -1 after timeout_ms (then it kills the tree).
+ * h_gw_kill_tree sends SIGKILL to the whole process group. */
+int h_gw_stop_tree(struct h_gw *g, int timeout_ms);
+void h_gw_kill_tree(struct h_gw *g);
+
 #endif

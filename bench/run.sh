@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# bench/run.sh -- `make bench`: lockgate beside Redis's own ceiling and etcd,
+# measured in one run on this machine, printed as one table.
+#
+# Starts its own redis-server (no persistence), gateway and etcd on free
+# loopback ports in a mktemp directory and stops them on exit.  Informs, does
+# not gate: nothing here fails on a missed target (it says MISS).
+#
+# Environment (all optional):
+#   BUILD=build            where lockgate was built
+#   BENCH_SECONDS=10       length of each main wrk phase
+#   BENCH_SWEEP_SECONDS=6  length of each sweep point
+#   BENCH_THREADS=2        gateway --threads
+#   BENCH_WAITERS=10000    concurrent waiters (lowered if `ulimit -n` is short)
+#   BENCH_HANDOFFS=200     sequential release-to-waiter hand-offs
+#   BENCH_PROFILE=1        perf record the gateway and Redis during the locks
+#                          phase; top symbols go to bench/results/profile-*.txt
+#   BENCH_KEEP=1           keep the temporary directory (logs, wrk output)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${BUILD:-build}
+DUR=${BENCH_SECONDS:-10}
+SWEEP_DUR=${BENCH_SWEEP_SECONDS:-6}
+THREADS=${BENCH_THREADS:-2}
+NWAITERS=${BENCH_WAITERS:-10000}
+HANDOFFS=${BENCH_HANDOFFS:-200}
+RESULTS=$ROOT/bench/results
+export BENCH_DIR=$ROOT/bench
+
+START=$(date +%s)
+say() { printf 'bench [%3ss]: %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
+
+# ---- what it needs ----------------------------------------------------------
+scripts/deps.sh wrk etcd-server etcd-client gnuplot-nox redis-tools
+command -v python3 >/dev/null || scripts/deps.sh python3
+[ -x "$BUILD/lockgate" ] || { say "no $BUILD/lockgate: run make first"; exit 1; }
+[ -f "$BUILD/gen/lua/acquire.lua" ] || { say "no $BUILD/gen/lua/acquire.lua"; exit 1; }
+if [ "${BENCH_PROFILE:-0}" = 1 ] && ! command -v perf >/dev/null; then
+    scripts/deps.sh linux-perf
+fi
+
+# 10,000 waiters need 10,000 descriptors in the gateway and in the client.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+if [ "$NOFILE" != unlimited ] && [ $((NWAITERS + 200)) -gt "$NOFILE" ]; then
+    say "ulimit -n is $NOFILE: $((NOFILE - 200)) waiters instead of $NWAITERS"
+    NWAITERS=$((NOFILE - 200))
+fi
+
+TMP=$(mktemp -d /tmp/lockgate-bench.XXXXXX)
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then say "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+read -r RPORT GPORT EPORT EPEER < <(python3 - <<'EOF'
+import socket
+socks = [socket.socket() for _ in range(4)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])
+EOF
+)
+
+wait_for() { # wait_for WHAT LOG COMMAND...: up to 30 s
+    local what=$1 log=$2 i
+    shift 2
+    for i in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+    say "$what did not come up; the end of its log:"
+    tail -n 20 "$log" >&2
+    return 1
+}
+
+# ---- servers --------------------------------------------------------------------
+redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
+    --logfile "$TMP/redis.log" &
+REDIS_PID=$!
+PIDS+=("$REDIS_PID")
+RCLI=(redis-cli -p "$RPORT")
+wait_for redis "$TMP/redis.log" "${RCLI[@]}" ping
+
+mkdir -p "$TMP/etcd"
+etcd --name default --data-dir "$TMP/etcd" \
+    --listen-client-urls "http://127.0.0.1:$EPORT" --advertise-client-urls "http://127.0.0.1:$EPORT" \
+    --listen-peer-urls "http://127.0.0.1:$EPEER" --initial-advertise-peer-urls "http://127.0.0.1:$EPEER" \
+    --initial-cluster "default=http://127.0.0.1:$EPEER" > "$TMP/etcd.log" 2>&1 &
+ETCD_PID=$!
+PIDS+=("$ETCD_PID")
+ETCD=http://127.0.0.1:$EPORT
+wait_for etcd "$TMP/etcd.log" curl -sf "$ETCD/version"
+ETCD_VERSION=$(curl -s "$ETCD/version" | sed 's/.*"etcdserver":"\([^"]*\)".*/\1/')
+ETCD_LEASE=$(curl -s -X POST "$ETCD/v3/lease/grant" -d '{"TTL":600}' |
+             sed -n 's/.*"ID":"\([0-9]*\)".*/\1/p')
+probe=$(curl -s -X POST "$ETCD/v3/lock/lock" \
+        -d "{\"name\":\"$(printf bench/probe | base64)\",\"lease\":\"$ETCD_LEASE\"}")
+probe_key=$(printf '%s' "$probe" | sed -n 's/.*"key":"\([^"]*\)".*/\1/p')
+if [ -z "$ETCD_LEASE" ] || [ -z "$probe_key" ]; then
+    say "etcd $ETCD_VERSION does not serve the v3 lock API over HTTP (/v3/lock/lock): $probe"
+    exit 1
+fi
+curl -s -X POST "$ETCD/v3/lock/unlock" -d "{\"key\":\"$probe_key\"}" >/dev/null
+export ETCD_LEASE
+
+"$BUILD/lockgate" --listen "127.0.0.1:$GPORT" --redis "redis://127.0.0.1:$RPORT" \
+    --threads "$THREADS" --log-level warn > "$TMP/gateway.log" 2>&1 &
+GW_PID=$!
+PIDS+=("$GW_PID")
+GW=http://127.0.0.1:$GPORT
+wait_for gateway "$TMP/gateway.log" curl -sf "$GW/readyz"
+say "redis :$RPORT (pid $REDIS_PID), gateway :$GPORT (pid $GW_PID, $THREADS threads)," \
+    "etcd $ETCD_VERSION :$EPORT (pid $ETCD_PID), data in $TMP"
+
+# ---- measuring helpers --------------------------------------------------------
+HZ=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
+used_memory() { "${RCLI[@]}" info memory | awk -F: '/^used_memory:/ {print $2 + 0}'; }
+flush() { "${RCLI[@]}" flushall sync >/dev/null; }
+calc() { awk "BEGIN {printf \"$1\", $2}"; }
+children_cpu() { # the second line of `times`: children's user and sys
+    awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
+                   print t }' "$1"
+}
+
+declare -A R # results: R[label.key]
+
+# run_wrk LABEL CONNS SECONDS SCRIPT PATH: wrk against the gateway or etcd;
+# R[LABEL.rps|p50|p99|err|req] and CPU microseconds per request of the
+# gateway, Redis, etcd and wrk itself (R[LABEL.gw_us] ...).
+run_wrk() {
+    local label=$1 c=$2 d=$3 script=$4 url=$5 t=2
+    [ "$c" -lt 2 ] && t=1
+    local g0 r0 e0 g1 r1 e1
+    g0=$(ticks "$GW_PID"); r0=$(ticks "$REDIS_PID"); e0=$(ticks "$ETCD_PID")
+    ( wrk -t"$t" -c"$c" -d"${d}s" --latency -s "bench/$script" "$url" > "$TMP/$label.txt" 2>&1
+      times > "$TMP/$label.times" )
+    g1=$(ticks "$GW_PID"); r1=$(ticks "$REDIS_PID"); e1=$(ticks "$ETCD_PID")
+    local line
+    line=$(grep '^RESULT ' "$TMP/$label.txt" || true)
+    if [ -z "$line" ]; then
+        say "wrk $label failed:"; cat "$TMP/$label.txt" >&2
+        line="RESULT requests=0 seconds=1 rps=0 p50_ms=0 p99_ms=0 errors=-1"
+    fi
+    local kv k v
+    for kv in ${line#RESULT }; do
+        k=${kv%%=*}; v=${kv#*=}
+        case $k in requests) k=req;; p50_ms) k=p50;; p99_ms) k=p99;; errors) k=err;; esac
+        R[$label.$k]=$v
+    done
+    local n=${R[$label.req]}
+    [ "$n" -gt 0 ] || n=1
+    R[$label.gw_us]=$(calc %.1f "($g1 - $g0) * 1e6 / $HZ / $n")
+    R[$label.redis_us]=$(calc %.1f "($r1 - $r0) * 1e6 / $HZ / $n")
+    R[$label.etcd_us]=$(calc %.1f "($e1 - $e0) * 1e6 / $HZ / $n")
+    R[$label.client_us]=$(calc %.1f "$(children_cpu "$TMP/$label.times") * 1e6 / $n")
+    say "$(printf '%-10s c=%-4s %9.0f req/s  p50 %7.3f ms  p99 %8.3f ms  errors %s' \
+        "$label" "$c" "${R[$label.rps]}" "${R[$label.p50]}" "${R[$label.p99]}" "${R[$label.err]}")"
+}
+
+# redis_bench LABEL ARGS...: redis-benchmark, 50 clients, 100,000 calls;
+# R[LABEL.rps|p50|p99] and Redis's and the client's CPU per call.
+redis_bench() {
+    local label=$1 r0 r1
+    shift
+    r0=$(ticks "$REDIS_PID")
+    ( redis-benchmark -p "$RPORT" -c 50 -n 100000 -r 100000000 --csv "$@" > "$TMP/$label.csv" 2>&1
+      times > "$TMP/$label.times" )
+    r1=$(ticks "$REDIS_PID")
+    local row
+    row=$(tail -n 1 "$TMP/$label.csv" | tr -d '"')
+    R[$label.rps]=$(echo "$row" | awk -F, '{print $2}')
+    R[$label.p50]=$(echo "$row" | awk -F, '{print $5}')
+    R[$label.p99]=$(echo "$row" | awk -F, '{print $7}')
+    R[$label.redis_us]=$(calc %.1f "($r1 - $r0) * 1e6 / $HZ / 100000")
+    R[$label.client_us]=$(calc %.1f "$(children_cpu "$TMP/$label.times") * 1e6 / 100000")
+    say "$(printf '%-10s %9.0f calls/s  p50 %s ms  p99 %s ms' "$label" "${R[$label.rps]}" \
+        "${R[$label.p50]}" "${R[$label.p99]}")"
+}
+
+# ---- the run ----------------------------------------------------------------------
+sleep 1
+RSS_IDLE=$(status_kib "$GW_PID" VmRSS)
+THREADS_IDLE=$(status_kib "$GW_PID" Threads)
+
+run_wrk healthz 50 "$DUR" get.lua "$GW/healthz"
+
+flush
+"${RCLI[@]}" config resetstat >/dev/null
+if [ "${BENCH_PROFILE:-0}" = 1 ]; then
+    perf record -F 999 -g -p "$GW_PID" -o "$TMP/perf-gw.data" -- sleep $((DUR - 2)) \
+        > /dev/null 2>&1 &
+    PERF1=$!
+    perf record -F 999 -g -p "$REDIS_PID" -o "$TMP/perf-redis.data" -- sleep $((DUR - 2)) \
+        > /dev/null 2>&1 &
+    PERF2=$!
+fi
+mem0=$(used_memory)
+run_wrk locks 50 "$DUR" locks.lua "$GW/"
+EVAL_US=$("${RCLI[@]}" info commandstats |
+          sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p')
+LEFT_KEYS=$("${RCLI[@]}" dbsize)
+LEFT_BYTES=$(calc %.0f "($(used_memory) - $mem0) / ($LEFT_KEYS > 0 ? $LEFT_KEYS : 1)")
+if [ "${BENCH_PROFILE:-0}" = 1 ]; then
+    wait "$PERF1" "$PERF2" || true
+    mkdir -p "$RESULTS"
+    for p in gw redis; do
+        perf report -i "$TMP/perf-$p.data" --no-children --sort dso,symbol --stdio 2>/dev/null |
+            grep -E '^ +[0-9]' | head -40 > "$RESULTS/profile-$p.txt" || true
+    done
+    say "profiles: bench/results/profile-gw.txt, profile-redis.txt"
+fi
+
+run_wrk etcd 50 "$DUR" etcd.lua "$ETCD/"
+
+run_wrk ids1 50 "$DUR" ids.lua "$GW/"
+IDS_COUNT=1000 run_wrk ids1000 50 "$DUR" ids.lua "$GW/"
+R[ids1000.ids]=$(calc %.0f "${R[ids1000.rps]} * 1000")
+RSS_LOAD=$(status_kib "$GW_PID" VmRSS)
+
+# The Redis ceiling: the gateway's own acquire script, straight from
+# redis-benchmark, with the gateway's key layout (KEYS: hash, fence, queue,
+# queue deadlines; ARGV as lua/acquire.lua's header lists them: token,
+# ttl_ms, owner, max_hold_ms, lock_delay_ms, fence_keep_ms, kind, limit,
+# waiter, wait_left_ms, fair, channel, message).  100,000 calls on random
+# names with a 10-minute TTL leave ~100,000 locks held: Redis memory per
+# held lock is the difference in used_memory divided by them.
+ACQ_SHA=$("${RCLI[@]}" script load "$(cat "$BUILD/gen/lua/acquire.lua")")
+flush
+mem0=$(used_memory)
+redis_bench redis_acq EVALSHA "$ACQ_SHA" 4 \
+    'lockgate:lock:{__rand_int__}' 'lockgate:lock:{__rand_int__}:fence' \
+    'lockgate:lock:{__rand_int__}:q' 'lockgate:lock:{__rand_int__}:qd' \
+    Bq3kZr8TqM2xWv9yLp0AbC 600000 "" 0 0 604800000 x 0 "" 0 0 lockgate:released lock:bench
+mem1=$(used_memory)
+keys=$("${RCLI[@]}" dbsize)
+fences=$("${RCLI[@]}" --scan --pattern '*:fence' | wc -l)
+HELD=$((keys - fences))
+MEM_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $HELD")
+sample=$("${RCLI[@]}" --scan --pattern 'lockgate:lock:{*}' | grep -v ':fence$' | head -n 1 || true)
+HASH_BYTES=$("${RCLI[@]}" memory usage "$sample")
+FENCE_BYTES=$("${RCLI[@]}" memory usage "$sample:fence" 2>/dev/null || true)
+[ -n "$FENCE_BYTES" ] || FENCE_BYTES=$("${RCLI[@]}" memory usage \
+    "$("${RCLI[@]}" --scan --pattern '*:fence' | head -n 1 || true)")
+
+# For comparison: Redisson's lock layout (one hash per lock, one field
+# "<client uuid>:<thread id>" holding the re-entry count, PEXPIRE) made by
+# its own tryLock script, on the same key names.
+REDISSON_LUA="if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+RSN_SHA=$("${RCLI[@]}" script load "$REDISSON_LUA")
+flush
+mem0=$(used_memory)
+redis_bench redisson EVALSHA "$RSN_SHA" 1 'lockgate:lock:{__rand_int__}' 600000 \
+    8743c9c0-0795-4907-87fd-6c719a6b4586:1
+mem1=$(used_memory)
+RSN_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $("${RCLI[@]}" dbsize)")
+flush
+
+# The sweep: the locks cycle at 1 ... 1000 connections.
+mkdir -p "$RESULTS"
+SWEEP_DAT=$RESULTS/sweep.dat
+echo "# connections requests/s p50_ms p99_ms errors" > "$SWEEP_DAT"
+for c in 1 10 50 200 1000; do
+    flush
+    run_wrk "sweep$c" "$c" "$SWEEP_DUR" locks.lua "$GW/"
+    echo "$c ${R[sweep$c.rps]} ${R[sweep$c.p50]} ${R[sweep$c.p99]} ${R[sweep$c.err]}" >> "$SWEEP_DAT"
+done
+RSS_SWEEP=$(status_kib "$GW_PID" VmRSS)
+THREADS_SWEEP=$(status_kib "$GW_PID" Threads)
+gnuplot -e "data='$SWEEP_DAT'; out='$RESULTS/sweep.png'; title='lockgate locks cycle, $(nproc) cores, gateway --threads $THREADS ($(date -u +%F))'" \
+    bench/sweep.gp 2> "$TMP/gnuplot.log" || say "gnuplot failed: $(cat "$TMP/gnuplot.log")"
+
+# Waiting: NWAITERS parked on one lock, then release-to-waiter hand-offs.
+flush
+say "opening $NWAITERS waiting connections"
+line=$(python3 bench/waiters.py many "$GPORT" "$GW_PID" "$NWAITERS" | grep '^RESULT ' || true)
+for kv in ${line#RESULT }; do R[wait.${kv%%=*}]=${kv#*=}; done
+sleep 1
+line=$(python3 bench/waiters.py handoff "$GPORT" "$HANDOFFS" | grep '^RESULT ' || true)
+for kv in ${line#RESULT }; do R[hand.${kv%%=*}]=${kv#*=}; done
+RSS_END=$(status_kib "$GW_PID" VmRSS)
+
+# ---- the table -------------------------------------------------------------------
+ratio() { calc %.2f "($2 > 0) ? $1 / $2 : 0"; }
+R_LOCKS_HTTP=$(ratio "${R[locks.rps]}" "${R[healthz.rps]}")
+R_LOCKS_ETCD=$(ratio "${R[locks.rps]}" "${R[etcd.rps]}")
+R_IDS_HTTP=$(ratio "${R[ids1.rps]}" "${R[healthz.rps]}")
+R_LOCKS_REDIS=$(ratio "${R[locks.rps]}" "${R[redis_acq.rps]}")
+verdict() { if awk "BEGIN {exit !($1)}"; then echo PASS; else echo MISS; fi; }
+f0() { calc %.0f "$1"; }
+
+OUT=$TMP/table.md
+{
+echo "| measure | result | p50 ms | p99 ms | errors | CPU µs/request: gateway · Redis · etcd · client |"
+echo "|---|---:|---:|---:|---:|---|"
+row() { # row LABEL TEXT VALUE
+    local l=$1
+    echo "| $2 | $3 | ${R[$l.p50]} | ${R[$l.p99]} | ${R[$l.err]:-} | ${R[$l.gw_us]:--} · ${R[$l.redis_us]:--} · ${R[$l.etcd_us]:--} · ${R[$l.client_us]:--} |"
+}
+row healthz "HTTP ceiling: GET /healthz, 50 conns" "$(f0 "${R[healthz.rps]}") req/s"
+row locks "locks: POST+DELETE random names, 50 conns" "$(f0 "${R[locks.rps]}") req/s ($(f0 "${R[locks.rps]} / 2") cycles/s)"
+row etcd "etcd $ETCD_VERSION: lock+unlock (v3 HTTP), 50 conns" "$(f0 "${R[etcd.rps]}") req/s"
+echo "| Redis ceiling: redis-benchmark EVALSHA acquire.lua, 50 clients | $(f0 "${R[redis_acq.rps]}") calls/s | ${R[redis_acq.p50]} | ${R[redis_acq.p99]} | | - · ${R[redis_acq.redis_us]} · - · ${R[redis_acq.client_us]} |"
+echo "| (reference) Redisson's tryLock script, same way | $(f0 "${R[redisson.rps]}") calls/s | ${R[redisson.p50]} | ${R[redisson.p99]} | | - · ${R[redisson.redis_us]} · - · ${R[redisson.client_us]} |"
+echo "| Redis time per EVALSHA in the locks run (INFO commandstats) | ${EVAL_US} µs | | | | |"
+row ids1 "ids: POST /v1/ids/bench, 50 conns" "$(f0 "${R[ids1.rps]}") req/s"
+row ids1000 "ids: count=1000, 50 conns" "$(f0 "${R[ids1000.ids]}") ids/s ($(f0 "${R[ids1000.rps]}") req/s)"
+echo "| gateway RSS idle / after load / after sweep / at end | $(mib "$RSS_IDLE") / $(mib "$RSS_LOAD") / $(mib "$RSS_SWEEP") / $(mib "$RSS_END") MiB | | | | |"
+echo "| gateway threads idle / after sweep | $THREADS_IDLE / $THREADS_SWEEP | | | | |"
+echo "| Redis memory per held lock (100,000 held: hash + fence key) | $MEM_PER_LOCK B (MEMORY USAGE: hash $HASH_BYTES B, fence $FENCE_BYTES B) | | | | |"
+echo "| (reference) Redisson's layout, same names | $RSN_PER_LOCK B | | | | |"
+echo "| Redis memory left per released name (fence key, kept 7 days) | $LEFT_BYTES B × $LEFT_KEYS names after the locks run | | | | |"
+echo "| ${R[wait.waiters]:-?} waiting requests: RSS / threads / CPU over 5 s | $(mib "${R[wait.rss_kib]:-0}") MiB / ${R[wait.threads]:-?} / ${R[wait.cpu_ms_5s]:-?} ms | | | ${R[wait.open_errors]:-?} | parked in ${R[wait.seconds_to_park]:-?} s |"
+echo "| release → first of ${R[wait.waiters]:-?} waiters gets 201 | ${R[wait.first_waiter_ms]:-?} ms after the DELETE's 200 (${R[wait.first_waiter_from_send_ms]:-?} ms after sending it) | | | | |"
+echo "| hand-off, ${R[hand.rounds]:-?} rounds, one waiter: DELETE's 200 → waiter's 201 | | ${R[hand.p50_ms]:-?} | ${R[hand.p99_ms]:-?} | ${R[hand.errors]:-?} | from sending the DELETE: p50 ${R[hand.from_send_p50_ms]:-?}, p99 ${R[hand.from_send_p99_ms]:-?} ms |"
+echo
+echo "| sweep: connections | req/s | p50 ms | p99 ms | errors | CPU µs/req gateway · Redis · client |"
+echo "|---:|---:|---:|---:|---:|---|"
+for c in 1 10 50 200 1000; do
+    echo "| $c | $(f0 "${R[sweep$c.rps]}") | ${R[sweep$c.p50]} | ${R[sweep$c.p99]} | ${R[sweep$c.err]} | ${R[sweep$c.gw_us]} · ${R[sweep$c.redis_us]} · ${R[sweep$c.client_us]} |"
+done
+echo
+echo "| target | measured | |"
+echo "|---|---:|---|"
+echo "| locks ÷ HTTP ceiling ≥ 0.6 | $R_LOCKS_HTTP | $(verdict "$R_LOCKS_HTTP >= 0.6") |"
+echo "| locks ÷ etcd ≥ 8 | $R_LOCKS_ETCD | $(verdict "$R_LOCKS_ETCD >= 8") |"
+echo "| single ids ÷ HTTP ceiling ≥ 0.8 | $R_IDS_HTTP | $(verdict "$R_IDS_HTTP >= 0.8") |"
+echo "| ids in batches of 1000 ≥ 5,000,000/s | $(f0 "${R[ids1000.ids]}") | $(verdict "${R[ids1000.ids]} >= 5000000") |"
+echo "| locks p99 at 50 conns < 5 ms | ${R[locks.p99]} | $(verdict "${R[locks.p99]} < 5") |"
+echo "| 1000 conns: no errors, p99 < 50 ms | ${R[sweep1000.err]} errors, ${R[sweep1000.p99]} ms | $(verdict "${R[sweep1000.err]} == 0 && ${R[sweep1000.p99]} < 50") |"
+echo "| gateway RSS idle < 10 MiB | $(mib "$RSS_IDLE") | $(verdict "$RSS_IDLE < 10240") |"
+echo "| gateway RSS after sweep < 64 MiB | $(mib "$RSS_SWEEP") | $(verdict "$RSS_SWEEP < 65536") |"
+echo "| ${R[wait.waiters]:-?} waiters: RSS < 64 MiB, threads fixed, CPU ~0 | $(mib "${R[wait.rss_kib]:-0}") MiB, ${R[wait.threads]:-?} threads, ${R[wait.cpu_ms_5s]:-?} ms | $(verdict "${R[wait.rss_kib]:-999999} < 65536 && ${R[wait.threads]:-0} == $THREADS_IDLE && ${R[wait.cpu_ms_5s]:-999} <= 50 && ${R[wait.waiters]:-0} >= $NWAITERS") |"
+echo "| hand-off p50 < 2 ms, p99 < 10 ms | ${R[hand.p50_ms]:-?} / ${R[hand.p99_ms]:-?} | $(verdict "${R[hand.p50_ms]:-99} < 2 && ${R[hand.p99_ms]:-99} < 10") |"
+echo "| Redis memory per held lock ≤ Redisson's layout | $MEM_PER_LOCK vs $RSN_PER_LOCK B | $(verdict "$MEM_PER_LOCK <= $RSN_PER_LOCK") |"
+echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
+} > "$OUT"
+
+{
+echo
+echo "lockgate bench, $(date -u '+%F %T') UTC, $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)," \
+     "load average before/after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "gateway --threads $THREADS, $DUR s per phase, $SWEEP_DUR s per sweep point; wrk -t2 (-t1 at 1 conn)"
+echo
+cat "$OUT"
+} | tee "$RESULTS/last.md"
+say "table: bench/results/last.md, chart: bench/results/sweep.png"
