@@ -8,7 +8,8 @@
 #
 # Environment (all optional):
 #   BUILD=build            where lockgate was built
-#   BENCH_SECONDS=10       length of each main wrk phase
+#   BENCH_SECONDS=4        length of one round of a main wrk phase
+#   BENCH_ROUNDS=3         rounds of the main phases, interleaved
 #   BENCH_SWEEP_SECONDS=6  length of each sweep point
 #   BENCH_THREADS=2        gateway --threads
 #   BENCH_WAITERS=10000    concurrent waiters (lowered if `ulimit -n` is short)
@@ -20,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD=${BUILD:-build}
-DUR=${BENCH_SECONDS:-10}
+DUR=${BENCH_SECONDS:-4}
+ROUNDS=${BENCH_ROUNDS:-3}
 SWEEP_DUR=${BENCH_SWEEP_SECONDS:-6}
 THREADS=${BENCH_THREADS:-2}
 NWAITERS=${BENCH_WAITERS:-10000}
@@ -131,9 +133,12 @@ children_cpu() { # the second line of `times`: children's user and sys
 
 declare -A R # results: R[label.key]
 
-# run_wrk LABEL CONNS SECONDS SCRIPT PATH: wrk against the gateway or etcd;
-# R[LABEL.rps|p50|p99|err|req] and CPU microseconds per request of the
-# gateway, Redis, etcd and wrk itself (R[LABEL.gw_us] ...).
+# run_wrk LABEL CONNS SECONDS SCRIPT URL: one wrk run against the gateway or
+# etcd, added to LABEL's totals (a label may run several rounds);
+# finish LABEL then sets R[LABEL.rps|p50|p99|err|req] and the CPU
+# microseconds per request of the gateway, Redis, etcd and wrk itself
+# (R[LABEL.gw_us] ...).  Rounds: requests/s over all of them; p50 and p99
+# the median of the rounds' own.
 run_wrk() {
     local label=$1 c=$2 d=$3 script=$4 url=$5 t=2
     [ "$c" -lt 2 ] && t=1
@@ -142,26 +147,49 @@ run_wrk() {
     ( wrk -t"$t" -c"$c" -d"${d}s" --latency -s "bench/$script" "$url" > "$TMP/$label.txt" 2>&1
       times > "$TMP/$label.times" )
     g1=$(ticks "$GW_PID"); r1=$(ticks "$REDIS_PID"); e1=$(ticks "$ETCD_PID")
+    cat "$TMP/$label.txt" >> "$TMP/$label.all.txt"
     local line
     line=$(grep '^RESULT ' "$TMP/$label.txt" || true)
     if [ -z "$line" ]; then
         say "wrk $label failed:"; cat "$TMP/$label.txt" >&2
-        line="RESULT requests=0 seconds=1 rps=0 p50_ms=0 p99_ms=0 errors=-1"
+        line="RESULT requests=0 seconds=1 rps=0 p50_ms=0 p99_ms=0 errors=1"
     fi
-    local kv k v
+    local kv k v req=0 sec=1 rps=0 p50=0 p99=0 err=0
     for kv in ${line#RESULT }; do
         k=${kv%%=*}; v=${kv#*=}
-        case $k in requests) k=req;; p50_ms) k=p50;; p99_ms) k=p99;; errors) k=err;; esac
-        R[$label.$k]=$v
+        case $k in requests) req=$v;; seconds) sec=$v;; rps) rps=$v;; p50_ms) p50=$v;;
+                   p99_ms) p99=$v;; errors) err=$v;; esac
     done
-    local n=${R[$label.req]}
-    [ "$n" -gt 0 ] || n=1
-    R[$label.gw_us]=$(calc %.1f "($g1 - $g0) * 1e6 / $HZ / $n")
-    R[$label.redis_us]=$(calc %.1f "($r1 - $r0) * 1e6 / $HZ / $n")
-    R[$label.etcd_us]=$(calc %.1f "($e1 - $e0) * 1e6 / $HZ / $n")
-    R[$label.client_us]=$(calc %.1f "$(children_cpu "$TMP/$label.times") * 1e6 / $n")
+    R[$label.req]=$(( ${R[$label.req]:-0} + req ))
+    R[$label.sec]=$(calc %.3f "${R[$label.sec]:-0} + $sec")
+    R[$label.err]=$(( ${R[$label.err]:-0} + err ))
+    R[$label.p50s]="${R[$label.p50s]:-} $p50"
+    R[$label.p99s]="${R[$label.p99s]:-} $p99"
+    R[$label.gw_t]=$(( ${R[$label.gw_t]:-0} + g1 - g0 ))
+    R[$label.redis_t]=$(( ${R[$label.redis_t]:-0} + r1 - r0 ))
+    R[$label.etcd_t]=$(( ${R[$label.etcd_t]:-0} + e1 - e0 ))
+    R[$label.client_s]=$(calc %.3f "${R[$label.client_s]:-0} + $(children_cpu "$TMP/$label.times")")
     say "$(printf '%-10s c=%-4s %9.0f req/s  p50 %7.3f ms  p99 %8.3f ms  errors %s' \
-        "$label" "$c" "${R[$label.rps]}" "${R[$label.p50]}" "${R[$label.p99]}" "${R[$label.err]}")"
+        "$label" "$c" "$rps" "$p50" "$p99" "$err")"
+}
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+
+finish() {
+    local label=$1 n
+    n=${R[$label.req]}
+    [ "$n" -gt 0 ] || n=1
+    R[$label.rps]=$(calc %.1f "${R[$label.req]} / ${R[$label.sec]}")
+    R[$label.p50]=$(echo "${R[$label.p50s]}" | median)
+    R[$label.p99]=$(echo "${R[$label.p99s]}" | median)
+    R[$label.gw_us]=$(calc %.1f "${R[$label.gw_t]} * 1e6 / $HZ / $n")
+    R[$label.redis_us]=$(calc %.1f "${R[$label.redis_t]} * 1e6 / $HZ / $n")
+    R[$label.etcd_us]=$(calc %.1f "${R[$label.etcd_t]} * 1e6 / $HZ / $n")
+    R[$label.client_us]=$(calc %.1f "${R[$label.client_s]} * 1e6 / $n")
+}
+
+evalsha_us() {
+    "${RCLI[@]}" info commandstats | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'
 }
 
 # redis_bench LABEL ARGS...: redis-benchmark, 50 clients, 100,000 calls;
@@ -169,6 +197,7 @@ run_wrk() {
 redis_bench() {
     local label=$1 r0 r1
     shift
+    "${RCLI[@]}" config resetstat >/dev/null
     r0=$(ticks "$REDIS_PID")
     ( redis-benchmark -p "$RPORT" -c 50 -n 100000 -r 100000000 --csv "$@" > "$TMP/$label.csv" 2>&1
       times > "$TMP/$label.times" )
@@ -180,6 +209,7 @@ redis_bench() {
     R[$label.p99]=$(echo "$row" | awk -F, '{print $7}')
     R[$label.redis_us]=$(calc %.1f "($r1 - $r0) * 1e6 / $HZ / 100000")
     R[$label.client_us]=$(calc %.1f "$(children_cpu "$TMP/$label.times") * 1e6 / 100000")
+    R[$label.eval_us]=$(evalsha_us)
     say "$(printf '%-10s %9.0f calls/s  p50 %s ms  p99 %s ms' "$label" "${R[$label.rps]}" \
         "${R[$label.p50]}" "${R[$label.p99]}")"
 }
@@ -189,22 +219,30 @@ sleep 1
 RSS_IDLE=$(status_kib "$GW_PID" VmRSS)
 THREADS_IDLE=$(status_kib "$GW_PID" Threads)
 
-run_wrk healthz 50 "$DUR" get.lua "$GW/healthz"
-
+# The main phases run in ROUNDS interleaved rounds (healthz, locks, etcd,
+# ids, ids x1000, again...), so that the load other work puts on the
+# machine falls on all of them alike: the ratios are what count.
 flush
 "${RCLI[@]}" config resetstat >/dev/null
-if [ "${BENCH_PROFILE:-0}" = 1 ]; then
-    perf record -F 999 -g -p "$GW_PID" -o "$TMP/perf-gw.data" -- sleep $((DUR - 2)) \
-        > /dev/null 2>&1 &
-    PERF1=$!
-    perf record -F 999 -g -p "$REDIS_PID" -o "$TMP/perf-redis.data" -- sleep $((DUR - 2)) \
-        > /dev/null 2>&1 &
-    PERF2=$!
-fi
 mem0=$(used_memory)
-run_wrk locks 50 "$DUR" locks.lua "$GW/"
-EVAL_US=$("${RCLI[@]}" info commandstats |
-          sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p')
+for round in $(seq "$ROUNDS"); do
+    run_wrk healthz 50 "$DUR" get.lua "$GW/healthz"
+    if [ "${BENCH_PROFILE:-0}" = 1 ] && [ "$round" = 1 ]; then
+        perf record -F 999 -g -p "$GW_PID" -o "$TMP/perf-gw.data" -- sleep $((DUR - 1)) \
+            > /dev/null 2>&1 &
+        PERF1=$!
+        perf record -F 999 -g -p "$REDIS_PID" -o "$TMP/perf-redis.data" -- sleep $((DUR - 1)) \
+            > /dev/null 2>&1 &
+        PERF2=$!
+    fi
+    run_wrk locks 50 "$DUR" locks.lua "$GW/"
+    run_wrk etcd 50 "$DUR" etcd.lua "$ETCD/"
+    run_wrk ids1 50 "$DUR" ids.lua "$GW/"
+    IDS_COUNT=1000 run_wrk ids1000 50 "$DUR" ids.lua "$GW/"
+done
+for l in healthz locks etcd ids1 ids1000; do finish $l; done
+R[ids1000.ids]=$(calc %.0f "${R[ids1000.rps]} * 1000")
+EVAL_US=$(evalsha_us)
 LEFT_KEYS=$("${RCLI[@]}" dbsize)
 LEFT_BYTES=$(calc %.0f "($(used_memory) - $mem0) / ($LEFT_KEYS > 0 ? $LEFT_KEYS : 1)")
 if [ "${BENCH_PROFILE:-0}" = 1 ]; then
@@ -216,12 +254,6 @@ if [ "${BENCH_PROFILE:-0}" = 1 ]; then
     done
     say "profiles: bench/results/profile-gw.txt, profile-redis.txt"
 fi
-
-run_wrk etcd 50 "$DUR" etcd.lua "$ETCD/"
-
-run_wrk ids1 50 "$DUR" ids.lua "$GW/"
-IDS_COUNT=1000 run_wrk ids1000 50 "$DUR" ids.lua "$GW/"
-R[ids1000.ids]=$(calc %.0f "${R[ids1000.rps]} * 1000")
 RSS_LOAD=$(status_kib "$GW_PID" VmRSS)
 
 # The Redis ceiling: the gateway's own acquire script, straight from
@@ -260,6 +292,7 @@ redis_bench redisson EVALSHA "$RSN_SHA" 1 'lockgate:lock:{__rand_int__}' 600000 
     8743c9c0-0795-4907-87fd-6c719a6b4586:1
 mem1=$(used_memory)
 RSN_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $("${RCLI[@]}" dbsize)")
+RSN_HASH_BYTES=$("${RCLI[@]}" memory usage "$("${RCLI[@]}" randomkey)")
 flush
 
 # The sweep: the locks cycle at 1 ... 1000 connections.
@@ -269,6 +302,7 @@ echo "# connections requests/s p50_ms p99_ms errors" > "$SWEEP_DAT"
 for c in 1 10 50 200 1000; do
     flush
     run_wrk "sweep$c" "$c" "$SWEEP_DUR" locks.lua "$GW/"
+    finish "sweep$c"
     echo "$c ${R[sweep$c.rps]} ${R[sweep$c.p50]} ${R[sweep$c.p99]} ${R[sweep$c.err]}" >> "$SWEEP_DAT"
 done
 RSS_SWEEP=$(status_kib "$GW_PID" VmRSS)
@@ -292,6 +326,8 @@ R_LOCKS_HTTP=$(ratio "${R[locks.rps]}" "${R[healthz.rps]}")
 R_LOCKS_ETCD=$(ratio "${R[locks.rps]}" "${R[etcd.rps]}")
 R_IDS_HTTP=$(ratio "${R[ids1.rps]}" "${R[healthz.rps]}")
 R_LOCKS_REDIS=$(ratio "${R[locks.rps]}" "${R[redis_acq.rps]}")
+cost() { calc %.1f "${R[$1.gw_us]} + ${R[$1.redis_us]} + ${R[$1.client_us]}"; }
+cost_ratio() { calc %.2f "$(cost "$1") / $(cost "$2")"; }
 verdict() { if awk "BEGIN {exit !($1)}"; then echo PASS; else echo MISS; fi; }
 f0() { calc %.0f "$1"; }
 
@@ -308,13 +344,13 @@ row locks "locks: POST+DELETE random names, 50 conns" "$(f0 "${R[locks.rps]}") r
 row etcd "etcd $ETCD_VERSION: lock+unlock (v3 HTTP), 50 conns" "$(f0 "${R[etcd.rps]}") req/s"
 echo "| Redis ceiling: redis-benchmark EVALSHA acquire.lua, 50 clients | $(f0 "${R[redis_acq.rps]}") calls/s | ${R[redis_acq.p50]} | ${R[redis_acq.p99]} | | - · ${R[redis_acq.redis_us]} · - · ${R[redis_acq.client_us]} |"
 echo "| (reference) Redisson's tryLock script, same way | $(f0 "${R[redisson.rps]}") calls/s | ${R[redisson.p50]} | ${R[redisson.p99]} | | - · ${R[redisson.redis_us]} · - · ${R[redisson.client_us]} |"
-echo "| Redis time per EVALSHA in the locks run (INFO commandstats) | ${EVAL_US} µs | | | | |"
+echo "| Redis time inside EVALSHA (INFO commandstats): locks run (acquire+release) · acquire alone · Redisson's | ${EVAL_US} · ${R[redis_acq.eval_us]} · ${R[redisson.eval_us]} µs | | | | |"
 row ids1 "ids: POST /v1/ids/bench, 50 conns" "$(f0 "${R[ids1.rps]}") req/s"
 row ids1000 "ids: count=1000, 50 conns" "$(f0 "${R[ids1000.ids]}") ids/s ($(f0 "${R[ids1000.rps]}") req/s)"
 echo "| gateway RSS idle / after load / after sweep / at end | $(mib "$RSS_IDLE") / $(mib "$RSS_LOAD") / $(mib "$RSS_SWEEP") / $(mib "$RSS_END") MiB | | | | |"
 echo "| gateway threads idle / after sweep | $THREADS_IDLE / $THREADS_SWEEP | | | | |"
 echo "| Redis memory per held lock (100,000 held: hash + fence key) | $MEM_PER_LOCK B (MEMORY USAGE: hash $HASH_BYTES B, fence $FENCE_BYTES B) | | | | |"
-echo "| (reference) Redisson's layout, same names | $RSN_PER_LOCK B | | | | |"
+echo "| (reference) Redisson's layout, same names | $RSN_PER_LOCK B (MEMORY USAGE: hash $RSN_HASH_BYTES B) | | | | |"
 echo "| Redis memory left per released name (fence key, kept 7 days) | $LEFT_BYTES B × $LEFT_KEYS names after the locks run | | | | |"
 echo "| ${R[wait.waiters]:-?} waiting requests: RSS / threads / CPU over 5 s | $(mib "${R[wait.rss_kib]:-0}") MiB / ${R[wait.threads]:-?} / ${R[wait.cpu_ms_5s]:-?} ms | | | ${R[wait.open_errors]:-?} | parked in ${R[wait.seconds_to_park]:-?} s |"
 echo "| release → first of ${R[wait.waiters]:-?} waiters gets 201 | ${R[wait.first_waiter_ms]:-?} ms after the DELETE's 200 (${R[wait.first_waiter_from_send_ms]:-?} ms after sending it) | | | | |"
@@ -340,13 +376,15 @@ echo "| ${R[wait.waiters]:-?} waiters: RSS < 64 MiB, threads fixed, CPU ~0 | $(m
 echo "| hand-off p50 < 2 ms, p99 < 10 ms | ${R[hand.p50_ms]:-?} / ${R[hand.p99_ms]:-?} | $(verdict "${R[hand.p50_ms]:-99} < 2 && ${R[hand.p99_ms]:-99} < 10") |"
 echo "| Redis memory per held lock ≤ Redisson's layout | $MEM_PER_LOCK vs $RSN_PER_LOCK B | $(verdict "$MEM_PER_LOCK <= $RSN_PER_LOCK") |"
 echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
+echo "| (for reading) by CPU spent per request (gateway + Redis + client): healthz ÷ locks · healthz ÷ single ids | $(cost_ratio healthz locks) · $(cost_ratio healthz ids1) | |"
 } > "$OUT"
 
 {
 echo
 echo "lockgate bench, $(date -u '+%F %T') UTC, $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)," \
      "load average before/after: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "gateway --threads $THREADS, $DUR s per phase, $SWEEP_DUR s per sweep point; wrk -t2 (-t1 at 1 conn)"
+echo "tree $(git describe --always --dirty 2>/dev/null || echo '?'), $BUILD/lockgate;" \
+     "gateway --threads $THREADS; main phases: $ROUNDS interleaved rounds of $DUR s (req/s over all rounds, p50/p99 the median round's); sweep: $SWEEP_DUR s per point; wrk -t2 (-t1 at 1 conn)"
 echo
 cat "$OUT"
 } | tee "$RESULTS/last.md"

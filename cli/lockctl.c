@@ -759,6 +759,7 @@ static int acquire_loop(const struct opts *o, const char *token, struct call *c,
     char path[256];
     lock_path(path, sizeof path, o->name);
     long long backoff = 50;
+    int warned = 0;
     for (;;) {
         long long left = o->wait < 0 ? CTL_SERVER_WAIT_MAX : max_ll(0, deadline - now_ms());
         long long ask = min_ll(left, CTL_SERVER_WAIT_MAX);
@@ -777,11 +778,16 @@ static int acquire_loop(const struct opts *o, const char *token, struct call *c,
             pause = min_ll(pause, max_ll(*retry_after, 1));
         }
         if (left <= 0) return out;
-        if (verbose) {
+        if (verbose || (out == OUT_DOWN && !warned)) {
+            /* Said once even without -v: a wrong --url must not wait mutely. */
             char why[768];
             call_why(c, why, sizeof why);
-            say("acquire '%s': %s; trying again in %lld ms", o->name,
-                out == OUT_BUSY ? "busy" : why, min_ll(pause, left));
+            if (verbose)
+                say("acquire '%s': %s; trying again in %lld ms", o->name,
+                    out == OUT_BUSY ? "busy" : why, min_ll(pause, left));
+            else
+                say("acquire '%s': %s; trying again while --wait lasts", o->name, why);
+            warned = out == OUT_DOWN;
         }
         call_free(c);
         sig = sleep_ms(min_ll(pause, left));

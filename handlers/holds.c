@@ -208,6 +208,13 @@ static void on_verdict(struct hold_call *hc, long long verdict, const long long 
         reply_busy(hc, v[1]);
         return;
     }
+    if (hc->waited && http_client_gone(req)) {
+        /* It left while this attempt was on its way: it must not hold. */
+        release_undelivered(req);
+        metrics_inc(M_WAIT_TIMEOUTS, 1);
+        reply_problem(req, CODE_LOCK_BUSY, "the client went away while waiting");
+        return;
+    }
     reply_granted(hc, verdict, v);
 }
 
@@ -436,7 +443,15 @@ static void attempt(struct hold_call *hc) {
     if (hc->acks_wanted) send_wait(hc);
 }
 
-static void on_wake(struct waiter *w) { attempt((struct hold_call *)w); }
+static void on_give_up(struct waiter *w, int client_gone);
+
+/* A client that hung up while parked is not tried for: its hang-up and
+ * the wake-up can arrive in the same turn, the wake-up first. */
+static void on_wake(struct waiter *w) {
+    struct hold_call *hc = (struct hold_call *)w;
+    if (http_client_gone(hc->req)) on_give_up(w, 1);
+    else attempt(hc);
+}
 
 static void on_give_up(struct waiter *w, int client_gone) {
     struct hold_call *hc = (struct hold_call *)w;

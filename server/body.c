@@ -34,9 +34,28 @@ static int utf8_valid(const unsigned char *s, size_t len) {
     return 1;
 }
 
+/* 1 when a JSON string holds the escape \u0000: cJSON would decode it to a
+ * NUL byte and every C string after it would silently end there. */
+static int has_escaped_nul(const char *s, size_t len) {
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') {
+            in_string = !in_string;
+        } else if (in_string && s[i] == '\\' && i + 1 < len) {
+            if (s[i + 1] == 'u' && i + 5 < len && memcmp(s + i + 2, "0000", 4) == 0) return 1;
+            i++; /* skip the escaped character, \" included */
+        }
+    }
+    return 0;
+}
+
 int body_parse_or_reply(struct gw_request *req) {
     if (req->body_len > 0 && !utf8_valid((const unsigned char *)req->body, req->body_len)) {
         reply_problem(req, CODE_INVALID_JSON, "the body is not UTF-8 text");
+        return GW_REPLIED;
+    }
+    if (has_escaped_nul(req->body, req->body_len)) {
+        reply_problem(req, CODE_INVALID_JSON, "a string in the body holds \\u0000");
         return GW_REPLIED;
     }
     if (req->body_len == 0) {

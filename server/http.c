@@ -9,6 +9,7 @@
  * the connection is suspended *while holding mu*, and the reply side
  * resumes it.  A request with a Redis call outstanding is therefore always
  * suspended, and libmicrohttpd never frees it under the callback's feet. */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -19,10 +20,12 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,7 +91,6 @@ static struct gw_request *request_new(struct MHD_Connection *conn, const char *u
         return NULL;
     }
     pthread_mutex_init(&req->mu, NULL);
-    atomic_fetch_add(&in_flight, 1);
     return req;
 }
 
@@ -99,13 +101,14 @@ static void request_free(struct gw_request *req) {
     free(req->resp);
     free(req->path);
     pthread_mutex_destroy(&req->mu);
+    if (req->dispatched) atomic_fetch_sub(&in_flight, 1);
     free(req);
-    atomic_fetch_sub(&in_flight, 1);
 }
 
 /* Routes req and runs its handler, or answers 404/405/413 itself. */
 static void dispatch(struct gw_request *req, const char *method) {
     req->dispatched = 1;
+    atomic_fetch_add(&in_flight, 1);
     req->route = router_match(gw_routes, gw_routes_count, method, req->path, &req->match);
     if (req->route == ROUTER_NOT_FOUND) {
         reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
@@ -120,6 +123,37 @@ static void dispatch(struct gw_request *req, const char *method) {
     }
 }
 
+/* Content-Length headers seen on a request: how many, whether they
+ * disagree, and whether the (first) one passes the cap.  libmicrohttpd
+ * rejects non-numeric values itself. */
+struct length_check {
+    int count;
+    int differ;
+    int too_large;
+    char first[32];
+};
+
+static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    struct length_check *lc = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 || !value) return MHD_YES;
+    while (*value == '0' && value[1]) value++;   /* leading zeros mean nothing */
+    if (lc->count++ == 0) {
+        snprintf(lc->first, sizeof lc->first, "%s", value);
+        lc->too_large = strspn(value, "0123456789") == strlen(value) &&
+                        (strlen(value) > 9 || atol(value) > HTTP_BODY_MAX);
+    } else if (strcmp(lc->first, value) != 0) {
+        lc->differ = 1;
+    }
+    return MHD_YES;
+}
+
+/* A reply made before the body is read counts as dispatched. */
+static void dispatch_early(struct gw_request *req) {
+    req->dispatched = 1;
+    atomic_fetch_add(&in_flight, 1);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -130,11 +164,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req = request_new(conn, url);
         if (!req) return MHD_NO;
         *con_cls = req;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strlen(cl) > 0 && (strlen(cl) > 9 || atol(cl) > HTTP_BODY_MAX)) {
+        struct length_check lc = {0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_lengths, &lc);
+        if (lc.count > 1 && lc.differ) {
+            /* Two framings of one body: refuse, and close (RFC 9112 6.3). */
+            dispatch_early(req);
+            reply_header(req, "Connection", "close");
+            reply_problem(req, CODE_INVALID_FIELD, "conflicting Content-Length headers");
+            return send_reply(req);
+        }
+        if (lc.count && lc.too_large) {
             req->body_too_large = 1;              /* answer before reading it */
-            req->dispatched = 1;
+            dispatch_early(req);
             reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes",
                           HTTP_BODY_MAX);
             return send_reply(req);
@@ -240,6 +281,13 @@ int http_client_fd(struct gw_request *req) {
     return ci ? ci->connect_fd : -1;
 }
 
+int http_client_gone(struct gw_request *req) {
+    int fd = http_client_fd(req);
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 void http_quiesce(void) {
     atomic_store(&shutting_down, 1);
     if (daemon_) {
@@ -248,10 +296,13 @@ void http_quiesce(void) {
     }
 }
 
-void http_stop(int timeout_ms) {
-    if (!daemon_) return;
+void http_drain(int timeout_ms) {
     for (int waited = 0; http_in_flight() > 0 && waited < timeout_ms; waited += 10)
         usleep(10 * 1000);
+}
+
+void http_stop(void) {
+    if (!daemon_) return;
     MHD_stop_daemon(daemon_);
     daemon_ = NULL;
 }

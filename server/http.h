@@ -72,13 +72,17 @@ int http_start(const struct gw_config *cfg);
 /* Stops accepting connections; requests in flight go on. */
 void http_quiesce(void);
 
-/* Waits up to timeout_ms for requests in flight to finish, then stops. */
-void http_stop(int timeout_ms);
+/* Waits up to timeout_ms for the requests being handled to finish.  A
+ * request whose body never arrived is not waited for. */
+void http_drain(int timeout_ms);
+
+/* Stops serving.  No request may be suspended any more (see main.c). */
+void http_stop(void);
 
 /* 1 after http_quiesce: new waits are refused with 503 shutting_down. */
 int http_shutting_down(void);
 
-/* Number of requests between arrival and their reply being sent. */
+/* Number of requests between dispatch to a handler and their end. */
 long http_in_flight(void);
 
 /* A request header, or NULL.  Only from the handler, on the HTTP thread. */
@@ -89,6 +93,10 @@ const char *http_query(struct gw_request *req, const char *name);
 
 /* The client's socket, to watch for hang-up while waiting; -1 if unknown. */
 int http_client_fd(struct gw_request *req);
+
+/* 1 when the client has hung up (checked without blocking), e.g. before a
+ * lock is handed to a request that waited. */
+int http_client_gone(struct gw_request *req);
 
 /* Called by reply.c when req's reply is complete: sends it now if the
  * handler is still running, or resumes the suspended connection. */

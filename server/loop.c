@@ -24,6 +24,8 @@
 struct loop_source {
     loop_fd_fn fn;       /* handler, NULL for a waiter's hang-up watch */
     void *arg;           /* handler argument, or the struct waiter */
+    int dead;            /* unregistered during this turn */
+    struct loop_source *next_dead; /* the turn's graveyard */
 };
 
 static struct {
@@ -34,6 +36,7 @@ static struct {
     pthread_mutex_t mu;              /* guards the task queue */
     struct loop_task *head, *tail;   /* posted, not yet run */
     struct loop_source wake;         /* the eventfd's source */
+    int closed;                      /* takes no more tasks (under mu) */
     void (*stop_fn)(void);           /* last words on the loop thread */
 } L;
 
@@ -47,9 +50,13 @@ int64_t loop_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void loop_post(struct loop_task *t) {
+int loop_post(struct loop_task *t) {
     t->next = NULL;
     pthread_mutex_lock(&L.mu);
+    if (L.closed) {
+        pthread_mutex_unlock(&L.mu);
+        return -1;
+    }
     int was_empty = L.head == NULL;
     if (L.tail) L.tail->next = t;
     else L.head = t;
@@ -60,11 +67,16 @@ void loop_post(struct loop_task *t) {
         ssize_t w = write(L.evfd, &one, sizeof one);
         (void)w;
     }
+    return 0;
 }
 
 /* Sources are allocated per registration: descriptors come and go often
- * (waiters), and epoll hands back exactly the pointer it was given. */
+ * (waiters), and epoll hands back exactly the pointer it was given.  One
+ * unregistered while handling a turn's events may still be among that
+ * turn's events (a waiter woken by a release whose client also hung up):
+ * it is marked dead and freed only when the turn is over. */
 static struct loop_source *sources[65536];
+static struct loop_source *graveyard;
 
 static void fd_set_source(int fd, uint32_t events, loop_fd_fn fn, void *arg) {
     if (fd < 0 || fd >= 65536) {
@@ -75,13 +87,15 @@ static void fd_set_source(int fd, uint32_t events, loop_fd_fn fn, void *arg) {
     if (events == 0) {
         if (!s) return;
         epoll_ctl(L.epfd, EPOLL_CTL_DEL, fd, NULL);
-        free(s);
+        s->dead = 1;
+        s->next_dead = graveyard;
+        graveyard = s;
         sources[fd] = NULL;
         return;
     }
     int op = s ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     if (!s) {
-        s = malloc(sizeof *s);
+        s = calloc(1, sizeof *s);
         if (!s) { fprintf(stderr, "lockgate: out of memory\n"); abort(); }
         sources[fd] = s;
     }
@@ -128,7 +142,9 @@ static void *loop_main(void *unused) {
         int n = epoll_wait(L.epfd, events, 64, timeout);
         for (int i = 0; i < n; i++) {
             struct loop_source *s = events[i].data.ptr;
-            if (s == &L.wake) {
+            if (s->dead) {
+                continue;
+            } else if (s == &L.wake) {
                 uint64_t v;
                 ssize_t r = read(L.evfd, &v, sizeof v);
                 (void)r;
@@ -144,7 +160,15 @@ static void *loop_main(void *unused) {
         waiters_run_due(now);
         run_tasks(); /* what the timers posted goes out this turn */
         redis_loop_turn(loop_now_ms());
+        while (graveyard) {
+            struct loop_source *s = graveyard;
+            graveyard = s->next_dead;
+            free(s);
+        }
     }
+    pthread_mutex_lock(&L.mu);
+    L.closed = 1;
+    pthread_mutex_unlock(&L.mu);
     run_tasks();
     if (L.stop_fn) L.stop_fn();
     return NULL;

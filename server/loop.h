@@ -24,8 +24,9 @@ int loop_start(void);
 void loop_stop(void (*stop_fn)(void));
 
 /* Runs t->run(t) on the loop thread soon; tasks posted together are run
- * in the same turn, before that turn's writes. */
-void loop_post(struct loop_task *t);
+ * in the same turn, before that turn's writes.  Returns -1, without taking
+ * t, once the loop has stopped. */
+int loop_post(struct loop_task *t);
 
 /* epoll registration of a descriptor the loop serves (loop thread only);
  * events 0 removes it. */

@@ -2,7 +2,7 @@
  *
  * Start: settings, scripts, the Redis layer, then HTTP.  Stop on SIGTERM or
  * SIGINT: stop accepting, answer waiting requests 503, let requests in
- * flight finish (up to 4.5 s),
+ * flight finish (up to 4 s; what Redis still owes then is answered 503),
  * then close Redis; exit 0. */
 #include "handlers/handlers.h"
 #include "server/config.h"
@@ -59,8 +59,13 @@ int main(int argc, char **argv) {
              sig == SIGTERM ? "SIGTERM" : "SIGINT", http_in_flight());
     http_quiesce();
     waiters_give_up_all_soon(); /* waiting requests answer 503 shutting_down */
-    http_stop(4500);
+    http_drain(4000);
+    /* libmicrohttpd may not stop while a connection is suspended: stopping
+     * the Redis layer fails what is still outstanding (503), which resumes
+     * them, and from then on new commands fail at once. */
     redis_stop();
+    http_drain(500);
+    http_stop();
     log_info("lockgate stopped");
     return 0;
 }

@@ -482,9 +482,14 @@ static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs,
     return op;
 }
 
+/* After redis_stop a command fails at once, on the caller's thread. */
+static void post(struct redis_op *op) {
+    if (loop_post(&op->task) < 0) op_fail(op, "the gateway is stopping");
+}
+
 void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
                 const size_t *lens, redis_cb cb, void *arg) {
-    loop_post(&eval_op(id, nkeys, nargs, argv, lens, cb, arg)->task);
+    post(eval_op(id, nkeys, nargs, argv, lens, cb, arg));
 }
 
 /* ------------------------------------------------------------------------
@@ -563,7 +568,7 @@ void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *
     for (int i = 0; i < n; i++) {
         struct redis_op *op = eval_op(id, nkeys, nargs, argv, lens, fan_child_done, &f->child[i]);
         op->node = i;
-        loop_post(&op->task);
+        post(op);
     }
 }
 
@@ -574,7 +579,7 @@ void redis_command_all(int argc, const char *const *argv, const size_t *lens,
     for (int i = 0; i < n; i++) {
         struct redis_op *op = op_new(0, argc, argv, lens, fan_child_done, &f->child[i]);
         op->node = i;
-        loop_post(&op->task);
+        post(op);
     }
 }
 
@@ -583,7 +588,7 @@ int redis_quorum(void) { return R.nnodes == 1 ? 1 : R.cfg.quorum; }
 
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb,
                    void *arg) {
-    loop_post(&op_new(0, argc, argv, lens, cb, arg)->task);
+    post(op_new(0, argc, argv, lens, cb, arg));
 }
 
 int redis_connected(void) {

@@ -10,6 +10,7 @@
  * answer parks the waiter (the two arrive on different connections). */
 #include "server/waiters.h"
 #include "server/loop.h"
+#include "server/log.h"
 #include "server/metrics.h"
 
 #include <stdatomic.h>
@@ -127,11 +128,18 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
         *slot = e;
     }
     struct bucket_entry *e = *slot;
-    w->prev = e->tail;
-    w->next = NULL;
-    if (e->tail) e->tail->next = w;
+    /* A waiter woken in vain is parked again in its old place, not at the
+     * end: "wake the first" must keep meaning the one that came first. */
+    static uint64_t arrivals;
+    if (!w->arrival) w->arrival = ++arrivals;
+    struct waiter *after = e->tail;
+    while (after && after->arrival > w->arrival) after = after->prev;
+    w->prev = after;
+    w->next = after ? after->next : e->head;
+    if (w->next) w->next->prev = w;
+    else e->tail = w;
+    if (after) after->next = w;
     else e->head = w;
-    e->tail = w;
     w->wake_ms = wake_ms;
     heap_push(w);
     if (w->fd >= 0) loop_watch_hangup(w->fd, w);
@@ -172,6 +180,7 @@ void waiters_on_release(const char *key, size_t len) {
     ring[s % RING].hash = key_hash(key, len);
 
     struct bucket_entry *e = *entry_slot(key, len);
+    log_debug("waiters: release of %.*s, %s", (int)len, key, e ? "waking" : "nobody waits here");
     if (!e) return;
     struct waiter *first = e->head, *first_fair = NULL;
     for (struct waiter *w = e->head; w; w = w->next)
@@ -211,7 +220,7 @@ void waiters_give_up_all_soon(void) {
     struct loop_task *t = malloc(sizeof *t);
     if (!t) return;
     t->run = give_up_task;
-    loop_post(t);
+    if (loop_post(t) < 0) free(t);
 }
 
 void waiters_on_hangup(struct waiter *w) {

@@ -27,6 +27,7 @@ struct waiter {
     void (*give_up)(struct waiter *w, int client_gone); /* stop waiting */
 
     /* Private to waiters.c. */
+    uint64_t arrival;              /* order of its first park, kept for good */
     int64_t wake_ms;               /* when the timer wakes it */
     size_t heap_i;                 /* index in the timer heap */
     struct waiter *prev, *next;    /* its key's list, in arrival order */

@@ -539,6 +539,25 @@ static void test_body_nul_bytes_strict(void) {
     still_serving();
 }
 
+/* An escaped U+0000 is valid JSON, but the gateway keeps strings as C
+ * strings: "a\u0000b" must be refused, or kept whole -- never silently
+ * stored as "a". */
+static void test_escaped_nul_in_string(void) {
+    struct h_resp r = post("/v1/locks/esc-nul", "{\"owner\":\"a\\u0000b\",\"ttl_ms\":5000}");
+    CHECK(r.status == 201 || r.status == 400);
+    if (r.status == 400)
+        CHECK(strcmp(h_jcode(&r), "invalid_field") == 0 || strcmp(h_jcode(&r), "invalid_json") == 0);
+    h_resp_free(&r);
+    r = h_http("GET", gw.port, "/v1/locks/esc-nul", NULL, NULL, NULL);
+    if (r.status == 200) {
+        if (!strstr(r.body, "\"owner\":\"a\\u0000b\""))
+            fprintf(stderr, "  stored as: %.200s\n", r.body);
+        CHECK(strstr(r.body, "\"owner\":\"a\\u0000b\"") != NULL);
+    }
+    h_resp_free(&r);
+    still_serving();
+}
+
 /* Bodies are UTF-8 (API.md).  Invalid UTF-8 in a string is refused, so
  * it can never come back out of GET as JSON that is not UTF-8. */
 static void test_invalid_utf8(void) {
@@ -935,6 +954,7 @@ int main(void) {
     RUN(test_chunked);
     RUN(test_body_nul_bytes);
     RUN(test_body_nul_bytes_strict);
+    RUN(test_escaped_nul_in_string);
     RUN(test_invalid_utf8);
     RUN(test_deep_nesting);
     RUN(test_huge_numbers);
