@@ -20,12 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FENCE_KEEP_MS "604800000" /* a name's last fence is kept 7 days */
+#define FENCE_KEEP_MS "10000" /* as in _holders.lua: the last fence outlives use */
 #define KEY_MAX (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
 
 struct hold_keys {
     char hash[KEY_MAX];     /* <prefix>lock:{name} or <prefix>sem:{name} */
-    char fence[KEY_MAX + 8];  /* ...:fence */
     char queue[KEY_MAX + 8];  /* ...:q, fair waiters by arrival */
     char qdead[KEY_MAX + 8];  /* ...:qd, their deadlines */
     char message[NAME_MAX_LEN + 8]; /* "lock:NAME", published on release */
@@ -36,7 +35,6 @@ struct hold_keys {
 static void hold_keys(const char *name, int semaphore, struct hold_keys *k) {
     const char *p = handlers_config()->key_prefix, *kind = semaphore ? "sem" : "lock";
     snprintf(k->hash, KEY_MAX, "%s%s:{%s}", p, kind, name);
-    snprintf(k->fence, KEY_MAX + 8, "%s:fence", k->hash);
     snprintf(k->queue, KEY_MAX + 8, "%s:q", k->hash);
     snprintf(k->qdead, KEY_MAX + 8, "%s:qd", k->hash);
     snprintf(k->message, sizeof k->message, "%s:%s", kind, name);
@@ -109,11 +107,11 @@ static void leave_queue(struct hold_call *hc) {
     if (!hc->fair || !hc->waited) return;
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {k.hash, k.fence, k.queue, k.qdead, hc->waiter_id,
-                          redis_release_channel(), k.message};
-    size_t lens[7];
-    for (int i = 0; i < 7; i++) lens[i] = strlen(argv[i]);
-    eval_everywhere(SCRIPT_DEQUEUE, 4, 7, argv, lens);
+    const char *argv[] = {k.hash, k.queue, k.qdead, hc->waiter_id, redis_release_channel(),
+                          k.message};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
+    eval_everywhere(SCRIPT_DEQUEUE, 3, 6, argv, lens);
 }
 
 static void reply_busy(struct hold_call *hc, long long retry_after_ms) {
@@ -336,7 +334,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         if (hc->kind != HOLD_PERMIT) {
             char f[24];
             snprintf(f, sizeof f, "%lld", fence);
-            const char *argv[] = {k.fence, f, FENCE_KEEP_MS};
+            const char *argv[] = {k.hash, f, FENCE_KEEP_MS};
             size_t lens[3] = {strlen(argv[0]), strlen(f), strlen(FENCE_KEEP_MS)};
             eval_everywhere(SCRIPT_FENCE_RAISE, 1, 3, argv, lens);
         }
@@ -427,19 +425,19 @@ static void attempt(struct hold_call *hc) {
     snprintf(delay, sizeof delay, "%lld", hc->lock_delay_ms);
     snprintf(limit, sizeof limit, "%lld", hc->limit);
     snprintf(left, sizeof left, "%lld", wait_left);
-    const char *argv[] = {k.hash, k.fence, k.queue, k.qdead,
-                          req->token, ttl, hc->owner, hold, delay, FENCE_KEEP_MS, kind, limit,
+    const char *argv[] = {k.hash, k.queue, k.qdead,
+                          req->token, ttl, hc->owner, hold, delay, kind, limit,
                           hc->fair && hc->wait_ms > 0 ? hc->waiter_id : "", left,
                           hc->fair ? "1" : "0", redis_release_channel(), k.message};
-    size_t lens[17];
-    for (int i = 0; i < 17; i++) lens[i] = strlen(argv[i]);
+    size_t lens[15];
+    for (int i = 0; i < 15; i++) lens[i] = strlen(argv[i]);
     hc->w.seen_seq = waiters_release_seq();
     hc->attempt_ms = loop_now_ms();
     if (QUORUM) {
-        redis_eval_all(SCRIPT_ACQUIRE, 4, 17, argv, lens, quorum_acquire_done, hc);
+        redis_eval_all(SCRIPT_ACQUIRE, 3, 15, argv, lens, quorum_acquire_done, hc);
         return;
     }
-    redis_eval(SCRIPT_ACQUIRE, 4, 17, argv, lens, acquire_done, hc);
+    redis_eval(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
 
@@ -477,7 +475,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.give_up = on_give_up;
     snprintf(hc->w.key, sizeof hc->w.key, "%s:%s", hc->kind == HOLD_PERMIT ? "sem" : "lock",
              req->name);
-    token_new(hc->waiter_id);
+    if (hc->fair && hc->wait_ms > 0) token_new(hc->waiter_id); /* its place in the queue */
     attempt(hc);
 }
 

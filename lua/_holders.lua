@@ -6,10 +6,15 @@
 --   lim   a semaphore's limit, as its holders use it
 --   dl    lock-delay: nobody may acquire before this time (ms)
 --   w     some waiter may wait until this time (ms): releases publish
+--   f     the name's last fence; the hash is kept FENCE_KEEP_MS after its
+--         last use for it, so fences grow even when Redis's clock steps back
+--         by less than that (a fence is also at least the clock in us)
 --   <token>  one field per holder (tokens are 22+ characters, meta fields
 --         are short): "count:fence:lease_end:ttl:max_hold_end:delay:owner"
 -- Its PEXPIRE covers the longest lease plus its lock-delay, so Redis drops
 -- an abandoned lock by itself.  All times come from Redis's clock.
+
+local FENCE_KEEP_MS = 10000
 
 local T = redis.call('TIME')
 local now = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
@@ -24,7 +29,7 @@ end
 -- into dl), and sums up who is left.
 local function load(key)
   local st = {holders = {}, alive = 0, maxexp = 0, minexp = 0, dl = 0, w = 0,
-              mode = nil, limit = 0, first = nil}
+              mode = nil, limit = 0, first = nil, lastfence = 0}
   local flat = redis.call('HGETALL', key)
   local dead = {}
   for i = 1, #flat, 2 do
@@ -48,6 +53,7 @@ local function load(key)
     elseif f == 'lim' then st.limit = tonumber(v)
     elseif f == 'dl' then if tonumber(v) > st.dl then st.dl = tonumber(v) end
     elseif f == 'w' then st.w = tonumber(v)
+    elseif f == 'f' then st.lastfence = tonumber(v)
     end
   end
   if #dead > 0 then
@@ -67,6 +73,7 @@ local function save_ttl(key, st)
   end
   if st.alive == 0 then redis.call('HDEL', key, 'm', 'lim') end
   if st.w > target then target = st.w end
+  if st.lastfence > 0 and now + FENCE_KEEP_MS > target then target = now + FENCE_KEEP_MS end
   if target <= now then
     redis.call('DEL', key)
   else
@@ -91,18 +98,18 @@ end
 
 local kind_code = {x = 1, s = 2, p = 3}
 
--- The fair queue: KEYS[3] a sorted set of waiter ids by arrival (Redis
--- microseconds), KEYS[4] a hash of their deadlines.  Waiters past their
+-- The fair queue: KEYS[2] a sorted set of waiter ids by arrival (Redis
+-- microseconds), KEYS[3] a hash of their deadlines.  Waiters past their
 -- deadline are dropped when they reach the head, so a waiter that died never
 -- holds up the queue beyond its own deadline; one that gives up is removed
 -- at once (dequeue.lua).
 local function queue_head()
   while true do
-    local h = redis.call('ZRANGE', KEYS[3], 0, 0)
+    local h = redis.call('ZRANGE', KEYS[2], 0, 0)
     if #h == 0 then return nil, 0 end
-    local d = tonumber(redis.call('HGET', KEYS[4], h[1]) or '0')
+    local d = tonumber(redis.call('HGET', KEYS[3], h[1]) or '0')
     if d > now then return h[1], d end
-    redis.call('ZREM', KEYS[3], h[1])
-    redis.call('HDEL', KEYS[4], h[1])
+    redis.call('ZREM', KEYS[2], h[1])
+    redis.call('HDEL', KEYS[3], h[1])
   end
 end

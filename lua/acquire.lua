@@ -1,10 +1,10 @@
 -- acquire.lua: take a lock (exclusive or shared) or a semaphore permit, or
 -- re-enter a lock; queue fair waiters.  (The holder layout: _holders.lua.)
 --
--- KEYS     hash, fence key, queue zset, queue deadlines hash
+-- KEYS     hash, queue zset, queue deadlines hash
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none), 5 lock_delay_ms,
---          6 fence_keep_ms, 7 kind (x|s|p), 8 limit (p), 9 waiter id ('' none),
---          10 wait_left_ms (0: not waiting), 11 fair (0|1), 12 channel, 13 message
+--          6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
+--          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message
 -- Returns  {1, fence, count, ttl_ms, holders}   acquired by a new holder
 --          {2, fence, count, ttl_ms, holders}   re-entered
 --          {0, retry_after_ms}                  busy
@@ -12,10 +12,10 @@
 --          {-4, limit}                          semaphore limit differs
 --
 -- Fence: at least the clock in microseconds and more than the name's last
--- fence, so fences grow across expiry, restarts and a forgotten fence key.
-local token, ttl, kind = ARGV[1], tonumber(ARGV[2]), ARGV[7]
-local limit = tonumber(ARGV[8])
-local waiter, wait_left, fair = ARGV[9], tonumber(ARGV[10]), ARGV[11] == '1'
+-- fence (field f), so fences grow across expiry and restarts.
+local token, ttl, kind = ARGV[1], tonumber(ARGV[2]), ARGV[6]
+local limit = tonumber(ARGV[7])
+local waiter, wait_left, fair = ARGV[8], tonumber(ARGV[9]), ARGV[10] == '1'
 
 local st = load(KEYS[1])
 local me = st.holders[token]
@@ -50,12 +50,12 @@ if busy_for >= 0 then
   if wait_left > 0 then
     local until_ms = now + wait_left
     if fair then
-      redis.call('ZADD', KEYS[3], 'NX', now_us, waiter)
-      redis.call('HSET', KEYS[4], waiter, string.format('%d', until_ms))
-      local qttl = redis.call('PTTL', KEYS[4])
+      redis.call('ZADD', KEYS[2], 'NX', now_us, waiter)
+      redis.call('HSET', KEYS[3], waiter, string.format('%d', until_ms))
+      local qttl = redis.call('PTTL', KEYS[3])
       if qttl < wait_left then
+        redis.call('PEXPIRE', KEYS[2], wait_left)
         redis.call('PEXPIRE', KEYS[3], wait_left)
-        redis.call('PEXPIRE', KEYS[4], wait_left)
       end
     end
     if until_ms > st.w then
@@ -69,16 +69,16 @@ if busy_for >= 0 then
 end
 
 if waiter ~= '' then
-  redis.call('ZREM', KEYS[3], waiter)
-  redis.call('HDEL', KEYS[4], waiter)
+  redis.call('ZREM', KEYS[2], waiter)
+  redis.call('HDEL', KEYS[3], waiter)
 end
 
 local fence = 0
 if kind ~= 'p' then
-  local last = tonumber(redis.call('GET', KEYS[2]) or '0')
   fence = now_us
-  if fence <= last then fence = last + 1 end
-  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[6])
+  if fence <= st.lastfence then fence = st.lastfence + 1 end
+  st.lastfence = fence
+  redis.call('HSET', KEYS[1], 'f', string.format('%d', fence))
 end
 
 local hold = 0
@@ -94,6 +94,6 @@ save_ttl(KEYS[1], st)
 -- Room for more (shared, or permits left) and someone waiting: pass the
 -- wake-up on, so waiters enter one after another without a herd.
 if st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit)) then
-  redis.call('PUBLISH', ARGV[12], ARGV[13])
+  redis.call('PUBLISH', ARGV[11], ARGV[12])
 end
 return {1, fence, 1, ttl, st.alive}

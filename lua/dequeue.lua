@@ -1,12 +1,12 @@
 -- dequeue.lua: a fair waiter gives up (timed out, or its client left).
 --
--- KEYS     hash, fence key (unused), queue zset, queue deadlines hash
+-- KEYS     hash, queue zset, queue deadlines hash
 -- ARGV     1 waiter id, 2 channel, 3 message
 -- Returns  1 when it was queued, else 0.  When it was at the head, the next
 -- waiter may now go: the message is published so it is woken at once.
 local head = queue_head()
-local removed = redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
+local removed = redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 if removed == 1 and head == ARGV[1] then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 end

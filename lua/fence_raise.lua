@@ -3,11 +3,14 @@
 -- answered (the highest of the majority's), so any later majority, which
 -- shares at least one master with this one, answers a higher fence.
 --
--- KEYS[1]  the name's fence key (see acquire.lua)
--- ARGV     1 fence, 2 fence_keep_ms
+-- KEYS[1]  the lock's hash (field f, see _holders.lua)
+-- ARGV     1 fence, 2 how long to keep it (ms)
 -- Returns  1
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local cur = tonumber(redis.call('HGET', KEYS[1], 'f') or '0')
 if cur < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('HSET', KEYS[1], 'f', ARGV[1])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
 end
 return 1

@@ -191,9 +191,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             req->body_too_large = 1;
             return MHD_YES;
         }
-        if (!req->body) {
-            req->body = malloc(HTTP_BODY_MAX + 1);
-            if (!req->body) return MHD_NO;
+        if (req->body_len + n + 1 > req->body_cap) {
+            /* Grown as the body comes, not HTTP_BODY_MAX at once: a waiting
+             * request keeps its body for as long as it waits. */
+            size_t cap = req->body_cap ? req->body_cap : 256;
+            while (cap < req->body_len + n + 1) cap *= 2;
+            if (cap > HTTP_BODY_MAX + 1) cap = HTTP_BODY_MAX + 1;
+            char *grown = realloc(req->body, cap);
+            if (!grown) return MHD_NO;
+            req->body = grown;
+            req->body_cap = cap;
         }
         memcpy(req->body + req->body_len, upload_data, n);
         req->body_len += n;
@@ -262,7 +269,7 @@ int http_start(const struct gw_config *cfg) {
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,

@@ -35,6 +35,7 @@ struct gw_request {
     char *path;                  /* copy of the request path (params point here) */
     char *body;                  /* accumulated body, NUL-terminated */
     size_t body_len;             /* bytes in body */
+    size_t body_cap;             /* bytes allocated for body */
     int body_too_large;          /* body passed HTTP_BODY_MAX */
     struct cJSON *json;          /* parsed body (body_parse_or_reply) */
     int64_t start_ns;            /* arrival, for the latency histogram */

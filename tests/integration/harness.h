@@ -90,4 +90,58 @@ void h_sleep_ms(int ms);
 int h_gw_stop_tree(struct h_gw *g, int timeout_ms);
 void h_gw_kill_tree(struct h_gw *g);
 
+
+/* ==========================================================================
+ * Replication, Sentinel and quorum helpers (test_sentinel, test_quorum,
+ * test_overlap).  A sentinel is a struct h_redis too: h_redis_cli,
+ * h_redis_kill and h_redis_stop work on it (h_redis_restart does not: it
+ * would start a redis-server).
+ * ======================================================================= */
+
+/* Like h_redis_start / h_redis_restart, with extra redis-server flags
+ * appended (may be NULL).  Every server started this way also gets
+ * --repl-diskless-sync-delay 0, so a replica syncs at once (Redis 7 with
+ * --save '' syncs disklessly, by default after a 5 s delay). */
+int h_redis_start_with(struct h_redis *r, int aof, const char *extra);
+int h_redis_restart_with(struct h_redis *r, const char *extra);
+/* Starts r as a replica of master and waits (up to 10 s) until its link
+ * is up and it has synced. */
+int h_replica_start(struct h_redis *r, struct h_redis *master);
+/* Waits until r says master_link_status:up; 0, or -1 after timeout_ms. */
+int h_replica_wait_link(struct h_redis *r, int timeout_ms);
+/* Starts redis-sentinel watching master under `name` (quorum, down-after
+ * and failover-timeout as given) and waits until it answers PING. */
+int h_sentinel_start(struct h_redis *s, struct h_redis *master, const char *name, int quorum,
+                     int down_after_ms, int failover_timeout_ms);
+/* Waits until sentinel s knows `others` other sentinels and `replicas`
+ * replicas of `name`; 0, or -1 after timeout_ms. */
+int h_sentinel_wait_ready(struct h_redis *s, const char *name, int others, int replicas,
+                          int timeout_ms);
+/* The port of the master sentinel s names for `name`, or -1. */
+int h_sentinel_master_port(struct h_redis *s, const char *name);
+/* A field of `INFO <section>` (e.g. "master_repl_offset"), as a number,
+ * or -1. */
+long long h_redis_info_int(struct h_redis *r, const char *section, const char *field);
+
+/* A keep-alive HTTP client for one thread (a new connection per request
+ * would spend thousands of loopback ports in TIME_WAIT).  After h_client_do:
+ * status (0: no answer), body, the Lock-Token header, and the time spent. */
+struct h_client {
+    void *curl;          /* CURL *, reused: keeps its connection */
+    char body[4096];     /* body of the last response, NUL-terminated */
+    size_t len;          /* bytes in body */
+    char token[160];     /* Lock-Token header of the last response, or "" */
+    double seconds;      /* how long the last request took */
+};
+void h_client_init(struct h_client *cl, long timeout_ms);
+void h_client_free(struct h_client *cl);
+long h_client_do(struct h_client *cl, const char *method, int port, const char *path,
+                 const char *token, const char *body);
+/* A member of the last JSON body: integer (or -1), string (into out, or ""). */
+long long h_client_jint(struct h_client *cl, const char *key);
+const char *h_client_jstr(struct h_client *cl, const char *key, char *out, size_t cap);
+/* Starts the gateway retrying on fresh ports like the suites do (3 tries). */
+int h_gw_up(struct h_gw *g, struct h_redis *r, const char *flags);
+/* A counter or gauge from /metrics, or -1. */
+long long h_metric(struct h_gw *g, const char *name);
 #endif

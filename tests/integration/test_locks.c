@@ -205,7 +205,7 @@ static void test_fence_survives_redis_restart(void) {
     struct h_resp r = H("POST", "/v1/locks/persist", NULL, "{\"ttl_ms\":100}");
     long long f1 = h_jint(&r, "fence");
     h_resp_free(&r);
-    h_redis_cli(&redis, "SET lockgate:lock:{persist}:fence 9000000000000000");
+    h_redis_cli(&redis, "HSET lockgate:lock:{persist} f 9000000000000000");
     h_sleep_ms(150);
     /* Restart Redis (AOF on): the fence key comes back. */
     h_redis_restart(&redis);
