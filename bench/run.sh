@@ -257,29 +257,25 @@ fi
 RSS_LOAD=$(status_kib "$GW_PID" VmRSS)
 
 # The Redis ceiling: the gateway's own acquire script, straight from
-# redis-benchmark, with the gateway's key layout (KEYS: hash, fence, queue,
-# queue deadlines; ARGV as lua/acquire.lua's header lists them: token,
-# ttl_ms, owner, max_hold_ms, lock_delay_ms, fence_keep_ms, kind, limit,
-# waiter, wait_left_ms, fair, channel, message).  100,000 calls on random
+# redis-benchmark, with the gateway's key layout (KEYS: hash, queue, queue
+# deadlines; ARGV as lua/acquire.lua's header lists them: token, ttl_ms,
+# owner, max_hold_ms, lock_delay_ms, kind, limit, waiter, wait_left_ms,
+# fair, channel, message).  100,000 calls on random
 # names with a 10-minute TTL leave ~100,000 locks held: Redis memory per
 # held lock is the difference in used_memory divided by them.
 ACQ_SHA=$("${RCLI[@]}" script load "$(cat "$BUILD/gen/lua/acquire.lua")")
 flush
 mem0=$(used_memory)
-redis_bench redis_acq EVALSHA "$ACQ_SHA" 4 \
-    'lockgate:lock:{__rand_int__}' 'lockgate:lock:{__rand_int__}:fence' \
+redis_bench redis_acq EVALSHA "$ACQ_SHA" 3 \
+    'lockgate:lock:{__rand_int__}' \
     'lockgate:lock:{__rand_int__}:q' 'lockgate:lock:{__rand_int__}:qd' \
-    Bq3kZr8TqM2xWv9yLp0AbC 600000 "" 0 0 604800000 x 0 "" 0 0 lockgate:released lock:bench
+    Bq3kZr8TqM2xWv9yLp0AbC 600000 "" 0 0 x 0 "" 0 0 lockgate:released lock:bench
 mem1=$(used_memory)
 keys=$("${RCLI[@]}" dbsize)
-fences=$("${RCLI[@]}" --scan --pattern '*:fence' | wc -l)
-HELD=$((keys - fences))
+HELD=$keys
 MEM_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $HELD")
-sample=$("${RCLI[@]}" --scan --pattern 'lockgate:lock:{*}' | grep -v ':fence$' | head -n 1 || true)
+sample=$("${RCLI[@]}" --scan --pattern 'lockgate:lock:{*}' | head -n 1 || true)
 HASH_BYTES=$("${RCLI[@]}" memory usage "$sample")
-FENCE_BYTES=$("${RCLI[@]}" memory usage "$sample:fence" 2>/dev/null || true)
-[ -n "$FENCE_BYTES" ] || FENCE_BYTES=$("${RCLI[@]}" memory usage \
-    "$("${RCLI[@]}" --scan --pattern '*:fence' | head -n 1 || true)")
 
 # For comparison: Redisson's lock layout (one hash per lock, one field
 # "<client uuid>:<thread id>" holding the re-entry count, PEXPIRE) made by
@@ -349,9 +345,9 @@ row ids1 "ids: POST /v1/ids/bench, 50 conns" "$(f0 "${R[ids1.rps]}") req/s"
 row ids1000 "ids: count=1000, 50 conns" "$(f0 "${R[ids1000.ids]}") ids/s ($(f0 "${R[ids1000.rps]}") req/s)"
 echo "| gateway RSS idle / after load / after sweep / at end | $(mib "$RSS_IDLE") / $(mib "$RSS_LOAD") / $(mib "$RSS_SWEEP") / $(mib "$RSS_END") MiB | | | | |"
 echo "| gateway threads idle / after sweep | $THREADS_IDLE / $THREADS_SWEEP | | | | |"
-echo "| Redis memory per held lock (100,000 held: hash + fence key) | $MEM_PER_LOCK B (MEMORY USAGE: hash $HASH_BYTES B, fence $FENCE_BYTES B) | | | | |"
+echo "| Redis memory per held lock (100,000 held: one hash each) | $MEM_PER_LOCK B (MEMORY USAGE of one hash: $HASH_BYTES B) | | | | |"
 echo "| (reference) Redisson's layout, same names | $RSN_PER_LOCK B (MEMORY USAGE: hash $RSN_HASH_BYTES B) | | | | |"
-echo "| Redis memory left per released name (fence key, kept 7 days) | $LEFT_BYTES B × $LEFT_KEYS names after the locks run | | | | |"
+echo "| Redis memory left per released name (its last fence, kept 10 s) | $LEFT_BYTES B × $LEFT_KEYS names right after the locks run | | | | |"
 echo "| ${R[wait.waiters]:-?} waiting requests: RSS / threads / CPU over 5 s | $(mib "${R[wait.rss_kib]:-0}") MiB / ${R[wait.threads]:-?} / ${R[wait.cpu_ms_5s]:-?} ms | | | ${R[wait.open_errors]:-?} | parked in ${R[wait.seconds_to_park]:-?} s |"
 echo "| release → first of ${R[wait.waiters]:-?} waiters gets 201 | ${R[wait.first_waiter_ms]:-?} ms after the DELETE's 200 (${R[wait.first_waiter_from_send_ms]:-?} ms after sending it) | | | | |"
 echo "| hand-off, ${R[hand.rounds]:-?} rounds, one waiter: DELETE's 200 → waiter's 201 | | ${R[hand.p50_ms]:-?} | ${R[hand.p99_ms]:-?} | ${R[hand.errors]:-?} | from sending the DELETE: p50 ${R[hand.from_send_p50_ms]:-?}, p99 ${R[hand.from_send_p99_ms]:-?} ms |"
