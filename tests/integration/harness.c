@@ -448,3 +448,261 @@ void h_gw_kill_tree(struct h_gw *g) {
     snprintf(path, sizeof path, "/dev/shm/sem.faketime_sem_%d", (int)pid);
     unlink(path);
 }
+
+/* ---- replication, Sentinel, keep-alive clients (see harness.h) ------------------ */
+
+static int redis_launch_with(struct h_redis *r, const char *extra) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "exec redis-server --bind 127.0.0.1 --port %d --dir '%s' --save '' "
+             "--appendonly %s --appendfsync always --protected-mode no --daemonize no "
+             "--repl-diskless-sync-delay 0 %s",
+             r->port, r->dir, r->aof ? "yes" : "no", extra ? extra : "");
+    char log[96];
+    snprintf(log, sizeof log, "%s/redis.log", r->dir);
+    r->pid = spawn(cmd, log);
+    for (int i = 0; i < 500; i++) {
+        const char *pong = h_redis_cli(r, "PING");
+        if (pong && strcmp(pong, "PONG") == 0) return 0;
+        h_sleep_ms(10);
+    }
+    fprintf(stderr, "harness: redis-server did not start on %d\n", r->port);
+    return -1;
+}
+
+int h_redis_start_with(struct h_redis *r, int aof, const char *extra) {
+    harness_init();
+    memset(r, 0, sizeof *r);
+    r->aof = aof;
+    strcpy(r->dir, "/tmp/lockgate-test-XXXXXX");
+    if (!mkdtemp(r->dir)) return -1;
+    if (ndirs < MAX_CHILDREN) strcpy(dirs[ndirs++], r->dir);
+    r->port = h_free_port();
+    return redis_launch_with(r, extra);
+}
+
+int h_redis_restart_with(struct h_redis *r, const char *extra) {
+    if (r->pid) h_redis_kill(r);
+    return redis_launch_with(r, extra);
+}
+
+long long h_redis_info_int(struct h_redis *r, const char *section, const char *field) {
+    char args[96];
+    snprintf(args, sizeof args, "INFO %s", section);
+    const char *out = h_redis_cli(r, args);
+    if (!out) return -1;
+    char key[128];
+    snprintf(key, sizeof key, "%s:", field);
+    for (const char *p = out; (p = strstr(p, key)) != NULL; p++)
+        if (p == out || p[-1] == '\n') return atoll(p + strlen(key));
+    return -1;
+}
+
+int h_replica_wait_link(struct h_redis *r, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    while (h_now_ms() < end) {
+        const char *out = h_redis_cli(r, "INFO replication");
+        if (out && strstr(out, "master_link_status:up") && strstr(out, "master_sync_in_progress:0"))
+            return 0;
+        h_sleep_ms(20);
+    }
+    return -1;
+}
+
+int h_replica_start(struct h_redis *r, struct h_redis *master) {
+    char extra[64];
+    snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", master->port);
+    if (h_redis_start_with(r, 0, extra) < 0) return -1;
+    if (h_replica_wait_link(r, 10000) < 0) {
+        fprintf(stderr, "harness: replica on %d did not sync with %d\n", r->port, master->port);
+        return -1;
+    }
+    return 0;
+}
+
+int h_sentinel_start(struct h_redis *s, struct h_redis *master, const char *name, int quorum,
+                     int down_after_ms, int failover_timeout_ms) {
+    harness_init();
+    memset(s, 0, sizeof *s);
+    strcpy(s->dir, "/tmp/lockgate-test-XXXXXX");
+    if (!mkdtemp(s->dir)) return -1;
+    if (ndirs < MAX_CHILDREN) strcpy(dirs[ndirs++], s->dir);
+    s->port = h_free_port();
+    char conf[128];
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", s->dir);
+    FILE *f = fopen(conf, "w");
+    if (!f) return -1;
+    fprintf(f,
+            "port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir %s\n"
+            "sentinel resolve-hostnames no\n"
+            "sentinel monitor %s 127.0.0.1 %d %d\n"
+            "sentinel down-after-milliseconds %s %d\n"
+            "sentinel failover-timeout %s %d\n"
+            "sentinel parallel-syncs %s 1\n",
+            s->port, s->dir, name, master->port, quorum, name, down_after_ms, name,
+            failover_timeout_ms, name);
+    fclose(f);
+    char cmd[256], log[96];
+    snprintf(cmd, sizeof cmd, "exec redis-sentinel '%s'", conf);
+    snprintf(log, sizeof log, "%s/sentinel.log", s->dir);
+    s->pid = spawn(cmd, log);
+    for (int i = 0; i < 500; i++) {
+        const char *pong = h_redis_cli(s, "PING");
+        if (pong && strcmp(pong, "PONG") == 0) return 0;
+        h_sleep_ms(10);
+    }
+    fprintf(stderr, "harness: redis-sentinel did not start on %d\n", s->port);
+    return -1;
+}
+
+/* A field of SENTINEL MASTER name (redis-cli prints name and value on
+ * alternate lines). */
+static long long sentinel_field(struct h_redis *s, const char *name, const char *field) {
+    char args[160];
+    snprintf(args, sizeof args, "SENTINEL MASTER %s", name);
+    const char *out = h_redis_cli(s, args);
+    if (!out) return -1;
+    size_t flen = strlen(field);
+    for (const char *p = out; *p;) {
+        const char *eol = strchr(p, '\n');
+        if (!eol) break;
+        if ((size_t)(eol - p) == flen && strncmp(p, field, flen) == 0) return atoll(eol + 1);
+        p = eol + 1;
+    }
+    return -1;
+}
+
+int h_sentinel_wait_ready(struct h_redis *s, const char *name, int others, int replicas,
+                          int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    while (h_now_ms() < end) {
+        if (sentinel_field(s, name, "num-other-sentinels") >= others &&
+            sentinel_field(s, name, "num-slaves") >= replicas)
+            return 0;
+        h_sleep_ms(100);
+    }
+    return -1;
+}
+
+int h_sentinel_master_port(struct h_redis *s, const char *name) {
+    char args[160];
+    snprintf(args, sizeof args, "SENTINEL get-master-addr-by-name %s", name);
+    const char *out = h_redis_cli(s, args);
+    const char *nl = out ? strchr(out, '\n') : NULL;
+    return nl ? atoi(nl + 1) : -1;
+}
+
+static size_t client_body(char *p, size_t size, size_t n, void *ud) {
+    struct h_client *cl = ud;
+    size_t add = size * n, room = sizeof cl->body - 1 - cl->len;
+    memcpy(cl->body + cl->len, p, add < room ? add : room);
+    cl->len += add < room ? add : room;
+    cl->body[cl->len] = '\0';
+    return add;
+}
+
+static size_t client_header(char *p, size_t size, size_t n, void *ud) {
+    struct h_client *cl = ud;
+    size_t len = size * n;
+    if (len > 12 && strncasecmp(p, "Lock-Token:", 11) == 0) {
+        const char *v = p + 11;
+        while (*v == ' ') v++;
+        size_t vl = (size_t)(p + len - v);
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n')) vl--;
+        if (vl >= sizeof cl->token) vl = sizeof cl->token - 1;
+        memcpy(cl->token, v, vl);
+        cl->token[vl] = '\0';
+    }
+    return len;
+}
+
+void h_client_init(struct h_client *cl, long timeout_ms) {
+    harness_init();
+    memset(cl, 0, sizeof *cl);
+    CURL *c = curl_easy_init();
+    cl->curl = c;
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, client_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, cl);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, client_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, cl);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+}
+
+void h_client_free(struct h_client *cl) {
+    if (cl->curl) curl_easy_cleanup(cl->curl);
+    cl->curl = NULL;
+}
+
+long h_client_do(struct h_client *cl, const char *method, int port, const char *path,
+                 const char *token, const char *body) {
+    CURL *c = cl->curl;
+    char url[512], th[200];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    struct curl_slist *hs = curl_slist_append(NULL, "Expect:");
+    if (token) {
+        snprintf(th, sizeof th, "Lock-Token: %s", token);
+        hs = curl_slist_append(hs, th);
+    }
+    cl->len = 0;
+    cl->body[0] = '\0';
+    cl->token[0] = '\0';
+    cl->seconds = 0;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "GET") == 0 && !body) {
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
+    }
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    long status = 0;
+    long long t0 = h_now_ms();
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    cl->seconds = (h_now_ms() - t0) / 1000.0;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hs);
+    return status;
+}
+
+long long h_client_jint(struct h_client *cl, const char *key) {
+    cJSON *o = cJSON_ParseWithLength(cl->body, cl->len);
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    long long r = cJSON_IsNumber(v) ? (long long)v->valuedouble : -1;
+    cJSON_Delete(o);
+    return r;
+}
+
+const char *h_client_jstr(struct h_client *cl, const char *key, char *out, size_t cap) {
+    cJSON *o = cJSON_ParseWithLength(cl->body, cl->len);
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    snprintf(out, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    cJSON_Delete(o);
+    return out;
+}
+
+int h_gw_up(struct h_gw *g, struct h_redis *r, const char *flags) {
+    for (int i = 0; i < 3; i++) {
+        memset(g, 0, sizeof *g);
+        if (h_gw_start(g, r, flags) == 0) return 0;
+        char cmd[160];
+        snprintf(cmd, sizeof cmd, "tail -n 20 '%s' | sed 's/^/    gw: /' >&2", g->log);
+        if (system(cmd)) {}
+        h_gw_kill(g);
+    }
+    return -1;
+}
+
+long long h_metric(struct h_gw *g, const char *name) {
+    struct h_resp r = h_http("GET", g->port, "/metrics", NULL, NULL, NULL);
+    long long v = -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = r.body ? strstr(r.body, key) : NULL;
+    if (p) v = atoll(p + strlen(key));
+    h_resp_free(&r);
+    return v;
+}
