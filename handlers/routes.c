@@ -1,5 +1,5 @@
 /* routes.c -- the whole API on one screen.  openapi.yaml documents each of
- * these paths; tests/unit/test_routes.c checks that it does. */
+ * these paths; tests/unit/test_routes_spec.c checks that it does. */
 #include "handlers/routes.h"
 #include "handlers/handlers.h"
 
