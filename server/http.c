@@ -96,6 +96,7 @@ static struct gw_request *request_new(struct MHD_Connection *conn, const char *u
 
 static void request_free(struct gw_request *req) {
     if (req->ctx_free) req->ctx_free(req->ctx);
+    for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
     cJSON_Delete(req->json);
     free(req->body);
     free(req->resp);

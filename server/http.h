@@ -25,7 +25,8 @@ struct cJSON;
 
 struct gw_header {
     char name[24];               /* e.g. "Lock-Token" */
-    char value[160];             /* its value */
+    char *value;                 /* its value, malloc'd: a waiting request
+                                    should not carry room for replies */
 };
 
 struct gw_request {

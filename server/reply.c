@@ -66,7 +66,7 @@ void reply_header(struct gw_request *req, const char *name, const char *value) {
     if (req->nheaders >= HTTP_MAX_HEADERS) return;
     struct gw_header *h = &req->headers[req->nheaders++];
     snprintf(h->name, sizeof h->name, "%s", name);
-    snprintf(h->value, sizeof h->value, "%s", value);
+    h->value = xmalloc_check(strdup(value));
 }
 
 void reply_raw(struct gw_request *req, int status, const char *content_type,

@@ -517,7 +517,18 @@ int h_replica_start(struct h_redis *r, struct h_redis *master) {
         fprintf(stderr, "harness: replica on %d did not sync with %d\n", r->port, master->port);
         return -1;
     }
-    return 0;
+    /* After a diskless sync the master counts the replica (for WAIT, too)
+     * only from its first REPLCONF ACK, which may come a second later. */
+    char want[64];
+    snprintf(want, sizeof want, "port=%d,state=online", r->port);
+    for (int i = 0; i < 500; i++) {
+        const char *out = h_redis_cli(master, "INFO replication");
+        if (out && strstr(out, want)) return 0;
+        h_sleep_ms(10);
+    }
+    fprintf(stderr, "harness: master %d does not count replica %d as online\n", master->port,
+            r->port);
+    return -1;
 }
 
 int h_sentinel_start(struct h_redis *s, struct h_redis *master, const char *name, int quorum,

@@ -104,8 +104,8 @@ void h_gw_kill_tree(struct h_gw *g);
  * --save '' syncs disklessly, by default after a 5 s delay). */
 int h_redis_start_with(struct h_redis *r, int aof, const char *extra);
 int h_redis_restart_with(struct h_redis *r, const char *extra);
-/* Starts r as a replica of master and waits (up to 10 s) until its link
- * is up and it has synced. */
+/* Starts r as a replica of master and waits (up to 15 s) until its link
+ * is up, it has synced, and the master counts it as online. */
 int h_replica_start(struct h_redis *r, struct h_redis *master);
 /* Waits until r says master_link_status:up; 0, or -1 after timeout_ms. */
 int h_replica_wait_link(struct h_redis *r, int timeout_ms);

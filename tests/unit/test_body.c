@@ -33,6 +33,7 @@ static struct gw_request *fake_new(const char *body, size_t len) {
 static struct gw_request *fake(const char *body) { return fake_new(body, body ? strlen(body) : 0); }
 
 static void fake_free(struct gw_request *req) {
+    for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
     cJSON_Delete(req->json);
     free(req->body);
     free(req->resp);

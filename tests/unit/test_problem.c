@@ -41,6 +41,7 @@ static struct gw_request *fake(void) {
 }
 
 static void fake_free(struct gw_request *req) {
+    for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
     free(req->resp);
     pthread_mutex_destroy(&req->mu);
     free(req);
@@ -247,7 +248,8 @@ static void test_reply_long_detail(void) {
     fake_free(req);
 }
 
-/* Headers beyond HTTP_MAX_HEADERS are dropped; long values are cut. */
+/* Headers beyond HTTP_MAX_HEADERS are dropped; values are kept whole (a
+ * Location holds a 200-byte name). */
 static void test_reply_header_limits(void) {
     struct gw_request *req = fake();
     char value[1000];
@@ -255,7 +257,7 @@ static void test_reply_header_limits(void) {
     value[sizeof value - 1] = '\0';
     for (int i = 0; i < HTTP_MAX_HEADERS + 3; i++) reply_header(req, "X-Many", value);
     CHECK_EQ_INT(req->nheaders, HTTP_MAX_HEADERS);
-    CHECK(strlen(req->headers[0].value) < sizeof req->headers[0].value);
+    CHECK_EQ_INT(strlen(req->headers[0].value), sizeof value - 1);
     reply_header(req, "X-Too-Many-Headers-With-A-Very-Long-Name", "v");
     CHECK_EQ_INT(req->nheaders, HTTP_MAX_HEADERS);
     fake_free(req);
