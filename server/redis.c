@@ -447,6 +447,12 @@ void redis_loop_turn(int64_t now) {
         if (R.sen.ac) connection_drop(&R.sen, "asking again");
         R.sen.next_attempt_ms = 0;
     }
+    if (R.sen.ac && !R.master_known && now - R.sen.connecting_since > R.cfg.redis_timeout_ms) {
+        /* A frozen sentinel accepts connections but never answers. */
+        log_warn("redis: sentinel %s:%d did not name the master in time, asking the next",
+                 R.sen.host, R.sen.port);
+        connection_drop(&R.sen, "the sentinel did not answer");
+    }
     conn_turn(&R.sen, now);
     for (int i = 0; i < R.nnodes; i++) {
         struct node *n = &R.node[i];

@@ -15,7 +15,8 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_DEQUEUE, "dequeue.lua", dequeue_lua),
     SCRIPT(SCRIPT_ID_LEASE, "id_lease.lua", id_lease_lua),
     SCRIPT(SCRIPT_FENCE_RAISE, "fence_raise.lua", fence_raise_lua),
-    SCRIPT(SCRIPT_ID_RAISE, "id_raise.lua", id_raise_lua),
+    SCRIPT(SCRIPT_ID_READ, "id_read.lua", id_read_lua),
+    SCRIPT(SCRIPT_ID_CLAIM, "id_claim.lua", id_claim_lua),
 };
 
 void scripts_init(void) {

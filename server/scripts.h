@@ -16,7 +16,8 @@ enum script_id {
     SCRIPT_DEQUEUE,     /* a fair waiter gives up */
     SCRIPT_ID_LEASE,    /* a block of id sequence numbers */
     SCRIPT_FENCE_RAISE, /* quorum mode: lift a name's last fence */
-    SCRIPT_ID_RAISE,    /* quorum mode: lift a namespace's high-water mark */
+    SCRIPT_ID_READ,     /* quorum mode: read a namespace's high-water mark */
+    SCRIPT_ID_CLAIM,    /* quorum mode: claim a block above it */
     SCRIPT_COUNT
 };
 

@@ -517,17 +517,27 @@ int h_replica_start(struct h_redis *r, struct h_redis *master) {
         fprintf(stderr, "harness: replica on %d did not sync with %d\n", r->port, master->port);
         return -1;
     }
-    /* After a diskless sync the master counts the replica (for WAIT, too)
-     * only from its first REPLCONF ACK, which may come a second later. */
-    char want[64];
-    snprintf(want, sizeof want, "port=%d,state=online", r->port);
-    for (int i = 0; i < 500; i++) {
-        const char *out = h_redis_cli(master, "INFO replication");
-        if (out && strstr(out, want)) return 0;
-        h_sleep_ms(10);
+    /* After a diskless sync the master streams writes to the replica only
+     * from the replica's first REPLCONF ACK, which may come a second later
+     * (INFO already says state=online).  Until then WAIT answers 0: wait
+     * until a write is acknowledged. */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "printf 'SET lockgate-harness:probe 1\\nWAIT 1 200\\nDEL lockgate-harness:probe\\n' | "
+             "redis-cli -h 127.0.0.1 -p %d 2>/dev/null", master->port);
+    for (int i = 0; i < 50; i++) {
+        char out[256] = "";
+        FILE *p = popen(cmd, "r");
+        if (p) {
+            size_t n = fread(out, 1, sizeof out - 1, p);
+            out[n] = '\0';
+            pclose(p);
+        }
+        if (strncmp(out, "OK\n1\n", 5) == 0) return 0;
+        h_sleep_ms(50);
     }
-    fprintf(stderr, "harness: master %d does not count replica %d as online\n", master->port,
-            r->port);
+    fprintf(stderr, "harness: replica %d does not acknowledge writes to %d\n", r->port,
+            master->port);
     return -1;
 }
 
