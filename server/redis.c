@@ -462,6 +462,7 @@ void redis_loop_turn(int64_t now) {
             log_warn("redis: %s:%d gave no answer within %d ms, dropping the connection",
                      n->cmd.host, n->cmd.port, R.cfg.redis_timeout_ms);
             connection_drop(&n->cmd, "Redis did not answer in time");
+            if (R.cfg.nsentinels) R.reresolve = 1; /* is it still the master? */
         }
         conn_turn(&n->cmd, now);
         conn_turn(&n->sub, now);
