@@ -32,23 +32,13 @@ CONNS=${MODES_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-2}
 export BENCH_DIR=$ROOT/bench
 
-START=$(date +%s)
-say() { printf 'modes [%3ss]: %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
+BENCH_NAME=modes
+. "$BENCH_DIR/lib.sh"
 
 scripts/deps.sh wrk redis-sentinel redis-tools
 command -v python3 >/dev/null || scripts/deps.sh python3
 [ -x "$BUILD/lockgate" ] || { say "no $BUILD/lockgate: run make first"; exit 1; }
 
-TMP=$(mktemp -d /tmp/lockgate-modes.XXXXXX)
-PIDS=()
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then say "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # 15 free loopback ports: 1 single, 2 master+replica, 3 sentinels, 5 quorum
 # masters, 4 gateways.
@@ -64,14 +54,6 @@ P_SINGLE=${PORTS[0]} P_MASTER=${PORTS[1]} P_REPLICA=${PORTS[2]}
 P_SEN=("${PORTS[@]:3:3}") P_Q=("${PORTS[@]:6:5}")
 G_SINGLE=${PORTS[11]} G_SEN=${PORTS[12]} G_ACK=${PORTS[13]} G_Q=${PORTS[14]}
 
-wait_for() { # wait_for WHAT LOG COMMAND...: up to 30 s
-    local what=$1 log=$2 i
-    shift 2
-    for i in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-    say "$what did not come up; the end of its log:"
-    tail -n 20 "$log" >&2
-    return 1
-}
 
 redis() { # redis NAME PORT [FLAGS...]: a redis-server without persistence
     local name=$1 port=$2
@@ -145,7 +127,6 @@ say "single :$P_SINGLE, sentinel master :$P_MASTER replica :$P_REPLICA sentinels
 
 # ---- the runs ------------------------------------------------------------------
 declare -A R
-calc() { awk "BEGIN {printf \"$1\", $2}"; }
 
 run_wrk() { # run_wrk LABEL PORT
     local label=$1 port=$2 line kv k v req=0 sec=1 rps=0 p50=0 p99=0 err=0

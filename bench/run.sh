@@ -30,8 +30,8 @@ HANDOFFS=${BENCH_HANDOFFS:-200}
 RESULTS=$ROOT/bench/results
 export BENCH_DIR=$ROOT/bench
 
-START=$(date +%s)
-say() { printf 'bench [%3ss]: %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
+BENCH_NAME=bench
+. "$BENCH_DIR/lib.sh"
 
 # ---- what it needs ----------------------------------------------------------
 scripts/deps.sh wrk etcd-server etcd-client gnuplot-nox redis-tools
@@ -50,16 +50,6 @@ if [ "$NOFILE" != unlimited ] && [ $((NWAITERS + 200)) -gt "$NOFILE" ]; then
     NWAITERS=$((NOFILE - 200))
 fi
 
-TMP=$(mktemp -d /tmp/lockgate-bench.XXXXXX)
-PIDS=()
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then say "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 read -r RPORT GPORT EPORT EPEER < <(python3 - <<'EOF'
 import socket
@@ -70,14 +60,6 @@ print(*[s.getsockname()[1] for s in socks])
 EOF
 )
 
-wait_for() { # wait_for WHAT LOG COMMAND...: up to 30 s
-    local what=$1 log=$2 i
-    shift 2
-    for i in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-    say "$what did not come up; the end of its log:"
-    tail -n 20 "$log" >&2
-    return 1
-}
 
 # ---- servers --------------------------------------------------------------------
 redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
@@ -125,7 +107,6 @@ status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 used_memory() { "${RCLI[@]}" info memory | awk -F: '/^used_memory:/ {print $2 + 0}'; }
 flush() { "${RCLI[@]}" flushall sync >/dev/null; }
-calc() { awk "BEGIN {printf \"$1\", $2}"; }
 children_cpu() { # the second line of `times`: children's user and sys
     awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
                    print t }' "$1"
