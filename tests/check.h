@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int check_passed, check_failed, check_cur_failed;
+static int check_passed, check_failed, check_cur_failed __attribute__((unused));
 
 #define CHECK(cond) do { \
     if (!(cond)) { \

@@ -26,88 +26,6 @@ static struct h_redis redis;
 static struct h_gw gws[2];
 
 /* ============================================================================
- * A keep-alive client per thread (a new connection per request would
- * spend thousands of loopback ports in TIME_WAIT)
- * ========================================================================= */
-
-struct client {
-    CURL *c;                 /* reused handle: keeps its connections */
-    char buf[4096];          /* body of the last response */
-    size_t len;              /* bytes in buf */
-    char token[160];         /* Lock-Token header of the last response */
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-    struct client *cl = ud;
-    size_t add = size * n;
-    size_t room = sizeof cl->buf - 1 - cl->len;
-    memcpy(cl->buf + cl->len, p, add < room ? add : room);
-    cl->len += add < room ? add : room;
-    cl->buf[cl->len] = '\0';
-    return add;
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ud) {
-    struct client *cl = ud;
-    size_t len = size * n;
-    if (len > 12 && strncasecmp(p, "Lock-Token:", 11) == 0) {
-        const char *v = p + 11;
-        while (*v == ' ') v++;
-        size_t vl = (size_t)(p + len - v);
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n')) vl--;
-        if (vl >= sizeof cl->token) vl = sizeof cl->token - 1;
-        memcpy(cl->token, v, vl);
-        cl->token[vl] = '\0';
-    }
-    return len;
-}
-
-/* Sends one request; returns the status (0 when it failed). */
-static long client_do(struct client *cl, const char *method, int port, const char *path,
-                      const char *token, const char *body) {
-    char url[256], th[200];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    struct curl_slist *hs = curl_slist_append(NULL, "Expect:");
-    if (token) {
-        snprintf(th, sizeof th, "Lock-Token: %s", token);
-        hs = curl_slist_append(hs, th);
-    }
-    cl->len = 0;
-    cl->buf[0] = '\0';
-    cl->token[0] = '\0';
-    curl_easy_setopt(cl->c, CURLOPT_URL, url);
-    curl_easy_setopt(cl->c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(cl->c, CURLOPT_POSTFIELDS, body ? body : "");
-    curl_easy_setopt(cl->c, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
-    curl_easy_setopt(cl->c, CURLOPT_HTTPHEADER, hs);
-    long status = 0;
-    if (curl_easy_perform(cl->c) == CURLE_OK)
-        curl_easy_getinfo(cl->c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hs);
-    return status;
-}
-
-static void client_init(struct client *cl) {
-    memset(cl, 0, sizeof *cl);
-    cl->c = curl_easy_init();
-    curl_easy_setopt(cl->c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(cl->c, CURLOPT_WRITEDATA, cl);
-    curl_easy_setopt(cl->c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(cl->c, CURLOPT_HEADERDATA, cl);
-    curl_easy_setopt(cl->c, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(cl->c, CURLOPT_NOSIGNAL, 1L);
-}
-
-/* The integer after "key": in the last body, or -1. */
-static long long client_jint(struct client *cl, const char *key) {
-    cJSON *o = cJSON_ParseWithLength(cl->buf, cl->len);
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    long long r = cJSON_IsNumber(v) ? (long long)v->valuedouble : -1;
-    cJSON_Delete(o);
-    return r;
-}
-
-/* ============================================================================
  * The shared resource: a counter in this process, updated non-atomically
  * ========================================================================= */
 
@@ -136,8 +54,8 @@ struct worker { int id; unsigned seed; };
 
 static void *worker_main(void *arg) {
     struct worker *w = arg;
-    struct client cl;
-    client_init(&cl);
+    struct h_client cl;
+    h_client_init(&cl, 10000);
     for (int round = 0; round < ROUNDS; round++) {
         /* Acquire through one gateway, release through the other, and
          * swap every round: the gateways must not matter. */
@@ -146,10 +64,10 @@ static void *worker_main(void *arg) {
         char token[160] = "";
         long long fence = -1;
         for (int attempt = 0;; attempt++) {
-            long st = client_do(&cl, "POST", acq_port, LOCK_PATH, NULL, "{\"ttl_ms\":10000}");
+            long st = h_client_do(&cl, "POST", acq_port, LOCK_PATH, NULL, "{\"ttl_ms\":10000}");
             if (st == 201) {
                 snprintf(token, sizeof token, "%s", cl.token);
-                fence = client_jint(&cl, "fence");
+                fence = h_client_jint(&cl, "fence");
                 break;
             }
             if (st == 409) {
@@ -160,7 +78,7 @@ static void *worker_main(void *arg) {
                 continue;
             }
             atomic_fetch_add(&errors, 1);
-            fprintf(stderr, "  thread %d: acquire answered %ld: %s\n", w->id, st, cl.buf);
+            fprintf(stderr, "  thread %d: acquire answered %ld: %s\n", w->id, st, cl.body);
             if (attempt > 20) goto out;
             h_sleep_ms(10);
         }
@@ -174,14 +92,14 @@ static void *worker_main(void *arg) {
         read_modify_write(300);
         atomic_fetch_sub(&inside, 1);
 
-        long st = client_do(&cl, "DELETE", rel_port, LOCK_PATH, token, NULL);
-        if (st != 200 || strstr(cl.buf, "\"released\":true") == NULL) {
+        long st = h_client_do(&cl, "DELETE", rel_port, LOCK_PATH, token, NULL);
+        if (st != 200 || strstr(cl.body, "\"released\":true") == NULL) {
             atomic_fetch_add(&bad_releases, 1);
-            fprintf(stderr, "  thread %d: release answered %ld: %s\n", w->id, st, cl.buf);
+            fprintf(stderr, "  thread %d: release answered %ld: %s\n", w->id, st, cl.body);
         }
     }
 out:
-    curl_easy_cleanup(cl.c);
+    h_client_free(&cl);
     return NULL;
 }
 
