@@ -90,10 +90,18 @@ local function holder_of(st, token)
   return nil, -2
 end
 
+-- A lease's end.  `now` is Redis's clock cut to the millisecond, up to
+-- 1 ms behind the real moment of the grant; one more millisecond makes sure
+-- a lease never ends before grant + ttl_ms, the earliest a client can count
+-- from.  Answers report the nominal remaining lease: remaining(exp).
 local function cap_exp(h, ttl)
   local exp = now + ttl
   if h.hold > 0 and exp > h.hold then exp = h.hold end
-  return exp
+  return exp + 1
+end
+
+local function remaining(exp)
+  return exp - now - 1
 end
 
 local kind_code = {x = 1, s = 2, p = 3}

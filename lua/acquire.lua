@@ -25,7 +25,7 @@ if me then
   me.exp = cap_exp(me, ttl)
   redis.call('HSET', KEYS[1], token, encode(me))
   save_ttl(KEYS[1], st)
-  return {2, me.fence, me.count, me.exp - now, st.alive}
+  return {2, me.fence, me.count, remaining(me.exp), st.alive}
 end
 
 if kind == 'p' and st.alive > 0 and st.limit ~= limit then return {-4, st.limit} end
@@ -83,7 +83,7 @@ end
 
 local hold = 0
 if tonumber(ARGV[4]) > 0 then hold = now + tonumber(ARGV[4]) end
-local h = {count = 1, fence = fence, exp = now + ttl, ttl = ttl, hold = hold,
+local h = {count = 1, fence = fence, exp = now + ttl + 1, ttl = ttl, hold = hold,
            delay = tonumber(ARGV[5]), owner = ARGV[3]}
 st.holders[token] = h
 st.alive = st.alive + 1

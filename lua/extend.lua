@@ -14,4 +14,4 @@ if ttl == 0 then ttl = me.ttl end
 me.exp = cap_exp(me, ttl)
 redis.call('HSET', KEYS[1], ARGV[1], encode(me))
 save_ttl(KEYS[1], st)
-return {1, me.fence, me.count, me.exp - now, kind_code[st.mode], st.limit}
+return {1, me.fence, me.count, remaining(me.exp), kind_code[st.mode], st.limit}

@@ -15,5 +15,5 @@ for _, h in pairs(st.holders) do
   if h.fence > maxfence then maxfence = h.fence end
 end
 local first = st.holders[st.first]
-return {1, st.alive, first.count, maxfence, st.maxexp - now, first.owner,
+return {1, st.alive, first.count, maxfence, remaining(st.maxexp), first.owner,
         kind_code[st.mode], st.limit}
