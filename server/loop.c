@@ -40,10 +40,6 @@ static struct {
     void (*stop_fn)(void);           /* last words on the loop thread */
 } L;
 
-static __thread int on_loop;
-
-int loop_is_current(void) { return on_loop; }
-
 int64_t loop_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -133,7 +129,6 @@ static void run_tasks(void) {
 }
 
 static void *loop_main(void *unused) {
-    on_loop = 1;
     struct epoll_event events[64];
     redis_loop_turn(loop_now_ms()); /* connect before the first wait */
     while (!atomic_load(&L.stop)) {

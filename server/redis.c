@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +64,6 @@ struct node {
     struct rconn cmd;              /* commands */
     struct rconn sub;              /* SUBSCRIBE to the release channel */
     struct redis_op pending;       /* sentinel of the sent, unanswered list */
-    atomic_int up;                 /* cmd.connected, for other threads */
 };
 
 static struct {
@@ -239,7 +237,6 @@ static void connection_gone(struct rconn *c) {
     if (c == &R.sen) R.sentinel_i++; /* the next attempt asks the next one */
     c->ac = NULL;
     c->connected = 0;
-    if (c->node && c == &c->node->cmd) atomic_store(&c->node->up, 0);
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
     c->backoff_ms = c->backoff_ms * 2 > 1000 ? 1000 : c->backoff_ms * 2;
 }
@@ -255,7 +252,6 @@ static void on_connect(const redisAsyncContext *ac, int status) {
         return;
     }
     c->connected = 1;
-    if (c->node && c == &c->node->cmd) atomic_store(&c->node->up, 1);
     c->backoff_ms = 100;
     c->down_logged = 0;
     if (c->ever_connected && c->node && c == &c->node->cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
@@ -596,12 +592,6 @@ int redis_quorum(void) { return R.nnodes == 1 ? 1 : R.cfg.quorum; }
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb,
                    void *arg) {
     post(op_new(0, argc, argv, lens, cb, arg));
-}
-
-int redis_connected(void) {
-    int up = 0;
-    for (int i = 0; i < R.nnodes; i++) up += atomic_load(&R.node[i].up);
-    return up >= (R.nnodes == 1 ? 1 : R.cfg.quorum);
 }
 
 const char *redis_release_channel(void) { return R.channel; }

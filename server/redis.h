@@ -44,9 +44,6 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
 void redis_command(int argc, const char *const *argv, const size_t *lens,
                    redis_cb cb, void *arg);
 
-/* 1 while the command connection is up (quorum mode: a quorum's). */
-int redis_connected(void);
-
 /* Quorum mode: how many masters, and how many must agree (1 and 1 else). */
 int redis_nodes(void);
 int redis_quorum(void);

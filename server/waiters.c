@@ -100,7 +100,6 @@ static struct bucket_entry **entry_slot(const char *key, size_t len) {
 #define RING 256
 static struct { uint64_t seq, hash; } ring[RING];
 static atomic_ullong release_seq;
-static long parked_count;
 
 uint64_t waiters_release_seq(void) { return atomic_load(&release_seq); }
 
@@ -144,14 +143,12 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     heap_push(w);
     if (w->fd >= 0) loop_watch_hangup(w->fd, w);
     w->parked = 1;
-    parked_count++;
     metrics_waiting_add(1);
 }
 
 void waiters_unpark(struct waiter *w) {
     if (!w->parked) return;
     w->parked = 0;
-    parked_count--;
     metrics_waiting_add(-1);
     if (w->fd >= 0) loop_unwatch(w->fd);
     heap_remove(w);
@@ -228,4 +225,3 @@ void waiters_on_hangup(struct waiter *w) {
     w->give_up(w, 1);
 }
 
-long waiters_count(void) { return parked_count; }

@@ -66,7 +66,4 @@ void waiters_give_up_all_soon(void);
 /* epoll told that the waiter's socket hung up. */
 void waiters_on_hangup(struct waiter *w);
 
-/* Number of parked waiters. */
-long waiters_count(void);
-
 #endif

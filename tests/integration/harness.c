@@ -193,12 +193,12 @@ int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
     if (!build) build = "build";
     if (!g->port) g->port = h_free_port();
     if (!g->log[0]) snprintf(g->log, sizeof g->log, "%s/gw-%d.log", r->dir, g->port);
+    char redis[160];
+    if (g->redis_url[0]) snprintf(redis, sizeof redis, "--redis %s", g->redis_url);
+    else snprintf(redis, sizeof redis, "--redis redis://127.0.0.1:%d", r->port);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "exec %s %s/lockgate --listen 127.0.0.1:%d --redis redis://127.0.0.1:%d "
-             "--log-level debug %s",
-             env_prefix ? env_prefix : "", build, g->port, r->port,
-             extra_flags ? extra_flags : "");
+    snprintf(cmd, sizeof cmd, "exec %s %s/lockgate --listen 127.0.0.1:%d %s --log-level debug %s",
+             env_prefix ? env_prefix : "", build, g->port, redis, extra_flags ? extra_flags : "");
     g->pid = spawn(cmd, g->log);
     for (int i = 0; i < 1000; i++) {
         if (port_open(g->port)) return 0;

@@ -24,6 +24,7 @@ struct h_gw {
     int port;            /* loopback port it serves on */
     pid_t pid;           /* its process, 0 when stopped */
     char log[96];        /* its stderr, kept in a file for failures */
+    char redis_url[128]; /* --redis to use instead of the h_redis's, or "" */
 };
 
 /* A TCP port that was free on 127.0.0.1 a moment ago. */
@@ -39,8 +40,9 @@ void h_redis_stop(struct h_redis *r);       /* SHUTDOWN, then remove dir */
  * trimmed output in a static buffer, or NULL. */
 const char *h_redis_cli(struct h_redis *r, const char *args);
 
-/* Starts build/lockgate (BUILD env picks the build dir) against r, with
- * extra flags (may be NULL), and waits for /healthz.  env_prefix, if not
+/* Starts build/lockgate (BUILD env picks the build dir) against r (or
+ * g->redis_url when set), with extra flags (may be NULL), and waits for
+ * its port.  env_prefix, if not
  * NULL, is put in front of the command (e.g. "faketime -f -1d"). */
 int h_gw_start(struct h_gw *g, struct h_redis *r, const char *extra_flags);
 int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
