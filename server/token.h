@@ -1,4 +1,4 @@
-/* token.h -- lock tokens: made from 128 bits of getrandom(), base64url. */
+/* token.h -- lock tokens: 128 bits from getrandom() (read in batches), base64url. */
 #ifndef LOCKGATE_TOKEN_H
 #define LOCKGATE_TOKEN_H
 
