@@ -20,9 +20,21 @@ local T = redis.call('TIME')
 local now = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 local now_us = tonumber(T[1]) * 1000000 + tonumber(T[2])
 
+-- Numbers become strings by concatenation (cheaper than string.format in
+-- Redis's Lua) where Lua's own conversion is exact: integers below 10^14,
+-- i.e. every time in ms.  Fences are microseconds (16 digits): a holder
+-- keeps its fence as the string it was read or made as (h.fs).
+local function int(n) return string.format('%d', n) end
+
+-- The clock in microseconds, as a string: the fence of an uncontended
+-- acquire, made without string.format.
+local function now_us_str()
+  return T[1] .. string.sub('000000', #T[2] + 1) .. T[2]
+end
+
 local function encode(h)
-  return string.format('%d:%d:%d:%d:%d:%d:%s', h.count, h.fence, h.exp, h.ttl,
-                       h.hold, h.delay, h.owner)
+  return h.count .. ':' .. h.fs .. ':' .. h.exp .. ':' .. h.ttl .. ':' .. h.hold ..
+         ':' .. h.delay .. ':' .. h.owner
 end
 
 -- Reads the hash, drops holders whose lease ended (turning their lock-delay
@@ -37,7 +49,7 @@ local function load(key)
     if #f >= 22 then
       local c, fe, x, d, h, l, o =
         string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(.*)$')
-      local hd = {count = tonumber(c), fence = tonumber(fe), exp = tonumber(x),
+      local hd = {count = tonumber(c), fence = tonumber(fe), fs = fe, exp = tonumber(x),
                   ttl = tonumber(d), hold = tonumber(h), delay = tonumber(l), owner = o}
       if hd.exp <= now then
         dead[#dead + 1] = f
@@ -58,7 +70,7 @@ local function load(key)
   end
   if #dead > 0 then
     redis.call('HDEL', key, unpack(dead))
-    if st.dl > now then redis.call('HSET', key, 'dl', string.format('%d', st.dl)) end
+    if st.dl > now then redis.call('HSET', key, 'dl', st.dl) end
   end
   if st.alive == 0 then st.mode = nil end
   return st
@@ -66,19 +78,25 @@ end
 
 -- Sets the hash's expiry to cover every lease with its lock-delay, the
 -- lock-delay in force and waiters' marks; deletes it when nothing is left.
-local function save_ttl(key, st)
+-- gone: a holder field to delete in the same call (a release), or nil.
+local function save_ttl(key, st, gone)
   local target = st.dl
   for _, h in pairs(st.holders) do
     if h.exp + h.delay > target then target = h.exp + h.delay end
   end
-  if st.alive == 0 then redis.call('HDEL', key, 'm', 'lim') end
   if st.w > target then target = st.w end
   if st.lastfence > 0 and now + FENCE_KEEP_MS > target then target = now + FENCE_KEEP_MS end
   if target <= now then
     redis.call('DEL', key)
-  else
-    redis.call('PEXPIRE', key, target - now)
+    return
   end
+  if st.alive == 0 then
+    if gone then redis.call('HDEL', key, gone, 'm', 'lim')
+    else redis.call('HDEL', key, 'm', 'lim') end
+  elseif gone then
+    redis.call('HDEL', key, gone)
+  end
+  redis.call('PEXPIRE', key, target - now)
 end
 
 -- The token's holder record, or why there is none: -1 nobody holds it,

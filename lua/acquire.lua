@@ -39,8 +39,11 @@ elseif kind == 'p' and st.alive >= limit then
   busy_for = st.minexp - now
 end
 
--- Queued fair waiters come first, for fair and unfair requests alike.
-local head, head_deadline = queue_head()
+-- Queued fair waiters come first, for fair and unfair requests alike.  A
+-- queued waiter's deadline is never past w, so with w gone by the queue is
+-- empty (or holds only the expired) and is not read.
+local head, head_deadline = nil, 0
+if st.w > now then head, head_deadline = queue_head() end
 if busy_for < 0 and head and head ~= waiter then
   busy_for = head_deadline - now
   if st.alive > 0 and st.maxexp - now < busy_for then busy_for = st.maxexp - now end
@@ -51,7 +54,7 @@ if busy_for >= 0 then
     local until_ms = now + wait_left
     if fair then
       redis.call('ZADD', KEYS[2], 'NX', now_us, waiter)
-      redis.call('HSET', KEYS[3], waiter, string.format('%d', until_ms))
+      redis.call('HSET', KEYS[3], waiter, until_ms)
       local qttl = redis.call('PTTL', KEYS[3])
       if qttl < wait_left then
         redis.call('PEXPIRE', KEYS[2], wait_left)
@@ -60,7 +63,7 @@ if busy_for >= 0 then
     end
     if until_ms > st.w then
       st.w = until_ms
-      redis.call('HSET', KEYS[1], 'w', string.format('%d', until_ms))
+      redis.call('HSET', KEYS[1], 'w', until_ms)
       save_ttl(KEYS[1], st)
     end
   end
@@ -73,22 +76,22 @@ if waiter ~= '' then
   redis.call('HDEL', KEYS[3], waiter)
 end
 
-local fence = 0
-if kind ~= 'p' then
-  fence = now_us
-  if fence <= st.lastfence then fence = st.lastfence + 1 end
-  st.lastfence = fence
-  redis.call('HSET', KEYS[1], 'f', string.format('%d', fence))
-end
-
-local hold = 0
-if tonumber(ARGV[4]) > 0 then hold = now + tonumber(ARGV[4]) end
-local h = {count = 1, fence = fence, exp = now + ttl + 1, ttl = ttl, hold = hold,
+local h = {count = 1, fence = 0, fs = '0', exp = now + ttl + 1, ttl = ttl, hold = 0,
            delay = tonumber(ARGV[5]), owner = ARGV[3]}
+if tonumber(ARGV[4]) > 0 then h.hold = now + tonumber(ARGV[4]) end
 st.holders[token] = h
 st.alive = st.alive + 1
-redis.call('HSET', KEYS[1], token, encode(h), 'm', kind)
-if kind == 'p' then redis.call('HSET', KEYS[1], 'lim', limit) end
+if kind == 'p' then
+  redis.call('HSET', KEYS[1], token, encode(h), 'm', kind, 'lim', limit)
+else
+  h.fence, h.fs = now_us, now_us_str()
+  if h.fence <= st.lastfence then
+    h.fence = st.lastfence + 1
+    h.fs = int(h.fence)
+  end
+  st.lastfence = h.fence
+  redis.call('HSET', KEYS[1], token, encode(h), 'm', kind, 'f', h.fs)
+end
 save_ttl(KEYS[1], st)
 
 -- Room for more (shared, or permits left) and someone waiting: pass the
@@ -96,4 +99,4 @@ save_ttl(KEYS[1], st)
 if st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit)) then
   redis.call('PUBLISH', ARGV[11], ARGV[12])
 end
-return {1, fence, 1, ttl, st.alive}
+return {1, h.fence, 1, ttl, st.alive}

@@ -17,9 +17,8 @@ if me.count > 0 and st.mode ~= 'p' then
   redis.call('HSET', KEYS[1], ARGV[1], encode(me))
   return {1, me.count, st.alive}
 end
-redis.call('HDEL', KEYS[1], ARGV[1])
 st.holders[ARGV[1]] = nil
 st.alive = st.alive - 1
-save_ttl(KEYS[1], st)
+save_ttl(KEYS[1], st, ARGV[1])
 if st.w > now then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return {1, 0, st.alive}
