@@ -12,6 +12,7 @@
 #   BENCH_ROUNDS=3         rounds of the main phases, interleaved
 #   BENCH_SWEEP_SECONDS=6  length of each sweep point
 #   BENCH_THREADS=2        gateway --threads
+#   BENCH_BEFORE_THREADS=8 --threads of the "before" gateway (--redis-io blocking)
 #   BENCH_WAITERS=10000    concurrent waiters (lowered if `ulimit -n` is short)
 #   BENCH_HANDOFFS=200     sequential release-to-waiter hand-offs
 #   BENCH_PROFILE=1        perf record the gateway and Redis during the locks
@@ -51,9 +52,9 @@ if [ "$NOFILE" != unlimited ] && [ $((NWAITERS + 200)) -gt "$NOFILE" ]; then
 fi
 
 
-read -r RPORT GPORT EPORT EPEER < <(python3 - <<'EOF'
+read -r RPORT GPORT EPORT EPEER BPORT < <(python3 - <<'EOF'
 import socket
-socks = [socket.socket() for _ in range(4)]
+socks = [socket.socket() for _ in range(5)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])
@@ -97,6 +98,16 @@ GW_PID=$!
 PIDS+=("$GW_PID")
 GW=http://127.0.0.1:$GPORT
 wait_for gateway "$TMP/gateway.log" curl -sf "$GW/readyz"
+# "Before": the same gateway with the per-thread blocking bridge the
+# event-driven layer replaced (--redis-io blocking), with the thread count
+# that served it best here (8; 2 and 32 were slower).
+BEFORE_THREADS=${BENCH_BEFORE_THREADS:-8}
+"$BUILD/lockgate" --listen "127.0.0.1:$BPORT" --redis "redis://127.0.0.1:$RPORT" \
+    --threads "$BEFORE_THREADS" --redis-io blocking --log-level warn > "$TMP/before.log" 2>&1 &
+BGW_PID=$!
+PIDS+=("$BGW_PID")
+BGW=http://127.0.0.1:$BPORT
+wait_for "blocking gateway" "$TMP/before.log" curl -sf "$BGW/readyz"
 say "redis :$RPORT (pid $REDIS_PID), gateway :$GPORT (pid $GW_PID, $THREADS threads)," \
     "etcd $ETCD_VERSION :$EPORT (pid $ETCD_PID), data in $TMP"
 
@@ -114,20 +125,20 @@ children_cpu() { # the second line of `times`: children's user and sys
 
 declare -A R # results: R[label.key]
 
-# run_wrk LABEL CONNS SECONDS SCRIPT URL: one wrk run against the gateway or
-# etcd, added to LABEL's totals (a label may run several rounds);
+# run_wrk LABEL CONNS SECONDS SCRIPT URL: one wrk run against the gateway
+# (the one in WRK_GW_PID, by default GW_PID) or etcd, added to LABEL's totals (a label may run several rounds);
 # finish LABEL then sets R[LABEL.rps|p50|p99|err|req] and the CPU
 # microseconds per request of the gateway, Redis, etcd and wrk itself
 # (R[LABEL.gw_us] ...).  Rounds: requests/s over all of them; p50 and p99
 # the median of the rounds' own.
 run_wrk() {
-    local label=$1 c=$2 d=$3 script=$4 url=$5 t=2
+    local label=$1 c=$2 d=$3 script=$4 url=$5 t=2 gw=${WRK_GW_PID:-$GW_PID}
     [ "$c" -lt 2 ] && t=1
     local g0 r0 e0 g1 r1 e1
-    g0=$(ticks "$GW_PID"); r0=$(ticks "$REDIS_PID"); e0=$(ticks "$ETCD_PID")
+    g0=$(ticks "$gw"); r0=$(ticks "$REDIS_PID"); e0=$(ticks "$ETCD_PID")
     ( wrk -t"$t" -c"$c" -d"${d}s" --latency -s "bench/$script" "$url" > "$TMP/$label.txt" 2>&1
       times > "$TMP/$label.times" )
-    g1=$(ticks "$GW_PID"); r1=$(ticks "$REDIS_PID"); e1=$(ticks "$ETCD_PID")
+    g1=$(ticks "$gw"); r1=$(ticks "$REDIS_PID"); e1=$(ticks "$ETCD_PID")
     cat "$TMP/$label.txt" >> "$TMP/$label.all.txt"
     local line
     line=$(grep '^RESULT ' "$TMP/$label.txt" || true)
@@ -217,11 +228,14 @@ for round in $(seq "$ROUNDS"); do
         PERF2=$!
     fi
     run_wrk locks 50 "$DUR" locks.lua "$GW/"
+    WRK_GW_PID=$BGW_PID run_wrk before 50 "$DUR" locks.lua "$BGW/"
+    run_wrk locks1 1 "$DUR" locks.lua "$GW/"
+    WRK_GW_PID=$BGW_PID run_wrk before1 1 "$DUR" locks.lua "$BGW/"
     run_wrk etcd 50 "$DUR" etcd.lua "$ETCD/"
     run_wrk ids1 50 "$DUR" ids.lua "$GW/"
     IDS_COUNT=1000 run_wrk ids1000 50 "$DUR" ids.lua "$GW/"
 done
-for l in healthz locks etcd ids1 ids1000; do finish $l; done
+for l in healthz locks before locks1 before1 etcd ids1 ids1000; do finish $l; done
 R[ids1000.ids]=$(calc %.0f "${R[ids1000.rps]} * 1000")
 EVAL_US=$(evalsha_us)
 LEFT_KEYS=$("${RCLI[@]}" dbsize)
@@ -302,6 +316,9 @@ ratio() { calc %.2f "($2 > 0) ? $1 / $2 : 0"; }
 R_LOCKS_HTTP=$(ratio "${R[locks.rps]}" "${R[healthz.rps]}")
 R_LOCKS_ETCD=$(ratio "${R[locks.rps]}" "${R[etcd.rps]}")
 R_IDS_HTTP=$(ratio "${R[ids1.rps]}" "${R[healthz.rps]}")
+R_BEFORE_HTTP=$(ratio "${R[before.rps]}" "${R[healthz.rps]}")
+R_LOCKS_BEFORE=$(ratio "${R[locks.rps]}" "${R[before.rps]}")
+R_LOCKS1_BEFORE1=$(ratio "${R[locks1.rps]}" "${R[before1.rps]}")
 R_LOCKS_REDIS=$(ratio "${R[locks.rps]}" "${R[redis_acq.rps]}")
 cost() { calc %.1f "${R[$1.gw_us]} + ${R[$1.redis_us]} + ${R[$1.client_us]}"; }
 cost_ratio() { calc %.2f "$(cost "$1") / $(cost "$2")"; }
@@ -318,6 +335,9 @@ row() { # row LABEL TEXT VALUE
 }
 row healthz "HTTP ceiling: GET /healthz, 50 conns" "$(f0 "${R[healthz.rps]}") req/s"
 row locks "locks: POST+DELETE random names, 50 conns" "$(f0 "${R[locks.rps]}") req/s ($(f0 "${R[locks.rps]} / 2") cycles/s)"
+row before "before: the same on --redis-io blocking --threads $BEFORE_THREADS, 50 conns" "$(f0 "${R[before.rps]}") req/s"
+row locks1 "locks, 1 conn" "$(f0 "${R[locks1.rps]}") req/s"
+row before1 "before (--redis-io blocking), 1 conn" "$(f0 "${R[before1.rps]}") req/s"
 row etcd "etcd $ETCD_VERSION: lock+unlock (v3 HTTP), 50 conns" "$(f0 "${R[etcd.rps]}") req/s"
 echo "| Redis ceiling: redis-benchmark EVALSHA acquire.lua, 50 clients | $(f0 "${R[redis_acq.rps]}") calls/s | ${R[redis_acq.p50]} | ${R[redis_acq.p99]} | | - · ${R[redis_acq.redis_us]} · - · ${R[redis_acq.client_us]} |"
 echo "| (reference) Redisson's tryLock script, same way | $(f0 "${R[redisson.rps]}") calls/s | ${R[redisson.p50]} | ${R[redisson.p99]} | | - · ${R[redisson.redis_us]} · - · ${R[redisson.client_us]} |"
@@ -352,6 +372,7 @@ echo "| gateway RSS after sweep < 64 MiB | $(mib "$RSS_SWEEP") | $(verdict "$RSS
 echo "| ${R[wait.waiters]:-?} waiters: RSS < 64 MiB, threads fixed, CPU ~0 | $(mib "${R[wait.rss_kib]:-0}") MiB, ${R[wait.threads]:-?} threads, ${R[wait.cpu_ms_5s]:-?} ms | $(verdict "${R[wait.rss_kib]:-999999} < 65536 && ${R[wait.threads]:-0} == $THREADS_IDLE && ${R[wait.cpu_ms_5s]:-999} <= 50 && ${R[wait.waiters]:-0} >= $NWAITERS") |"
 echo "| hand-off p50 < 2 ms, p99 < 10 ms | ${R[hand.p50_ms]:-?} / ${R[hand.p99_ms]:-?} | $(verdict "${R[hand.p50_ms]:-99} < 2 && ${R[hand.p99_ms]:-99} < 10") |"
 echo "| Redis memory per held lock ≤ Redisson's layout | $MEM_PER_LOCK vs $RSN_PER_LOCK B | $(verdict "$MEM_PER_LOCK <= $RSN_PER_LOCK") |"
+echo "| before and after: blocking bridge ÷ HTTP ceiling · event-driven ÷ blocking at 50 conns · at 1 conn | $R_BEFORE_HTTP · $R_LOCKS_BEFORE · $R_LOCKS1_BEFORE1 | |"
 echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
 echo "| (for reading) by CPU spent per request (gateway + Redis + client): healthz ÷ locks · healthz ÷ single ids | $(cost_ratio healthz locks) · $(cost_ratio healthz ids1) | |"
 } > "$OUT"

@@ -437,7 +437,8 @@ static void attempt(struct hold_call *hc) {
         redis_eval_all(SCRIPT_ACQUIRE, 3, 15, argv, lens, quorum_acquire_done, hc);
         return;
     }
-    redis_eval(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
+    if (hc->wait_ms == 0) redis_eval_here(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
+    else redis_eval(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
 
@@ -577,7 +578,7 @@ void hold_extend(struct gw_request *req, int semaphore) {
     size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
     req->aux = semaphore;
     if (QUORUM) redis_eval_all(SCRIPT_EXTEND, 1, 3, argv, lens, quorum_extend_done, req);
-    else redis_eval(SCRIPT_EXTEND, 1, 3, argv, lens, extend_done, req);
+    else redis_eval_here(SCRIPT_EXTEND, 1, 3, argv, lens, extend_done, req);
 }
 
 /* ---- release ------------------------------------------------------------------- */
@@ -616,7 +617,7 @@ void hold_release(struct gw_request *req, int semaphore) {
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
     if (QUORUM) redis_eval_all(SCRIPT_RELEASE, 1, 4, argv, lens, quorum_release_done, req);
-    else redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, release_done, req);
+    else redis_eval_here(SCRIPT_RELEASE, 1, 4, argv, lens, release_done, req);
 }
 
 /* ---- inspect ------------------------------------------------------------------- */
@@ -667,5 +668,5 @@ void hold_inspect(struct gw_request *req, int semaphore) {
     const char *argv[] = {k.hash};
     size_t lens[1] = {strlen(k.hash)};
     if (QUORUM) redis_eval_all(SCRIPT_INSPECT, 1, 1, argv, lens, quorum_inspect_done, req);
-    else redis_eval(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
+    else redis_eval_here(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
 }

@@ -46,6 +46,11 @@ static void usage(void) {
 "                         [LOCKGATE_MIN_REPLICAS_ACK] (default 0)\n"
 "  --replica-ack-timeout-ms MS  how long that WAIT may take\n"
 "                         [LOCKGATE_REPLICA_ACK_TIMEOUT_MS] (default 500)\n"
+"  --redis-io MODE        async (default): every Redis call goes through the\n"
+"                         event loop, pipelined; blocking: an HTTP thread makes\n"
+"                         its own blocking call for requests that cannot wait\n"
+"                         (the per-thread bridge, kept to measure against;\n"
+"                         single Redis only) [LOCKGATE_REDIS_IO]\n"
 "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
 "                         (default info)\n"
 "  --help                 print this and exit\n"
@@ -221,6 +226,11 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
         break;
     case 'A': ok = parse_int(val, 0, 16, &cfg->min_replicas_ack); break;
     case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
+    case 'I':
+        if (strcmp(val, "async") == 0) cfg->redis_io_blocking = 0;
+        else if (strcmp(val, "blocking") == 0) cfg->redis_io_blocking = 1;
+        else ok = -1;
+        break;
     }
     if (ok < 0) snprintf(err, errlen, "bad value for %s: '%s'",
                          opt == 'l' ? "listen address" : opt == 'r' ? "Redis URL (at most 9)" :
@@ -232,7 +242,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                          opt == 'Q' ? "quorum" :
                          opt == 'M' ? "sentinel master name" :
                          opt == 'A' ? "min replicas ack (0-16)" :
-                         opt == 'W' ? "replica ack timeout (10-60000 ms)" : "log level", val);
+                         opt == 'W' ? "replica ack timeout (10-60000 ms)" :
+                         opt == 'I' ? "redis io (async or blocking)" : "log level", val);
     return ok;
 }
 
@@ -258,7 +269,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'e', "LOCKGATE_ID_EPOCH"},   {'L', "LOCKGATE_LOG_LEVEL"},
         {'s', "LOCKGATE_SENTINELS"},  {'M', "LOCKGATE_SENTINEL_MASTER"},
         {'A', "LOCKGATE_MIN_REPLICAS_ACK"}, {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
-        {'Q', "LOCKGATE_QUORUM"},
+        {'Q', "LOCKGATE_QUORUM"},     {'I', "LOCKGATE_REDIS_IO"},
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -279,6 +290,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"sentinel-master", required_argument, 0, 'M'},
         {"min-replicas-ack", required_argument, 0, 'A'},
         {"replica-ack-timeout-ms", required_argument, 0, 'W'},
+        {"redis-io", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -313,6 +325,11 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
     if (cfg->nnodes >= 3 && cfg->nsentinels) {
         snprintf(err, errlen, "quorum mode and Sentinel mode cannot be combined");
+        return -1;
+    }
+    if (cfg->redis_io_blocking && (cfg->nnodes > 1 || cfg->nsentinels || cfg->min_replicas_ack)) {
+        snprintf(err, errlen, "--redis-io blocking works with a single Redis only "
+                 "(no quorum, Sentinel or replica acknowledgement)");
         return -1;
     }
     if (cfg->quorum == 0) cfg->quorum = cfg->nnodes / 2 + 1;

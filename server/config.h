@@ -38,6 +38,7 @@ struct gw_config {
     int quorum;                   /* nodes that must agree (default majority) */
     int min_replicas_ack;         /* WAIT for this many replicas after a write */
     int replica_ack_timeout_ms;   /* WAIT's timeout */
+    int redis_io_blocking;        /* --redis-io blocking: the measured "before" */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

@@ -40,6 +40,10 @@ static struct {
     void (*stop_fn)(void);           /* last words on the loop thread */
 } L;
 
+static _Thread_local int on_loop;
+
+int loop_on_thread(void) { return on_loop; }
+
 int64_t loop_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -130,6 +134,7 @@ static void run_tasks(void) {
 
 static void *loop_main(void *unused) {
     struct epoll_event events[64];
+    on_loop = 1;
     redis_loop_turn(loop_now_ms()); /* connect before the first wait */
     while (!atomic_load(&L.stop)) {
         int timeout = waiters_next_timeout(loop_now_ms());

@@ -36,6 +36,9 @@ void loop_fd(int fd, uint32_t events, loop_fd_fn fn, void *arg);
 void loop_watch_hangup(int fd, struct waiter *w);
 void loop_unwatch(int fd);
 
+/* 1 on the loop thread, else 0. */
+int loop_on_thread(void);
+
 /* Monotonic milliseconds. */
 int64_t loop_now_ms(void);
 

@@ -495,6 +495,14 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
     post(eval_op(id, nkeys, nargs, argv, lens, cb, arg));
 }
 
+void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                     const size_t *lens, redis_cb cb, void *arg) {
+    if (R.cfg.redis_io_blocking && !loop_on_thread())
+        redis_blocking_eval(id, nkeys, nargs, argv, lens, cb, arg);
+    else
+        redis_eval(id, nkeys, nargs, argv, lens, cb, arg);
+}
+
 /* ------------------------------------------------------------------------
  * Fan-out (quorum mode).  Each master's reply is copied, since hiredis
  * frees it when its own callback returns, and handed over with the others
@@ -598,6 +606,7 @@ const char *redis_release_channel(void) { return R.channel; }
 
 int redis_start(const struct gw_config *cfg) {
     R.cfg = *cfg;
+    redis_blocking_init(&R.cfg);
     snprintf(R.channel, sizeof R.channel, "%sreleased", cfg->key_prefix);
     R.nnodes = cfg->nnodes;
     for (int i = 0; i < R.nnodes; i++) {

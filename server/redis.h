@@ -40,6 +40,18 @@ void redis_stop(void);
 void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
                 const size_t *lens, redis_cb cb, void *arg);
 
+/* Like redis_eval, except with --redis-io blocking on an HTTP thread: the
+ * call is then made on that thread's own blocking connection
+ * (redis_blocking.c) and cb runs on this thread before this returns.  For
+ * calls whose callback never parks the request (waiters are the loop's). */
+void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                     const size_t *lens, redis_cb cb, void *arg);
+
+/* redis_blocking.c: the bridge redis_eval_here uses in blocking mode. */
+void redis_blocking_init(const struct gw_config *cfg);
+void redis_blocking_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                         const size_t *lens, redis_cb cb, void *arg);
+
 /* Any other command, e.g. {"PING"}. */
 void redis_command(int argc, const char *const *argv, const size_t *lens,
                    redis_cb cb, void *arg);
