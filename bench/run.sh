@@ -286,6 +286,19 @@ RSN_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $("${RCLI[@]}" dbsize)")
 RSN_HASH_BYTES=$("${RCLI[@]}" memory usage "$("${RCLI[@]}" randomkey)")
 flush
 
+# Redisson's fenced lock (RFencedLock), the one with fencing tokens as
+# lockgate has: the same hash, plus a counter key per name
+# ("redisson_lock_token:{name}", INCR on every acquisition, no expiry).
+FENCED_LUA="if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then local token = redis.call('incr', KEYS[2]); redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; return {redis.call('pttl', KEYS[1]), -1};"
+FENCED_SHA=$("${RCLI[@]}" script load "$FENCED_LUA")
+mem0=$(used_memory)
+redis_bench fenced EVALSHA "$FENCED_SHA" 2 'lockgate:lock:{__rand_int__}' \
+    'redisson_lock_token:{__rand_int__}' 600000 8743c9c0-0795-4907-87fd-6c719a6b4586:1
+mem1=$(used_memory)
+FENCED_LOCKS=$("${RCLI[@]}" --scan --pattern 'lockgate:lock:{*}' | wc -l)
+FENCED_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / ($FENCED_LOCKS > 0 ? $FENCED_LOCKS : 1)")
+flush
+
 # The sweep: the locks cycle at 1 ... 1000 connections.
 mkdir -p "$RESULTS"
 SWEEP_DAT=$RESULTS/sweep.dat
@@ -348,6 +361,7 @@ echo "| gateway RSS idle / after load / after sweep / at end | $(mib "$RSS_IDLE"
 echo "| gateway threads idle / after sweep | $THREADS_IDLE / $THREADS_SWEEP | | | | |"
 echo "| Redis memory per held lock (100,000 held: one hash each) | $MEM_PER_LOCK B (MEMORY USAGE of one hash: $HASH_BYTES B) | | | | |"
 echo "| (reference) Redisson's layout, same names | $RSN_PER_LOCK B (MEMORY USAGE: hash $RSN_HASH_BYTES B) | | | | |"
+echo "| (reference) Redisson's fenced lock (RFencedLock: the hash + a token counter key per name), same names | $FENCED_PER_LOCK B | | | | |"
 echo "| Redis memory left per released name (its last fence, kept 10 s) | $LEFT_BYTES B × $LEFT_KEYS names right after the locks run | | | | |"
 echo "| ${R[wait.waiters]:-?} waiting requests: RSS / threads / CPU over 5 s | $(mib "${R[wait.rss_kib]:-0}") MiB / ${R[wait.threads]:-?} / ${R[wait.cpu_ms_5s]:-?} ms | | | ${R[wait.open_errors]:-?} | parked in ${R[wait.seconds_to_park]:-?} s |"
 echo "| release → first of ${R[wait.waiters]:-?} waiters gets 201 | ${R[wait.first_waiter_ms]:-?} ms after the DELETE's 200 (${R[wait.first_waiter_from_send_ms]:-?} ms after sending it) | | | | |"
@@ -371,7 +385,7 @@ echo "| gateway RSS idle < 10 MiB | $(mib "$RSS_IDLE") | $(verdict "$RSS_IDLE < 
 echo "| gateway RSS after sweep < 64 MiB | $(mib "$RSS_SWEEP") | $(verdict "$RSS_SWEEP < 65536") |"
 echo "| ${R[wait.waiters]:-?} waiters: RSS < 64 MiB, threads fixed, CPU ~0 | $(mib "${R[wait.rss_kib]:-0}") MiB, ${R[wait.threads]:-?} threads, ${R[wait.cpu_ms_5s]:-?} ms | $(verdict "${R[wait.rss_kib]:-999999} < 65536 && ${R[wait.threads]:-0} == $THREADS_IDLE && ${R[wait.cpu_ms_5s]:-999} <= 50 && ${R[wait.waiters]:-0} >= $NWAITERS") |"
 echo "| hand-off p50 < 2 ms, p99 < 10 ms | ${R[hand.p50_ms]:-?} / ${R[hand.p99_ms]:-?} | $(verdict "${R[hand.p50_ms]:-99} < 2 && ${R[hand.p99_ms]:-99} < 10") |"
-echo "| Redis memory per held lock ≤ Redisson's layout | $MEM_PER_LOCK vs $RSN_PER_LOCK B | $(verdict "$MEM_PER_LOCK <= $RSN_PER_LOCK") |"
+echo "| Redis memory per held lock ≤ Redisson's layout: RLock (no fences) · RFencedLock (fences, as lockgate) | $MEM_PER_LOCK vs $RSN_PER_LOCK · $FENCED_PER_LOCK B | $(verdict "$MEM_PER_LOCK <= $RSN_PER_LOCK") · $(verdict "$MEM_PER_LOCK <= $FENCED_PER_LOCK") |"
 echo "| before and after: blocking bridge ÷ HTTP ceiling · event-driven ÷ blocking at 50 conns · at 1 conn | $R_BEFORE_HTTP · $R_LOCKS_BEFORE · $R_LOCKS1_BEFORE1 | |"
 echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
 echo "| (for reading) by CPU spent per request (gateway + Redis + client): healthz ÷ locks · healthz ÷ single ids | $(cost_ratio healthz locks) · $(cost_ratio healthz ids1) | |"

@@ -122,6 +122,12 @@ static void dispatch(struct gw_request *req, const char *method) {
     } else {
         gw_routes[req->route].handler(req);
     }
+    /* Handlers copy what they need out of the body while they run: a
+     * request that now waits for Redis, or for a lock, need not keep it. */
+    cJSON_Delete(req->json);
+    req->json = NULL;
+    free(req->body);
+    req->body = NULL;
 }
 
 /* Content-Length headers seen on a request: how many, whether they
