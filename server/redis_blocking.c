@@ -11,13 +11,25 @@
 #include "server/log.h"
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 static const struct gw_config *cfg_;
 static _Thread_local redisContext *ctx;
+static pthread_key_t ctx_key; /* closes a thread's connection when it exits */
 
-void redis_blocking_init(const struct gw_config *cfg) { cfg_ = cfg; }
+static void ctx_free(void *c) { redisFree(c); }
+
+void redis_blocking_init(const struct gw_config *cfg) {
+    cfg_ = cfg;
+    if (cfg->redis_io_blocking) pthread_key_create(&ctx_key, ctx_free);
+}
+
+static void ctx_set(redisContext *c) {
+    ctx = c;
+    pthread_setspecific(ctx_key, c);
+}
 
 /* Runs one command and checks for a transport error: NULL then, and the
  * connection is dropped (the next call makes a new one). */
@@ -27,7 +39,7 @@ static redisReply *command(int argc, const char **argv, const size_t *lens, char
     if (!r) {
         snprintf(err, errlen, "%s", ctx->errstr[0] ? ctx->errstr : "connection lost");
         redisFree(ctx);
-        ctx = NULL;
+        ctx_set(NULL);
     }
     return r;
 }
@@ -36,11 +48,11 @@ static redisReply *command(int argc, const char **argv, const size_t *lens, char
 static int connect_if_needed(char *err, size_t errlen) {
     if (ctx) return 0;
     struct timeval tv = {cfg_->redis_timeout_ms / 1000, (cfg_->redis_timeout_ms % 1000) * 1000};
-    ctx = redisConnectWithTimeout(cfg_->redis_host, cfg_->redis_port, tv);
+    ctx_set(redisConnectWithTimeout(cfg_->redis_host, cfg_->redis_port, tv));
     if (!ctx || ctx->err) {
         snprintf(err, errlen, "%s", ctx ? ctx->errstr : "out of memory");
         redisFree(ctx);
-        ctx = NULL;
+        ctx_set(NULL);
         return -1;
     }
     redisSetTimeout(ctx, tv);
@@ -58,7 +70,7 @@ static int connect_if_needed(char *err, size_t errlen) {
         freeReplyObject(r);
         if (bad) {
             redisFree(ctx);
-            ctx = NULL;
+            ctx_set(NULL);
             return -1;
         }
     }
