@@ -4,6 +4,7 @@
 #include "server/http.h"
 #include "server/reply.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const struct gw_config *config;
@@ -11,14 +12,28 @@ static const struct gw_config *config;
 void handlers_init(const struct gw_config *cfg) { config = cfg; }
 const struct gw_config *handlers_config(void) { return config; }
 
+static char *copy_or_die(const char *s) {
+    char *p = strdup(s);
+    if (!p) abort();
+    return p;
+}
+
 int name_param_or_reply(struct gw_request *req, int i) {
-    if (name_decode(req->match.param[i], req->match.param_len[i], req->name) < 0) {
+    char name[NAME_MAX_LEN + 1];
+    if (name_decode(req->match.param[i], req->match.param_len[i], name) < 0) {
         reply_problem(req, CODE_INVALID_NAME,
                       "a name is 1-%d bytes of [A-Za-z0-9._:-] after percent-decoding",
                       NAME_MAX_LEN);
         return GW_REPLIED;
     }
+    req->name = copy_or_die(name);
     return GW_OK;
+}
+
+void token_issue(struct gw_request *req) {
+    char tok[TOKEN_NEW_LEN + 1];
+    token_new(tok);
+    req->token = copy_or_die(tok);
 }
 
 int token_header_or_reply(struct gw_request *req, int required, int *present) {
@@ -35,6 +50,6 @@ int token_header_or_reply(struct gw_request *req, int required, int *present) {
                       TOKEN_MIN_LEN, TOKEN_MAX_LEN);
         return GW_REPLIED;
     }
-    strcpy(req->token, tok);
+    req->token = copy_or_die(tok);
     return GW_OK;
 }

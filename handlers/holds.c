@@ -229,23 +229,25 @@ static void on_verdict(struct hold_call *hc, long long verdict, const long long 
 static void send_wait(struct hold_call *hc);
 
 static void ack_finish(struct hold_call *hc) {
-    hc->got_script = hc->got_ack = 0;
-    long long verdict = hc->sverdict;
-    if ((verdict == 1 || verdict == 2) && hc->acked < hc->acks_wanted) {
+    struct hold_ack *a = hc->ack;
+    a->got_script = a->got_ack = 0;
+    long long verdict = a->sverdict;
+    if ((verdict == 1 || verdict == 2) && a->acked < hc->acks_wanted) {
         release_undelivered(hc->req);
         reply_problem(hc->req, CODE_BACKEND_UNAVAILABLE,
                       "only %lld of %d replicas acknowledged the lock in time; it was given back",
-                      hc->acked < 0 ? 0 : hc->acked, hc->acks_wanted);
+                      a->acked < 0 ? 0 : a->acked, hc->acks_wanted);
         return;
     }
-    on_verdict(hc, verdict, hc->sv, hc->serr);
+    on_verdict(hc, verdict, a->sv, a->serr);
 }
 
 static void ack_done(void *arg, const struct redis_result *res) {
     struct hold_call *hc = arg;
-    hc->got_ack = 1;
-    hc->acked = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
-    if (hc->got_script) ack_finish(hc);
+    struct hold_ack *a = hc->ack;
+    a->got_ack = 1;
+    a->acked = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
+    if (a->got_script) ack_finish(hc);
 }
 
 static void send_wait(struct hold_call *hc) {
@@ -267,12 +269,13 @@ static void acquire_done(void *arg, const struct redis_result *res) {
         on_verdict(hc, verdict, v, err);
         return;
     }
-    hc->got_script = 1;
-    hc->sverdict = verdict;
-    memcpy(hc->sv, v, sizeof v);
-    snprintf(hc->serr, sizeof hc->serr, "%s", err ? err : "");
-    if (!hc->got_ack) return;          /* the usual order: WAIT answers next */
-    hc->got_ack = 0;
+    struct hold_ack *a = hc->ack;
+    a->got_script = 1;
+    a->sverdict = verdict;
+    memcpy(a->sv, v, sizeof v);
+    snprintf(a->serr, sizeof a->serr, "%s", err ? err : "");
+    if (!a->got_ack) return;           /* the usual order: WAIT answers next */
+    a->got_ack = 0;
     if (verdict == 1 || verdict == 2) {
         send_wait(hc);                 /* that WAIT ran before this write */
         return;
@@ -463,19 +466,39 @@ static void on_give_up(struct waiter *w, int client_gone) {
     }
 }
 
+struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, const char *owner) {
+    const char *prefix = kind == HOLD_PERMIT ? "sem:" : "lock:";
+    if (!owner) owner = "";
+    size_t owner_len = strlen(owner), key_len = strlen(prefix) + strlen(req->name);
+    struct hold_call *hc = calloc(1, sizeof *hc + owner_len + 1 + key_len + 1);
+    if (!hc) abort();
+    char *owner_copy = (char *)(hc + 1), *key = owner_copy + owner_len + 1;
+    memcpy(owner_copy, owner, owner_len + 1);
+    snprintf(key, key_len + 1, "%s%s", prefix, req->name);
+    hc->kind = (char)kind;
+    hc->owner = owner_copy;
+    hc->w.key = key;
+    return hc;
+}
+
+static void hold_call_free(void *ctx) {
+    struct hold_call *hc = ctx;
+    free(hc->ack);
+    free(hc);
+}
+
 void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->req = req;
     req->ctx = hc;
-    req->ctx_free = free;
+    req->ctx_free = hold_call_free;
     hc->start_ms = loop_now_ms();
     hc->acks_wanted = QUORUM ? 0 : handlers_config()->min_replicas_ack;
+    if (hc->acks_wanted && !(hc->ack = calloc(1, sizeof *hc->ack))) abort();
     hc->deadline_ms = hc->start_ms + hc->wait_ms;
     hc->w.fd = http_client_fd(req);
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
-    snprintf(hc->w.key, sizeof hc->w.key, "%s:%s", hc->kind == HOLD_PERMIT ? "sem" : "lock",
-             req->name);
     if (hc->fair && hc->wait_ms > 0) token_new(hc->waiter_id); /* its place in the queue */
     attempt(hc);
 }

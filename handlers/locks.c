@@ -32,17 +32,14 @@ void locks_acquire(struct gw_request *req) {
         reply_problem(req, CODE_INVALID_FIELD, "max_hold_ms must be at least ttl_ms");
         return;
     }
-    if (!has_token) token_new(req->token);
+    if (!has_token) token_issue(req);
 
-    struct hold_call *hc = calloc(1, sizeof *hc);
-    if (!hc) abort();
-    hc->kind = shared ? HOLD_SHARED : HOLD_EXCLUSIVE;
+    struct hold_call *hc = hold_call_new(req, shared ? HOLD_SHARED : HOLD_EXCLUSIVE, owner);
     hc->ttl_ms = ttl;
     hc->wait_ms = wait;
     hc->max_hold_ms = max_hold;
     hc->lock_delay_ms = delay;
     hc->fair = fair;
-    if (owner) strcpy(hc->owner, owner);
     hold_acquire(req, hc);
 }
 

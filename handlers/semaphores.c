@@ -24,16 +24,13 @@ void semaphores_acquire(struct gw_request *req) {
         reply_problem(req, CODE_INVALID_FIELD, "limit is required (1 to 100000)");
         return;
     }
-    token_new(req->token); /* every permit gets its own token */
+    token_issue(req); /* every permit gets its own token */
 
-    struct hold_call *hc = calloc(1, sizeof *hc);
-    if (!hc) abort();
-    hc->kind = HOLD_PERMIT;
+    struct hold_call *hc = hold_call_new(req, HOLD_PERMIT, owner);
     hc->limit = limit;
     hc->ttl_ms = ttl;
     hc->wait_ms = wait;
     hc->fair = fair;
-    if (owner) strcpy(hc->owner, owner);
     hold_acquire(req, hc);
 }
 

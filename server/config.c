@@ -35,6 +35,11 @@ static void usage(void) {
 "                         (default 2000)\n"
 "  --max-connections N    concurrent HTTP connections [LOCKGATE_MAX_CONNECTIONS]\n"
 "                         (default 20000)\n"
+"  --connection-memory-kib N  buffer per HTTP connection for the request line,\n"
+"                         headers and response headers; larger request headers\n"
+"                         get 431.  A waiting request keeps one, so it sets the\n"
+"                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
+"                         (default 4: request headers up to about 3 KiB)\n"
 "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
 "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
 "  --sentinel HOST:PORT   a Redis Sentinel to ask for the master; repeat for\n"
@@ -217,6 +222,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 't': ok = parse_int(val, 1, 64, &cfg->threads); break;
     case 'T': ok = parse_int(val, 10, 600000, &cfg->redis_timeout_ms); break;
     case 'm': ok = parse_int(val, 16, 1000000, &cfg->max_connections); break;
+    case 'C': ok = parse_int(val, 4, 1024, &cfg->connection_memory_kib); break;
     case 'e': ok = config_parse_epoch(val, &cfg->id_epoch); break;
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
     case 's': ok = add_sentinels(cfg, val); break;
@@ -238,6 +244,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                          opt == 't' ? "threads (1-64)" :
                          opt == 'T' ? "redis timeout (10-600000 ms)" :
                          opt == 'm' ? "max connections (16-1000000)" :
+                         opt == 'C' ? "connection memory (4-1024 KiB)" :
                          opt == 'e' ? "id epoch" : opt == 's' ? "sentinel (HOST:PORT, at most 8)" :
                          opt == 'Q' ? "quorum" :
                          opt == 'M' ? "sentinel master name" :
@@ -258,6 +265,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->threads = 2;
     cfg->redis_timeout_ms = 2000;
     cfg->max_connections = 20000;
+    cfg->connection_memory_kib = 4;
     cfg->id_epoch = DEFAULT_EPOCH;
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
@@ -270,6 +278,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'s', "LOCKGATE_SENTINELS"},  {'M', "LOCKGATE_SENTINEL_MASTER"},
         {'A', "LOCKGATE_MIN_REPLICAS_ACK"}, {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
         {'Q', "LOCKGATE_QUORUM"},     {'I', "LOCKGATE_REDIS_IO"},
+        {'C', "LOCKGATE_CONNECTION_MEMORY_KIB"},
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -283,6 +292,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"threads", required_argument, 0, 't'},
         {"redis-timeout-ms", required_argument, 0, 'T'},
         {"max-connections", required_argument, 0, 'm'},
+        {"connection-memory-kib", required_argument, 0, 'C'},
         {"id-epoch", required_argument, 0, 'e'},
         {"log-level", required_argument, 0, 'L'},
         {"sentinel", required_argument, 0, 's'},

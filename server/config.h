@@ -29,6 +29,7 @@ struct gw_config {
     int threads;                  /* HTTP worker threads */
     int redis_timeout_ms;         /* a command not answered by then fails */
     int max_connections;          /* concurrent HTTP connections accepted */
+    int connection_memory_kib;    /* libmicrohttpd's buffer per connection */
     int64_t id_epoch;             /* unix seconds where id time starts */
     struct gw_endpoint sentinels[GW_MAX_SENTINELS]; /* Sentinel mode when any */
     int nsentinels;               /* used entries of sentinels */

@@ -42,9 +42,11 @@ struct gw_request {
     int64_t start_ns;            /* arrival, for the latency histogram */
 
     /* Filled by handlers: what they copied out of the request, so that a
-     * callback on another thread never reads the connection. */
-    char name[NAME_MAX_LEN + 1];   /* decoded {name} or {namespace} */
-    char token[TOKEN_MAX_LEN + 1]; /* Lock-Token in use */
+     * callback on another thread never reads the connection.  name and
+     * token are malloc'd to fit (a waiting request keeps them), freed with
+     * the request; NULL until set. */
+    char *name;                    /* decoded {name} or {namespace} */
+    char *token;                   /* Lock-Token in use */
     void *ctx;                     /* handler state across a Redis call */
     int aux;                       /* a small handler value across a call */
     void (*ctx_free)(void *ctx);   /* frees ctx at the end, may be NULL */

@@ -76,7 +76,7 @@ static void heap_remove(struct waiter *w) {
 struct bucket_entry {
     struct bucket_entry *next;     /* chain */
     struct waiter *head, *tail;    /* the key's waiters, oldest first */
-    char key[WAITER_KEY_MAX];      /* the key */
+    char key[];                    /* the key, NUL-terminated */
 };
 
 #define NBUCKETS 4096
@@ -121,7 +121,7 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     size_t len = strlen(w->key);
     struct bucket_entry **slot = entry_slot(w->key, len);
     if (!*slot) {
-        struct bucket_entry *e = calloc(1, sizeof *e);
+        struct bucket_entry *e = calloc(1, sizeof *e + len + 1);
         if (!e) { fprintf(stderr, "lockgate: out of memory\n"); abort(); }
         memcpy(e->key, w->key, len + 1);
         *slot = e;

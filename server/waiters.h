@@ -15,11 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WAITER_KEY_MAX 240
-
 struct waiter {
     /* Set by the owner before waiters_park. */
-    char key[WAITER_KEY_MAX];      /* "lock:NAME" or "sem:NAME", as published */
+    const char *key;               /* "lock:NAME" or "sem:NAME", as published;
+                                      the owner keeps it alive while parked */
     int fair;                      /* a fair waiter (woken besides the first) */
     int fd;                        /* client socket, watched for hang-up; -1 none */
     uint64_t seen_seq;             /* waiters_release_seq() before the attempt */
