@@ -118,6 +118,13 @@ status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 used_memory() { "${RCLI[@]}" info memory | awk -F: '/^used_memory:/ {print $2 + 0}'; }
 flush() { "${RCLI[@]}" flushall sync >/dev/null; }
+# Mean MEMORY USAGE (key, value and their entry; exact, unlike used_memory's
+# difference, which moves by a few bytes with allocator and dict state) of
+# up to 1000 keys matching $1.
+mean_usage() {
+    "${RCLI[@]}" --scan --pattern "$1" | head -n 1000 | sed 's/^/MEMORY USAGE /' |
+        "${RCLI[@]}" | awk '{s += $1; n++} END {printf "%.0f", n ? s / n : 0}'
+}
 children_cpu() { # the second line of `times`: children's user and sys
     awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
                    print t }' "$1"
@@ -269,8 +276,7 @@ mem1=$(used_memory)
 keys=$("${RCLI[@]}" dbsize)
 HELD=$keys
 MEM_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $HELD")
-sample=$("${RCLI[@]}" --scan --pattern 'lockgate:lock:{*}' | head -n 1 || true)
-HASH_BYTES=$("${RCLI[@]}" memory usage "$sample")
+HASH_BYTES=$(mean_usage 'lockgate:lock:{*}')
 
 # For comparison: Redisson's lock layout (one hash per lock, one field
 # "<client uuid>:<thread id>" holding the re-entry count, PEXPIRE) made by
@@ -283,7 +289,7 @@ redis_bench redisson EVALSHA "$RSN_SHA" 1 'lockgate:lock:{__rand_int__}' 600000 
     8743c9c0-0795-4907-87fd-6c719a6b4586:1
 mem1=$(used_memory)
 RSN_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $("${RCLI[@]}" dbsize)")
-RSN_HASH_BYTES=$("${RCLI[@]}" memory usage "$("${RCLI[@]}" randomkey)")
+RSN_HASH_BYTES=$(mean_usage 'lockgate:lock:{*}')
 flush
 
 # Redisson's fenced lock (RFencedLock), the one with fencing tokens as
@@ -359,8 +365,8 @@ row ids1 "ids: POST /v1/ids/bench, 50 conns" "$(f0 "${R[ids1.rps]}") req/s"
 row ids1000 "ids: count=1000, 50 conns" "$(f0 "${R[ids1000.ids]}") ids/s ($(f0 "${R[ids1000.rps]}") req/s)"
 echo "| gateway RSS idle / after load / after sweep / at end | $(mib "$RSS_IDLE") / $(mib "$RSS_LOAD") / $(mib "$RSS_SWEEP") / $(mib "$RSS_END") MiB | | | | |"
 echo "| gateway threads idle / after sweep | $THREADS_IDLE / $THREADS_SWEEP | | | | |"
-echo "| Redis memory per held lock (100,000 held: one hash each) | $MEM_PER_LOCK B (MEMORY USAGE of one hash: $HASH_BYTES B) | | | | |"
-echo "| (reference) Redisson's layout, same names | $RSN_PER_LOCK B (MEMORY USAGE: hash $RSN_HASH_BYTES B) | | | | |"
+echo "| Redis memory per held lock (100,000 held: one hash each): used_memory ÷ locks (mean MEMORY USAGE of 1000) | $MEM_PER_LOCK B ($HASH_BYTES B) | | | | |"
+echo "| (reference) Redisson's RLock layout, same names | $RSN_PER_LOCK B ($RSN_HASH_BYTES B) | | | | |"
 echo "| (reference) Redisson's fenced lock (RFencedLock: the hash + a token counter key per name), same names | $FENCED_PER_LOCK B | | | | |"
 echo "| Redis memory left per released name (its last fence, kept 10 s) | $LEFT_BYTES B × $LEFT_KEYS names right after the locks run | | | | |"
 echo "| ${R[wait.waiters]:-?} waiting requests: RSS / threads / CPU over 5 s | $(mib "${R[wait.rss_kib]:-0}") MiB / ${R[wait.threads]:-?} / ${R[wait.cpu_ms_5s]:-?} ms | | | ${R[wait.open_errors]:-?} | parked in ${R[wait.seconds_to_park]:-?} s |"
@@ -385,7 +391,7 @@ echo "| gateway RSS idle < 10 MiB | $(mib "$RSS_IDLE") | $(verdict "$RSS_IDLE < 
 echo "| gateway RSS after sweep < 64 MiB | $(mib "$RSS_SWEEP") | $(verdict "$RSS_SWEEP < 65536") |"
 echo "| ${R[wait.waiters]:-?} waiters: RSS < 64 MiB, threads fixed, CPU ~0 | $(mib "${R[wait.rss_kib]:-0}") MiB, ${R[wait.threads]:-?} threads, ${R[wait.cpu_ms_5s]:-?} ms | $(verdict "${R[wait.rss_kib]:-999999} < 65536 && ${R[wait.threads]:-0} == $THREADS_IDLE && ${R[wait.cpu_ms_5s]:-999} <= 50 && ${R[wait.waiters]:-0} >= $NWAITERS") |"
 echo "| hand-off p50 < 2 ms, p99 < 10 ms | ${R[hand.p50_ms]:-?} / ${R[hand.p99_ms]:-?} | $(verdict "${R[hand.p50_ms]:-99} < 2 && ${R[hand.p99_ms]:-99} < 10") |"
-echo "| Redis memory per held lock ≤ Redisson's layout: RLock (no fences) · RFencedLock (fences, as lockgate) | $MEM_PER_LOCK vs $RSN_PER_LOCK · $FENCED_PER_LOCK B | $(verdict "$MEM_PER_LOCK <= $RSN_PER_LOCK") · $(verdict "$MEM_PER_LOCK <= $FENCED_PER_LOCK") |"
+echo "| Redis memory per held lock ≤ Redisson's layout: RLock (no fences; mean MEMORY USAGE) · RFencedLock (fences, as lockgate; used_memory) | $HASH_BYTES vs $RSN_HASH_BYTES · $MEM_PER_LOCK vs $FENCED_PER_LOCK B | $(verdict "$HASH_BYTES <= $RSN_HASH_BYTES") · $(verdict "$MEM_PER_LOCK <= $FENCED_PER_LOCK") |"
 echo "| before and after: blocking bridge ÷ HTTP ceiling · event-driven ÷ blocking at 50 conns · at 1 conn | $R_BEFORE_HTTP · $R_LOCKS_BEFORE · $R_LOCKS1_BEFORE1 | |"
 echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
 echo "| (for reading) by CPU spent per request (gateway + Redis + client): healthz ÷ locks · healthz ÷ single ids | $(cost_ratio healthz locks) · $(cost_ratio healthz ids1) | |"

@@ -12,7 +12,7 @@
 --          {-4, limit}                          semaphore limit differs
 --
 -- Fence: at least the clock in microseconds and more than the name's last
--- fence (field f), so fences grow across expiry and restarts.
+-- fence (any holder's, or field f), so fences grow across expiry and restarts.
 local token, ttl, kind = ARGV[1], tonumber(ARGV[2]), ARGV[6]
 local limit = tonumber(ARGV[7])
 local waiter, wait_left, fair = ARGV[8], tonumber(ARGV[9]), ARGV[10] == '1'
@@ -76,22 +76,25 @@ if waiter ~= '' then
   redis.call('HDEL', KEYS[3], waiter)
 end
 
-local h = {count = 1, fence = 0, fs = '0', exp = now + ttl + 1, ttl = ttl, hold = 0,
+local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
            delay = tonumber(ARGV[5]), owner = ARGV[3]}
 if tonumber(ARGV[4]) > 0 then h.hold = now + tonumber(ARGV[4]) end
+if kind ~= 'p' then
+  h.fence = now_us
+  if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end
+  st.lastfence = h.fence
+end
 st.holders[token] = h
 st.alive = st.alive + 1
-if kind == 'p' then
-  redis.call('HSET', KEYS[1], token, encode(h), 'm', kind, 'lim', limit)
+if kind == 'x' then
+  redis.call('HSET', KEYS[1], token, encode(h))
+  if st.mfield then redis.call('HDEL', KEYS[1], 'm') end
+elseif kind == 's' then
+  redis.call('HSET', KEYS[1], token, encode(h), 'm', kind)
 else
-  h.fence, h.fs = now_us, now_us_str()
-  if h.fence <= st.lastfence then
-    h.fence = st.lastfence + 1
-    h.fs = int(h.fence)
-  end
-  st.lastfence = h.fence
-  redis.call('HSET', KEYS[1], token, encode(h), 'm', kind, 'f', h.fs)
+  redis.call('HSET', KEYS[1], token, encode(h), 'm', kind, 'lim', limit)
 end
+st.mfield = kind ~= 'x' and kind or nil
 save_ttl(KEYS[1], st)
 
 -- Room for more (shared, or permits left) and someone waiting: pass the

@@ -10,10 +10,6 @@ if st.alive == 0 then
   save_ttl(KEYS[1], st)
   return {-1}
 end
-local maxfence = 0
-for _, h in pairs(st.holders) do
-  if h.fence > maxfence then maxfence = h.fence end
-end
 local first = st.holders[st.first]
-return {1, st.alive, first.count, maxfence, remaining(st.maxexp), first.owner,
+return {1, st.alive, first.count, st.maxfence, remaining(st.maxexp), first.owner,
         kind_code[st.mode], st.limit}

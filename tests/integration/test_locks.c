@@ -203,6 +203,85 @@ static void test_expiry_and_fences(void) {
     free(t2);
 }
 
+/* The hash layout (lua/_holders.lua) keeps a held exclusive lock to its
+ * holder's one field, so it fits Redisson's allocation class: no mode field
+ * for exclusive, f only while no holder carries the last fence. */
+static long long hlen(const char *key) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "HLEN %s", key);
+    return atoll(h_redis_cli(&redis, cmd));
+}
+
+static const char *hget(const char *key, const char *field) {
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "HGET %s %s", key, field);
+    return h_redis_cli(&redis, cmd);
+}
+
+static void test_hash_layout(void) {
+    const char *key = "lockgate:lock:{lay}";
+    struct h_resp r = H("POST", "/v1/locks/lay", NULL, "{\"ttl_ms\":5000}");
+    long long f1 = h_jint(&r, "fence");
+    char *t1 = strdup(h_header(&r, "Lock-Token"));
+    h_resp_free(&r);
+    CHECK_EQ_INT(hlen(key), 1);
+    r = H("DELETE", "/v1/locks/lay", t1, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(hlen(key), 1); /* only f, the last fence */
+    CHECK_EQ_INT(atoll(hget(key, "f")), f1);
+    r = H("POST", "/v1/locks/lay", NULL, "{\"ttl_ms\":5000,\"owner\":\"o\",\"lock_delay_ms\":5}");
+    CHECK(h_jint(&r, "fence") > f1);
+    char *t2 = strdup(h_header(&r, "Lock-Token"));
+    h_resp_free(&r);
+    CHECK_EQ_INT(hlen(key), 1); /* f went: the holder carries the fence */
+    r = H("GET", "/v1/locks/lay", NULL, NULL);
+    CHECK_EQ_STR(h_jstr(&r, "owner"), "o");
+    CHECK_EQ_STR(h_jstr(&r, "mode"), "exclusive");
+    h_resp_free(&r);
+    free(t1);
+    free(t2);
+
+    /* A shared holder's mode is kept; once it is gone (here by expiry),
+     * an exclusive holder takes the name and re-enters as exclusive. */
+    key = "lockgate:lock:{lays}";
+    r = H("POST", "/v1/locks/lays", NULL, "{\"ttl_ms\":150,\"mode\":\"shared\"}");
+    CHECK_EQ_INT(r.status, 201);
+    long long fs = h_jint(&r, "fence");
+    h_resp_free(&r);
+    CHECK_EQ_STR(hget(key, "m"), "s");
+    h_sleep_ms(250);
+    char *t3 = acquire("/v1/locks/lays", NULL, "{\"ttl_ms\":5000}", 201);
+    CHECK_EQ_STR(hget(key, "m"), "");
+    r = H("POST", "/v1/locks/lays", t3, "{\"ttl_ms\":5000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "mode"), "exclusive");
+    CHECK(h_jint(&r, "fence") > fs);
+    h_resp_free(&r);
+    free(t3);
+
+    /* Two shared holders; the later (higher fence) expires while the other
+     * holds: its fence is kept in f, and the next holder's is higher. */
+    key = "lockgate:lock:{layd}";
+    char *ta = acquire("/v1/locks/layd", NULL, "{\"ttl_ms\":5000,\"mode\":\"shared\"}", 201);
+    r = H("POST", "/v1/locks/layd", NULL, "{\"ttl_ms\":150,\"mode\":\"shared\"}");
+    long long fb = h_jint(&r, "fence");
+    h_resp_free(&r);
+    h_sleep_ms(250);
+    r = H("POST", "/v1/locks/layd", NULL, NULL); /* exclusive: busy, drops the dead one */
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    CHECK_EQ_INT(atoll(hget(key, "f")), fb);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "HSET %s f %lld", key, fb + 1000000000LL); /* as if the clock stepped back */
+    h_redis_cli(&redis, cmd);
+    r = H("POST", "/v1/locks/layd", NULL, "{\"mode\":\"shared\"}");
+    CHECK_EQ_INT(r.status, 201);
+    CHECK_EQ_INT(h_jint(&r, "fence"), fb + 1000000001LL);
+    h_resp_free(&r);
+    free(ta);
+}
+
 static void test_fence_survives_redis_restart(void) {
     struct h_resp r = H("POST", "/v1/locks/persist", NULL, "{\"ttl_ms\":100}");
     long long f1 = h_jint(&r, "fence");
@@ -409,20 +488,29 @@ static void test_body_too_large(void) {
 }
 
 
+/* Starts a Redis that wants password pw and a gateway on its database db
+ * with the flags and environment given; 0, or -1 with nothing left running. */
+static int start_with_password(struct h_redis *r, struct h_gw *g, const char *pw, int db,
+                               const char *flags, const char *env) {
+    if (h_redis_start(r, 0) < 0) return -1;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "CONFIG SET requirepass %s", pw);
+    h_redis_cli(r, cmd);
+    snprintf(g->redis_url, sizeof g->redis_url, "redis://:%s@127.0.0.1:%d/%d", pw, r->port, db);
+    if (h_gw_start_env(g, r, flags, env) < 0) {
+        h_redis_kill(r);
+        return -1;
+    }
+    return 0;
+}
+
 /* A Redis with a password, a database other than 0 and a key prefix of
  * our own: the gateway authenticates, selects, and keeps its keys there. */
 static void test_redis_auth_db_prefix(void) {
     struct h_redis r;
     struct h_gw g = {0};
-    if (h_redis_start(&r, 0) < 0) {
+    if (start_with_password(&r, &g, "s3cret-pw", 3, NULL, "env LOCKGATE_KEY_PREFIX=app1:") < 0) {
         CHECK(0);
-        return;
-    }
-    h_redis_cli(&r, "CONFIG SET requirepass s3cret-pw");
-    snprintf(g.redis_url, sizeof g.redis_url, "redis://:s3cret-pw@127.0.0.1:%d/3", r.port);
-    if (h_gw_start_env(&g, &r, NULL, "env LOCKGATE_KEY_PREFIX=app1:") < 0) {
-        CHECK(0);
-        h_redis_kill(&r);
         return;
     }
     struct h_resp a = h_http("POST", g.port, "/v1/locks/authz", NULL, NULL, NULL);
@@ -443,15 +531,8 @@ static void test_redis_auth_db_prefix(void) {
 static void test_blocking_bridge(void) {
     struct h_redis r;
     struct h_gw g = {0};
-    if (h_redis_start(&r, 0) < 0) {
+    if (start_with_password(&r, &g, "bridge-pw", 2, "--redis-io blocking --threads 3", NULL) < 0) {
         CHECK(0);
-        return;
-    }
-    h_redis_cli(&r, "CONFIG SET requirepass bridge-pw");
-    snprintf(g.redis_url, sizeof g.redis_url, "redis://:bridge-pw@127.0.0.1:%d/2", r.port);
-    if (h_gw_start(&g, &r, "--redis-io blocking --threads 3") < 0) {
-        CHECK(0);
-        h_redis_kill(&r);
         return;
     }
     struct h_resp a = h_http("POST", g.port, "/v1/locks/bridge", NULL, "{\"ttl_ms\":600}", NULL);
@@ -541,6 +622,7 @@ int main(void) {
     RUN(test_routing_and_ops);
     RUN(test_not_yet_offered);
     RUN(test_body_too_large);
+    RUN(test_hash_layout);
     RUN(test_fence_survives_redis_restart);
     RUN(test_redis_auth_db_prefix);
     RUN(test_blocking_bridge);
