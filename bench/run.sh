@@ -122,7 +122,7 @@ flush() { "${RCLI[@]}" flushall sync >/dev/null; }
 # difference, which moves by a few bytes with allocator and dict state) of
 # up to 1000 keys matching $1.
 mean_usage() {
-    "${RCLI[@]}" --scan --pattern "$1" | head -n 1000 | sed 's/^/MEMORY USAGE /' |
+    "${RCLI[@]}" --scan --pattern "$1" | awk 'NR <= 1000 {print "MEMORY USAGE " $0}' |
         "${RCLI[@]}" | awk '{s += $1; n++} END {printf "%.0f", n ? s / n : 0}'
 }
 children_cpu() { # the second line of `times`: children's user and sys
