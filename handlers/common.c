@@ -12,11 +12,15 @@ static const struct gw_config *config;
 void handlers_init(const struct gw_config *cfg) { config = cfg; }
 const struct gw_config *handlers_config(void) { return config; }
 
-static char *copy_or_die(const char *s) {
-    char *p = strdup(s);
+char *copy_bytes(const void *src, size_t len) {
+    char *p = malloc(len + 1);
     if (!p) abort();
+    memcpy(p, src, len);
+    p[len] = '\0';
     return p;
 }
+
+static char *copy_or_die(const char *s) { return copy_bytes(s, strlen(s)); }
 
 int name_param_or_reply(struct gw_request *req, int i) {
     char name[NAME_MAX_LEN + 1];

@@ -11,18 +11,11 @@
 
 #include "openapi_yaml.h"
 
-static char *dup_bytes(const void *src, size_t len) {
-    char *p = malloc(len ? len : 1);
-    if (!p) abort();
-    memcpy(p, src, len);
-    return p;
-}
-
 /* Alive while the process serves; says nothing of Redis on purpose, so an
  * orchestrator does not restart gateways for a Redis outage. */
 void ops_healthz(struct gw_request *req) {
     static const char ok[] = "{\"status\":\"ok\"}";
-    reply_raw(req, 200, "application/json", dup_bytes(ok, sizeof ok - 1), sizeof ok - 1);
+    reply_raw(req, 200, "application/json", copy_bytes(ok, sizeof ok - 1), sizeof ok - 1);
 }
 
 static void readyz_done(void *arg, const struct redis_result *res) {
@@ -32,7 +25,7 @@ static void readyz_done(void *arg, const struct redis_result *res) {
         return;
     }
     static const char ready[] = "{\"status\":\"ready\"}";
-    reply_raw(req, 200, "application/json", dup_bytes(ready, sizeof ready - 1),
+    reply_raw(req, 200, "application/json", copy_bytes(ready, sizeof ready - 1),
               sizeof ready - 1);
 }
 
@@ -63,6 +56,6 @@ void ops_metrics(struct gw_request *req) {
 }
 
 void ops_openapi(struct gw_request *req) {
-    reply_raw(req, 200, "application/yaml", dup_bytes(openapi_yaml, openapi_yaml_len),
+    reply_raw(req, 200, "application/yaml", copy_bytes(openapi_yaml, openapi_yaml_len),
               openapi_yaml_len);
 }
