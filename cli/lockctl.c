@@ -34,13 +34,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL_VERSION "1.0.0"
-#define CTL_DEFAULT_URL "http://127.0.0.1:8080"
-#define CTL_NAME_MAX 200          /* API.md: names are 1-200 bytes */
-#define CTL_TOKEN_MAX 128         /* API.md: tokens are 22-128 chars */
+#define CTL_VERSION         "1.0.0"
+#define CTL_DEFAULT_URL     "http://127.0.0.1:8080"
+#define CTL_NAME_MAX        200    /* API.md: names are 1-200 bytes */
+#define CTL_TOKEN_MAX       128    /* API.md: tokens are 22-128 chars */
 #define CTL_SERVER_WAIT_MAX 300000 /* the most wait_ms one request may ask */
-#define CTL_REQUEST_MS 10000      /* one-shot requests: answer within this */
-#define CTL_CONNECT_MS 5000       /* connecting may take at most this */
+#define CTL_REQUEST_MS      10000  /* one-shot requests: answer within this */
+#define CTL_CONNECT_MS      5000   /* connecting may take at most this */
 
 extern char **environ;
 
@@ -49,150 +49,150 @@ extern char **environ;
  * from the small numbers commands use; `run` otherwise exits with the
  * command's status.  The table is repeated in --help and lockctl.1. */
 enum {
-    CTL_EXIT_OK = 0,           /* done; run: the command exited 0 */
-    CTL_EXIT_NOT_HELD = 1,     /* status: nobody holds the lock */
-    CTL_EXIT_USAGE = 64,       /* bad command line */
-    CTL_EXIT_REFUSED = 65,     /* the gateway refused the request (4xx, 501) */
-    CTL_EXIT_UNAVAILABLE = 69, /* gateway unreachable, or 5xx */
-    CTL_EXIT_INTERNAL = 70,    /* out of memory, fork failed, bad answer */
-    CTL_EXIT_BUSY = 75,        /* held by someone else, wait over */
-    CTL_EXIT_LEASE_LOST = 76,  /* run: lease lost, command stopped */
-    CTL_EXIT_CANNOT_EXEC = 126,/* run: the command cannot be executed */
-    CTL_EXIT_NOT_FOUND = 127,  /* run: the command was not found */
+    CTL_EXIT_OK = 0,            /* done; run: the command exited 0 */
+    CTL_EXIT_NOT_HELD = 1,      /* status: nobody holds the lock */
+    CTL_EXIT_USAGE = 64,        /* bad command line */
+    CTL_EXIT_REFUSED = 65,      /* the gateway refused the request (4xx, 501) */
+    CTL_EXIT_UNAVAILABLE = 69,  /* gateway unreachable, or 5xx */
+    CTL_EXIT_INTERNAL = 70,     /* out of memory, fork failed, bad answer */
+    CTL_EXIT_BUSY = 75,         /* held by someone else, wait over */
+    CTL_EXIT_LEASE_LOST = 76,   /* run: lease lost, command stopped */
+    CTL_EXIT_CANNOT_EXEC = 126, /* run: the command cannot be executed */
+    CTL_EXIT_NOT_FOUND = 127,   /* run: the command was not found */
 };
 
 /* ---- help texts ------------------------------------------------------------------ */
 
 static const char help_exit[] =
-"Exit status:\n"
-"  0      success; for run: the command exited 0\n"
-"  1      status: nobody holds the lock\n"
-"  64     usage error: unknown option, missing argument, malformed number\n"
-"  65     the gateway refused the request: invalid name, field or token, lock\n"
-"         not held or held by another token, feature not offered (4xx, 501)\n"
-"  69     the gateway could not be reached, or answered with a server error (5xx)\n"
-"  70     internal error (out of memory, cannot fork, unreadable answer)\n"
-"  75     busy: the lock is held by someone else and --wait was 0 or ran out\n"
-"  76     run: the lease was lost while the command ran; it was stopped\n"
-"  126    run: the command could not be executed\n"
-"  127    run: the command was not found\n"
-"  other  run: the command's own exit status; 128+N if signal N killed it\n";
+    "Exit status:\n"
+    "  0      success; for run: the command exited 0\n"
+    "  1      status: nobody holds the lock\n"
+    "  64     usage error: unknown option, missing argument, malformed number\n"
+    "  65     the gateway refused the request: invalid name, field or token, lock\n"
+    "         not held or held by another token, feature not offered (4xx, 501)\n"
+    "  69     the gateway could not be reached, or answered with a server error (5xx)\n"
+    "  70     internal error (out of memory, cannot fork, unreadable answer)\n"
+    "  75     busy: the lock is held by someone else and --wait was 0 or ran out\n"
+    "  76     run: the lease was lost while the command ran; it was stopped\n"
+    "  126    run: the command could not be executed\n"
+    "  127    run: the command was not found\n"
+    "  other  run: the command's own exit status; 128+N if signal N killed it\n";
 
 static const char help_main[] =
-"Usage: lockctl [--url URL] [-v] COMMAND [ARGS...]\n"
-"A client for lockgate, the HTTP lock gateway: run a command under a\n"
-"distributed lock, kept renewed while it runs, or use the API from the shell.\n"
-"\n"
-"Commands:\n"
-"  run NAME [OPTIONS] [--] CMD [ARGS...]  run CMD while holding lock NAME\n"
-"  acquire NAME [OPTIONS]   take lock NAME; print the answer (JSON), or with\n"
-"                           -q just the token\n"
-"  extend NAME [OPTIONS]    extend a lease (token: --token or $LOCKGATE_TOKEN)\n"
-"  release NAME [OPTIONS]   release a lock (token: --token or $LOCKGATE_TOKEN)\n"
-"  status NAME              show who holds lock NAME (exit 1: nobody does)\n"
-"  id NAMESPACE [-n N]      print N new unique ids, one per line\n"
-"  help [COMMAND]           this text, or a command's\n"
-"\n"
-"Options of every command:\n"
-"  -u, --url URL     the gateway (default: $LOCKGATE_URL, else " CTL_DEFAULT_URL ")\n"
-"  -v, --verbose     report what lockctl does on stderr\n"
-"  -h, --help        help; `lockctl COMMAND --help` for a command's\n"
-"      --version     print the version\n"
-"\n"
-"Durations (MS) are milliseconds; a suffix ms, s, m or h may be given (30s, 5m).\n"
-"Errors are one line on stderr, starting with \"lockctl: \".\n"
-"\n";
+    "Usage: lockctl [--url URL] [-v] COMMAND [ARGS...]\n"
+    "A client for lockgate, the HTTP lock gateway: run a command under a\n"
+    "distributed lock, kept renewed while it runs, or use the API from the shell.\n"
+    "\n"
+    "Commands:\n"
+    "  run NAME [OPTIONS] [--] CMD [ARGS...]  run CMD while holding lock NAME\n"
+    "  acquire NAME [OPTIONS]   take lock NAME; print the answer (JSON), or with\n"
+    "                           -q just the token\n"
+    "  extend NAME [OPTIONS]    extend a lease (token: --token or $LOCKGATE_TOKEN)\n"
+    "  release NAME [OPTIONS]   release a lock (token: --token or $LOCKGATE_TOKEN)\n"
+    "  status NAME              show who holds lock NAME (exit 1: nobody does)\n"
+    "  id NAMESPACE [-n N]      print N new unique ids, one per line\n"
+    "  help [COMMAND]           this text, or a command's\n"
+    "\n"
+    "Options of every command:\n"
+    "  -u, --url URL     the gateway (default: $LOCKGATE_URL, else " CTL_DEFAULT_URL ")\n"
+    "  -v, --verbose     report what lockctl does on stderr\n"
+    "  -h, --help        help; `lockctl COMMAND --help` for a command's\n"
+    "      --version     print the version\n"
+    "\n"
+    "Durations (MS) are milliseconds; a suffix ms, s, m or h may be given (30s, 5m).\n"
+    "Errors are one line on stderr, starting with \"lockctl: \".\n"
+    "\n";
 
 static const char help_run[] =
-"Usage: lockctl run NAME [OPTIONS] [--] COMMAND [ARGS...]\n"
-"Take lock NAME (waiting up to --wait), run COMMAND while holding it, renew\n"
-"the lease every third of the TTL for as long as COMMAND runs, release the\n"
-"lock when it exits, and exit with its exit status.\n"
-"\n"
-"  -t, --ttl MS        lease length (default 30000); renewed every MS/3\n"
-"  -w, --wait MS       wait this long for a busy lock (default 0: try once;\n"
-"                      \"forever\": no limit)\n"
-"      --shared        take it in shared (reader) mode\n"
-"      --fair          wait in line: first come, first served\n"
-"      --owner TEXT    shown by `lockctl status` (default \"lockctl on HOST, pid N\")\n"
-"      --max-hold MS   never hold it longer than this, renewals included; when\n"
-"                      it runs out the lease is lost (see below)\n"
-"      --lock-delay MS if the lease is lost, nobody may take the lock for MS\n"
-"      --grace MS      after SIGTERM on a lost lease, wait this long before\n"
-"                      SIGKILL (default 5000)\n"
-"  -q, --quiet         no message when the lock is busy (the status tells)\n"
-"  -u, --url URL, -v, --verbose, -h, --help: as for every command\n"
-"\n"
-"COMMAND gets LOCKGATE_NAME, LOCKGATE_FENCE (the fencing token), LOCKGATE_TOKEN\n"
-"and LOCKGATE_URL in its environment; it is looked up in $PATH.\n"
-"\n"
-"When the lock is busy and the wait is over: exit 75 and, unless -q, one line\n"
-"  lockctl: lock 'NAME' is held by someone else (try again in N s)\n"
-"\n"
-"Lease lost: when a renewal is answered not_held or not_owner (the lease ran\n"
-"out or the lock was taken away), or the gateway cannot be reached until the\n"
-"lease ends (errors and 5xx are retried with backoff, never past the lease),\n"
-"COMMAND's process group gets SIGTERM, SIGKILL after --grace, and lockctl\n"
-"exits 76 whatever COMMAND's status was.\n"
-"\n"
-"Signals: COMMAND runs in a process group of its own, so that lockctl can\n"
-"stop all of it; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent\n"
-"to lockctl are passed on to that whole group, and lockctl releases the lock\n"
-"once COMMAND has exited.  When lockctl runs in the foreground of a terminal,\n"
-"it hands the terminal to COMMAND's group (Ctrl-C reaches COMMAND, which can\n"
-"read the terminal) and takes it back at the end; Ctrl-Z suspends COMMAND\n"
-"and lockctl together.  While lockctl is suspended it cannot renew: suspended\n"
-"past the lease, the lease is lost, and COMMAND is stopped on resumption.  If\n"
-"lockctl is killed (SIGKILL), COMMAND gets SIGTERM (Linux) and the lock\n"
-"expires at the end of its lease.  Processes COMMAND leaves running in the\n"
-"background after it exits are not waited for: the lock ends with COMMAND.\n"
-"\n";
+    "Usage: lockctl run NAME [OPTIONS] [--] COMMAND [ARGS...]\n"
+    "Take lock NAME (waiting up to --wait), run COMMAND while holding it, renew\n"
+    "the lease every third of the TTL for as long as COMMAND runs, release the\n"
+    "lock when it exits, and exit with its exit status.\n"
+    "\n"
+    "  -t, --ttl MS        lease length (default 30000); renewed every MS/3\n"
+    "  -w, --wait MS       wait this long for a busy lock (default 0: try once;\n"
+    "                      \"forever\": no limit)\n"
+    "      --shared        take it in shared (reader) mode\n"
+    "      --fair          wait in line: first come, first served\n"
+    "      --owner TEXT    shown by `lockctl status` (default \"lockctl on HOST, pid N\")\n"
+    "      --max-hold MS   never hold it longer than this, renewals included; when\n"
+    "                      it runs out the lease is lost (see below)\n"
+    "      --lock-delay MS if the lease is lost, nobody may take the lock for MS\n"
+    "      --grace MS      after SIGTERM on a lost lease, wait this long before\n"
+    "                      SIGKILL (default 5000)\n"
+    "  -q, --quiet         no message when the lock is busy (the status tells)\n"
+    "  -u, --url URL, -v, --verbose, -h, --help: as for every command\n"
+    "\n"
+    "COMMAND gets LOCKGATE_NAME, LOCKGATE_FENCE (the fencing token), LOCKGATE_TOKEN\n"
+    "and LOCKGATE_URL in its environment; it is looked up in $PATH.\n"
+    "\n"
+    "When the lock is busy and the wait is over: exit 75 and, unless -q, one line\n"
+    "  lockctl: lock 'NAME' is held by someone else (try again in N s)\n"
+    "\n"
+    "Lease lost: when a renewal is answered not_held or not_owner (the lease ran\n"
+    "out or the lock was taken away), or the gateway cannot be reached until the\n"
+    "lease ends (errors and 5xx are retried with backoff, never past the lease),\n"
+    "COMMAND's process group gets SIGTERM, SIGKILL after --grace, and lockctl\n"
+    "exits 76 whatever COMMAND's status was.\n"
+    "\n"
+    "Signals: COMMAND runs in a process group of its own, so that lockctl can\n"
+    "stop all of it; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent\n"
+    "to lockctl are passed on to that whole group, and lockctl releases the lock\n"
+    "once COMMAND has exited.  When lockctl runs in the foreground of a terminal,\n"
+    "it hands the terminal to COMMAND's group (Ctrl-C reaches COMMAND, which can\n"
+    "read the terminal) and takes it back at the end; Ctrl-Z suspends COMMAND\n"
+    "and lockctl together.  While lockctl is suspended it cannot renew: suspended\n"
+    "past the lease, the lease is lost, and COMMAND is stopped on resumption.  If\n"
+    "lockctl is killed (SIGKILL), COMMAND gets SIGTERM (Linux) and the lock\n"
+    "expires at the end of its lease.  Processes COMMAND leaves running in the\n"
+    "background after it exits are not waited for: the lock ends with COMMAND.\n"
+    "\n";
 
 static const char help_acquire[] =
-"Usage: lockctl acquire NAME [OPTIONS]\n"
-"Take lock NAME and print the gateway's answer (JSON: name, token, fence,\n"
-"mode, count, ttl_ms), or with -q only the token.  Nothing renews this\n"
-"lease: extend it with `lockctl extend`, end it with `lockctl release`.\n"
-"\n"
-"  -t, --ttl MS        lease length (default 30000)\n"
-"  -w, --wait MS       wait this long for a busy lock (default 0: try once;\n"
-"                      \"forever\": no limit)\n"
-"      --token TOKEN   the holder's token (22-128 of A-Z a-z 0-9 _ -): re-enter\n"
-"                      a lock this token holds, or take it under this token\n"
-"      --shared, --fair, --owner TEXT, --max-hold MS, --lock-delay MS: as for run\n"
-"  -q, --quiet         print only the token\n"
-"\n";
+    "Usage: lockctl acquire NAME [OPTIONS]\n"
+    "Take lock NAME and print the gateway's answer (JSON: name, token, fence,\n"
+    "mode, count, ttl_ms), or with -q only the token.  Nothing renews this\n"
+    "lease: extend it with `lockctl extend`, end it with `lockctl release`.\n"
+    "\n"
+    "  -t, --ttl MS        lease length (default 30000)\n"
+    "  -w, --wait MS       wait this long for a busy lock (default 0: try once;\n"
+    "                      \"forever\": no limit)\n"
+    "      --token TOKEN   the holder's token (22-128 of A-Z a-z 0-9 _ -): re-enter\n"
+    "                      a lock this token holds, or take it under this token\n"
+    "      --shared, --fair, --owner TEXT, --max-hold MS, --lock-delay MS: as for run\n"
+    "  -q, --quiet         print only the token\n"
+    "\n";
 
 static const char help_extend[] =
-"Usage: lockctl extend NAME [--token TOKEN] [--ttl MS]\n"
-"Extend the lease of lock NAME held by TOKEN (default $LOCKGATE_TOKEN) to MS\n"
-"from now (default: the TTL it was taken with); print the answer (JSON).\n"
-"  -q, --quiet         print nothing\n"
-"\n";
+    "Usage: lockctl extend NAME [--token TOKEN] [--ttl MS]\n"
+    "Extend the lease of lock NAME held by TOKEN (default $LOCKGATE_TOKEN) to MS\n"
+    "from now (default: the TTL it was taken with); print the answer (JSON).\n"
+    "  -q, --quiet         print nothing\n"
+    "\n";
 
 static const char help_release[] =
-"Usage: lockctl release NAME [--token TOKEN]\n"
-"Release one level of lock NAME held by TOKEN (default $LOCKGATE_TOKEN);\n"
-"print the answer (JSON: released, count).\n"
-"  -q, --quiet         print nothing\n"
-"\n";
+    "Usage: lockctl release NAME [--token TOKEN]\n"
+    "Release one level of lock NAME held by TOKEN (default $LOCKGATE_TOKEN);\n"
+    "print the answer (JSON: released, count).\n"
+    "  -q, --quiet         print nothing\n"
+    "\n";
 
 static const char help_status[] =
-"Usage: lockctl status NAME\n"
-"Print who holds lock NAME (JSON: mode, holders, count, fence, ttl_ms, owner),\n"
-"or exit 1 with a message when nobody does.\n"
-"  -q, --quiet         print nothing: only the exit status tells\n"
-"\n";
+    "Usage: lockctl status NAME\n"
+    "Print who holds lock NAME (JSON: mode, holders, count, fence, ttl_ms, owner),\n"
+    "or exit 1 with a message when nobody does.\n"
+    "  -q, --quiet         print nothing: only the exit status tells\n"
+    "\n";
 
 static const char help_id[] =
-"Usage: lockctl id NAMESPACE [-n N]\n"
-"Print N (default 1, at most 10000) new unique ids of NAMESPACE, one per line.\n"
-"\n";
+    "Usage: lockctl id NAMESPACE [-n N]\n"
+    "Print N (default 1, at most 10000) new unique ids of NAMESPACE, one per line.\n"
+    "\n";
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
-static int verbose;                    /* -v: report steps on stderr */
-static char gw_url[2048];              /* gateway base URL, no trailing '/' */
+static int verbose;       /* -v: report steps on stderr */
+static char gw_url[2048]; /* gateway base URL, no trailing '/' */
 
 static void say(const char *fmt, ...) {
     va_list ap;
@@ -235,11 +235,16 @@ static int parse_ms(const char *s, int allow_forever, long long *out) {
     unsigned long long v = strtoull(s, &end, 10);
     if (errno) return -1;
     unsigned long long mul;
-    if (*end == '\0' || strcmp(end, "ms") == 0) mul = 1;
-    else if (strcmp(end, "s") == 0) mul = 1000;
-    else if (strcmp(end, "m") == 0) mul = 60000;
-    else if (strcmp(end, "h") == 0) mul = 3600000;
-    else return -1;
+    if (*end == '\0' || strcmp(end, "ms") == 0)
+        mul = 1;
+    else if (strcmp(end, "s") == 0)
+        mul = 1000;
+    else if (strcmp(end, "m") == 0)
+        mul = 60000;
+    else if (strcmp(end, "h") == 0)
+        mul = 3600000;
+    else
+        return -1;
     if (v > 1000000000000000ULL / mul) return -1; /* 31,000 years is plenty */
     *out = (long long)(v * mul);
     return 0;
@@ -269,8 +274,7 @@ static int valid_token(const char *s) {
  * chars.  `run` makes its own so that it can release a lock whose grant it
  * never heard of (an acquire cut short by a signal).  Returns 0 or -1. */
 static int token_new(char out[23]) {
-    static const char b64[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     unsigned char r[16];
     size_t got = 0;
     while (got < sizeof r) {
@@ -298,11 +302,11 @@ static int token_new(char out[23]) {
  * read it (engine_wait) and act outside signal context.  Only `run` installs
  * them: the one-shot commands keep the default actions (Ctrl-C just ends). */
 
-static int sig_pipe[2] = {-1, -1};     /* [0] polled by engine_wait, [1] handlers */
-static unsigned char sig_pending[65];  /* signals read from the pipe, not yet handled */
+static int sig_pipe[2] = {-1, -1};    /* [0] polled by engine_wait, [1] handlers */
+static unsigned char sig_pending[65]; /* signals read from the pipe, not yet handled */
 static const int sig_forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-static const int sig_caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
-                                 SIGCHLD, SIGTSTP};
+static const int sig_caught[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                                 SIGUSR1, SIGUSR2, SIGCHLD, SIGTSTP};
 static const int sig_ignored[] = {SIGPIPE, SIGTTOU, SIGTTIN};
 
 static void on_signal(int sig) {
@@ -370,8 +374,8 @@ static int sig_take_stop(void) {
  * (they are the caller's, passed on to the command as flock(1) does) and,
  * before each fork, every other one is marked close-on-exec. */
 
-static int *fds_inherited;             /* descriptors open when lockctl started */
-static size_t fds_ninherited;          /* how many */
+static int *fds_inherited;    /* descriptors open when lockctl started */
+static size_t fds_ninherited; /* how many */
 
 /* Calls fn on every open descriptor (from /proc/self/fd, or by probing). */
 static void fds_each(void (*fn)(int fd)) {
@@ -462,8 +466,8 @@ static void call_free(struct call *c) {
 
 /* Starts method on path (below the gateway URL) with an optional Lock-Token
  * and JSON body (taken over and freed), to finish within timeout_ms. */
-static void call_start(struct call *c, const char *method, const char *path,
-                       const char *token, cJSON *body, long long timeout_ms) {
+static void call_start(struct call *c, const char *method, const char *path, const char *token,
+                       cJSON *body, long long timeout_ms) {
     memset(c, 0, sizeof *c);
     c->easy = curl_easy_init();
     if (!c->easy) oom();
@@ -557,11 +561,11 @@ static int sleep_ms(long long ms) {
 /* ---- reading answers ---------------------------------------------------------------- */
 
 enum outcome {
-    OUT_OK,        /* 2xx */
-    OUT_BUSY,      /* 409 lock_busy */
-    OUT_GONE,      /* 404 not_held or 409 not_owner: the token holds nothing */
-    OUT_REFUSED,   /* any other 4xx, and 501: asking again will not help */
-    OUT_DOWN,      /* no answer, or 5xx: asking again later may */
+    OUT_OK,      /* 2xx */
+    OUT_BUSY,    /* 409 lock_busy */
+    OUT_GONE,    /* 404 not_held or 409 not_owner: the token holds nothing */
+    OUT_REFUSED, /* any other 4xx, and 501: asking again will not help */
+    OUT_DOWN,    /* no answer, or 5xx: asking again later may */
 };
 
 static const char *jstr(const cJSON *o, const char *key) {
@@ -585,7 +589,10 @@ static int raw_int(const char *body, const char *key, char *out, size_t cap) {
     p += strlen(pat);
     while (*p == ' ' || *p == ':') p++;
     size_t n = 0;
-    while (isdigit((unsigned char)p[n]) && n + 1 < cap) { out[n] = p[n]; n++; }
+    while (isdigit((unsigned char)p[n]) && n + 1 < cap) {
+        out[n] = p[n];
+        n++;
+    }
     out[n] = '\0';
     return n ? 0 : -1;
 }
@@ -629,16 +636,15 @@ static int call_report(const struct call *c, const char *what) {
     call_why(c, why, sizeof why);
     switch (call_outcome(c)) {
     case OUT_DOWN:
-        if (c->rc != CURLE_OK) say("%s", why);
-        else say("%s: gateway error %ld: %s", what, c->status, why);
+        if (c->rc != CURLE_OK)
+            say("%s", why);
+        else
+            say("%s: gateway error %ld: %s", what, c->status, why);
         return CTL_EXIT_UNAVAILABLE;
     case OUT_BUSY:
     case OUT_GONE:
-    case OUT_REFUSED:
-        say("%s: %s", what, why);
-        return CTL_EXIT_REFUSED;
-    case OUT_OK:
-        break;
+    case OUT_REFUSED: say("%s: %s", what, why); return CTL_EXIT_REFUSED;
+    case OUT_OK: break;
     }
     return CTL_EXIT_OK;
 }
@@ -656,48 +662,48 @@ static void say_busy(const char *name, long long retry_after_ms) {
 /* ---- options -------------------------------------------------------------------------- */
 
 struct opts {
-    const char *cmd;            /* the subcommand */
-    const char *name;           /* NAME or NAMESPACE */
-    char **argv;                /* run: the command and its arguments */
-    long long ttl;              /* --ttl, -1 when not given */
-    long long wait;             /* --wait, 0 try once, -1 forever */
-    int shared;                 /* --shared */
-    int fair;                   /* --fair */
-    const char *owner;          /* --owner, or NULL */
-    long long max_hold;         /* --max-hold, -1 when not given */
-    long long lock_delay;       /* --lock-delay, -1 when not given */
-    long long grace;            /* --grace */
-    const char *token;          /* --token, or NULL */
-    long long count;            /* id -n */
-    int quiet;                  /* -q */
+    const char *cmd;      /* the subcommand */
+    const char *name;     /* NAME or NAMESPACE */
+    char **argv;          /* run: the command and its arguments */
+    long long ttl;        /* --ttl, -1 when not given */
+    long long wait;       /* --wait, 0 try once, -1 forever */
+    int shared;           /* --shared */
+    int fair;             /* --fair */
+    const char *owner;    /* --owner, or NULL */
+    long long max_hold;   /* --max-hold, -1 when not given */
+    long long lock_delay; /* --lock-delay, -1 when not given */
+    long long grace;      /* --grace */
+    const char *token;    /* --token, or NULL */
+    long long count;      /* id -n */
+    int quiet;            /* -q */
 };
 
 enum { O_SHARED = 256, O_FAIR, O_OWNER, O_MAX_HOLD, O_LOCK_DELAY, O_GRACE, O_TOKEN, O_VERSION };
 
 static const struct option long_opts[] = {
-    {"ttl", required_argument, 0, 't'},
-    {"wait", required_argument, 0, 'w'},
-    {"shared", no_argument, 0, O_SHARED},
-    {"fair", no_argument, 0, O_FAIR},
-    {"owner", required_argument, 0, O_OWNER},
-    {"max-hold", required_argument, 0, O_MAX_HOLD},
+    {"ttl",        required_argument, 0, 't'         },
+    {"wait",       required_argument, 0, 'w'         },
+    {"shared",     no_argument,       0, O_SHARED    },
+    {"fair",       no_argument,       0, O_FAIR      },
+    {"owner",      required_argument, 0, O_OWNER     },
+    {"max-hold",   required_argument, 0, O_MAX_HOLD  },
     {"lock-delay", required_argument, 0, O_LOCK_DELAY},
-    {"grace", required_argument, 0, O_GRACE},
-    {"token", required_argument, 0, O_TOKEN},
-    {"count", required_argument, 0, 'n'},
-    {"quiet", no_argument, 0, 'q'},
-    {"verbose", no_argument, 0, 'v'},
-    {"url", required_argument, 0, 'u'},
-    {"help", no_argument, 0, 'h'},
-    {"version", no_argument, 0, O_VERSION},
-    {0, 0, 0, 0},
+    {"grace",      required_argument, 0, O_GRACE     },
+    {"token",      required_argument, 0, O_TOKEN     },
+    {"count",      required_argument, 0, 'n'         },
+    {"quiet",      no_argument,       0, 'q'         },
+    {"verbose",    no_argument,       0, 'v'         },
+    {"url",        required_argument, 0, 'u'         },
+    {"help",       no_argument,       0, 'h'         },
+    {"version",    no_argument,       0, O_VERSION   },
+    {0,            0,                 0, 0           },
 };
 
 struct subcommand {
-    const char *name;           /* as typed */
-    const char *help;           /* its --help text */
-    const int *allowed;         /* options it takes besides u, v, h; 0 ends */
-    int (*fn)(struct opts *o);  /* does it; returns the exit status */
+    const char *name;          /* as typed */
+    const char *help;          /* its --help text */
+    const int *allowed;        /* options it takes besides u, v, h; 0 ends */
+    int (*fn)(struct opts *o); /* does it; returns the exit status */
 };
 
 static int usage_error(const char *cmd, const char *fmt, ...) {
@@ -706,8 +712,10 @@ static int usage_error(const char *cmd, const char *fmt, ...) {
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (cmd) say("%s: %s (see 'lockctl %s --help')", cmd, line, cmd);
-    else say("%s (see 'lockctl --help')", line);
+    if (cmd)
+        say("%s: %s (see 'lockctl %s --help')", cmd, line, cmd);
+    else
+        say("%s (see 'lockctl --help')", line);
     return CTL_EXIT_USAGE;
 }
 
@@ -840,8 +848,7 @@ static int one_request(struct opts *o, const char *method, const char *token, cJ
     int rc = CTL_EXIT_OK;
     if (call_outcome(&c) == OUT_OK) {
         if (!o->quiet) print_body(&c);
-    } else if (strcmp(o->cmd, "status") == 0 && c.status == 404 &&
-               call_outcome(&c) == OUT_GONE) {
+    } else if (strcmp(o->cmd, "status") == 0 && c.status == 404 && call_outcome(&c) == OUT_GONE) {
         if (!o->quiet) say("lock '%s' is not held", o->name);
         rc = CTL_EXIT_NOT_HELD;
     } else {
@@ -925,23 +932,23 @@ static int cmd_id(struct opts *o) {
 
 /* What `run` keeps while the command runs. */
 struct watch {
-    const struct opts *o;       /* the command line */
-    char token[32];             /* our token (we make it) */
-    char fence[32];             /* the fence, as digits */
-    long long ttl;              /* the lease length asked for */
-    long long acquired_at;      /* now_ms() when the acquire was sent */
-    long long lease_end;        /* the lock is surely ours until then */
-    long long next_renew;       /* when to send the next extension */
-    long long backoff;          /* pause before retrying a failed extension */
-    struct call ext;            /* the extension in flight */
-    int ext_busy;               /* 1 while ext is in flight */
-    pid_t pid;                  /* the command; also its process group */
-    int tty;                    /* the terminal handed to the command, or -1 */
-    int lost;                   /* 1 once the lease is lost */
-    int lost_known_gone;        /* lost because the gateway said not held */
-    int capped;                 /* the last extension was cut short by max-hold */
-    long long kill_at;          /* lost: when SIGKILL follows SIGTERM */
-    int killed;                 /* SIGKILL sent */
+    const struct opts *o;  /* the command line */
+    char token[32];        /* our token (we make it) */
+    char fence[32];        /* the fence, as digits */
+    long long ttl;         /* the lease length asked for */
+    long long acquired_at; /* now_ms() when the acquire was sent */
+    long long lease_end;   /* the lock is surely ours until then */
+    long long next_renew;  /* when to send the next extension */
+    long long backoff;     /* pause before retrying a failed extension */
+    struct call ext;       /* the extension in flight */
+    int ext_busy;          /* 1 while ext is in flight */
+    pid_t pid;             /* the command; also its process group */
+    int tty;               /* the terminal handed to the command, or -1 */
+    int lost;              /* 1 once the lease is lost */
+    int lost_known_gone;   /* lost because the gateway said not held */
+    int capped;            /* the last extension was cut short by max-hold */
+    long long kill_at;     /* lost: when SIGKILL follows SIGTERM */
+    int killed;            /* SIGKILL sent */
 };
 
 /* Finds the program as execvp would, before the lock is taken, so that a
@@ -957,7 +964,7 @@ static int find_program(const char *cmd, char *out, size_t cap) {
     const char *path = getenv("PATH");
     if (!path) path = "/usr/local/bin:/usr/bin:/bin";
     int err = ENOENT;
-    for (const char *p = path;; ) {
+    for (const char *p = path;;) {
         const char *colon = strchr(p, ':');
         size_t n = colon ? (size_t)(colon - p) : strlen(p);
         snprintf(out, cap, "%.*s%s%s", (int)n, n ? p : ".", "/", cmd);
@@ -977,8 +984,7 @@ static int find_program(const char *cmd, char *out, size_t cap) {
  * is blocked across fork, so that no handler of ours runs in the child.
  * Returns the pid, or -1 with *err set (an errno; the child's exec failed
  * when *exec_failed is 1). */
-static pid_t spawn(char *path, char **argv, char **sh_argv, int tty, int *err,
-                   int *exec_failed) {
+static pid_t spawn(char *path, char **argv, char **sh_argv, int tty, int *err, int *exec_failed) {
     fds_each(fds_seal);
     int report[2];
     *exec_failed = 0;
@@ -1100,8 +1106,8 @@ static void renewal_done(struct watch *w) {
             w->next_renew = now + min_ll(w->backoff, max_ll(left / 2, 1));
             w->backoff = min_ll(w->backoff * 2, max_ll(w->ttl / 6, 200));
             if (verbose)
-                say("extend '%s': %s; trying again in %lld ms (lease ends in %lld ms)",
-                    w->o->name, why, w->next_renew - now, left);
+                say("extend '%s': %s; trying again in %lld ms (lease ends in %lld ms)", w->o->name,
+                    why, w->next_renew - now, left);
         } else {
             int gone = out == OUT_GONE;
             call_free(c);
@@ -1156,7 +1162,8 @@ static void release_after(struct watch *w, int quietly) {
         if (out != OUT_DOWN || quietly || now_ms() + backoff >= until) {
             if (!quietly)
                 say("warning: could not release lock '%s' (%s); it expires at the end "
-                    "of its lease", w->o->name, why);
+                    "of its lease",
+                    w->o->name, why);
             return;
         }
         long long t = now_ms() + backoff;
@@ -1254,8 +1261,7 @@ static int watch(struct watch *w) {
             if (w->capped)
                 lose(w, 0, "--max-hold of %lld ms reached", w->o->max_hold);
             else
-                lose(w, 0, "the lease ran out before the gateway at %s could extend it",
-                     gw_url);
+                lose(w, 0, "the lease ran out before the gateway at %s could extend it", gw_url);
         }
         if (w->lost && !w->killed && now >= w->kill_at) {
             if (verbose) say("the command outlived --grace: SIGKILL");
@@ -1280,8 +1286,7 @@ static int cmd_run(struct opts *o) {
     char path[PATH_MAX];
     int err = find_program(o->argv[0], path, sizeof path);
     if (err) {
-        say("cannot run '%s': %s", o->argv[0],
-            err == ENOENT ? "command not found" : strerror(err));
+        say("cannot run '%s': %s", o->argv[0], err == ENOENT ? "command not found" : strerror(err));
         return err == ENOENT ? CTL_EXIT_NOT_FOUND : CTL_EXIT_CANNOT_EXEC;
     }
     size_t argc = 0;
@@ -1332,8 +1337,7 @@ static int cmd_run(struct opts *o) {
             if (raw_int(c.body, "fence", w.fence, sizeof w.fence) < 0) strcpy(w.fence, "0");
             long long took = now_ms() - c.sent_at;
             call_free(&c);
-            if (verbose)
-                say("acquired lock '%s' (fence %s, ttl %lld ms)", o->name, w.fence, w.ttl);
+            if (verbose) say("acquired lock '%s' (fence %s, ttl %lld ms)", o->name, w.fence, w.ttl);
             w.next_renew = w.acquired_at + w.ttl / 3;
             if (took <= w.ttl / 3) break;
             /* Granted at an unknown moment of a long wait: date the lease
@@ -1410,22 +1414,22 @@ static int cmd_run(struct opts *o) {
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-static const int allow_run[] = {'t', 'w', O_SHARED, O_FAIR, O_OWNER, O_MAX_HOLD,
-                                O_LOCK_DELAY, O_GRACE, 'q', 0};
-static const int allow_acquire[] = {'t', 'w', O_SHARED, O_FAIR, O_OWNER, O_MAX_HOLD,
-                                    O_LOCK_DELAY, O_TOKEN, 'q', 0};
+static const int allow_run[] = {'t',        'w',          O_SHARED, O_FAIR, O_OWNER,
+                                O_MAX_HOLD, O_LOCK_DELAY, O_GRACE,  'q',    0};
+static const int allow_acquire[] = {'t',        'w',          O_SHARED, O_FAIR, O_OWNER,
+                                    O_MAX_HOLD, O_LOCK_DELAY, O_TOKEN,  'q',    0};
 static const int allow_extend[] = {'t', O_TOKEN, 'q', 0};
 static const int allow_release[] = {O_TOKEN, 'q', 0};
 static const int allow_status[] = {'q', 0};
 static const int allow_id[] = {'n', 'q', 0};
 
 static const struct subcommand subcommands[] = {
-    {.name = "run", .help = help_run, .allowed = allow_run, .fn = cmd_run},
+    {.name = "run",     .help = help_run,     .allowed = allow_run,     .fn = cmd_run    },
     {.name = "acquire", .help = help_acquire, .allowed = allow_acquire, .fn = cmd_acquire},
-    {.name = "extend", .help = help_extend, .allowed = allow_extend, .fn = cmd_extend},
+    {.name = "extend",  .help = help_extend,  .allowed = allow_extend,  .fn = cmd_extend },
     {.name = "release", .help = help_release, .allowed = allow_release, .fn = cmd_release},
-    {.name = "status", .help = help_status, .allowed = allow_status, .fn = cmd_status},
-    {.name = "id", .help = help_id, .allowed = allow_id, .fn = cmd_id},
+    {.name = "status",  .help = help_status,  .allowed = allow_status,  .fn = cmd_status },
+    {.name = "id",      .help = help_id,      .allowed = allow_id,      .fn = cmd_id     },
 };
 
 static const struct subcommand *find_subcommand(const char *name) {
@@ -1450,10 +1454,10 @@ static const char *opt_name(int opt) {
 static int take_option(const struct subcommand *sc, struct opts *o, int opt, const char *arg,
                        const char *bad) {
     const char *cmd = sc ? sc->name : NULL;
-    int allowed = opt == 'u' || opt == 'v' || opt == 'h' || opt == O_VERSION ||
-                  (!sc && opt == 'q');
+    int allowed = opt == 'u' || opt == 'v' || opt == 'h' || opt == O_VERSION || (!sc && opt == 'q');
     for (const int *a = sc ? sc->allowed : NULL; a && *a && !allowed; a++) allowed = *a == opt;
-    if (opt == '?' || opt == ':') return usage_error(cmd, "unknown option or missing value: %s", bad);
+    if (opt == '?' || opt == ':')
+        return usage_error(cmd, "unknown option or missing value: %s", bad);
     if (!allowed) return usage_error(cmd, "--%s does not apply here", opt_name(opt));
     long long *dur = NULL;
     int forever = 0;
@@ -1468,7 +1472,10 @@ static int take_option(const struct subcommand *sc, struct opts *o, int opt, con
     case O_OWNER: o->owner = arg; return 0;
     case O_TOKEN: o->token = arg; return 0;
     case 't': dur = &o->ttl; break;
-    case 'w': dur = &o->wait; forever = 1; break;
+    case 'w':
+        dur = &o->wait;
+        forever = 1;
+        break;
     case O_MAX_HOLD: dur = &o->max_hold; break;
     case O_LOCK_DELAY: dur = &o->lock_delay; break;
     case O_GRACE: dur = &o->grace; break;
@@ -1505,8 +1512,7 @@ static int parse_options(const struct subcommand *sc, struct opts *o, int argc, 
             *dashdash = optind == before + 1 && strcmp(argv[before], "--") == 0;
             break;
         }
-        int rc = take_option(sc, o, opt, optarg,
-                             optind - 1 < argc ? argv[optind - 1] : "?");
+        int rc = take_option(sc, o, opt, optarg, optind - 1 < argc ? argv[optind - 1] : "?");
         if (rc) return rc;
     }
     *stop = optind;
@@ -1569,8 +1575,8 @@ int main(int argc, char **argv) {
         return usage_error(sc->name, "missing %s",
                            strcmp(sc->name, "id") == 0 ? "NAMESPACE" : "NAME");
     if (!valid_name(o.name)) {
-        say("%s: invalid %s '%s': 1-200 characters of A-Z a-z 0-9 . _ : - (invalid_name)",
-            sc->name, strcmp(sc->name, "id") == 0 ? "namespace" : "lock name", o.name);
+        say("%s: invalid %s '%s': 1-200 characters of A-Z a-z 0-9 . _ : - (invalid_name)", sc->name,
+            strcmp(sc->name, "id") == 0 ? "namespace" : "lock name", o.name);
         return CTL_EXIT_REFUSED;
     }
 

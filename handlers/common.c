@@ -49,8 +49,7 @@ int token_header_or_reply(struct gw_request *req, int required, int *present) {
         return GW_REPLIED;
     }
     if (!token_valid(tok)) {
-        reply_problem(req, CODE_INVALID_TOKEN,
-                      "a Lock-Token is %d-%d characters of [A-Za-z0-9_-]",
+        reply_problem(req, CODE_INVALID_TOKEN, "a Lock-Token is %d-%d characters of [A-Za-z0-9_-]",
                       TOKEN_MIN_LEN, TOKEN_MAX_LEN);
         return GW_REPLIED;
     }

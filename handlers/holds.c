@@ -21,12 +21,12 @@
 #include <string.h>
 
 #define FENCE_KEEP_MS "10000" /* as in _holders.lua: the last fence outlives use */
-#define KEY_MAX (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
+#define KEY_MAX       (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
 
 struct hold_keys {
-    char hash[KEY_MAX];     /* <prefix>lock:{name} or <prefix>sem:{name} */
-    char queue[KEY_MAX + 8];  /* ...:q, fair waiters by arrival */
-    char qdead[KEY_MAX + 8];  /* ...:qd, their deadlines */
+    char hash[KEY_MAX];             /* <prefix>lock:{name} or <prefix>sem:{name} */
+    char queue[KEY_MAX + 8];        /* ...:q, fair waiters by arrival */
+    char qdead[KEY_MAX + 8];        /* ...:qd, their deadlines */
     char message[NAME_MAX_LEN + 8]; /* "lock:NAME", published on release */
 };
 
@@ -50,8 +50,10 @@ static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 /* A script whose answer nobody waits for, on every master. */
 static void eval_everywhere(enum script_id id, int nkeys, int nargs, const char *const *argv,
                             const size_t *lens) {
-    if (redis_nodes() > 1) redis_eval_all(id, nkeys, nargs, argv, lens, ignore_all, NULL);
-    else redis_eval(id, nkeys, nargs, argv, lens, ignore_reply, NULL);
+    if (redis_nodes() > 1)
+        redis_eval_all(id, nkeys, nargs, argv, lens, ignore_all, NULL);
+    else
+        redis_eval(id, nkeys, nargs, argv, lens, ignore_reply, NULL);
 }
 
 /* Quorum mode sends one command to every master, or one in single mode. */
@@ -107,7 +109,7 @@ static void leave_queue(struct hold_call *hc) {
     if (!hc->fair || !hc->waited) return;
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {k.hash, k.queue, k.qdead, hc->waiter_id, redis_release_channel(),
+    const char *argv[] = {k.hash,   k.queue, k.qdead, hc->waiter_id, redis_release_channel(),
                           k.message};
     size_t lens[6];
     for (int i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
@@ -274,10 +276,10 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     a->sverdict = verdict;
     memcpy(a->sv, v, sizeof v);
     snprintf(a->serr, sizeof a->serr, "%s", err ? err : "");
-    if (!a->got_ack) return;           /* the usual order: WAIT answers next */
+    if (!a->got_ack) return; /* the usual order: WAIT answers next */
     a->got_ack = 0;
     if (verdict == 1 || verdict == 2) {
-        send_wait(hc);                 /* that WAIT ran before this write */
+        send_wait(hc); /* that WAIT ran before this write */
         return;
     }
     ack_finish(hc);
@@ -312,7 +314,10 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         const char *e;
         long long verdict = parse_verdict(&res[i], v, 2, &e);
         if (verdict > 0) verdict = parse_verdict(&res[i], v, 5, &e);
-        if (verdict == -100) { err = e; continue; }
+        if (verdict == -100) {
+            err = e;
+            continue;
+        }
         answered++;
         if (verdict > 0) {
             granted++;
@@ -345,14 +350,17 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         on_verdict(hc, v[0], v, NULL);
         return;
     }
-    if (granted > 0) release_undelivered(hc->req);   /* give back what we got */
+    if (granted > 0) release_undelivered(hc->req); /* give back what we got */
     if (answered < q) {
         char why[160];
         snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
         on_verdict(hc, -100, NULL, why);
         return;
     }
-    if (mismatch >= q) { on_verdict(hc, -3, NULL, NULL); return; }
+    if (mismatch >= q) {
+        on_verdict(hc, -3, NULL, NULL);
+        return;
+    }
     if (limits >= q) {
         long long v[2] = {-4, limit};
         on_verdict(hc, -4, v, NULL);
@@ -376,11 +384,10 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
  * `better(a, b)` picks among the successes.  When too few succeeded, the
  * commonest failure among a quorum of answers; when too few answered, an
  * error.  *slot holds that error. */
-static const struct redis_result *quorum_pick(const struct redis_result *res, int n, int want,
-                                              int (*better)(const redisReply *a,
-                                                            const redisReply *b),
-                                              struct redis_result *slot, char *why,
-                                              size_t why_len) {
+static const struct redis_result *
+quorum_pick(const struct redis_result *res, int n, int want,
+            int (*better)(const redisReply *a, const redisReply *b), struct redis_result *slot,
+            char *why, size_t why_len) {
     int answered = 0, ok = 0, votes[3] = {0};
     const struct redis_result *best = NULL, *fail[3] = {NULL};
     for (int i = 0; i < n; i++) {
@@ -407,10 +414,14 @@ static const struct redis_result *quorum_pick(const struct redis_result *res, in
 
 static long long elem(const redisReply *r, size_t i) {
     return r->elements > i && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
-                                                                       : 0;
+                                                                         : 0;
 }
-static int shorter_lease(const redisReply *a, const redisReply *b) { return elem(a, 3) < elem(b, 3); }
-static int higher_fence(const redisReply *a, const redisReply *b) { return elem(a, 3) > elem(b, 3); }
+static int shorter_lease(const redisReply *a, const redisReply *b) {
+    return elem(a, 3) < elem(b, 3);
+}
+static int higher_fence(const redisReply *a, const redisReply *b) {
+    return elem(a, 3) > elem(b, 3);
+}
 static int fewer_left(const redisReply *a, const redisReply *b) { return elem(a, 1) > elem(b, 1); }
 
 static void attempt(struct hold_call *hc) {
@@ -428,10 +439,21 @@ static void attempt(struct hold_call *hc) {
     snprintf(delay, sizeof delay, "%lld", hc->lock_delay_ms);
     snprintf(limit, sizeof limit, "%lld", hc->limit);
     snprintf(left, sizeof left, "%lld", wait_left);
-    const char *argv[] = {k.hash, k.queue, k.qdead,
-                          req->token, ttl, hc->owner, hold, delay, kind, limit,
-                          hc->fair && hc->wait_ms > 0 ? hc->waiter_id : "", left,
-                          hc->fair ? "1" : "0", redis_release_channel(), k.message};
+    const char *argv[] = {k.hash,
+                          k.queue,
+                          k.qdead,
+                          req->token,
+                          ttl,
+                          hc->owner,
+                          hold,
+                          delay,
+                          kind,
+                          limit,
+                          hc->fair && hc->wait_ms > 0 ? hc->waiter_id : "",
+                          left,
+                          hc->fair ? "1" : "0",
+                          redis_release_channel(),
+                          k.message};
     size_t lens[15];
     for (int i = 0; i < 15; i++) lens[i] = strlen(argv[i]);
     hc->w.seen_seq = waiters_release_seq();
@@ -440,8 +462,10 @@ static void attempt(struct hold_call *hc) {
         redis_eval_all(SCRIPT_ACQUIRE, 3, 15, argv, lens, quorum_acquire_done, hc);
         return;
     }
-    if (hc->wait_ms == 0) redis_eval_here(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
-    else redis_eval(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
+    if (hc->wait_ms == 0)
+        redis_eval_here(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
+    else
+        redis_eval(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
 
@@ -451,8 +475,10 @@ static void on_give_up(struct waiter *w, int client_gone);
  * the wake-up can arrive in the same turn, the wake-up first. */
 static void on_wake(struct waiter *w) {
     struct hold_call *hc = (struct hold_call *)w;
-    if (http_client_gone(hc->req)) on_give_up(w, 1);
-    else attempt(hc);
+    if (http_client_gone(hc->req))
+        on_give_up(w, 1);
+    else
+        attempt(hc);
 }
 
 static void on_give_up(struct waiter *w, int client_gone) {
@@ -600,8 +626,10 @@ void hold_extend(struct gw_request *req, int semaphore) {
     const char *argv[] = {k.hash, req->token, ttl};
     size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
     req->aux = semaphore;
-    if (QUORUM) redis_eval_all(SCRIPT_EXTEND, 1, 3, argv, lens, quorum_extend_done, req);
-    else redis_eval_here(SCRIPT_EXTEND, 1, 3, argv, lens, extend_done, req);
+    if (QUORUM)
+        redis_eval_all(SCRIPT_EXTEND, 1, 3, argv, lens, quorum_extend_done, req);
+    else
+        redis_eval_here(SCRIPT_EXTEND, 1, 3, argv, lens, extend_done, req);
 }
 
 /* ---- release ------------------------------------------------------------------- */
@@ -639,8 +667,10 @@ void hold_release(struct gw_request *req, int semaphore) {
     const char *argv[] = {k.hash, req->token, redis_release_channel(), k.message};
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
-    if (QUORUM) redis_eval_all(SCRIPT_RELEASE, 1, 4, argv, lens, quorum_release_done, req);
-    else redis_eval_here(SCRIPT_RELEASE, 1, 4, argv, lens, release_done, req);
+    if (QUORUM)
+        redis_eval_all(SCRIPT_RELEASE, 1, 4, argv, lens, quorum_release_done, req);
+    else
+        redis_eval_here(SCRIPT_RELEASE, 1, 4, argv, lens, release_done, req);
 }
 
 /* ---- inspect ------------------------------------------------------------------- */
@@ -690,6 +720,8 @@ void hold_inspect(struct gw_request *req, int semaphore) {
     req->aux = semaphore;
     const char *argv[] = {k.hash};
     size_t lens[1] = {strlen(k.hash)};
-    if (QUORUM) redis_eval_all(SCRIPT_INSPECT, 1, 1, argv, lens, quorum_inspect_done, req);
-    else redis_eval_here(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
+    if (QUORUM)
+        redis_eval_all(SCRIPT_INSPECT, 1, 1, argv, lens, quorum_inspect_done, req);
+    else
+        redis_eval_here(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
 }

@@ -11,42 +11,42 @@
 struct gw_request;
 
 enum hold_kind {
-    HOLD_EXCLUSIVE = 'x',   /* a lock, one holder */
-    HOLD_SHARED = 's',      /* a reader lock, any number of holders */
-    HOLD_PERMIT = 'p',      /* a semaphore permit, up to limit holders */
+    HOLD_EXCLUSIVE = 'x', /* a lock, one holder */
+    HOLD_SHARED = 's',    /* a reader lock, any number of holders */
+    HOLD_PERMIT = 'p',    /* a semaphore permit, up to limit holders */
 };
 
 /* --min-replicas-ack: the script's answer kept until WAIT's arrives.
  * Allocated only when the flag is on. */
 struct hold_ack {
-    int got_script, got_ack;    /* which of the two answers are in */
-    long long sverdict;         /* the script's verdict */
-    long long sv[5];            /* its values */
-    char serr[128];             /* its error, when sverdict is -100 */
-    long long acked;            /* replicas WAIT counted, -1 on error */
+    int got_script, got_ack; /* which of the two answers are in */
+    long long sverdict;      /* the script's verdict */
+    long long sv[5];         /* its values */
+    char serr[128];          /* its error, when sverdict is -100 */
+    long long acked;         /* replicas WAIT counted, -1 on error */
 };
 
 /* One acquisition, alive from the handler to the reply, across waits.
  * A waiting request keeps one for as long as it waits, so it holds no
  * fixed-size buffers: its strings sit after it, sized to fit. */
 struct hold_call {
-    struct waiter w;            /* parking state while it waits (first) */
-    struct gw_request *req;     /* the request it answers */
-    char kind;                  /* enum hold_kind */
-    int fair;                   /* queue in Redis, first come first served */
-    int waited;                 /* it was parked at least once */
-    int acks_wanted;            /* replicas that must have the write, 0 off */
-    long long ttl_ms;           /* lease length */
-    long long wait_ms;          /* how long it may wait, 0 = try once */
-    long long max_hold_ms;      /* 0: none */
-    long long lock_delay_ms;    /* 0: none */
-    long long limit;            /* semaphores: permits */
-    int64_t start_ms;           /* arrival (monotonic) */
-    int64_t deadline_ms;        /* start + wait_ms */
-    int64_t attempt_ms;         /* when the current attempt was sent */
-    struct hold_ack *ack;       /* NULL unless acks_wanted */
-    char waiter_id[24];         /* its id in the fair queue */
-    const char *owner;          /* informational, "" for none (after the struct) */
+    struct waiter w;         /* parking state while it waits (first) */
+    struct gw_request *req;  /* the request it answers */
+    char kind;               /* enum hold_kind */
+    int fair;                /* queue in Redis, first come first served */
+    int waited;              /* it was parked at least once */
+    int acks_wanted;         /* replicas that must have the write, 0 off */
+    long long ttl_ms;        /* lease length */
+    long long wait_ms;       /* how long it may wait, 0 = try once */
+    long long max_hold_ms;   /* 0: none */
+    long long lock_delay_ms; /* 0: none */
+    long long limit;         /* semaphores: permits */
+    int64_t start_ms;        /* arrival (monotonic) */
+    int64_t deadline_ms;     /* start + wait_ms */
+    int64_t attempt_ms;      /* when the current attempt was sent */
+    struct hold_ack *ack;    /* NULL unless acks_wanted */
+    char waiter_id[24];      /* its id in the fair queue */
+    const char *owner;       /* informational, "" for none (after the struct) */
     /* w.key, "lock:NAME" or "sem:NAME", also sits after the struct. */
 };
 

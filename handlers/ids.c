@@ -33,9 +33,9 @@ static char epoch_arg[24];
 struct lease_wait {
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    int done;                        /* the callback ran */
-    int ok;                          /* the answer is in out */
-    struct idgen_block_lease *out;   /* where to put it */
+    int done;                      /* the callback ran */
+    int ok;                        /* the answer is in out */
+    struct idgen_block_lease *out; /* where to put it */
 };
 
 /* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */
@@ -77,8 +77,8 @@ static void lease_wait_for(struct lease_wait *lw) {
  * ours, since a competing claim would need a master of this quorum.  On a
  * lost race the gateway reads again (a few times, then gives up: 503). */
 struct quorum_read {
-    struct lease_wait lw;          /* phase 1's hand-over */
-    uint32_t want;                 /* numbers asked for */
+    struct lease_wait lw; /* phase 1's hand-over */
+    uint32_t want;        /* numbers asked for */
 };
 
 static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
@@ -114,14 +114,17 @@ static void quorum_claim_done(void *arg, const struct redis_result *res, int n) 
     struct lease_wait *lw = arg;
     int took = 0;
     for (int i = 0; i < n; i++)
-        took += res[i].ok && res[i].reply->type == REDIS_REPLY_INTEGER && res[i].reply->integer == 1;
+        took +=
+            res[i].ok && res[i].reply->type == REDIS_REPLY_INTEGER && res[i].reply->integer == 1;
     lease_finish(lw, took >= redis_quorum());
 }
 
 static int quorum_lease(const char *key, uint32_t want, struct idgen_block_lease *out) {
     for (int round = 0; round < 5; round++) {
-        struct quorum_read qr = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out},
-                                 want};
+        struct quorum_read qr = {
+            {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out},
+            want
+        };
         const char *read[] = {key, epoch_arg};
         size_t read_lens[2] = {strlen(key), strlen(epoch_arg)};
         redis_eval_all(SCRIPT_ID_READ, 1, 2, read, read_lens, quorum_read_done, &qr);

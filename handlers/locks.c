@@ -16,11 +16,9 @@ void locks_acquire(struct gw_request *req) {
         body_parse_or_reply(req) ||
         body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
         body_int_or_reply(req, "wait_ms", 0, 0, 300000, &wait, NULL) ||
-        body_string_or_reply(req, "mode", 16, &mode) ||
-        body_bool_or_reply(req, "fair", 0, &fair) ||
+        body_string_or_reply(req, "mode", 16, &mode) || body_bool_or_reply(req, "fair", 0, &fair) ||
         body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner) ||
-        body_int_or_reply(req, "max_hold_ms", 0, 100, 1000000000000LL, &max_hold,
-                          &has_max_hold) ||
+        body_int_or_reply(req, "max_hold_ms", 0, 100, 1000000000000LL, &max_hold, &has_max_hold) ||
         body_int_or_reply(req, "lock_delay_ms", 0, 0, 60000, &delay, NULL))
         return;
     int shared = mode && strcmp(mode, "shared") == 0;

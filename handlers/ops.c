@@ -25,8 +25,7 @@ static void readyz_done(void *arg, const struct redis_result *res) {
         return;
     }
     static const char ready[] = "{\"status\":\"ready\"}";
-    reply_raw(req, 200, "application/json", copy_bytes(ready, sizeof ready - 1),
-              sizeof ready - 1);
+    reply_raw(req, 200, "application/json", copy_bytes(ready, sizeof ready - 1), sizeof ready - 1);
 }
 
 /* Quorum mode: ready when a quorum of masters answers. */
@@ -45,8 +44,10 @@ void ops_readyz(struct gw_request *req) {
     }
     const char *argv[1] = {"PING"};
     size_t lens[1] = {4};
-    if (redis_nodes() > 1) redis_command_all(1, argv, lens, readyz_all_done, req);
-    else redis_command(1, argv, lens, readyz_done, req);
+    if (redis_nodes() > 1)
+        redis_command_all(1, argv, lens, readyz_all_done, req);
+    else
+        redis_command(1, argv, lens, readyz_done, req);
 }
 
 void ops_metrics(struct gw_request *req) {

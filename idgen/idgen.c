@@ -60,15 +60,12 @@
  * Layout helpers
  * ========================================================================= */
 
-uint64_t idgen_pack(uint32_t sec_since_epoch, uint32_t seq)
-{
+uint64_t idgen_pack(uint32_t sec_since_epoch, uint32_t seq) {
     return ((uint64_t)(sec_since_epoch & IDGEN_SECOND_MAX) << 32) | seq;
 }
 
-int idgen_unpack(uint64_t id, int64_t epoch_unix, struct idgen_decoded *out)
-{
-    if (id == 0 || id > (uint64_t)INT64_MAX)
-        return -1;
+int idgen_unpack(uint64_t id, int64_t epoch_unix, struct idgen_decoded *out) {
+    if (id == 0 || id > (uint64_t)INT64_MAX) return -1;
     out->unix_seconds = epoch_unix + (int64_t)(id >> 32);
     out->seq = (uint32_t)id;
     return 0;
@@ -76,19 +73,15 @@ int idgen_unpack(uint64_t id, int64_t epoch_unix, struct idgen_decoded *out)
 
 /* 19 digits are below 10^19 < 2^64, so the accumulation cannot overflow and
  * one comparison with INT64_MAX at the end is the whole range check. */
-int idgen_parse_decimal(const char *s, size_t len, uint64_t *out)
-{
-    if (s == NULL || len == 0 || len > 19 || s[0] == '0')
-        return -1;
+int idgen_parse_decimal(const char *s, size_t len, uint64_t *out) {
+    if (s == NULL || len == 0 || len > 19 || s[0] == '0') return -1;
     uint64_t v = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned d = (unsigned char)s[i] - (unsigned)'0';
-        if (d > 9)
-            return -1;
+        if (d > 9) return -1;
         v = v * 10 + d;
     }
-    if (v > (uint64_t)INT64_MAX)
-        return -1;
+    if (v > (uint64_t)INT64_MAX) return -1;
     *out = v;
     return 0;
 }
@@ -100,8 +93,7 @@ static const char idgen_digit_pairs[201] =
 
 /* Two digits per division: a batch of 10000 ids is formatted on every
  * request, so this is on the hot path of POST /v1/ids. */
-size_t idgen_format(uint64_t id, char *buf)
-{
+size_t idgen_format(uint64_t id, char *buf) {
     char tmp[20];
     char *p = tmp + sizeof tmp;
     while (id >= 100) {
@@ -122,21 +114,17 @@ size_t idgen_format(uint64_t id, char *buf)
     return n;
 }
 
-static void idgen_put2(char *p, int v)
-{
+static void idgen_put2(char *p, int v) {
     p[0] = (char)('0' + v / 10);
     p[1] = (char)('0' + v % 10);
 }
 
-int idgen_format_time(int64_t unix_seconds, char out[IDGEN_TIME_MAX])
-{
+int idgen_format_time(int64_t unix_seconds, char out[IDGEN_TIME_MAX]) {
     time_t t = (time_t)unix_seconds;
     struct tm tm;
-    if ((int64_t)t != unix_seconds || gmtime_r(&t, &tm) == NULL)
-        return -1;
+    if ((int64_t)t != unix_seconds || gmtime_r(&t, &tm) == NULL) return -1;
     int year = tm.tm_year + 1900;
-    if (tm.tm_year > 9999 - 1900 || year < 0)
-        return -1;
+    if (tm.tm_year > 9999 - 1900 || year < 0) return -1;
     idgen_put2(out, year / 100);
     idgen_put2(out + 2, year % 100);
     out[4] = '-';
@@ -166,11 +154,9 @@ static uint32_t idgen_cursor_taken(uint64_t c) { return (uint32_t)c; }
  * is being rewritten.  Seqlock without fences: the writer clears gen, then
  * stores the bounds with release; if we read any bound of a newer write, its
  * earlier clearing of gen is visible to our second load of gen. */
-static int idgen_slot_read(struct idgen_ns *ns, uint32_t gen, struct idgen_span *b)
-{
+static int idgen_slot_read(struct idgen_ns *ns, uint32_t gen, struct idgen_span *b) {
     struct idgen_slot *s = &ns->ring[gen % IDGEN_RING];
-    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
-        return 0;
+    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen) return 0;
     b->lo = atomic_load_explicit(&s->lo, memory_order_acquire);
     b->hi = atomic_load_explicit(&s->hi, memory_order_acquire);
     b->leased_ms = atomic_load_explicit(&s->expires_ms, memory_order_acquire);
@@ -181,17 +167,14 @@ static int idgen_slot_read(struct idgen_ns *ns, uint32_t gen, struct idgen_span 
  * of it claimed.  Called with the mutex held.  The slot is written before
  * the cursor (release), so a reader whose fetch_add (acquire) returns the new
  * generation finds the slot filled. */
-static void idgen_install(struct idgen_ns *ns, const struct idgen_span *b)
-{
+static void idgen_install(struct idgen_ns *ns, const struct idgen_span *b) {
     uint32_t gen = ns->gen + 1;
-    if (gen == 0)
-        gen = 1;  /* 0 means "no block"; 2^32 leases from now */
+    if (gen == 0) gen = 1; /* 0 means "no block"; 2^32 leases from now */
     struct idgen_slot *s = &ns->ring[gen % IDGEN_RING];
     atomic_store_explicit(&s->gen, 0, memory_order_relaxed);
     atomic_store_explicit(&s->lo, b->lo, memory_order_release);
     atomic_store_explicit(&s->hi, b->hi, memory_order_release);
-    atomic_store_explicit(&s->expires_ms, b->leased_ms + ns->max_age_ms,
-                          memory_order_release);
+    atomic_store_explicit(&s->expires_ms, b->leased_ms + ns->max_age_ms, memory_order_release);
     atomic_store_explicit(&s->gen, gen, memory_order_release);
     ns->gen = gen;
     ns->cur = *b;
@@ -206,19 +189,15 @@ static void idgen_install(struct idgen_ns *ns, const struct idgen_span *b)
  * id leased before.  An answer that is malformed or lies wholly at or below
  * `floor` (Redis lost its high-water mark and its clock went back) counts as
  * a failure: better a 503 than an id this instance may already have given. */
-static int idgen_lease(struct idgen_ns *ns, uint32_t want, struct idgen_span *out)
-{
+static int idgen_lease(struct idgen_ns *ns, uint32_t want, struct idgen_span *out) {
     struct idgen_block_lease l;
     int rc = ns->ops.lease(ns->ops.ctx, ns->name, want, &l);
     int64_t now = ns->ops.now_ms(ns->ops.ctx);
-    if (rc != 0 || l.first > l.last || l.second > IDGEN_SECOND_MAX)
-        goto fail;
+    if (rc != 0 || l.first > l.last || l.second > IDGEN_SECOND_MAX) goto fail;
     uint64_t lo = idgen_pack(l.second, l.first);
     uint64_t hi = idgen_pack(l.second, l.last);
-    if (hi <= ns->floor)
-        goto fail;
-    if (lo <= ns->floor)
-        lo = ns->floor + 1;  /* also keeps id 0 out: floor starts at 0 */
+    if (hi <= ns->floor) goto fail;
+    if (lo <= ns->floor) lo = ns->floor + 1; /* also keeps id 0 out: floor starts at 0 */
     ns->floor = hi;
     out->lo = lo;
     out->hi = hi;
@@ -239,16 +218,13 @@ fail:
  * [IDGEN_BLOCK_MIN, IDGEN_BLOCK_MAX].  Doubling keeps the leases per second
  * of a busy namespace at about ten; halving keeps an idle namespace from
  * throwing away large blocks every second. */
-static void idgen_adapt(struct idgen_ns *ns, uint32_t taken, int64_t now, int at_mark)
-{
-    if (ns->gen == 0 || ns->adapted_gen == ns->gen)
-        return;
+static void idgen_adapt(struct idgen_ns *ns, uint32_t taken, int64_t now, int at_mark) {
+    if (ns->gen == 0 || ns->adapted_gen == ns->gen) return;
     ns->adapted_gen = ns->gen;
     uint64_t size = ns->cur.hi - ns->cur.lo + 1;
     uint64_t used = taken < size ? taken : size;
     int64_t age = now - ns->cur.leased_ms;
-    int grow = at_mark ? age < IDGEN_GROW_MS * 3 / 4
-                       : (used >= size && age < IDGEN_GROW_MS);
+    int grow = at_mark ? age < IDGEN_GROW_MS * 3 / 4 : (used >= size && age < IDGEN_GROW_MS);
     int shrink = !at_mark && age > ns->max_age_ms && used * 2 < size;
     if (grow) {
         uint64_t base = size > ns->next_size ? size : ns->next_size;
@@ -267,13 +243,11 @@ static void idgen_adapt(struct idgen_ns *ns, uint32_t taken, int64_t now, int at
  * and the caller should retry the fast path, -1 when leasing failed.  See the
  * comment at the top for why waiters give up when a lease failed while they
  * waited. */
-static int idgen_refill(struct idgen_ns *ns, uint32_t needed, uint32_t seen)
-{
+static int idgen_refill(struct idgen_ns *ns, uint32_t needed, uint32_t seen) {
     uint64_t fails_seen = atomic_load_explicit(&ns->lease_failures, memory_order_acquire);
     int rc = 0;
     pthread_mutex_lock(&ns->lock);
-    if (ns->gen != seen)
-        goto out;  /* someone installed a block since we looked: retry */
+    if (ns->gen != seen) goto out; /* someone installed a block since we looked: retry */
     if (atomic_load_explicit(&ns->lease_failures, memory_order_relaxed) != fails_seen) {
         rc = -1;
         goto out;
@@ -305,16 +279,13 @@ out:
  * and nothing is prefetched yet (see the top of the file).  A failure is
  * counted like any other, so requests already queued for the mutex fail fast
  * instead of each trying Redis again; the current block keeps serving. */
-static void idgen_prefetch(struct idgen_ns *ns, uint32_t gen)
-{
-    if (pthread_mutex_trylock(&ns->lock) != 0)
-        return;
+static void idgen_prefetch(struct idgen_ns *ns, uint32_t gen) {
+    if (pthread_mutex_trylock(&ns->lock) != 0) return;
     if (ns->gen == gen && !ns->has_pending) {
         int64_t now = ns->ops.now_ms(ns->ops.ctx);
         idgen_adapt(ns, idgen_cursor_taken(atomic_load_explicit(&ns->cursor, memory_order_relaxed)),
                     now, 1);
-        if (idgen_lease(ns, ns->next_size, &ns->pending) == 0)
-            ns->has_pending = 1;
+        if (idgen_lease(ns, ns->next_size, &ns->pending) == 0) ns->has_pending = 1;
     }
     pthread_mutex_unlock(&ns->lock);
 }
@@ -325,45 +296,36 @@ static void idgen_prefetch(struct idgen_ns *ns, uint32_t gen)
  * names its generation for idgen_refill.  The clock is read after the claim,
  * so a thread descheduled in between cannot hand out ids of a block that
  * went stale meanwhile. */
-static uint32_t idgen_take(struct idgen_ns *ns, uint32_t want, uint64_t *out, uint32_t *seen)
-{
+static uint32_t idgen_take(struct idgen_ns *ns, uint32_t want, uint64_t *out, uint32_t *seen) {
     uint64_t c = atomic_load_explicit(&ns->cursor, memory_order_relaxed);
     *seen = idgen_cursor_gen(c);
-    if (*seen == 0 || idgen_cursor_taken(c) >= IDGEN_TAKEN_GUARD)
-        return 0;
+    if (*seen == 0 || idgen_cursor_taken(c) >= IDGEN_TAKEN_GUARD) return 0;
     c = atomic_fetch_add_explicit(&ns->cursor, want, memory_order_acquire);
     uint32_t gen = idgen_cursor_gen(c);
     uint32_t taken = idgen_cursor_taken(c);
     *seen = gen;
     struct idgen_span b;
-    if (!idgen_slot_read(ns, gen, &b))
-        return 0;
+    if (!idgen_slot_read(ns, gen, &b)) return 0;
     uint64_t size = b.hi - b.lo + 1;
-    if (taken >= size || ns->ops.now_ms(ns->ops.ctx) > b.leased_ms /* expiry */)
-        return 0;
+    if (taken >= size || ns->ops.now_ms(ns->ops.ctx) > b.leased_ms /* expiry */) return 0;
     uint32_t k = size - taken < want ? (uint32_t)(size - taken) : want;
     uint64_t id = b.lo + taken;
-    for (uint32_t i = 0; i < k; i++)
-        out[i] = id + i;
+    for (uint32_t i = 0; i < k; i++) out[i] = id + i;
     uint64_t mark = size - size / 4;
-    if (taken < mark && taken + k >= mark)
-        idgen_prefetch(ns, gen);
+    if (taken < mark && taken + k >= mark) idgen_prefetch(ns, gen);
     return k;
 }
 
 /* Fast path until the ids are all there or it comes up short, then the
  * slow path, and again: a request may span blocks (the tail of one, the head
  * of the next), and its ids still increase because later blocks are greater. */
-int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids)
-{
-    if (n == 0 || n > IDGEN_MAX_COUNT)
-        return -1;
+int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids) {
+    if (n == 0 || n > IDGEN_MAX_COUNT) return -1;
     uint32_t got = 0;
     while (got < n) {
         uint32_t seen;
         got += idgen_take(ns, n - got, out_ids + got, &seen);
-        if (got < n && idgen_refill(ns, n - got, seen) != 0)
-            return -1;
+        if (got < n && idgen_refill(ns, n - got, seen) != 0) return -1;
     }
     return 0;
 }
@@ -372,16 +334,14 @@ int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids)
  * Lifecycle
  * ========================================================================= */
 
-int idgen_ns_init(struct idgen_ns *ns, const char *name,
-                  const struct idgen_ops *ops, int64_t max_age_ms)
-{
+int idgen_ns_init(struct idgen_ns *ns, const char *name, const struct idgen_ops *ops,
+                  int64_t max_age_ms) {
     size_t len = name ? strlen(name) : 0;
-    if (len == 0 || len > IDGEN_NAME_MAX || ops == NULL ||
-        ops->now_ms == NULL || ops->lease == NULL)
+    if (len == 0 || len > IDGEN_NAME_MAX || ops == NULL || ops->now_ms == NULL ||
+        ops->lease == NULL)
         return -1;
     memset(ns, 0, sizeof *ns);
-    if (pthread_mutex_init(&ns->lock, NULL) != 0)
-        return -1;
+    if (pthread_mutex_init(&ns->lock, NULL) != 0) return -1;
     atomic_init(&ns->cursor, 0);
     for (int i = 0; i < IDGEN_RING; i++) {
         atomic_init(&ns->ring[i].gen, 0);
@@ -398,7 +358,4 @@ int idgen_ns_init(struct idgen_ns *ns, const char *name,
     return 0;
 }
 
-void idgen_ns_free(struct idgen_ns *ns)
-{
-    pthread_mutex_destroy(&ns->lock);
-}
+void idgen_ns_free(struct idgen_ns *ns) { pthread_mutex_destroy(&ns->lock); }

@@ -29,23 +29,23 @@
 
 /* ---- constants ------------------------------------------------------------ */
 
-#define IDGEN_DEFAULT_EPOCH      1704067200   /* 2024-01-01T00:00:00Z, unix seconds */
-#define IDGEN_DEFAULT_MAX_AGE_MS 1000         /* a block is used at most this long */
-#define IDGEN_MAX_COUNT          10000        /* most ids one idgen_next may ask for */
-#define IDGEN_BLOCK_MIN          16           /* smallest lease size asked for */
-#define IDGEN_BLOCK_MAX          (1u << 20)   /* largest lease size asked for */
-#define IDGEN_SECOND_MAX         0x7fffffffu  /* 31 bits of seconds: until 2092 */
-#define IDGEN_NAME_MAX           200          /* namespace name, bytes (API.md) */
-#define IDGEN_DEC_MAX            21           /* idgen_format buffer: 20 digits + NUL */
-#define IDGEN_TIME_MAX           21           /* "YYYY-MM-DDTHH:MM:SSZ" + NUL */
-#define IDGEN_RING               4            /* published block slots, see idgen.c */
+#define IDGEN_DEFAULT_EPOCH      1704067200  /* 2024-01-01T00:00:00Z, unix seconds */
+#define IDGEN_DEFAULT_MAX_AGE_MS 1000        /* a block is used at most this long */
+#define IDGEN_MAX_COUNT          10000       /* most ids one idgen_next may ask for */
+#define IDGEN_BLOCK_MIN          16          /* smallest lease size asked for */
+#define IDGEN_BLOCK_MAX          (1u << 20)  /* largest lease size asked for */
+#define IDGEN_SECOND_MAX         0x7fffffffu /* 31 bits of seconds: until 2092 */
+#define IDGEN_NAME_MAX           200         /* namespace name, bytes (API.md) */
+#define IDGEN_DEC_MAX            21          /* idgen_format buffer: 20 digits + NUL */
+#define IDGEN_TIME_MAX           21          /* "YYYY-MM-DDTHH:MM:SSZ" + NUL */
+#define IDGEN_RING               4           /* published block slots, see idgen.c */
 
 /* ---- layout helpers --------------------------------------------------------- */
 
 /* What an id says, for GET /v1/ids/{namespace}/{id}. */
 struct idgen_decoded {
-    int64_t unix_seconds;   /* epoch + bits 62..32 */
-    uint32_t seq;           /* bits 31..0: sequence within that second */
+    int64_t unix_seconds; /* epoch + bits 62..32 */
+    uint32_t seq;         /* bits 31..0: sequence within that second */
 };
 
 /* The id of sequence `seq` in second `sec_since_epoch`.  Only the low 31 bits
@@ -74,9 +74,9 @@ int idgen_format_time(int64_t unix_seconds, char out[IDGEN_TIME_MAX]);
 /* The answer of lua/id_lease.lua: sequence numbers first..last (inclusive) of
  * one second belong to the caller. */
 struct idgen_block_lease {
-    uint32_t second;        /* seconds since the epoch (Redis's clock) */
-    uint32_t first;         /* first sequence number granted */
-    uint32_t last;          /* last sequence number granted, >= first */
+    uint32_t second; /* seconds since the epoch (Redis's clock) */
+    uint32_t first;  /* first sequence number granted */
+    uint32_t last;   /* last sequence number granted, >= first */
 };
 
 /* What idgen needs from the outside world.
@@ -91,18 +91,18 @@ struct idgen_block_lease {
  *   is that request's.  It must not call idgen for the same namespace.
  * ctx: passed to both. */
 struct idgen_ops {
-    int64_t (*now_ms)(void *ctx);   /* monotonic milliseconds */
+    int64_t (*now_ms)(void *ctx); /* monotonic milliseconds */
     int (*lease)(void *ctx, const char *ns, uint32_t want,
-                 struct idgen_block_lease *out);  /* 0 ok, -1 backend failure */
-    void *ctx;                      /* caller's context for both */
+                 struct idgen_block_lease *out); /* 0 ok, -1 backend failure */
+    void *ctx;                                   /* caller's context for both */
 };
 
 /* A block as idgen keeps it: an inclusive range of ids, and when its lease
  * answer arrived by ops->now_ms. */
 struct idgen_span {
-    uint64_t lo;            /* first id not yet known to be handed out */
-    uint64_t hi;            /* last id of the block */
-    int64_t leased_ms;      /* now_ms() when the lease answer arrived */
+    uint64_t lo;       /* first id not yet known to be handed out */
+    uint64_t hi;       /* last id of the block */
+    int64_t leased_ms; /* now_ms() when the lease answer arrived */
 };
 
 /* One published block, read by the fast path without a lock.  Written only
@@ -121,36 +121,36 @@ struct idgen_slot {
 struct idgen_ns {
     /* Hot: every idgen_next does one fetch_add here.  Padded so that it does
      * not share a cache line with the slots every reader loads. */
-    _Atomic uint64_t cursor;        /* (generation << 32) | ids claimed in it */
+    _Atomic uint64_t cursor;          /* (generation << 32) | ids claimed in it */
     char pad_[64 - sizeof(uint64_t)]; /* keeps the slots off cursor's line */
 
     struct idgen_slot ring[IDGEN_RING]; /* block of generation g is in [g % RING] */
 
-    _Atomic uint64_t leases;        /* stat: successful leases (incl. prefetch) */
-    _Atomic uint64_t lease_failures;/* stat: failed or unusable lease answers;
+    _Atomic uint64_t leases;         /* stat: successful leases (incl. prefetch) */
+    _Atomic uint64_t lease_failures; /* stat: failed or unusable lease answers;
                                        also tells mutex waiters one just failed */
 
-    pthread_mutex_t lock;           /* slow path only: refill and prefetch */
+    pthread_mutex_t lock; /* slow path only: refill and prefetch */
     /* Guarded by lock: */
-    uint32_t gen;                   /* generation of the installed block, 0: none */
-    struct idgen_span cur;          /* the installed block */
-    uint32_t adapted_gen;           /* generation whose outcome already resized */
-    uint32_t next_size;             /* numbers to ask for in the next lease */
-    int has_pending;                /* 1 when `pending` holds a prefetched block */
-    struct idgen_span pending;      /* prefetched block, installed on exhaustion */
-    uint64_t floor;                 /* highest id of any block leased so far */
+    uint32_t gen;              /* generation of the installed block, 0: none */
+    struct idgen_span cur;     /* the installed block */
+    uint32_t adapted_gen;      /* generation whose outcome already resized */
+    uint32_t next_size;        /* numbers to ask for in the next lease */
+    int has_pending;           /* 1 when `pending` holds a prefetched block */
+    struct idgen_span pending; /* prefetched block, installed on exhaustion */
+    uint64_t floor;            /* highest id of any block leased so far */
 
     /* Immutable after init: */
-    struct idgen_ops ops;           /* clock and lease, copied at init */
-    int64_t max_age_ms;             /* freshness limit of a block */
-    char name[IDGEN_NAME_MAX + 1];  /* namespace name, NUL-terminated */
+    struct idgen_ops ops;          /* clock and lease, copied at init */
+    int64_t max_age_ms;            /* freshness limit of a block */
+    char name[IDGEN_NAME_MAX + 1]; /* namespace name, NUL-terminated */
 };
 
 /* Set up `ns` for namespace `name` (1..IDGEN_NAME_MAX bytes, NUL-terminated;
  * copied).  ops is copied; now_ms and lease must be set.  max_age_ms <= 0
  * means IDGEN_DEFAULT_MAX_AGE_MS.  Leases nothing yet.  Returns 0 or -1. */
-int idgen_ns_init(struct idgen_ns *ns, const char *name,
-                  const struct idgen_ops *ops, int64_t max_age_ms);
+int idgen_ns_init(struct idgen_ns *ns, const char *name, const struct idgen_ops *ops,
+                  int64_t max_age_ms);
 
 /* Write n ids (1..IDGEN_MAX_COUNT), strictly increasing, to out_ids[0..n).
  * Thread-safe.  Ids of a later call (from any thread, once this one has

@@ -14,13 +14,23 @@ static int utf8_valid(const unsigned char *s, size_t len) {
     while (i < len) {
         unsigned char c = s[i];
         if (c == 0) return 0;
-        if (c < 0x80) { i++; continue; }
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
         size_t n;
         unsigned cp;
-        if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
-        else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; }
-        else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; }
-        else return 0;
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 2;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 3;
+            cp = c & 0x07;
+        } else
+            return 0;
         if (i + n >= len) return 0;
         for (size_t k = 1; k <= n; k++) {
             if ((s[i + k] & 0xC0) != 0x80) return 0;
@@ -86,8 +96,8 @@ static cJSON *field_of(struct gw_request *req, const char *field) {
     return cJSON_IsNull(v) ? NULL : v;
 }
 
-int body_int_or_reply(struct gw_request *req, const char *field, long long def,
-                      long long lo, long long hi, long long *out, int *present) {
+int body_int_or_reply(struct gw_request *req, const char *field, long long def, long long lo,
+                      long long hi, long long *out, int *present) {
     cJSON *v = field_of(req, field);
     if (present) *present = v != NULL;
     if (!v) {
@@ -96,8 +106,8 @@ int body_int_or_reply(struct gw_request *req, const char *field, long long def,
     }
     double d = v->valuedouble;
     if (!cJSON_IsNumber(v) || d != floor(d) || d < (double)lo || d > (double)hi) {
-        reply_problem(req, CODE_INVALID_FIELD, "%s must be an integer from %lld to %lld",
-                      field, lo, hi);
+        reply_problem(req, CODE_INVALID_FIELD, "%s must be an integer from %lld to %lld", field, lo,
+                      hi);
         return GW_REPLIED;
     }
     *out = (long long)d;
@@ -124,8 +134,8 @@ int body_string_or_reply(struct gw_request *req, const char *field, size_t maxle
     *out = NULL;
     if (!v) return GW_OK;
     if (!cJSON_IsString(v) || strlen(v->valuestring) > maxlen) {
-        reply_problem(req, CODE_INVALID_FIELD, "%s must be a string of at most %zu bytes",
-                      field, maxlen);
+        reply_problem(req, CODE_INVALID_FIELD, "%s must be a string of at most %zu bytes", field,
+                      maxlen);
         return GW_REPLIED;
     }
     *out = v->valuestring;

@@ -12,7 +12,7 @@
 
 struct gw_request;
 
-#define GW_OK 0
+#define GW_OK      0
 #define GW_REPLIED 1
 
 /* Parses the body as a JSON object (an empty body is {}).  Answers
@@ -20,8 +20,8 @@ struct gw_request;
 int body_parse_or_reply(struct gw_request *req);
 
 /* An integer field within [lo, hi]; *present says whether it was given. */
-int body_int_or_reply(struct gw_request *req, const char *field, long long def,
-                      long long lo, long long hi, long long *out, int *present);
+int body_int_or_reply(struct gw_request *req, const char *field, long long def, long long lo,
+                      long long hi, long long *out, int *present);
 
 int body_bool_or_reply(struct gw_request *req, const char *field, int def, int *out);
 

@@ -13,53 +13,52 @@
 #define DEFAULT_EPOCH 1704067200 /* 2024-01-01T00:00:00Z */
 
 static void usage(void) {
-    printf(
-"usage: lockgate [options]\n"
-"\n"
-"HTTP gateway for distributed locks, semaphores and unique ids over Redis.\n"
-"Each option may also be set by the environment variable in brackets;\n"
-"an option on the command line wins.\n"
-"\n"
-"  --listen HOST:PORT     address to serve HTTP on [LOCKGATE_LISTEN]\n"
-"                         (default 127.0.0.1:8080)\n"
-"  --redis URL            redis://[:password@]host[:port][/db] [LOCKGATE_REDIS]\n"
-"                         (default redis://127.0.0.1:6379)\n"
-"                         Give it 3 or more times (or a comma-separated list)\n"
-"                         for quorum mode over independent masters (Redlock)\n"
-"  --quorum N             masters that must agree in quorum mode\n"
-"                         [LOCKGATE_QUORUM] (default a majority)\n"
-"  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
-"                         (default lockgate:)\n"
-"  --threads N            HTTP worker threads [LOCKGATE_THREADS] (default 2)\n"
-"  --redis-timeout-ms MS  fail a Redis command after MS [LOCKGATE_REDIS_TIMEOUT_MS]\n"
-"                         (default 2000)\n"
-"  --max-connections N    concurrent HTTP connections [LOCKGATE_MAX_CONNECTIONS]\n"
-"                         (default 20000)\n"
-"  --connection-memory-kib N  buffer per HTTP connection for the request line,\n"
-"                         headers and response headers; larger request headers\n"
-"                         get 431.  A waiting request keeps one, so it sets the\n"
-"                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
-"                         (default 4: request headers up to about 3 KiB)\n"
-"  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
-"                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
-"  --sentinel HOST:PORT   a Redis Sentinel to ask for the master; repeat for\n"
-"                         several [LOCKGATE_SENTINELS, comma-separated]\n"
-"  --sentinel-master NAME the master's name at the sentinels\n"
-"                         [LOCKGATE_SENTINEL_MASTER] (default mymaster)\n"
-"  --min-replicas-ack N   after an acquire or extend, WAIT until N replicas\n"
-"                         have it, else answer 503 and give it back\n"
-"                         [LOCKGATE_MIN_REPLICAS_ACK] (default 0)\n"
-"  --replica-ack-timeout-ms MS  how long that WAIT may take\n"
-"                         [LOCKGATE_REPLICA_ACK_TIMEOUT_MS] (default 500)\n"
-"  --redis-io MODE        async (default): every Redis call goes through the\n"
-"                         event loop, pipelined; blocking: an HTTP thread makes\n"
-"                         its own blocking call for requests that cannot wait\n"
-"                         (the per-thread bridge, kept to measure against;\n"
-"                         single Redis only) [LOCKGATE_REDIS_IO]\n"
-"  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
-"                         (default info)\n"
-"  --help                 print this and exit\n"
-"  --version              print the version and exit\n");
+    printf("usage: lockgate [options]\n"
+           "\n"
+           "HTTP gateway for distributed locks, semaphores and unique ids over Redis.\n"
+           "Each option may also be set by the environment variable in brackets;\n"
+           "an option on the command line wins.\n"
+           "\n"
+           "  --listen HOST:PORT     address to serve HTTP on [LOCKGATE_LISTEN]\n"
+           "                         (default 127.0.0.1:8080)\n"
+           "  --redis URL            redis://[:password@]host[:port][/db] [LOCKGATE_REDIS]\n"
+           "                         (default redis://127.0.0.1:6379)\n"
+           "                         Give it 3 or more times (or a comma-separated list)\n"
+           "                         for quorum mode over independent masters (Redlock)\n"
+           "  --quorum N             masters that must agree in quorum mode\n"
+           "                         [LOCKGATE_QUORUM] (default a majority)\n"
+           "  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
+           "                         (default lockgate:)\n"
+           "  --threads N            HTTP worker threads [LOCKGATE_THREADS] (default 2)\n"
+           "  --redis-timeout-ms MS  fail a Redis command after MS [LOCKGATE_REDIS_TIMEOUT_MS]\n"
+           "                         (default 2000)\n"
+           "  --max-connections N    concurrent HTTP connections [LOCKGATE_MAX_CONNECTIONS]\n"
+           "                         (default 20000)\n"
+           "  --connection-memory-kib N  buffer per HTTP connection for the request line,\n"
+           "                         headers and response headers; larger request headers\n"
+           "                         get 431.  A waiting request keeps one, so it sets the\n"
+           "                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
+           "                         (default 4: request headers up to about 3 KiB)\n"
+           "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
+           "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
+           "  --sentinel HOST:PORT   a Redis Sentinel to ask for the master; repeat for\n"
+           "                         several [LOCKGATE_SENTINELS, comma-separated]\n"
+           "  --sentinel-master NAME the master's name at the sentinels\n"
+           "                         [LOCKGATE_SENTINEL_MASTER] (default mymaster)\n"
+           "  --min-replicas-ack N   after an acquire or extend, WAIT until N replicas\n"
+           "                         have it, else answer 503 and give it back\n"
+           "                         [LOCKGATE_MIN_REPLICAS_ACK] (default 0)\n"
+           "  --replica-ack-timeout-ms MS  how long that WAIT may take\n"
+           "                         [LOCKGATE_REPLICA_ACK_TIMEOUT_MS] (default 500)\n"
+           "  --redis-io MODE        async (default): every Redis call goes through the\n"
+           "                         event loop, pipelined; blocking: an HTTP thread makes\n"
+           "                         its own blocking call for requests that cannot wait\n"
+           "                         (the per-thread bridge, kept to measure against;\n"
+           "                         single Redis only) [LOCKGATE_REDIS_IO]\n"
+           "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
+           "                         (default info)\n"
+           "  --help                 print this and exit\n"
+           "  --version              print the version and exit\n");
 }
 
 /* Digits only (no sign, no space), within [lo, hi]. */
@@ -123,7 +122,10 @@ int config_parse_listen(struct gw_config *cfg, const char *s) {
     if (!colon || colon == s) return -1;
     const char *host = s;
     size_t hlen = (size_t)(colon - s);
-    if (host[0] == '[' && hlen >= 2 && host[hlen - 1] == ']') { host++; hlen -= 2; }
+    if (host[0] == '[' && hlen >= 2 && host[hlen - 1] == ']') {
+        host++;
+        hlen -= 2;
+    }
     if (hlen == 0 || hlen >= sizeof cfg->listen_host) return -1;
     long long port;
     if (parse_digits(colon + 1, 0, 65535, &port) < 0) return -1;
@@ -183,8 +185,9 @@ int config_parse_epoch(const char *s, int64_t *out) {
     struct tm tm = {0}, back;
     int n = 0;
     if (strlen(s) != 20 ||
-        sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 20)
+        sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+        n != 20)
         return -1;
     struct tm want = tm;
     tm.tm_year -= 1900;
@@ -216,8 +219,10 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'r': ok = add_nodes(cfg, val); break;
     case 'Q': ok = parse_int(val, 1, GW_MAX_NODES, &cfg->quorum); break;
     case 'p':
-        if (strlen(val) > GW_PREFIX_MAX) ok = -1;
-        else strcpy(cfg->key_prefix, val);
+        if (strlen(val) > GW_PREFIX_MAX)
+            ok = -1;
+        else
+            strcpy(cfg->key_prefix, val);
         break;
     case 't': ok = parse_int(val, 1, 64, &cfg->threads); break;
     case 'T': ok = parse_int(val, 10, 600000, &cfg->redis_timeout_ms); break;
@@ -227,30 +232,40 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
     case 's': ok = add_sentinels(cfg, val); break;
     case 'M':
-        if (!*val || strlen(val) >= sizeof cfg->sentinel_master) ok = -1;
-        else strcpy(cfg->sentinel_master, val);
+        if (!*val || strlen(val) >= sizeof cfg->sentinel_master)
+            ok = -1;
+        else
+            strcpy(cfg->sentinel_master, val);
         break;
     case 'A': ok = parse_int(val, 0, 16, &cfg->min_replicas_ack); break;
     case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
     case 'I':
-        if (strcmp(val, "async") == 0) cfg->redis_io_blocking = 0;
-        else if (strcmp(val, "blocking") == 0) cfg->redis_io_blocking = 1;
-        else ok = -1;
+        if (strcmp(val, "async") == 0)
+            cfg->redis_io_blocking = 0;
+        else if (strcmp(val, "blocking") == 0)
+            cfg->redis_io_blocking = 1;
+        else
+            ok = -1;
         break;
     }
-    if (ok < 0) snprintf(err, errlen, "bad value for %s: '%s'",
-                         opt == 'l' ? "listen address" : opt == 'r' ? "Redis URL (at most 9)" :
-                         opt == 'p' ? "key prefix (at most 64 bytes)" :
-                         opt == 't' ? "threads (1-64)" :
-                         opt == 'T' ? "redis timeout (10-600000 ms)" :
-                         opt == 'm' ? "max connections (16-1000000)" :
-                         opt == 'C' ? "connection memory (4-1024 KiB)" :
-                         opt == 'e' ? "id epoch" : opt == 's' ? "sentinel (HOST:PORT, at most 8)" :
-                         opt == 'Q' ? "quorum" :
-                         opt == 'M' ? "sentinel master name" :
-                         opt == 'A' ? "min replicas ack (0-16)" :
-                         opt == 'W' ? "replica ack timeout (10-60000 ms)" :
-                         opt == 'I' ? "redis io (async or blocking)" : "log level", val);
+    if (ok < 0)
+        snprintf(err, errlen, "bad value for %s: '%s'",
+                 opt == 'l'   ? "listen address"
+                 : opt == 'r' ? "Redis URL (at most 9)"
+                 : opt == 'p' ? "key prefix (at most 64 bytes)"
+                 : opt == 't' ? "threads (1-64)"
+                 : opt == 'T' ? "redis timeout (10-600000 ms)"
+                 : opt == 'm' ? "max connections (16-1000000)"
+                 : opt == 'C' ? "connection memory (4-1024 KiB)"
+                 : opt == 'e' ? "id epoch"
+                 : opt == 's' ? "sentinel (HOST:PORT, at most 8)"
+                 : opt == 'Q' ? "quorum"
+                 : opt == 'M' ? "sentinel master name"
+                 : opt == 'A' ? "min replicas ack (0-16)"
+                 : opt == 'W' ? "replica ack timeout (10-60000 ms)"
+                 : opt == 'I' ? "redis io (async or blocking)"
+                              : "log level",
+                 val);
     return ok;
 }
 
@@ -270,15 +285,25 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
 
-    static const struct { int opt; const char *env; } envs[] = {
-        {'l', "LOCKGATE_LISTEN"},     {'r', "LOCKGATE_REDIS"},
-        {'p', "LOCKGATE_KEY_PREFIX"}, {'t', "LOCKGATE_THREADS"},
-        {'T', "LOCKGATE_REDIS_TIMEOUT_MS"}, {'m', "LOCKGATE_MAX_CONNECTIONS"},
-        {'e', "LOCKGATE_ID_EPOCH"},   {'L', "LOCKGATE_LOG_LEVEL"},
-        {'s', "LOCKGATE_SENTINELS"},  {'M', "LOCKGATE_SENTINEL_MASTER"},
-        {'A', "LOCKGATE_MIN_REPLICAS_ACK"}, {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
-        {'Q', "LOCKGATE_QUORUM"},     {'I', "LOCKGATE_REDIS_IO"},
-        {'C', "LOCKGATE_CONNECTION_MEMORY_KIB"},
+    static const struct {
+        int opt;
+        const char *env;
+    } envs[] = {
+        {'l', "LOCKGATE_LISTEN"                },
+        {'r', "LOCKGATE_REDIS"                 },
+        {'p', "LOCKGATE_KEY_PREFIX"            },
+        {'t', "LOCKGATE_THREADS"               },
+        {'T', "LOCKGATE_REDIS_TIMEOUT_MS"      },
+        {'m', "LOCKGATE_MAX_CONNECTIONS"       },
+        {'e', "LOCKGATE_ID_EPOCH"              },
+        {'L', "LOCKGATE_LOG_LEVEL"             },
+        {'s', "LOCKGATE_SENTINELS"             },
+        {'M', "LOCKGATE_SENTINEL_MASTER"       },
+        {'A', "LOCKGATE_MIN_REPLICAS_ACK"      },
+        {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
+        {'Q', "LOCKGATE_QUORUM"                },
+        {'I', "LOCKGATE_REDIS_IO"              },
+        {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -286,24 +311,24 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
 
     static const struct option longopts[] = {
-        {"listen", required_argument, 0, 'l'},
-        {"redis", required_argument, 0, 'r'},
-        {"key-prefix", required_argument, 0, 'p'},
-        {"threads", required_argument, 0, 't'},
-        {"redis-timeout-ms", required_argument, 0, 'T'},
-        {"max-connections", required_argument, 0, 'm'},
-        {"connection-memory-kib", required_argument, 0, 'C'},
-        {"id-epoch", required_argument, 0, 'e'},
-        {"log-level", required_argument, 0, 'L'},
-        {"sentinel", required_argument, 0, 's'},
-        {"quorum", required_argument, 0, 'Q'},
-        {"sentinel-master", required_argument, 0, 'M'},
-        {"min-replicas-ack", required_argument, 0, 'A'},
+        {"listen",                 required_argument, 0, 'l'},
+        {"redis",                  required_argument, 0, 'r'},
+        {"key-prefix",             required_argument, 0, 'p'},
+        {"threads",                required_argument, 0, 't'},
+        {"redis-timeout-ms",       required_argument, 0, 'T'},
+        {"max-connections",        required_argument, 0, 'm'},
+        {"connection-memory-kib",  required_argument, 0, 'C'},
+        {"id-epoch",               required_argument, 0, 'e'},
+        {"log-level",              required_argument, 0, 'L'},
+        {"sentinel",               required_argument, 0, 's'},
+        {"quorum",                 required_argument, 0, 'Q'},
+        {"sentinel-master",        required_argument, 0, 'M'},
+        {"min-replicas-ack",       required_argument, 0, 'A'},
         {"replica-ack-timeout-ms", required_argument, 0, 'W'},
-        {"redis-io", required_argument, 0, 'I'},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
+        {"redis-io",               required_argument, 0, 'I'},
+        {"help",                   no_argument,       0, 'h'},
+        {"version",                no_argument,       0, 'V'},
+        {0,                        0,                 0, 0  },
     };
     optind = 1;
     opterr = 0;
@@ -311,8 +336,14 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 's' && !sentinel_flag_seen++) cfg->nsentinels = 0; /* flags win */
         if (opt == 'r' && !redis_flag_seen++) cfg->nnodes = 0;
-        if (opt == 'h') { usage(); return 1; }
-        if (opt == 'V') { printf("lockgate 1.0.0\n"); return 1; }
+        if (opt == 'h') {
+            usage();
+            return 1;
+        }
+        if (opt == 'V') {
+            printf("lockgate 1.0.0\n");
+            return 1;
+        }
         if (opt == '?') {
             snprintf(err, errlen, "unknown or incomplete option '%s' (see --help)",
                      argv[optind - 1]);
@@ -338,14 +369,15 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         return -1;
     }
     if (cfg->redis_io_blocking && (cfg->nnodes > 1 || cfg->nsentinels || cfg->min_replicas_ack)) {
-        snprintf(err, errlen, "--redis-io blocking works with a single Redis only "
+        snprintf(err, errlen,
+                 "--redis-io blocking works with a single Redis only "
                  "(no quorum, Sentinel or replica acknowledgement)");
         return -1;
     }
     if (cfg->quorum == 0) cfg->quorum = cfg->nnodes / 2 + 1;
     if (cfg->quorum <= cfg->nnodes / 2 || cfg->quorum > cfg->nnodes) {
-        snprintf(err, errlen, "quorum must be a majority of the %d masters (%d to %d)",
-                 cfg->nnodes, cfg->nnodes / 2 + 1, cfg->nnodes);
+        snprintf(err, errlen, "quorum must be a majority of the %d masters (%d to %d)", cfg->nnodes,
+                 cfg->nnodes / 2 + 1, cfg->nnodes);
         return -1;
     }
     return 0;

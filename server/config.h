@@ -8,38 +8,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GW_PREFIX_MAX 64
+#define GW_PREFIX_MAX    64
 #define GW_MAX_SENTINELS 8
-#define GW_MAX_NODES 9     /* quorum mode: independent Redis masters */
+#define GW_MAX_NODES     9 /* quorum mode: independent Redis masters */
 
 struct gw_endpoint {
-    char host[256];               /* host name or address */
-    int port;                     /* TCP port */
+    char host[256]; /* host name or address */
+    int port;       /* TCP port */
 };
 
 struct gw_config {
-    char listen_host[256];        /* address to bind, e.g. "127.0.0.1" */
-    int listen_port;              /* TCP port to serve HTTP on */
-    char redis_host[256];         /* Redis host name or address */
-    int redis_port;               /* Redis port */
-    char redis_password[256];     /* AUTH password, "" for none */
-    int redis_db;                 /* SELECT index, 0 by default */
-    char key_prefix[GW_PREFIX_MAX + 1]; /* prefix of every key, "lockgate:" */
-    int log_level;                /* enum log_level */
-    int threads;                  /* HTTP worker threads */
-    int redis_timeout_ms;         /* a command not answered by then fails */
-    int max_connections;          /* concurrent HTTP connections accepted */
-    int connection_memory_kib;    /* libmicrohttpd's buffer per connection */
-    int64_t id_epoch;             /* unix seconds where id time starts */
+    char listen_host[256];                          /* address to bind, e.g. "127.0.0.1" */
+    int listen_port;                                /* TCP port to serve HTTP on */
+    char redis_host[256];                           /* Redis host name or address */
+    int redis_port;                                 /* Redis port */
+    char redis_password[256];                       /* AUTH password, "" for none */
+    int redis_db;                                   /* SELECT index, 0 by default */
+    char key_prefix[GW_PREFIX_MAX + 1];             /* prefix of every key, "lockgate:" */
+    int log_level;                                  /* enum log_level */
+    int threads;                                    /* HTTP worker threads */
+    int redis_timeout_ms;                           /* a command not answered by then fails */
+    int max_connections;                            /* concurrent HTTP connections accepted */
+    int connection_memory_kib;                      /* libmicrohttpd's buffer per connection */
+    int64_t id_epoch;                               /* unix seconds where id time starts */
     struct gw_endpoint sentinels[GW_MAX_SENTINELS]; /* Sentinel mode when any */
-    int nsentinels;               /* used entries of sentinels */
-    char sentinel_master[128];    /* the master's name at the sentinels */
-    struct gw_endpoint nodes[GW_MAX_NODES]; /* every --redis; [0] is redis_host:port */
-    int nnodes;                   /* >= 3: quorum mode over independent masters */
-    int quorum;                   /* nodes that must agree (default majority) */
-    int min_replicas_ack;         /* WAIT for this many replicas after a write */
-    int replica_ack_timeout_ms;   /* WAIT's timeout */
-    int redis_io_blocking;        /* --redis-io blocking: the measured "before" */
+    int nsentinels;                                 /* used entries of sentinels */
+    char sentinel_master[128];                      /* the master's name at the sentinels */
+    struct gw_endpoint nodes[GW_MAX_NODES];         /* every --redis; [0] is redis_host:port */
+    int nnodes;                                     /* >= 3: quorum mode over independent masters */
+    int quorum;                                     /* nodes that must agree (default majority) */
+    int min_replicas_ack;                           /* WAIT for this many replicas after a write */
+    int replica_ack_timeout_ms;                     /* WAIT's timeout */
+    int redis_io_blocking;                          /* --redis-io blocking: the measured "before" */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

@@ -146,7 +146,7 @@ static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const c
                                      const char *value) {
     struct length_check *lc = cls;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 || !value) return MHD_YES;
-    while (*value == '0' && value[1]) value++;   /* leading zeros mean nothing */
+    while (*value == '0' && value[1]) value++; /* leading zeros mean nothing */
     if (lc->count++ == 0) {
         snprintf(lc->first, sizeof lc->first, "%s", value);
         lc->too_large = strspn(value, "0123456789") == strlen(value) &&
@@ -164,12 +164,11 @@ static void dispatch_early(struct gw_request *req) {
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
     struct gw_request *req = *con_cls;
 
-    if (!req) {                                   /* headers are in */
+    if (!req) { /* headers are in */
         req = request_new(conn, url);
         if (!req) return MHD_NO;
         *con_cls = req;
@@ -183,16 +182,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_reply(req);
         }
         if (lc.count && lc.too_large) {
-            req->body_too_large = 1;              /* answer before reading it */
+            req->body_too_large = 1; /* answer before reading it */
             dispatch_early(req);
-            reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes",
-                          HTTP_BODY_MAX);
+            reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
             return send_reply(req);
         }
         return MHD_YES;
     }
 
-    if (*upload_data_size) {                      /* a piece of the body */
+    if (*upload_data_size) { /* a piece of the body */
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (req->body_too_large || req->dispatched) return MHD_YES;
@@ -217,12 +215,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
 
-    if (!req->dispatched) dispatch(req, method);  /* the body is complete */
+    if (!req->dispatched) dispatch(req, method); /* the body is complete */
 
     pthread_mutex_lock(&req->mu);
     if (req->done) {
         pthread_mutex_unlock(&req->mu);
-        if (req->sent) return MHD_YES;            /* already sent (413) */
+        if (req->sent) return MHD_YES; /* already sent (413) */
         return send_reply(req);
     }
     req->suspended = 1;
@@ -239,16 +237,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req->sent && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->on_undelivered)
         req->on_undelivered(req);
     if (req->status)
-        metrics_observe_request(req->route, req->status,
-                                (now_ns() - req->start_ns) / 1000);
+        metrics_observe_request(req->route, req->status, (now_ns() - req->start_ns) / 1000);
     request_free(req);
 }
 
 /* The path arrives percent-encoded: names are decoded segment by segment
  * (names.c), so that "%2F" can never split a name in two. */
-static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) {
-    return strlen(s);
-}
+static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) { return strlen(s); }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char buf[256];
@@ -258,7 +253,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 int http_start(const struct gw_config *cfg) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai;
     char port[8];
@@ -281,21 +277,17 @@ int http_start(const struct gw_config *cfg) {
      * its pool, and the pool's first page is always written (the request is
      * read into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
      * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     daemon_ = MHD_start_daemon(
-        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, NULL,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory_kib * 1024,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
-        MHD_OPTION_END);
+        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)cfg->connection_memory_kib * 1024, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped,
+        NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!daemon_) {
         log_error("http: cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);

@@ -17,15 +17,15 @@
 #include "server/router.h"
 #include "server/token.h"
 
-#define HTTP_BODY_MAX (16 * 1024)
+#define HTTP_BODY_MAX    (16 * 1024)
 #define HTTP_MAX_HEADERS 4
 
 struct MHD_Connection;
 struct cJSON;
 
 struct gw_header {
-    char name[24];               /* e.g. "Lock-Token" */
-    char *value;                 /* its value, malloc'd: a waiting request
+    char name[24]; /* e.g. "Lock-Token" */
+    char *value;   /* its value, malloc'd: a waiting request
                                     should not carry room for replies */
 };
 
@@ -45,29 +45,29 @@ struct gw_request {
      * callback on another thread never reads the connection.  name and
      * token are malloc'd to fit (a waiting request keeps them), freed with
      * the request; NULL until set. */
-    char *name;                    /* decoded {name} or {namespace} */
-    char *token;                   /* Lock-Token in use */
-    void *ctx;                     /* handler state across a Redis call */
-    int aux;                       /* a small handler value across a call */
-    void (*ctx_free)(void *ctx);   /* frees ctx at the end, may be NULL */
+    char *name;                  /* decoded {name} or {namespace} */
+    char *token;                 /* Lock-Token in use */
+    void *ctx;                   /* handler state across a Redis call */
+    int aux;                     /* a small handler value across a call */
+    void (*ctx_free)(void *ctx); /* frees ctx at the end, may be NULL */
     /* Called when the reply could not be delivered (client gone), e.g. to
      * give back a lock the client will never know it got.  May be NULL. */
     void (*on_undelivered)(struct gw_request *req);
 
     /* The reply, built by reply_* (reply.h). */
-    int status;                  /* HTTP status, 0 until replied */
-    const char *content_type;    /* static string */
-    char *resp;                  /* malloc'd body, owned by the request */
-    size_t resp_len;             /* bytes in resp */
+    int status;                                 /* HTTP status, 0 until replied */
+    const char *content_type;                   /* static string */
+    char *resp;                                 /* malloc'd body, owned by the request */
+    size_t resp_len;                            /* bytes in resp */
     struct gw_header headers[HTTP_MAX_HEADERS]; /* extra response headers */
-    int nheaders;                /* used entries of headers */
-    int sent;                    /* the reply was handed to libmicrohttpd */
+    int nheaders;                               /* used entries of headers */
+    int sent;                                   /* the reply was handed to libmicrohttpd */
 
     /* Hand-over between the HTTP thread and the Redis thread. */
-    pthread_mutex_t mu;          /* guards done and suspended */
-    int dispatched;              /* the handler was called */
-    int done;                    /* a reply is ready */
-    int suspended;               /* the connection is suspended, waiting */
+    pthread_mutex_t mu; /* guards done and suspended */
+    int dispatched;     /* the handler was called */
+    int done;           /* a reply is ready */
+    int suspended;      /* the connection is suspended, waiting */
 };
 
 /* Starts serving on cfg's address; returns 0 or -1 (logged). */

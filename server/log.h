@@ -13,8 +13,7 @@ void log_set_level(enum log_level level);
 /* Parses "debug", "info", "warn" or "error"; returns -1 on anything else. */
 int log_parse_level(const char *s);
 
-void log_msg(enum log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)

@@ -22,22 +22,22 @@
 
 /* What an epoll event points at. */
 struct loop_source {
-    loop_fd_fn fn;       /* handler, NULL for a waiter's hang-up watch */
-    void *arg;           /* handler argument, or the struct waiter */
-    int dead;            /* unregistered during this turn */
+    loop_fd_fn fn;                 /* handler, NULL for a waiter's hang-up watch */
+    void *arg;                     /* handler argument, or the struct waiter */
+    int dead;                      /* unregistered during this turn */
     struct loop_source *next_dead; /* the turn's graveyard */
 };
 
 static struct {
-    int epfd;                        /* epoll instance */
-    int evfd;                        /* eventfd: tasks posted or stop */
-    pthread_t thread;                /* the loop thread */
-    atomic_int stop;                 /* loop_stop was called */
-    pthread_mutex_t mu;              /* guards the task queue */
-    struct loop_task *head, *tail;   /* posted, not yet run */
-    struct loop_source wake;         /* the eventfd's source */
-    int closed;                      /* takes no more tasks (under mu) */
-    void (*stop_fn)(void);           /* last words on the loop thread */
+    int epfd;                      /* epoll instance */
+    int evfd;                      /* eventfd: tasks posted or stop */
+    pthread_t thread;              /* the loop thread */
+    atomic_int stop;               /* loop_stop was called */
+    pthread_mutex_t mu;            /* guards the task queue */
+    struct loop_task *head, *tail; /* posted, not yet run */
+    struct loop_source wake;       /* the eventfd's source */
+    int closed;                    /* takes no more tasks (under mu) */
+    void (*stop_fn)(void);         /* last words on the loop thread */
 } L;
 
 static _Thread_local int on_loop;
@@ -58,8 +58,10 @@ int loop_post(struct loop_task *t) {
         return -1;
     }
     int was_empty = L.head == NULL;
-    if (L.tail) L.tail->next = t;
-    else L.head = t;
+    if (L.tail)
+        L.tail->next = t;
+    else
+        L.head = t;
     L.tail = t;
     pthread_mutex_unlock(&L.mu);
     if (was_empty) {
@@ -96,7 +98,10 @@ static void fd_set_source(int fd, uint32_t events, loop_fd_fn fn, void *arg) {
     int op = s ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     if (!s) {
         s = calloc(1, sizeof *s);
-        if (!s) { fprintf(stderr, "lockgate: out of memory\n"); abort(); }
+        if (!s) {
+            fprintf(stderr, "lockgate: out of memory\n");
+            abort();
+        }
         sources[fd] = s;
     }
     s->fn = fn;
@@ -114,9 +119,7 @@ void loop_fd(int fd, uint32_t events, loop_fd_fn fn, void *arg) {
     fd_set_source(fd, events, fn, arg);
 }
 
-void loop_watch_hangup(int fd, struct waiter *w) {
-    fd_set_source(fd, EPOLLRDHUP, NULL, w);
-}
+void loop_watch_hangup(int fd, struct waiter *w) { fd_set_source(fd, EPOLLRDHUP, NULL, w); }
 
 void loop_unwatch(int fd) { fd_set_source(fd, 0, NULL, NULL); }
 

@@ -12,8 +12,8 @@ struct waiter;
 
 /* A unit of work posted from any thread; embedded in the caller's struct. */
 struct loop_task {
-    struct loop_task *next;            /* queue link */
-    void (*run)(struct loop_task *t);  /* called on the loop thread */
+    struct loop_task *next;           /* queue link */
+    void (*run)(struct loop_task *t); /* called on the loop thread */
 };
 
 typedef void (*loop_fd_fn)(void *arg, uint32_t events);

@@ -46,12 +46,13 @@ int main(int argc, char **argv) {
     }
     if (cfg.nsentinels)
         log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "
-                 "key prefix '%s', %d threads", cfg.listen_host, cfg.listen_port,
-                 cfg.sentinel_master, cfg.nsentinels, cfg.key_prefix, cfg.threads);
+                 "key prefix '%s', %d threads",
+                 cfg.listen_host, cfg.listen_port, cfg.sentinel_master, cfg.nsentinels,
+                 cfg.key_prefix, cfg.threads);
     else
         log_info("lockgate listening on %s:%d, Redis %s:%d, key prefix '%s', %d threads",
-                 cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port,
-                 cfg.key_prefix, cfg.threads);
+                 cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port, cfg.key_prefix,
+                 cfg.threads);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);

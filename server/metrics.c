@@ -15,10 +15,10 @@
 
 #define MAX_ROUTES 32
 static const int statuses[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 501, 503};
-#define NSTATUS (sizeof statuses / sizeof statuses[0])
+#define NSTATUS  (sizeof statuses / sizeof statuses[0])
 #define NBUCKETS 14
-static const double bucket_le_s[NBUCKETS] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025,
-                                             0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+static const double bucket_le_s[NBUCKETS] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+                                             0.1,    0.25,  0.5,   1,     2.5,  5,     10};
 
 struct histogram {
     atomic_ullong bucket[NBUCKETS + 1]; /* last one is +Inf */
@@ -32,19 +32,19 @@ static struct histogram latency, wait_time;
 static atomic_long waiting;
 
 static const char *const counter_names[M_COUNTER_COUNT][2] = {
-    [M_LOCK_ACQUIRED]    = {"lockgate_lock_acquired_total", "Locks acquired by a new holder"},
-    [M_LOCK_REENTERED]   = {"lockgate_lock_reentered_total", "Re-entries by the holder"},
-    [M_LOCK_BUSY]        = {"lockgate_lock_busy_total", "Acquisitions answered lock_busy"},
-    [M_LOCK_EXTENDED]    = {"lockgate_lock_extended_total", "Leases extended"},
-    [M_LOCK_RELEASED]    = {"lockgate_lock_released_total", "Releases"},
-    [M_REDIS_ERRORS]     = {"lockgate_redis_errors_total", "Redis commands failed or timed out"},
-    [M_REDIS_RECONNECTS] = {"lockgate_redis_reconnects_total", "Reconnections to Redis"},
-    [M_REDIS_NOSCRIPT]   = {"lockgate_redis_noscript_total", "Scripts reloaded after NOSCRIPT"},
-    [M_IDS_ISSUED]       = {"lockgate_ids_issued_total", "Ids handed out"},
-    [M_ID_BLOCKS]        = {"lockgate_id_blocks_total", "Id blocks leased from Redis"},
-    [M_WAIT_STARTED]     = {"lockgate_waits_total", "Requests that waited for a busy lock"},
-    [M_WAIT_WAKEUPS]     = {"lockgate_wait_wakeups_total", "Waiters woken to try again"},
-    [M_WAIT_TIMEOUTS]    = {"lockgate_wait_timeouts_total", "Waits that ended without the lock"},
+    [M_LOCK_ACQUIRED] = {"lockgate_lock_acquired_total",    "Locks acquired by a new holder"      },
+    [M_LOCK_REENTERED] = {"lockgate_lock_reentered_total",   "Re-entries by the holder"            },
+    [M_LOCK_BUSY] = {"lockgate_lock_busy_total",        "Acquisitions answered lock_busy"     },
+    [M_LOCK_EXTENDED] = {"lockgate_lock_extended_total",    "Leases extended"                     },
+    [M_LOCK_RELEASED] = {"lockgate_lock_released_total",    "Releases"                            },
+    [M_REDIS_ERRORS] = {"lockgate_redis_errors_total",     "Redis commands failed or timed out"  },
+    [M_REDIS_RECONNECTS] = {"lockgate_redis_reconnects_total", "Reconnections to Redis"              },
+    [M_REDIS_NOSCRIPT] = {"lockgate_redis_noscript_total",   "Scripts reloaded after NOSCRIPT"     },
+    [M_IDS_ISSUED] = {"lockgate_ids_issued_total",       "Ids handed out"                      },
+    [M_ID_BLOCKS] = {"lockgate_id_blocks_total",        "Id blocks leased from Redis"         },
+    [M_WAIT_STARTED] = {"lockgate_waits_total",            "Requests that waited for a busy lock"},
+    [M_WAIT_WAKEUPS] = {"lockgate_wait_wakeups_total",     "Waiters woken to try again"          },
+    [M_WAIT_TIMEOUTS] = {"lockgate_wait_timeouts_total",    "Waits that ended without the lock"   },
 };
 
 void metrics_inc(enum metric_counter c, uint64_t n) {
@@ -73,7 +73,10 @@ void metrics_observe_request(int route, int status, int64_t latency_us) {
 void metrics_observe_wait(int64_t wait_us) { observe(&wait_time, wait_us); }
 
 /* kilo's append buffer: build the text once, hand it over once. */
-struct abuf { char *b; size_t len, cap; };
+struct abuf {
+    char *b;
+    size_t len, cap;
+};
 
 static void ab_printf(struct abuf *ab, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void ab_printf(struct abuf *ab, const char *fmt, ...) {
@@ -88,7 +91,10 @@ static void ab_printf(struct abuf *ab, const char *fmt, ...) {
         }
         ab->cap = ab->cap * 2 + (size_t)n + 64;
         ab->b = realloc(ab->b, ab->cap);
-        if (!ab->b) { fprintf(stderr, "lockgate: out of memory\n"); abort(); }
+        if (!ab->b) {
+            fprintf(stderr, "lockgate: out of memory\n");
+            abort();
+        }
     }
 }
 
@@ -102,13 +108,16 @@ static void render_histogram(struct abuf *ab, const char *name, const char *help
     }
     cum += atomic_load(&h->bucket[NBUCKETS]);
     ab_printf(ab, "%s_bucket{le=\"+Inf\"} %llu\n", name, cum);
-    ab_printf(ab, "%s_sum %.6f\n%s_count %llu\n", name,
-              (double)atomic_load(&h->sum_us) / 1e6, name, atomic_load(&h->count));
+    ab_printf(ab, "%s_sum %.6f\n%s_count %llu\n", name, (double)atomic_load(&h->sum_us) / 1e6, name,
+              atomic_load(&h->count));
 }
 
 char *metrics_render(size_t *len) {
     struct abuf ab = {malloc(8192), 0, 8192};
-    if (!ab.b) { fprintf(stderr, "lockgate: out of memory\n"); abort(); }
+    if (!ab.b) {
+        fprintf(stderr, "lockgate: out of memory\n");
+        abort();
+    }
 
     ab_printf(&ab, "# HELP lockgate_http_requests_total HTTP requests by route and status\n"
                    "# TYPE lockgate_http_requests_total counter\n");
@@ -136,13 +145,15 @@ char *metrics_render(size_t *len) {
         ab_printf(&ab, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_names[c][0],
                   counter_names[c][1], counter_names[c][0], counter_names[c][0],
                   atomic_load(&counters[c]));
-    ab_printf(&ab, "# HELP lockgate_waiting_requests Requests waiting for a busy lock\n"
-                   "# TYPE lockgate_waiting_requests gauge\nlockgate_waiting_requests %ld\n",
+    ab_printf(&ab,
+              "# HELP lockgate_waiting_requests Requests waiting for a busy lock\n"
+              "# TYPE lockgate_waiting_requests gauge\nlockgate_waiting_requests %ld\n",
               atomic_load(&waiting));
     render_histogram(&ab, "lockgate_wait_duration_seconds",
                      "Time requests spent waiting for a busy lock", &wait_time);
-    ab_printf(&ab, "# HELP lockgate_http_in_flight Requests being served\n"
-                   "# TYPE lockgate_http_in_flight gauge\nlockgate_http_in_flight %ld\n",
+    ab_printf(&ab,
+              "# HELP lockgate_http_in_flight Requests being served\n"
+              "# TYPE lockgate_http_in_flight gauge\nlockgate_http_in_flight %ld\n",
               http_in_flight());
     *len = ab.len;
     return ab.b;

@@ -9,8 +9,8 @@ static int hexval(char c) {
 }
 
 static int name_byte_ok(unsigned char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
 }
 
 int name_decode(const char *raw, size_t raw_len, char out[NAME_MAX_LEN + 1]) {

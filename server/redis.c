@@ -25,58 +25,58 @@
 #include <sys/epoll.h>
 
 struct redis_op {
-    struct loop_task task;         /* how it reaches the loop thread */
-    struct redis_op *prev, *next;  /* in pending, once sent */
-    redis_cb cb;                   /* called once */
-    void *arg;                     /* passed to cb */
-    int argc;                      /* words of the command as sent */
-    const char **argv;             /* the words (point into this allocation) */
-    size_t *lens;                  /* their lengths */
-    int script;                    /* script id, or -1 for a plain command */
-    int retried;                   /* a NOSCRIPT retry was made */
-    int node;                      /* which Redis it goes to */
-    int64_t sent_ms;               /* when it was written, for the timeout */
-    char numkeys[16];              /* EVALSHA's key count, as text */
+    struct loop_task task;        /* how it reaches the loop thread */
+    struct redis_op *prev, *next; /* in pending, once sent */
+    redis_cb cb;                  /* called once */
+    void *arg;                    /* passed to cb */
+    int argc;                     /* words of the command as sent */
+    const char **argv;            /* the words (point into this allocation) */
+    size_t *lens;                 /* their lengths */
+    int script;                   /* script id, or -1 for a plain command */
+    int retried;                  /* a NOSCRIPT retry was made */
+    int node;                     /* which Redis it goes to */
+    int64_t sent_ms;              /* when it was written, for the timeout */
+    char numkeys[16];             /* EVALSHA's key count, as text */
 };
 
 /* One connection to Redis and its state. */
 struct node;
 
 struct rconn {
-    const char *what;              /* "command", "pub/sub", "sentinel" */
-    struct node *node;             /* the node it belongs to (NULL: sentinel) */
-    char host[256];                /* where it connects */
+    const char *what;  /* "command", "pub/sub", "sentinel" */
+    struct node *node; /* the node it belongs to (NULL: sentinel) */
+    char host[256];    /* where it connects */
     int port;
-    redisAsyncContext *ac;         /* NULL while down */
-    int fd;                        /* its socket while hiredis has one, else -1 */
-    uint32_t events;               /* epoll events hiredis asked for */
-    int connected;                 /* onConnect said OK */
-    int64_t connecting_since;      /* when the attempt started */
-    int64_t next_attempt_ms;       /* earliest next attempt */
-    int backoff_ms;                /* grows to 1 s while Redis stays down */
-    int ever_connected;            /* for the reconnect counter */
-    int down_logged;               /* the outage was logged once */
+    redisAsyncContext *ac;          /* NULL while down */
+    int fd;                         /* its socket while hiredis has one, else -1 */
+    uint32_t events;                /* epoll events hiredis asked for */
+    int connected;                  /* onConnect said OK */
+    int64_t connecting_since;       /* when the attempt started */
+    int64_t next_attempt_ms;        /* earliest next attempt */
+    int backoff_ms;                 /* grows to 1 s while Redis stays down */
+    int ever_connected;             /* for the reconnect counter */
+    int down_logged;                /* the outage was logged once */
     void (*on_up)(struct rconn *c); /* after a connection is made */
 };
 
 /* One Redis master: one node, or one of the quorum's. */
 struct node {
-    struct rconn cmd;              /* commands */
-    struct rconn sub;              /* SUBSCRIBE to the release channel */
-    struct redis_op pending;       /* sentinel of the sent, unanswered list */
+    struct rconn cmd;        /* commands */
+    struct rconn sub;        /* SUBSCRIBE to the release channel */
+    struct redis_op pending; /* sentinel of the sent, unanswered list */
 };
 
 static struct {
-    struct gw_config cfg;          /* copy of the settings */
-    struct node node[GW_MAX_NODES]; /* the Redis masters */
-    int nnodes;                    /* 1, or the quorum's size */
-    struct rconn sen;              /* Sentinel mode: asks for the master and
+    struct gw_config cfg;             /* copy of the settings */
+    struct node node[GW_MAX_NODES];   /* the Redis masters */
+    int nnodes;                       /* 1, or the quorum's size */
+    struct rconn sen;                 /* Sentinel mode: asks for the master and
                                       listens for +switch-master */
-    int sentinel_i;                /* which sentinel sen talks to */
-    int master_known;              /* Sentinel mode: cmd/sub may connect */
-    int reresolve;                 /* Sentinel mode: ask for the master again */
+    int sentinel_i;                   /* which sentinel sen talks to */
+    int master_known;                 /* Sentinel mode: cmd/sub may connect */
+    int reresolve;                    /* Sentinel mode: ask for the master again */
     char channel[GW_PREFIX_MAX + 16]; /* "<prefix>released" */
-    const char *fail_reason;       /* why outstanding commands are failing */
+    const char *fail_reason;          /* why outstanding commands are failing */
 } R;
 
 #define N0 (&R.node[0]) /* the only node outside quorum mode */
@@ -98,8 +98,8 @@ static void op_post(struct loop_task *t);
 
 /* Allocates an op holding a copy of the words, with `extra` leading words
  * (EVALSHA sha nkeys) left for the caller to fill. */
-static struct redis_op *op_new(int extra, int argc, const char *const *argv,
-                               const size_t *lens, redis_cb cb, void *arg) {
+static struct redis_op *op_new(int extra, int argc, const char *const *argv, const size_t *lens,
+                               redis_cb cb, void *arg) {
     size_t bytes = 0;
     for (int i = 0; i < argc; i++) bytes += lens[i] + 1;
     int total = extra + argc;
@@ -215,10 +215,22 @@ static void ev_update(struct rconn *c, uint32_t events) {
     loop_fd(c->fd, events, on_events, c);
     c->events = events;
 }
-static void ev_add_read(void *p)  { struct rconn *c = p; ev_update(c, c->events | EPOLLIN); }
-static void ev_del_read(void *p)  { struct rconn *c = p; ev_update(c, c->events & ~(uint32_t)EPOLLIN); }
-static void ev_add_write(void *p) { struct rconn *c = p; ev_update(c, c->events | EPOLLOUT); }
-static void ev_del_write(void *p) { struct rconn *c = p; ev_update(c, c->events & ~(uint32_t)EPOLLOUT); }
+static void ev_add_read(void *p) {
+    struct rconn *c = p;
+    ev_update(c, c->events | EPOLLIN);
+}
+static void ev_del_read(void *p) {
+    struct rconn *c = p;
+    ev_update(c, c->events & ~(uint32_t)EPOLLIN);
+}
+static void ev_add_write(void *p) {
+    struct rconn *c = p;
+    ev_update(c, c->events | EPOLLOUT);
+}
+static void ev_del_write(void *p) {
+    struct rconn *c = p;
+    ev_update(c, c->events & ~(uint32_t)EPOLLOUT);
+}
 static void ev_cleanup(void *p) {
     struct rconn *c = p;
     ev_update(c, 0);
@@ -229,9 +241,7 @@ static void ev_cleanup(void *p) {
  * Connections
  * --------------------------------------------------------------------- */
 
-static struct rconn *conn_of(const redisAsyncContext *ac) {
-    return ac->ev.data;
-}
+static struct rconn *conn_of(const redisAsyncContext *ac) { return ac->ev.data; }
 
 static void connection_gone(struct rconn *c) {
     if (c == &R.sen) R.sentinel_i++; /* the next attempt asks the next one */
@@ -245,8 +255,8 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
     if (status != REDIS_OK) {
         if (!c->down_logged)
-            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, c->host,
-                     c->port, ac->errstr);
+            log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, c->host, c->port,
+                     ac->errstr);
         c->down_logged = 1;
         connection_gone(c); /* hiredis frees ac after this returns */
         return;
@@ -263,8 +273,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
     if (R.cfg.nsentinels && c == &N0->cmd && status != REDIS_OK) R.reresolve = 1;
     if (status != REDIS_OK)
-        log_warn("redis: %s connection to %s:%d lost: %s", c->what, c->host, c->port,
-                 ac->errstr);
+        log_warn("redis: %s connection to %s:%d lost: %s", c->what, c->host, c->port, ac->errstr);
     connection_gone(c);
 }
 
@@ -390,8 +399,8 @@ static void on_sentinel_event(redisAsyncContext *ac, void *r, void *privdata) {
         return;
     char name[128], old_ip[64], new_ip[64];
     int old_port, new_port;
-    if (sscanf(payload->str, "%127s %63s %d %63s %d", name, old_ip, &old_port, new_ip,
-               &new_port) == 5 &&
+    if (sscanf(payload->str, "%127s %63s %d %63s %d", name, old_ip, &old_port, new_ip, &new_port) ==
+            5 &&
         strcmp(name, R.cfg.sentinel_master) == 0)
         set_master(new_ip, new_port);
 }
@@ -406,7 +415,7 @@ static void sen_up(struct rconn *c) {
 static void connection_drop(struct rconn *c, const char *why) {
     redisAsyncContext *ac = c->ac;
     R.fail_reason = why;
-    redisAsyncFree(ac);       /* fails outstanding commands; may call on_disconnect */
+    redisAsyncFree(ac); /* fails outstanding commands; may call on_disconnect */
     if (c->ac == ac) connection_gone(c);
     R.fail_reason = NULL;
 }
@@ -453,8 +462,7 @@ void redis_loop_turn(int64_t now) {
     for (int i = 0; i < R.nnodes; i++) {
         struct node *n = &R.node[i];
         struct redis_op *oldest = n->pending.next;
-        if (n->cmd.ac && oldest != &n->pending &&
-            now - oldest->sent_ms > R.cfg.redis_timeout_ms) {
+        if (n->cmd.ac && oldest != &n->pending && now - oldest->sent_ms > R.cfg.redis_timeout_ms) {
             log_warn("redis: %s:%d gave no answer within %d ms, dropping the connection",
                      n->cmd.host, n->cmd.port, R.cfg.redis_timeout_ms);
             connection_drop(&n->cmd, "Redis did not answer in time");
@@ -469,9 +477,8 @@ void redis_loop_turn(int64_t now) {
  * Public
  * --------------------------------------------------------------------- */
 
-static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs,
-                                const char *const *argv, const size_t *lens, redis_cb cb,
-                                void *arg) {
+static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                                const size_t *lens, redis_cb cb, void *arg) {
     const struct script *s = script_get(id);
     struct redis_op *op = op_new(3, nargs, argv, lens, cb, arg);
     int nk = snprintf(op->numkeys, sizeof op->numkeys, "%d", nkeys);
@@ -511,18 +518,18 @@ void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const 
 
 struct fanout;
 struct fan_child {
-    struct fanout *f;              /* the whole */
-    int i;                         /* which master */
+    struct fanout *f; /* the whole */
+    int i;            /* which master */
 };
 
 struct fanout {
-    int n, left;                   /* masters, and those yet to answer */
-    redis_all_cb cb;               /* called once, with all results */
-    void *arg;                     /* passed to cb */
+    int n, left;     /* masters, and those yet to answer */
+    redis_all_cb cb; /* called once, with all results */
+    void *arg;       /* passed to cb */
     struct fan_child child[GW_MAX_NODES];
     struct redis_result res[GW_MAX_NODES];
     redisReply *copy[GW_MAX_NODES]; /* owned copies of the replies */
-    char err[GW_MAX_NODES][96];    /* owned copies of the errors */
+    char err[GW_MAX_NODES][96];     /* owned copies of the errors */
 };
 
 static redisReply *reply_copy(const redisReply *r) {
@@ -583,8 +590,8 @@ void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *
     }
 }
 
-void redis_command_all(int argc, const char *const *argv, const size_t *lens,
-                       redis_all_cb cb, void *arg) {
+void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
+                       void *arg) {
     struct fanout *f = fanout_new(cb, arg);
     int n = f->n;
     for (int i = 0; i < n; i++) {
@@ -597,8 +604,7 @@ void redis_command_all(int argc, const char *const *argv, const size_t *lens,
 int redis_nodes(void) { return R.nnodes; }
 int redis_quorum(void) { return R.nnodes == 1 ? 1 : R.cfg.quorum; }
 
-void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb,
-                   void *arg) {
+void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg) {
     post(op_new(0, argc, argv, lens, cb, arg));
 }
 
@@ -612,10 +618,10 @@ int redis_start(const struct gw_config *cfg) {
     for (int i = 0; i < R.nnodes; i++) {
         struct node *n = &R.node[i];
         n->pending.next = n->pending.prev = &n->pending;
-        n->cmd = (struct rconn){.what = "command", .node = n, .fd = -1, .backoff_ms = 100,
-                                .on_up = cmd_up};
-        n->sub = (struct rconn){.what = "pub/sub", .node = n, .fd = -1, .backoff_ms = 100,
-                                .on_up = sub_up};
+        n->cmd = (struct rconn){
+            .what = "command", .node = n, .fd = -1, .backoff_ms = 100, .on_up = cmd_up};
+        n->sub = (struct rconn){
+            .what = "pub/sub", .node = n, .fd = -1, .backoff_ms = 100, .on_up = sub_up};
         snprintf(n->cmd.host, sizeof n->cmd.host, "%s", cfg->nodes[i].host);
         snprintf(n->sub.host, sizeof n->sub.host, "%s", cfg->nodes[i].host);
         n->cmd.port = n->sub.port = cfg->nodes[i].port;

@@ -53,8 +53,7 @@ void redis_blocking_eval(enum script_id id, int nkeys, int nargs, const char *co
                          const size_t *lens, redis_cb cb, void *arg);
 
 /* Any other command, e.g. {"PING"}. */
-void redis_command(int argc, const char *const *argv, const size_t *lens,
-                   redis_cb cb, void *arg);
+void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
 
 /* Quorum mode: how many masters, and how many must agree (1 and 1 else). */
 int redis_nodes(void);
@@ -66,8 +65,8 @@ int redis_quorum(void);
 typedef void (*redis_all_cb)(void *arg, const struct redis_result *results, int n);
 void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *argv,
                     const size_t *lens, redis_all_cb cb, void *arg);
-void redis_command_all(int argc, const char *const *argv, const size_t *lens,
-                       redis_all_cb cb, void *arg);
+void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
+                       void *arg);
 
 /* The channel releases are published on: "<prefix>released". */
 const char *redis_release_channel(void);

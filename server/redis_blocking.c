@@ -58,7 +58,10 @@ static int connect_if_needed(char *err, size_t errlen) {
     redisSetTimeout(ctx, tv);
     char db[16];
     snprintf(db, sizeof db, "%d", cfg_->redis_db);
-    const char *setup[2][2] = {{"AUTH", cfg_->redis_password}, {"SELECT", db}};
+    const char *setup[2][2] = {
+        {"AUTH",   cfg_->redis_password},
+        {"SELECT", db                  }
+    };
     int wanted[2] = {cfg_->redis_password[0] != '\0', cfg_->redis_db != 0};
     for (int i = 0; i < 2; i++) {
         if (!wanted[i]) continue;
@@ -99,7 +102,8 @@ void redis_blocking_eval(enum script_id id, int nkeys, int nargs, const char *co
         cmdlens[3 + i] = lens[i];
     }
     redisReply *r = NULL;
-    if (connect_if_needed(err, sizeof err) == 0) r = command(3 + nargs, cmd, cmdlens, err, sizeof err);
+    if (connect_if_needed(err, sizeof err) == 0)
+        r = command(3 + nargs, cmd, cmdlens, err, sizeof err);
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         freeReplyObject(r);
         const char *load[3] = {"SCRIPT", "LOAD", (const char *)s->src};

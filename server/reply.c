@@ -10,24 +10,24 @@
 #include <string.h>
 
 static const struct problem_info problems[CODE_COUNT] = {
-    [CODE_INVALID_NAME]        = {"invalid_name", 400, "Invalid name"},
-    [CODE_INVALID_FIELD]       = {"invalid_field", 400, "Invalid field"},
-    [CODE_INVALID_JSON]        = {"invalid_json", 400, "Body is not a JSON object"},
-    [CODE_INVALID_ID]          = {"invalid_id", 400, "Invalid id"},
-    [CODE_INVALID_TOKEN]       = {"invalid_token", 400, "Invalid Lock-Token"},
-    [CODE_MISSING_TOKEN]       = {"missing_token", 400, "Lock-Token header required"},
-    [CODE_LOCK_BUSY]           = {"lock_busy", 409, "Lock is busy"},
-    [CODE_MODE_MISMATCH]       = {"mode_mismatch", 409, "Held in the other mode"},
-    [CODE_LIMIT_MISMATCH]      = {"limit_mismatch", 409, "Semaphore limit differs"},
-    [CODE_NOT_HELD]            = {"not_held", 404, "Not held"},
-    [CODE_NOT_OWNER]           = {"not_owner", 409, "Held by another token"},
-    [CODE_NOT_FOUND]           = {"not_found", 404, "Not found"},
-    [CODE_METHOD_NOT_ALLOWED]  = {"method_not_allowed", 405, "Method not allowed"},
-    [CODE_PAYLOAD_TOO_LARGE]   = {"payload_too_large", 413, "Payload too large"},
-    [CODE_BACKEND_UNAVAILABLE] = {"backend_unavailable", 503, "Backend unavailable"},
-    [CODE_SHUTTING_DOWN]       = {"shutting_down", 503, "Shutting down"},
-    [CODE_UNAUTHORIZED]        = {"unauthorized", 401, "Unauthorized"},
-    [CODE_NOT_IMPLEMENTED]     = {"not_implemented", 501, "Not implemented"},
+    [CODE_INVALID_NAME] = {"invalid_name",        400, "Invalid name"              },
+    [CODE_INVALID_FIELD] = {"invalid_field",       400, "Invalid field"             },
+    [CODE_INVALID_JSON] = {"invalid_json",        400, "Body is not a JSON object" },
+    [CODE_INVALID_ID] = {"invalid_id",          400, "Invalid id"                },
+    [CODE_INVALID_TOKEN] = {"invalid_token",       400, "Invalid Lock-Token"        },
+    [CODE_MISSING_TOKEN] = {"missing_token",       400, "Lock-Token header required"},
+    [CODE_LOCK_BUSY] = {"lock_busy",           409, "Lock is busy"              },
+    [CODE_MODE_MISMATCH] = {"mode_mismatch",       409, "Held in the other mode"    },
+    [CODE_LIMIT_MISMATCH] = {"limit_mismatch",      409, "Semaphore limit differs"   },
+    [CODE_NOT_HELD] = {"not_held",            404, "Not held"                  },
+    [CODE_NOT_OWNER] = {"not_owner",           409, "Held by another token"     },
+    [CODE_NOT_FOUND] = {"not_found",           404, "Not found"                 },
+    [CODE_METHOD_NOT_ALLOWED] = {"method_not_allowed",  405, "Method not allowed"        },
+    [CODE_PAYLOAD_TOO_LARGE] = {"payload_too_large",   413, "Payload too large"         },
+    [CODE_BACKEND_UNAVAILABLE] = {"backend_unavailable", 503, "Backend unavailable"       },
+    [CODE_SHUTTING_DOWN] = {"shutting_down",       503, "Shutting down"             },
+    [CODE_UNAUTHORIZED] = {"unauthorized",        401, "Unauthorized"              },
+    [CODE_NOT_IMPLEMENTED] = {"not_implemented",     501, "Not implemented"           },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }
@@ -69,8 +69,8 @@ void reply_header(struct gw_request *req, const char *name, const char *value) {
     h->value = xmalloc_check(strdup(value));
 }
 
-void reply_raw(struct gw_request *req, int status, const char *content_type,
-               char *body, size_t len) {
+void reply_raw(struct gw_request *req, int status, const char *content_type, char *body,
+               size_t len) {
     req->status = status;
     req->content_type = content_type;
     req->resp = body;
@@ -84,8 +84,8 @@ void reply_json(struct gw_request *req, int status, cJSON *body) {
     reply_raw(req, status, "application/json", s, strlen(s));
 }
 
-void reply_problem_with(struct gw_request *req, enum gw_code code, cJSON *extra,
-                        const char *fmt, ...) {
+void reply_problem_with(struct gw_request *req, enum gw_code code, cJSON *extra, const char *fmt,
+                        ...) {
     char detail[512];
     va_list ap;
     va_start(ap, fmt);

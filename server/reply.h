@@ -13,18 +13,31 @@ struct cJSON;
 /* The stable error codes of API.md; problem_info() maps each to its HTTP
  * status and title.  Keep in step with openapi.yaml's Problem.code enum. */
 enum gw_code {
-    CODE_INVALID_NAME, CODE_INVALID_FIELD, CODE_INVALID_JSON, CODE_INVALID_ID,
-    CODE_INVALID_TOKEN, CODE_MISSING_TOKEN, CODE_LOCK_BUSY, CODE_MODE_MISMATCH,
-    CODE_LIMIT_MISMATCH, CODE_NOT_HELD, CODE_NOT_OWNER, CODE_NOT_FOUND,
-    CODE_METHOD_NOT_ALLOWED, CODE_PAYLOAD_TOO_LARGE, CODE_BACKEND_UNAVAILABLE,
-    CODE_SHUTTING_DOWN, CODE_UNAUTHORIZED, CODE_NOT_IMPLEMENTED,
+    CODE_INVALID_NAME,
+    CODE_INVALID_FIELD,
+    CODE_INVALID_JSON,
+    CODE_INVALID_ID,
+    CODE_INVALID_TOKEN,
+    CODE_MISSING_TOKEN,
+    CODE_LOCK_BUSY,
+    CODE_MODE_MISMATCH,
+    CODE_LIMIT_MISMATCH,
+    CODE_NOT_HELD,
+    CODE_NOT_OWNER,
+    CODE_NOT_FOUND,
+    CODE_METHOD_NOT_ALLOWED,
+    CODE_PAYLOAD_TOO_LARGE,
+    CODE_BACKEND_UNAVAILABLE,
+    CODE_SHUTTING_DOWN,
+    CODE_UNAUTHORIZED,
+    CODE_NOT_IMPLEMENTED,
     CODE_COUNT
 };
 
 struct problem_info {
-    const char *code;   /* "lock_busy" */
-    int status;         /* 409 */
-    const char *title;  /* "Lock is busy" */
+    const char *code;  /* "lock_busy" */
+    int status;        /* 409 */
+    const char *title; /* "Lock is busy" */
 };
 
 const struct problem_info *problem_info(enum gw_code code);
@@ -36,8 +49,8 @@ void reply_header(struct gw_request *req, const char *name, const char *value);
 void reply_json(struct gw_request *req, int status, struct cJSON *body);
 
 /* Replies with a malloc'd body that the request takes over. */
-void reply_raw(struct gw_request *req, int status, const char *content_type,
-               char *body, size_t len);
+void reply_raw(struct gw_request *req, int status, const char *content_type, char *body,
+               size_t len);
 
 /* Replies application/problem+json for code, with detail formatted from fmt.
  * extra, if not NULL, is an object whose members are added and is freed.

@@ -27,8 +27,8 @@ static int path_matches(const char *pattern, const char *path, struct route_matc
     return *p == '\0' && *s == '\0';
 }
 
-int router_match(const struct gw_route *routes, size_t n, const char *method,
-                 const char *path, struct route_match *m) {
+int router_match(const struct gw_route *routes, size_t n, const char *method, const char *path,
+                 struct route_match *m) {
     int path_seen = 0;
     m->allow[0] = '\0';
     for (size_t i = 0; i < n; i++) {

@@ -12,13 +12,13 @@ struct gw_request;
 typedef void (*gw_handler)(struct gw_request *req);
 
 struct gw_route {
-    const char *method;   /* "GET", "POST", ... */
-    const char *path;     /* e.g. "/v1/locks/{name}" */
-    gw_handler handler;   /* called with the whole body accumulated */
+    const char *method; /* "GET", "POST", ... */
+    const char *path;   /* e.g. "/v1/locks/{name}" */
+    gw_handler handler; /* called with the whole body accumulated */
 };
 
 #define ROUTER_MAX_PARAMS 2
-#define ROUTER_NOT_FOUND (-1)
+#define ROUTER_NOT_FOUND  (-1)
 #define ROUTER_BAD_METHOD (-2)
 
 struct route_match {
@@ -30,7 +30,7 @@ struct route_match {
 /* Returns the index of the matching route, ROUTER_NOT_FOUND when no route
  * has this path, or ROUTER_BAD_METHOD (m->allow lists the methods the path
  * has).  path is the request path without the query string. */
-int router_match(const struct gw_route *routes, size_t n, const char *method,
-                 const char *path, struct route_match *m);
+int router_match(const struct gw_route *routes, size_t n, const char *method, const char *path,
+                 struct route_match *m);
 
 #endif

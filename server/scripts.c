@@ -20,8 +20,7 @@ static struct script scripts[SCRIPT_COUNT] = {
 };
 
 void scripts_init(void) {
-    for (int i = 0; i < SCRIPT_COUNT; i++)
-        sha1_hex(scripts[i].src, scripts[i].len, scripts[i].sha);
+    for (int i = 0; i < SCRIPT_COUNT; i++) sha1_hex(scripts[i].src, scripts[i].len, scripts[i].sha);
 }
 
 const struct script *script_get(enum script_id id) { return &scripts[id]; }

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 enum script_id {
-    SCRIPT_ACQUIRE,     /* lock, shared lock or permit; fair queue */
+    SCRIPT_ACQUIRE, /* lock, shared lock or permit; fair queue */
     SCRIPT_EXTEND,
     SCRIPT_RELEASE,
     SCRIPT_INSPECT,
@@ -22,10 +22,10 @@ enum script_id {
 };
 
 struct script {
-    const char *file;          /* "acquire.lua", for logs */
-    const unsigned char *src;  /* the text, not NUL-terminated */
-    size_t len;                /* bytes in src */
-    char sha[41];              /* SHA-1 of src in hex, filled by scripts_init */
+    const char *file;         /* "acquire.lua", for logs */
+    const unsigned char *src; /* the text, not NUL-terminated */
+    size_t len;               /* bytes in src */
+    char sha[41];             /* SHA-1 of src in hex, filled by scripts_init */
 };
 
 /* Computes every script's SHA-1; call once before the Redis layer starts. */

@@ -18,14 +18,31 @@ static void sha1_block(uint32_t h[5], const unsigned char *p) {
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
     for (int i = 0; i < 80; i++) {
         uint32_t f, k;
-        if (i < 20)      { f = (b & c) | (~b & d);           k = 0x5A827999; }
-        else if (i < 40) { f = b ^ c ^ d;                    k = 0x6ED9EBA1; }
-        else if (i < 60) { f = (b & c) | (b & d) | (c & d);  k = 0x8F1BBCDC; }
-        else             { f = b ^ c ^ d;                    k = 0xCA62C1D6; }
+        if (i < 20) {
+            f = (b & c) | (~b & d);
+            k = 0x5A827999;
+        } else if (i < 40) {
+            f = b ^ c ^ d;
+            k = 0x6ED9EBA1;
+        } else if (i < 60) {
+            f = (b & c) | (b & d) | (c & d);
+            k = 0x8F1BBCDC;
+        } else {
+            f = b ^ c ^ d;
+            k = 0xCA62C1D6;
+        }
         uint32_t t = ROL(a, 5) + f + e + k + w[i];
-        e = d; d = c; c = ROL(b, 30); b = a; a = t;
+        e = d;
+        d = c;
+        c = ROL(b, 30);
+        b = a;
+        a = t;
     }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e;
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
 }
 
 void sha1_hex(const void *data, size_t len, char hex[41]) {

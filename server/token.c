@@ -7,8 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-static const char b64url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /* Randomness is read from the kernel 32 tokens at a time, per thread: one
  * getrandom() per acquire was a tenth of the syscalls of a lock request.
@@ -60,8 +59,8 @@ int token_valid(const char *s) {
     size_t n = 0;
     for (; s[n]; n++) {
         char c = s[n];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              (c >= '0' && c <= '9') || c == '-' || c == '_'))
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
             return 0;
         if (n >= TOKEN_MAX_LEN) return 0;
     }

@@ -4,9 +4,9 @@
 
 #include <stddef.h>
 
-#define TOKEN_NEW_LEN 22   /* length of a token the server makes */
-#define TOKEN_MIN_LEN 22   /* shortest token a client may choose */
-#define TOKEN_MAX_LEN 128  /* longest token a client may choose */
+#define TOKEN_NEW_LEN 22  /* length of a token the server makes */
+#define TOKEN_MIN_LEN 22  /* shortest token a client may choose */
+#define TOKEN_MAX_LEN 128 /* longest token a client may choose */
 
 /* Writes a new 22-character token and a NUL into out.  Aborts the process
  * if the kernel cannot give randomness (nothing safe can be done then). */

@@ -53,7 +53,10 @@ static void heap_push(struct waiter *w) {
     if (heap_len == heap_cap) {
         heap_cap = heap_cap ? heap_cap * 2 : 256;
         heap = realloc(heap, heap_cap * sizeof *heap);
-        if (!heap) { fprintf(stderr, "lockgate: out of memory\n"); abort(); }
+        if (!heap) {
+            fprintf(stderr, "lockgate: out of memory\n");
+            abort();
+        }
     }
     heap[heap_len] = w;
     w->heap_i = heap_len++;
@@ -74,9 +77,9 @@ static void heap_remove(struct waiter *w) {
 /* ---- key table -------------------------------------------------------------- */
 
 struct bucket_entry {
-    struct bucket_entry *next;     /* chain */
-    struct waiter *head, *tail;    /* the key's waiters, oldest first */
-    char key[];                    /* the key, NUL-terminated */
+    struct bucket_entry *next;  /* chain */
+    struct waiter *head, *tail; /* the key's waiters, oldest first */
+    char key[];                 /* the key, NUL-terminated */
 };
 
 #define NBUCKETS 4096
@@ -90,8 +93,7 @@ static uint64_t key_hash(const char *s, size_t len) {
 
 static struct bucket_entry **entry_slot(const char *key, size_t len) {
     struct bucket_entry **e = &buckets[key_hash(key, len) % NBUCKETS];
-    while (*e && !(strlen((*e)->key) == len && memcmp((*e)->key, key, len) == 0))
-        e = &(*e)->next;
+    while (*e && !(strlen((*e)->key) == len && memcmp((*e)->key, key, len) == 0)) e = &(*e)->next;
     return e;
 }
 
@@ -122,7 +124,10 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     struct bucket_entry **slot = entry_slot(w->key, len);
     if (!*slot) {
         struct bucket_entry *e = calloc(1, sizeof *e + len + 1);
-        if (!e) { fprintf(stderr, "lockgate: out of memory\n"); abort(); }
+        if (!e) {
+            fprintf(stderr, "lockgate: out of memory\n");
+            abort();
+        }
         memcpy(e->key, w->key, len + 1);
         *slot = e;
     }
@@ -135,10 +140,14 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     while (after && after->arrival > w->arrival) after = after->prev;
     w->prev = after;
     w->next = after ? after->next : e->head;
-    if (w->next) w->next->prev = w;
-    else e->tail = w;
-    if (after) after->next = w;
-    else e->head = w;
+    if (w->next)
+        w->next->prev = w;
+    else
+        e->tail = w;
+    if (after)
+        after->next = w;
+    else
+        e->head = w;
     w->wake_ms = wake_ms;
     heap_push(w);
     if (w->fd >= 0) loop_watch_hangup(w->fd, w);
@@ -154,10 +163,14 @@ void waiters_unpark(struct waiter *w) {
     heap_remove(w);
     struct bucket_entry **slot = entry_slot(w->key, strlen(w->key));
     struct bucket_entry *e = *slot;
-    if (w->prev) w->prev->next = w->next;
-    else e->head = w->next;
-    if (w->next) w->next->prev = w->prev;
-    else e->tail = w->prev;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        e->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        e->tail = w->prev;
     if (!e->head) {
         *slot = e->next;
         free(e);
@@ -181,7 +194,10 @@ void waiters_on_release(const char *key, size_t len) {
     if (!e) return;
     struct waiter *first = e->head, *first_fair = NULL;
     for (struct waiter *w = e->head; w; w = w->next)
-        if (w->fair) { first_fair = w; break; }
+        if (w->fair) {
+            first_fair = w;
+            break;
+        }
     wake(first);
     if (first_fair && first_fair != first) wake(first_fair);
 }
@@ -224,4 +240,3 @@ void waiters_on_hangup(struct waiter *w) {
     waiters_unpark(w);
     w->give_up(w, 1);
 }
-

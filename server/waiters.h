@@ -17,20 +17,20 @@
 
 struct waiter {
     /* Set by the owner before waiters_park. */
-    const char *key;               /* "lock:NAME" or "sem:NAME", as published;
+    const char *key;                 /* "lock:NAME" or "sem:NAME", as published;
                                       the owner keeps it alive while parked */
-    int fair;                      /* a fair waiter (woken besides the first) */
-    int fd;                        /* client socket, watched for hang-up; -1 none */
-    uint64_t seen_seq;             /* waiters_release_seq() before the attempt */
-    void (*retry)(struct waiter *w);                 /* try again now */
+    int fair;                        /* a fair waiter (woken besides the first) */
+    int fd;                          /* client socket, watched for hang-up; -1 none */
+    uint64_t seen_seq;               /* waiters_release_seq() before the attempt */
+    void (*retry)(struct waiter *w); /* try again now */
     void (*give_up)(struct waiter *w, int client_gone); /* stop waiting */
 
     /* Private to waiters.c. */
-    uint64_t arrival;              /* order of its first park, kept for good */
-    int64_t wake_ms;               /* when the timer wakes it */
-    size_t heap_i;                 /* index in the timer heap */
-    struct waiter *prev, *next;    /* its key's list, in arrival order */
-    int parked;                    /* in the heap and the key list */
+    uint64_t arrival;           /* order of its first park, kept for good */
+    int64_t wake_ms;            /* when the timer wakes it */
+    size_t heap_i;              /* index in the timer heap */
+    struct waiter *prev, *next; /* its key's list, in arrival order */
+    int parked;                 /* in the heap and the key list */
 };
 
 /* Parks w until wake_ms (monotonic ms) or an event.  If a release of w's key

@@ -12,38 +12,46 @@
 
 static int check_passed, check_failed, check_cur_failed __attribute__((unused));
 
-#define CHECK(cond) do { \
-    if (!(cond)) { \
-        fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-        check_cur_failed = 1; \
-    } \
-} while (0)
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            check_cur_failed = 1;                                             \
+        }                                                                     \
+    } while (0)
 
-#define CHECK_EQ_INT(a, b) do { \
-    long long check_a_ = (long long)(a), check_b_ = (long long)(b); \
-    if (check_a_ != check_b_) { \
-        fprintf(stderr, "  FAIL %s:%d: %s == %s (%lld != %lld)\n", \
-                __FILE__, __LINE__, #a, #b, check_a_, check_b_); \
-        check_cur_failed = 1; \
-    } \
-} while (0)
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);                            \
+        if (check_a_ != check_b_) {                                                                \
+            fprintf(stderr, "  FAIL %s:%d: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, #a, #b, \
+                    check_a_, check_b_);                                                           \
+            check_cur_failed = 1;                                                                  \
+        }                                                                                          \
+    } while (0)
 
-#define CHECK_EQ_STR(a, b) do { \
-    const char *check_a_ = (a), *check_b_ = (b); \
-    if (!check_a_ || !check_b_ || strcmp(check_a_, check_b_) != 0) { \
-        fprintf(stderr, "  FAIL %s:%d: %s == %s (\"%s\" != \"%s\")\n", \
-                __FILE__, __LINE__, #a, #b, check_a_ ? check_a_ : "(null)", \
-                check_b_ ? check_b_ : "(null)"); \
-        check_cur_failed = 1; \
-    } \
-} while (0)
+#define CHECK_EQ_STR(a, b)                                                                         \
+    do {                                                                                           \
+        const char *check_a_ = (a), *check_b_ = (b);                                               \
+        if (!check_a_ || !check_b_ || strcmp(check_a_, check_b_) != 0) {                           \
+            fprintf(stderr, "  FAIL %s:%d: %s == %s (\"%s\" != \"%s\")\n", __FILE__, __LINE__, #a, \
+                    #b, check_a_ ? check_a_ : "(null)", check_b_ ? check_b_ : "(null)");           \
+            check_cur_failed = 1;                                                                  \
+        }                                                                                          \
+    } while (0)
 
-#define RUN(fn) do { \
-    check_cur_failed = 0; \
-    fn(); \
-    if (check_cur_failed) { check_failed++; fprintf(stderr, "not ok - %s\n", #fn); } \
-    else { check_passed++; fprintf(stderr, "ok - %s\n", #fn); } \
-} while (0)
+#define RUN(fn)                                    \
+    do {                                           \
+        check_cur_failed = 0;                      \
+        fn();                                      \
+        if (check_cur_failed) {                    \
+            check_failed++;                        \
+            fprintf(stderr, "not ok - %s\n", #fn); \
+        } else {                                   \
+            check_passed++;                        \
+            fprintf(stderr, "ok - %s\n", #fn);     \
+        }                                          \
+    } while (0)
 
 static inline int check_summary(const char *suite) {
     printf("%s: %d passed, %d failed\n", suite, check_passed, check_failed);

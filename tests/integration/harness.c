@@ -62,7 +62,10 @@ static void harness_init(void) {
 
 static void track(pid_t pid) {
     for (int i = 0; i < MAX_CHILDREN; i++)
-        if (children[i] == 0) { children[i] = pid; return; }
+        if (children[i] == 0) {
+            children[i] = pid;
+            return;
+        }
 }
 
 static void untrack(pid_t pid) {
@@ -96,7 +99,8 @@ int h_free_port(void) {
 
 static int port_open(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
     close(fd);
@@ -108,7 +112,11 @@ static pid_t spawn(const char *cmd, const char *logfile) {
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(logfile ? logfile : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
         setpgid(0, 0);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
@@ -194,8 +202,10 @@ int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
     if (!g->port) g->port = h_free_port();
     if (!g->log[0]) snprintf(g->log, sizeof g->log, "%s/gw-%d.log", r->dir, g->port);
     char redis[160];
-    if (g->redis_url[0]) snprintf(redis, sizeof redis, "--redis %s", g->redis_url);
-    else snprintf(redis, sizeof redis, "--redis redis://127.0.0.1:%d", r->port);
+    if (g->redis_url[0])
+        snprintf(redis, sizeof redis, "--redis %s", g->redis_url);
+    else
+        snprintf(redis, sizeof redis, "--redis redis://127.0.0.1:%d", r->port);
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "exec %s %s/lockgate --listen 127.0.0.1:%d %s --log-level debug %s",
              env_prefix ? env_prefix : "", build, g->port, redis, extra_flags ? extra_flags : "");
@@ -235,7 +245,11 @@ void h_gw_kill(struct h_gw *g) { reap(&g->pid, SIGKILL); }
 
 /* ---- HTTP ---------------------------------------------------------------------- */
 
-struct sink { char *b; size_t len; size_t cap; };
+struct sink {
+    char *b;
+    size_t len;
+    size_t cap;
+};
 
 static size_t sink_write(char *p, size_t size, size_t n, void *ud) {
     struct sink *s = ud;
@@ -350,7 +364,8 @@ const char *h_jcode(struct h_resp *r) { return h_jstr(r, "code"); }
 
 size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int timeout_ms) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     size_t got = 0;
     out[0] = '\0';
@@ -524,7 +539,8 @@ int h_replica_start(struct h_redis *r, struct h_redis *master) {
     char cmd[256];
     snprintf(cmd, sizeof cmd,
              "printf 'SET lockgate-harness:probe 1\\nWAIT 1 200\\nDEL lockgate-harness:probe\\n' | "
-             "redis-cli -h 127.0.0.1 -p %d 2>/dev/null", master->port);
+             "redis-cli -h 127.0.0.1 -p %d 2>/dev/null",
+             master->port);
     for (int i = 0; i < 50; i++) {
         char out[256] = "";
         FILE *p = popen(cmd, "r");

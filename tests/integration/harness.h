@@ -14,10 +14,10 @@
 #include "tests/check.h"
 
 struct h_redis {
-    int port;            /* loopback port it listens on */
-    pid_t pid;           /* its process, 0 when stopped */
-    char dir[64];        /* its temporary working directory */
-    int aof;             /* appendonly yes (persistence across restarts) */
+    int port;     /* loopback port it listens on */
+    pid_t pid;    /* its process, 0 when stopped */
+    char dir[64]; /* its temporary working directory */
+    int aof;      /* appendonly yes (persistence across restarts) */
 };
 
 struct h_gw {
@@ -34,8 +34,8 @@ int h_free_port(void);
 int h_redis_start(struct h_redis *r, int aof);
 /* Starts it again on the same port and directory (after a stop or kill). */
 int h_redis_restart(struct h_redis *r);
-void h_redis_kill(struct h_redis *r);       /* SIGKILL, no shutdown save */
-void h_redis_stop(struct h_redis *r);       /* SHUTDOWN, then remove dir */
+void h_redis_kill(struct h_redis *r); /* SIGKILL, no shutdown save */
+void h_redis_stop(struct h_redis *r); /* SHUTDOWN, then remove dir */
 /* Runs redis-cli with the arguments (a shell word list); returns its
  * trimmed output in a static buffer, or NULL. */
 const char *h_redis_cli(struct h_redis *r, const char *args);
@@ -50,15 +50,15 @@ int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
 /* SIGTERM and wait; returns the exit status, or -1 if it took over
  * timeout_ms (then it is killed). */
 int h_gw_stop(struct h_gw *g, int timeout_ms);
-void h_gw_kill(struct h_gw *g);             /* SIGKILL */
+void h_gw_kill(struct h_gw *g); /* SIGKILL */
 
 struct h_resp {
-    long status;         /* HTTP status, 0 when the request failed */
-    char *body;          /* body, NUL-terminated */
-    size_t body_len;     /* its length */
-    char headers[4096];  /* raw response headers */
-    cJSON *json;         /* parsed body when it is JSON, else NULL */
-    double seconds;      /* total time the request took */
+    long status;        /* HTTP status, 0 when the request failed */
+    char *body;         /* body, NUL-terminated */
+    size_t body_len;    /* its length */
+    char headers[4096]; /* raw response headers */
+    cJSON *json;        /* parsed body when it is JSON, else NULL */
+    double seconds;     /* total time the request took */
 };
 
 /* Sends method url with an optional Lock-Token and body; extra_header may
@@ -129,11 +129,11 @@ long long h_redis_info_int(struct h_redis *r, const char *section, const char *f
  * would spend thousands of loopback ports in TIME_WAIT).  After h_client_do:
  * status (0: no answer), body, the Lock-Token header, and the time spent. */
 struct h_client {
-    void *curl;          /* CURL *, reused: keeps its connection */
-    char body[4096];     /* body of the last response, NUL-terminated */
-    size_t len;          /* bytes in body */
-    char token[160];     /* Lock-Token header of the last response, or "" */
-    double seconds;      /* how long the last request took */
+    void *curl;      /* CURL *, reused: keeps its connection */
+    char body[4096]; /* body of the last response, NUL-terminated */
+    size_t len;      /* bytes in body */
+    char token[160]; /* Lock-Token header of the last response, or "" */
+    double seconds;  /* how long the last request took */
 };
 void h_client_init(struct h_client *cl, long timeout_ms);
 void h_client_free(struct h_client *cl);

@@ -32,7 +32,8 @@ static struct h_gw gw;
 
 static int conn_open(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)gw.port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)gw.port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         close(fd);
@@ -61,17 +62,17 @@ static void conn_reset(int fd) {
 }
 
 struct raw_resp {
-    int status;             /* HTTP status */
-    int complete;           /* the whole body (per Content-Length) arrived */
-    char ctype[96];         /* Content-Type */
-    char allow[96];         /* Allow */
-    char retry_after[16];   /* Retry-After */
-    char location[160];     /* Location */
-    char conn[32];          /* Connection */
-    char code[48];          /* problem+json "code", "" when none */
-    int problem_ok;         /* problem+json with type, title, status, detail, code */
-    char body[512];         /* start of the body, NUL-terminated */
-    size_t body_len;        /* full body length */
+    int status;           /* HTTP status */
+    int complete;         /* the whole body (per Content-Length) arrived */
+    char ctype[96];       /* Content-Type */
+    char allow[96];       /* Allow */
+    char retry_after[16]; /* Retry-After */
+    char location[160];   /* Location */
+    char conn[32];        /* Connection */
+    char code[48];        /* problem+json "code", "" when none */
+    int problem_ok;       /* problem+json with type, title, status, detail, code */
+    char body[512];       /* start of the body, NUL-terminated */
+    size_t body_len;      /* full body length */
 };
 
 static void header_value(const char *hdrs, size_t len, const char *name, char *out, size_t cap) {
@@ -103,7 +104,10 @@ static int raw_parse(const char *buf, size_t len, struct raw_resp *rs, int max) 
         const char *start = buf + pos;
         const char *end = NULL;
         for (const char *p = start; p + 3 < buf + len; p++)
-            if (memcmp(p, "\r\n\r\n", 4) == 0) { end = p + 4; break; }
+            if (memcmp(p, "\r\n\r\n", 4) == 0) {
+                end = p + 4;
+                break;
+            }
         if (!end) break;
         struct raw_resp *r = &rs[n];
         memset(r, 0, sizeof *r);
@@ -206,7 +210,8 @@ static void check_4xx(const struct raw_resp *r, const char *want_code) {
         CHECK(r->problem_ok);
         if (want_code) CHECK_EQ_STR(r->code, want_code);
     } else if (want_code) {
-        fprintf(stderr, "  expected problem+json %s, got '%s' %d\n", want_code, r->ctype, r->status);
+        fprintf(stderr, "  expected problem+json %s, got '%s' %d\n", want_code, r->ctype,
+                r->status);
         CHECK(0);
     }
 }
@@ -236,7 +241,8 @@ static int raw_post(const char *path, const void *body, size_t len, struct raw_r
     char head[512];
     int hn = snprintf(head, sizeof head,
                       "POST %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                      "Content-Length: %zu\r\n\r\n", path, len);
+                      "Content-Length: %zu\r\n\r\n",
+                      path, len);
     char *req = malloc((size_t)hn + len);
     memcpy(req, head, (size_t)hn);
     memcpy(req + hn, body, len);
@@ -265,8 +271,9 @@ static void test_garbage_bytes(void) {
     int n = exchange(zeros, sizeof zeros, r, 4, 1, 1000);
     check_closed_or_4xx(n, &r[0], NULL);
     /* A TLS ClientHello's first bytes on the plain-HTTP port. */
-    static const unsigned char hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc,
-                                          0x03, 0x03, 0xde, 0xad, 0xbe, 0xef, '\r', '\n', '\r', '\n'};
+    static const unsigned char hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00,
+                                          0x01, 0xfc, 0x03, 0x03, 0xde, 0xad, 0xbe,
+                                          0xef, '\r', '\n', '\r', '\n'};
     n = exchange(hello, sizeof hello, r, 4, 1, 1000);
     check_closed_or_4xx(n, &r[0], NULL);
     /* Only line ends, then nothing: no request ever starts. */
@@ -279,9 +286,14 @@ static void test_garbage_bytes(void) {
 
 static void test_request_line_without_version(void) {
     static const char *lines[] = {
-        "GET /v1/locks/x\r\n\r\n", "GET /healthz\r\n\r\n", "GET\r\n\r\n", "/healthz HTTP/1.1\r\n\r\n",
-        "GET  HTTP/1.1\r\nHost: t\r\n\r\n", "GET /healthz HTTP/\r\nHost: t\r\n\r\n",
-        "GET /healthz HTTP/x.y\r\nHost: t\r\n\r\n", "GET /healthz FTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /v1/locks/x\r\n\r\n",
+        "GET /healthz\r\n\r\n",
+        "GET\r\n\r\n",
+        "/healthz HTTP/1.1\r\n\r\n",
+        "GET  HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /healthz HTTP/\r\nHost: t\r\n\r\n",
+        "GET /healthz HTTP/x.y\r\nHost: t\r\n\r\n",
+        "GET /healthz FTP/1.1\r\nHost: t\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         struct raw_resp r;
@@ -295,7 +307,8 @@ static void test_request_line_without_version(void) {
  * the one 5xx that is right here (RFC 9110 15.6.6). */
 static void test_unsupported_version(void) {
     static const char *lines[] = {
-        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "GET /healthz HTTP/3.0\r\nHost: t\r\n\r\n",
+        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        "GET /healthz HTTP/3.0\r\nHost: t\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         struct raw_resp r;
@@ -307,7 +320,8 @@ static void test_unsupported_version(void) {
 
 static void test_absurd_method(void) {
     struct raw_resp r;
-    int n = exchange_str("FOOBARBAZ /v1/locks/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", &r);
+    int n =
+        exchange_str("FOOBARBAZ /v1/locks/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", &r);
     CHECK_EQ_INT(n, 1);
     check_4xx(&r, "method_not_allowed");
     CHECK_EQ_INT(r.status, 405);
@@ -321,7 +335,8 @@ static void test_absurd_method(void) {
     /* A 4000-byte method. */
     char req[5000];
     memset(req, 'M', 4000);
-    snprintf(req + 4000, sizeof req - 4000, " /v1/locks/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    snprintf(req + 4000, sizeof req - 4000,
+             " /v1/locks/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     n = exchange_str(req, &r);
     check_closed_or_4xx(n, &r, NULL);
     still_serving();
@@ -415,7 +430,8 @@ static void test_negative_content_length(void) {
         char req[256];
         snprintf(req, sizeof req,
                  "POST /v1/locks/negcl HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                 "Content-Length: %s\r\n\r\n{}", cls[i]);
+                 "Content-Length: %s\r\n\r\n{}",
+                 cls[i]);
         struct raw_resp r;
         int n = exchange_str(req, &r);
         if (i < 7) {
@@ -431,13 +447,18 @@ static void test_negative_content_length(void) {
 }
 
 static void test_enormous_content_length(void) {
-    static const char *cls[] = {"99999999999999999999", "18446744073709551615",
-                                "18446744073709551616", "9223372036854775808", "17000", "16385"};
+    static const char *cls[] = {"99999999999999999999",
+                                "18446744073709551615",
+                                "18446744073709551616",
+                                "9223372036854775808",
+                                "17000",
+                                "16385"};
     for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++) {
         char req[256];
         snprintf(req, sizeof req,
                  "POST /v1/locks/hugecl HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                 "Content-Length: %s\r\n\r\n{}", cls[i]);
+                 "Content-Length: %s\r\n\r\n{}",
+                 cls[i]);
         struct raw_resp r;
         int n = exchange_str(req, &r);
         CHECK(n >= 1); /* answered at once, before any body */
@@ -451,7 +472,8 @@ static void test_enormous_content_length(void) {
      * own 413, also with Expect: 100-continue (no 100 is sent first). */
     struct raw_resp r;
     int n = exchange_str("POST /v1/locks/hugecl HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                         "Expect: 100-continue\r\nContent-Length: 17000\r\n\r\n", &r);
+                         "Expect: 100-continue\r\nContent-Length: 17000\r\n\r\n",
+                         &r);
     CHECK_EQ_INT(n, 1);
     check_4xx(&r, "payload_too_large");
     CHECK_EQ_INT(r.status, 413);
@@ -463,7 +485,8 @@ static void test_enormous_content_length(void) {
 static void test_content_length_leading_zeros(void) {
     struct raw_resp r;
     int n = exchange_str("POST /v1/locks/zeros HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                         "Content-Length: 0000000002\r\n\r\n{}", &r);
+                         "Content-Length: 0000000002\r\n\r\n{}",
+                         &r);
     CHECK_EQ_INT(n, 1);
     if (r.status != 201) fprintf(stderr, "  answered %d: %s\n", r.status, r.body);
     CHECK_EQ_INT(r.status, 201);
@@ -481,8 +504,10 @@ static void test_content_length_longer_than_body(void) {
         if (fd < 0) continue;
         conn_send(fd, req, strlen(req));
         h_sleep_ms(50);
-        if (mode == 0) close(fd);
-        else if (mode == 1) conn_reset(fd);
+        if (mode == 0)
+            close(fd);
+        else if (mode == 1)
+            conn_reset(fd);
         else {
             /* Half-close: the server may answer or close, but not dispatch. */
             shutdown(fd, SHUT_WR);
@@ -522,8 +547,10 @@ static void test_chunked(void) {
     h_resp_free(&g);
 
     /* A small chunked body in pieces is a body like any other. */
-    n = exchange_str("POST /v1/locks/chunked-ok HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                     "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"ttl\r\nA\r\n_ms\":1500}\r\n0\r\n\r\n", &r);
+    n = exchange_str(
+        "POST /v1/locks/chunked-ok HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"ttl\r\nA\r\n_ms\":1500}\r\n0\r\n\r\n",
+        &r);
     CHECK_EQ_INT(n, 1);
     CHECK_EQ_INT(r.status, 201);
     CHECK(strstr(r.body, "\"ttl_ms\":1500") != NULL);
@@ -533,8 +560,10 @@ static void test_chunked(void) {
                                 "2\r\n{}XX0\r\n\r\n", "-2\r\n{}\r\n0\r\n\r\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char b[512];
-        snprintf(b, sizeof b, "POST /v1/locks/chunkbad HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                              "Transfer-Encoding: chunked\r\n\r\n%s", bad[i]);
+        snprintf(b, sizeof b,
+                 "POST /v1/locks/chunkbad HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n%s",
+                 bad[i]);
         int fd = conn_open();
         conn_send(fd, b, strlen(b));
         n = conn_read(fd, &r, 1, 1, 1000);
@@ -556,7 +585,10 @@ static void test_body_nul_bytes(void) {
     n = raw_post("/v1/locks/nul2", "\0\0\0\0", 4, &r);
     CHECK_EQ_INT(n, 1);
     check_4xx(&r, "invalid_json");
-    n = raw_post("/v1/locks/nul3", "{\"ttl_ms\":1\0" "000}", 16, &r);
+    n = raw_post("/v1/locks/nul3",
+                 "{\"ttl_ms\":1\0"
+                 "000}",
+                 16, &r);
     CHECK_EQ_INT(n, 1);
     check_4xx(&r, "invalid_json");
     still_serving();
@@ -583,7 +615,8 @@ static void test_escaped_nul_in_string(void) {
     struct h_resp r = post("/v1/locks/esc-nul", "{\"owner\":\"a\\u0000b\",\"ttl_ms\":5000}");
     CHECK(r.status == 201 || r.status == 400);
     if (r.status == 400)
-        CHECK(strcmp(h_jcode(&r), "invalid_field") == 0 || strcmp(h_jcode(&r), "invalid_json") == 0);
+        CHECK(strcmp(h_jcode(&r), "invalid_field") == 0 ||
+              strcmp(h_jcode(&r), "invalid_json") == 0);
     h_resp_free(&r);
     r = h_http("GET", gw.port, "/v1/locks/esc-nul", NULL, NULL, NULL);
     if (r.status == 200) {
@@ -599,8 +632,11 @@ static void test_escaped_nul_in_string(void) {
  * it can never come back out of GET as JSON that is not UTF-8. */
 static void test_invalid_utf8(void) {
     static const char *bodies[] = {
-        "{\"owner\":\"\xff\xfe\"}", "{\"owner\":\"caf\xc3\"}", "{\"owner\":\"\xc0\xaf\"}",
-        "{\"owner\":\"\xed\xa0\x80\"}", "{\"owner\":\"\xf8\x88\x80\x80\x80\"}",
+        "{\"owner\":\"\xff\xfe\"}",
+        "{\"owner\":\"caf\xc3\"}",
+        "{\"owner\":\"\xc0\xaf\"}",
+        "{\"owner\":\"\xed\xa0\x80\"}",
+        "{\"owner\":\"\xf8\x88\x80\x80\x80\"}",
         "{\"unknown\":\"\x80\",\"ttl_ms\":1000}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
@@ -609,8 +645,9 @@ static void test_invalid_utf8(void) {
         struct h_resp r = post(path, bodies[i]);
         if (r.status != 400) fprintf(stderr, "  case %zu answered %ld\n", i, r.status);
         CHECK_EQ_INT(r.status, 400);
-        if (r.status == 400) CHECK(strcmp(h_jcode(&r), "invalid_json") == 0 ||
-                                   strcmp(h_jcode(&r), "invalid_field") == 0);
+        if (r.status == 400)
+            CHECK(strcmp(h_jcode(&r), "invalid_json") == 0 ||
+                  strcmp(h_jcode(&r), "invalid_field") == 0);
         h_resp_free(&r);
     }
     /* An escaped lone surrogate is not a character either. */
@@ -618,7 +655,8 @@ static void test_invalid_utf8(void) {
     check_http(&r, 400, "invalid_json");
     h_resp_free(&r);
     /* Valid UTF-8 and escapes are fine, and come back the same. */
-    r = post("/v1/locks/utf8-ok", "{\"owner\":\"caf\xc3\xa9 \\u00e9 \\ud83d\\ude00\",\"ttl_ms\":5000}");
+    r = post("/v1/locks/utf8-ok",
+             "{\"owner\":\"caf\xc3\xa9 \\u00e9 \\ud83d\\ude00\",\"ttl_ms\":5000}");
     check_http(&r, 201, NULL);
     h_resp_free(&r);
     r = h_http("GET", gw.port, "/v1/locks/utf8-ok", NULL, NULL, NULL);
@@ -670,9 +708,13 @@ static void test_deep_nesting(void) {
 }
 
 static void test_huge_numbers(void) {
-    static const char *bodies[] = {"{\"ttl_ms\":1e400}", "{\"ttl_ms\":-1e400}", "{\"ttl_ms\":1e-400}",
-                                   "{\"wait_ms\":1e400}", "{\"lock_delay_ms\":1e400}",
-                                   "{\"max_hold_ms\":1e400}", "{\"ttl_ms\":123456789012345678901234567890}"};
+    static const char *bodies[] = {"{\"ttl_ms\":1e400}",
+                                   "{\"ttl_ms\":-1e400}",
+                                   "{\"ttl_ms\":1e-400}",
+                                   "{\"wait_ms\":1e400}",
+                                   "{\"lock_delay_ms\":1e400}",
+                                   "{\"max_hold_ms\":1e400}",
+                                   "{\"ttl_ms\":123456789012345678901234567890}"};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct h_resp r = post("/v1/locks/bignum", bodies[i]);
         check_http(&r, 400, "invalid_field");
@@ -691,8 +733,9 @@ static void test_duplicate_keys(void) {
     struct h_resp r = post("/v1/locks/dupkey", "{\"ttl_ms\":1000,\"ttl_ms\":\"x\"}");
     CHECK(r.status == 201 || r.status == 400);
     if (r.status == 201) CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 1000);
-    if (r.status == 400) CHECK(strcmp(h_jcode(&r), "invalid_json") == 0 ||
-                               strcmp(h_jcode(&r), "invalid_field") == 0);
+    if (r.status == 400)
+        CHECK(strcmp(h_jcode(&r), "invalid_json") == 0 ||
+              strcmp(h_jcode(&r), "invalid_field") == 0);
     h_resp_free(&r);
     r = post("/v1/locks/dupkey2", "{\"ttl_ms\":\"x\",\"ttl_ms\":1000}");
     CHECK(r.status == 201 || r.status == 400);
@@ -747,10 +790,13 @@ static void test_huge_lock_token(void) {
                                  "aaaaaaaaaaa aaaaaaaaaaaaaa"};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         char req[512];
-        snprintf(req, sizeof req, "POST /v1/locks/oddtok HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                                  "Lock-Token: %s\r\nContent-Length: 0\r\n\r\n", vals[i]);
+        snprintf(req, sizeof req,
+                 "POST /v1/locks/oddtok HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                 "Lock-Token: %s\r\nContent-Length: 0\r\n\r\n",
+                 vals[i]);
         int n = exchange_str(req, &rr);
-        if (i == 2) check_closed_or_4xx(n, &rr, NULL);
+        if (i == 2)
+            check_closed_or_4xx(n, &rr, NULL);
         else {
             CHECK_EQ_INT(n, 1);
             check_4xx(&rr, "invalid_token");
@@ -762,20 +808,21 @@ static void test_huge_lock_token(void) {
 }
 
 static void test_names_in_path(void) {
-    static const char *paths[] = {"/v1/locks/a%00b", "/v1/locks/%00", "/v1/locks/%2F", "/v1/locks/a%2",
-                                  "/v1/locks/%zz", "/v1/locks/%", "/v1/locks/%C3%A9",
-                                  "/v1/locks/a%20b", "/v1/locks/x%2e%2e%2fx"};
+    static const char *paths[] = {"/v1/locks/a%00b",  "/v1/locks/%00",   "/v1/locks/%2F",
+                                  "/v1/locks/a%2",    "/v1/locks/%zz",   "/v1/locks/%",
+                                  "/v1/locks/%C3%A9", "/v1/locks/a%20b", "/v1/locks/x%2e%2e%2fx"};
     static const char *methods[] = {"POST", "GET", "PATCH", "DELETE"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         for (int m = 0; m < 4; m++) {
-            struct h_resp r = h_http(methods[m], gw.port, paths[i], m >= 2 ? "aaaaaaaaaaaaaaaaaaaaaaaa" : NULL,
-                                     NULL, NULL);
+            struct h_resp r = h_http(methods[m], gw.port, paths[i],
+                                     m >= 2 ? "aaaaaaaaaaaaaaaaaaaaaaaa" : NULL, NULL, NULL);
             check_http(&r, 400, "invalid_name");
             h_resp_free(&r);
         }
     /* Raw bytes libcurl would not send. */
-    static const char *raw[] = {"GET /v1/locks/caf\xc3\xa9 HTTP/1.1", "GET /v1/locks/a\x01 HTTP/1.1",
-                                "GET /v1/locks/a b HTTP/1.1", "GET /v1/locks/\xff HTTP/1.1"};
+    static const char *raw[] = {"GET /v1/locks/caf\xc3\xa9 HTTP/1.1",
+                                "GET /v1/locks/a\x01 HTTP/1.1", "GET /v1/locks/a b HTTP/1.1",
+                                "GET /v1/locks/\xff HTTP/1.1"};
     for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
         char req[256];
         snprintf(req, sizeof req, "%s\r\nHost: t\r\nConnection: close\r\n\r\n", raw[i]);
@@ -797,7 +844,8 @@ static void test_names_in_path(void) {
 static void test_conflicting_content_length(void) {
     struct raw_resp r[2];
     int n = exchange_str("POST /v1/locks/dupcl HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                         "Content-Length: 2\r\nContent-Length: 5\r\n\r\n{}abc", r);
+                         "Content-Length: 2\r\nContent-Length: 5\r\n\r\n{}abc",
+                         r);
     if (n > 0 && r[0].status != 400)
         fprintf(stderr, "  conflicting Content-Length answered %d\n", r[0].status);
     check_closed_or_4xx(n, r, NULL);
@@ -816,7 +864,8 @@ static void test_http10(void) {
     int n = exchange_str("GET /healthz HTTP/1.0\r\n\r\n", r);
     CHECK_EQ_INT(n, 1);
     CHECK_EQ_INT(r[0].status, 200);
-    n = exchange_str("POST /v1/locks/h10 HTTP/1.0\r\nContent-Length: 17\r\n\r\n{\"ttl_ms\":10000}\n", r);
+    n = exchange_str(
+        "POST /v1/locks/h10 HTTP/1.0\r\nContent-Length: 17\r\n\r\n{\"ttl_ms\":10000}\n", r);
     CHECK_EQ_INT(n, 1);
     CHECK_EQ_INT(r[0].status, 201);
     CHECK(strstr(r[0].location, "/v1/locks/h10") != NULL);
@@ -865,7 +914,8 @@ static void test_pipelined(void) {
     char *many = malloc(50 * 128);
     int o = 0;
     for (int i = 0; i < 50; i++)
-        o += sprintf(many + o, "POST /v1/locks/pipe-%02d HTTP/1.1\r\nHost: t\r\n%sContent-Length: 0\r\n\r\n",
+        o += sprintf(many + o,
+                     "POST /v1/locks/pipe-%02d HTTP/1.1\r\nHost: t\r\n%sContent-Length: 0\r\n\r\n",
                      i, i == 49 ? "Connection: close\r\n" : "");
     static struct raw_resp rs[64];
     n = exchange(many, (size_t)o, rs, 64, 50, 10000);
@@ -894,7 +944,8 @@ static void test_slowloris(void) {
     enum { N = 40 };
     int fds[N];
     const char *partial_head = "POST /v1/locks/slow HTTP/1.1\r\nHost: t\r\nContent-Len";
-    const char *partial_body = "POST /v1/locks/slow HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"ttl";
+    const char *partial_body =
+        "POST /v1/locks/slow HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"ttl";
     for (int i = 0; i < N; i++) {
         fds[i] = conn_open();
         CHECK(fds[i] >= 0);
@@ -922,8 +973,10 @@ static void test_slowloris(void) {
     /* Then they all go, half politely, half with a reset. */
     for (int i = 0; i < N; i++) {
         if (fds[i] < 0) continue;
-        if (i % 4 < 2) close(fds[i]);
-        else conn_reset(fds[i]);
+        if (i % 4 < 2)
+            close(fds[i]);
+        else
+            conn_reset(fds[i]);
     }
     h_sleep_ms(100);
     struct h_resp g = h_http("GET", gw.port, "/v1/locks/slow", NULL, NULL, NULL);
@@ -938,13 +991,16 @@ static void test_client_gone(void) {
     for (int i = 0; i < 200; i++) {
         char req[256];
         snprintf(req, sizeof req,
-                 "POST /v1/locks/gone-%d HTTP/1.1\r\nHost: t\r\nContent-Length: 16\r\n\r\n{\"ttl_ms\":60000}",
+                 "POST /v1/locks/gone-%d HTTP/1.1\r\nHost: t\r\nContent-Length: "
+                 "16\r\n\r\n{\"ttl_ms\":60000}",
                  i % 10);
         int fd = conn_open();
         if (fd < 0) continue;
         conn_send(fd, req, strlen(req));
-        if (i % 2) conn_reset(fd);
-        else close(fd);
+        if (i % 2)
+            conn_reset(fd);
+        else
+            close(fd);
     }
     still_serving();
     /* The gateway's bookkeeping of requests in flight goes back to 0
@@ -984,7 +1040,10 @@ int main(void) {
     for (int i = 0; i < 3 && !up; i++) {
         memset(&gw, 0, sizeof gw);
         up = h_redis_start(&redis, 0) == 0 && h_gw_start(&gw, &redis, NULL) == 0;
-        if (!up) { h_gw_kill(&gw); h_redis_stop(&redis); }
+        if (!up) {
+            h_gw_kill(&gw);
+            h_redis_stop(&redis);
+        }
     }
     if (!up) return 2;
     long long t0 = h_now_ms();
@@ -1021,8 +1080,13 @@ int main(void) {
     int rc = h_gw_stop(&gw, 6000);
     CHECK_EQ_INT(rc, 0);
     if (check_cur_failed) dump_log_tail();
-    if (check_cur_failed) { check_failed++; fprintf(stderr, "not ok - gateway_alive_and_clean_exit\n"); }
-    else { check_passed++; fprintf(stderr, "ok - gateway_alive_and_clean_exit\n"); }
+    if (check_cur_failed) {
+        check_failed++;
+        fprintf(stderr, "not ok - gateway_alive_and_clean_exit\n");
+    } else {
+        check_passed++;
+        fprintf(stderr, "ok - gateway_alive_and_clean_exit\n");
+    }
     h_redis_stop(&redis);
     fprintf(stderr, "  (%.1f s)\n", (h_now_ms() - t0) / 1000.0);
     return check_summary("badinput");

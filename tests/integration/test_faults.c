@@ -124,7 +124,8 @@ static long long wait_served(struct h_gw *g, const char *path, int timeout_ms) {
 
 static int port_accepts(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
     close(fd);
@@ -136,21 +137,22 @@ static int port_accepts(int port) {
  * ========================================================================= */
 
 struct load {
-    struct h_gw *g;              /* gateway to load */
-    atomic_int stop;             /* set to end the run */
-    atomic_int ok;               /* 2xx answers */
-    atomic_int unavailable;      /* 503 backend_unavailable */
-    atomic_int busy;             /* 409: one's own lock, whose release failed in the outage */
-    atomic_int other;            /* anything else */
-    atomic_int failed;           /* no answer at all */
-    atomic_int slow;             /* answers that took 3 s or more */
-    atomic_int ok_after_mark;    /* 2xx after `mark` was set */
-    atomic_int mark;             /* set by the test at a point in time */
+    struct h_gw *g;           /* gateway to load */
+    atomic_int stop;          /* set to end the run */
+    atomic_int ok;            /* 2xx answers */
+    atomic_int unavailable;   /* 503 backend_unavailable */
+    atomic_int busy;          /* 409: one's own lock, whose release failed in the outage */
+    atomic_int other;         /* anything else */
+    atomic_int failed;        /* no answer at all */
+    atomic_int slow;          /* answers that took 3 s or more */
+    atomic_int ok_after_mark; /* 2xx after `mark` was set */
+    atomic_int mark;          /* set by the test at a point in time */
     pthread_t th[4];
 };
 
 static void load_count(struct load *l, struct h_resp *r) {
-    if (r->status == 0) atomic_fetch_add(&l->failed, 1);
+    if (r->status == 0)
+        atomic_fetch_add(&l->failed, 1);
     else if (r->status >= 200 && r->status < 300) {
         atomic_fetch_add(&l->ok, 1);
         if (atomic_load(&l->mark)) atomic_fetch_add(&l->ok_after_mark, 1);
@@ -166,7 +168,10 @@ static void load_count(struct load *l, struct h_resp *r) {
     if (r->seconds >= 3.0) atomic_fetch_add(&l->slow, 1);
 }
 
-struct load_arg { struct load *l; int id; };
+struct load_arg {
+    struct load *l;
+    int id;
+};
 static struct load_arg load_args[4];
 
 static void *load_main(void *arg) {
@@ -183,8 +188,10 @@ static void *load_main(void *arg) {
             h_resp_free(&r);
             r = h_http("DELETE", l->g->port, path, tok, NULL, NULL);
             /* After a restart without persistence the lock may be gone. */
-            if (r.status == 404) atomic_fetch_add(&l->ok, 1);
-            else load_count(l, &r);
+            if (r.status == 404)
+                atomic_fetch_add(&l->ok, 1);
+            else
+                load_count(l, &r);
         }
         h_resp_free(&r);
         h_sleep_ms(10);
@@ -216,7 +223,10 @@ static void load_stop(struct load *l) {
 static void test_redis_killed_and_restarted(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
-    if (redis_up(&redis, 1) < 0 || gw_up(&gw, &redis, NULL) < 0) { CHECK(0); return; }
+    if (redis_up(&redis, 1) < 0 || gw_up(&gw, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/before", NULL, "{\"ttl_ms\":60000}", NULL);
     CHECK_EQ_INT(r.status, 201);
     char tok[160];
@@ -288,7 +298,10 @@ static void test_redis_killed_and_restarted(void) {
 static void test_script_flush(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
-    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) { CHECK(0); return; }
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/warm", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
@@ -305,9 +318,17 @@ static void test_script_flush(void) {
     CHECK(n1 > n0);
 
     /* Every lock script, each right after a flush. */
-    static const struct { const char *method; int with_token; long status; } ops[] = {
-        {"PATCH", 1, 200}, {"GET", 0, 200}, {"POST", 1, 200}, {"DELETE", 1, 200},
-        {"DELETE", 1, 200}, {"POST", 0, 201},
+    static const struct {
+        const char *method;
+        int with_token;
+        long status;
+    } ops[] = {
+        {"PATCH",  1, 200},
+        {"GET",    0, 200},
+        {"POST",   1, 200},
+        {"DELETE", 1, 200},
+        {"DELETE", 1, 200},
+        {"POST",   0, 201},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         CHECK_EQ_STR(h_redis_cli(&redis, "SCRIPT FLUSH"), "OK");
@@ -347,7 +368,12 @@ static void test_script_flush(void) {
  * 3. Redis frozen
  * ========================================================================= */
 
-struct timed { struct h_gw *g; const char *method; const char *path; struct h_resp r; };
+struct timed {
+    struct h_gw *g;
+    const char *method;
+    const char *path;
+    struct h_resp r;
+};
 
 static void *timed_main(void *arg) {
     struct timed *t = arg;
@@ -405,7 +431,8 @@ static void test_redis_frozen(void) {
 
     /* Clients that give up while their request waits on the frozen Redis. */
     for (int i = 0; i < 10; i++) {
-        const char *req = "POST /v1/locks/frozen-gone HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n";
+        const char *req =
+            "POST /v1/locks/frozen-gone HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n";
         char out[64];
         h_raw(gw.port, req, strlen(req), out, sizeof out, 20);
     }
@@ -429,8 +456,7 @@ static void test_redis_frozen(void) {
 static void test_gateway_killed_while_holding(void) {
     struct h_redis redis;
     struct h_gw a = {0}, b = {0};
-    if (redis_up(&redis, 0) < 0 || gw_up(&a, &redis, NULL) < 0 ||
-        gw_up(&b, &redis, NULL) < 0) {
+    if (redis_up(&redis, 0) < 0 || gw_up(&a, &redis, NULL) < 0 || gw_up(&b, &redis, NULL) < 0) {
         CHECK(0);
         return;
     }
@@ -451,7 +477,8 @@ static void test_gateway_killed_while_holding(void) {
         long long sent = h_now_ms();
         if (sent < t_send + ttl - 150) {
             struct h_resp g = h_http("GET", b.port, "/v1/locks/orphan", NULL, NULL, NULL);
-            if (g.status != 200 || h_jint(&g, "ttl_ms") > ttl || h_jint(&g, "fence") != fence) get_ok = 0;
+            if (g.status != 200 || h_jint(&g, "ttl_ms") > ttl || h_jint(&g, "fence") != fence)
+                get_ok = 0;
             h_resp_free(&g);
         }
         sent = h_now_ms();
@@ -471,8 +498,8 @@ static void test_gateway_killed_while_holding(void) {
         h_resp_free(&r);
         h_sleep_ms(50);
     }
-    fprintf(stderr, "  held for %d polls; free %lld ms after the acquisition was sent\n",
-            held_seen, first_free_sent >= 0 ? first_free_sent - t_send : -1);
+    fprintf(stderr, "  held for %d polls; free %lld ms after the acquisition was sent\n", held_seen,
+            first_free_sent >= 0 ? first_free_sent - t_send : -1);
     CHECK(get_ok);
     CHECK(held_seen >= 10);
     CHECK(first_free_sent >= 0);
@@ -493,7 +520,10 @@ static void test_gateway_killed_while_holding(void) {
 static void test_sigterm_idle(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
-    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) { CHECK(0); return; }
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/idle", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
@@ -516,7 +546,10 @@ static void sigterm_in_flight(int timeout_ms) {
     struct h_gw gw = {0};
     char flags[64];
     snprintf(flags, sizeof flags, "--redis-timeout-ms %d", timeout_ms);
-    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, flags) < 0) { CHECK(0); return; }
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, flags) < 0) {
+        CHECK(0);
+        return;
+    }
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/warm", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
@@ -535,7 +568,8 @@ static void sigterm_in_flight(int timeout_ms) {
     int rc = h_gw_stop(&gw, 6700);
     long long ms = h_now_ms() - t0;
     pthread_join(th, NULL);
-    fprintf(stderr, "  (timeout %d ms) exited %d after %lld ms; in-flight request got %ld after %.2f s\n",
+    fprintf(stderr,
+            "  (timeout %d ms) exited %d after %lld ms; in-flight request got %ld after %.2f s\n",
             timeout_ms, rc, ms, t.r.status, t.r.seconds);
     if (rc != 0) dump_log_tail(&gw, 30);
     CHECK_EQ_INT(rc, 0);
@@ -559,12 +593,17 @@ static void test_sigterm_in_flight_long_timeout(void) { sigterm_in_flight(20000)
 static void test_sigterm_with_half_request(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
-    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) { CHECK(0); return; }
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)gw.port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)gw.port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    const char *half = "POST /v1/locks/half HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"ttl";
+    const char *half =
+        "POST /v1/locks/half HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"ttl";
     CHECK(send(fd, half, strlen(half), MSG_NOSIGNAL) == (ssize_t)strlen(half));
     h_sleep_ms(200);
     long long t0 = h_now_ms();
@@ -588,7 +627,10 @@ static void test_sigterm_with_half_request(void) {
 static void test_redis_down_at_start(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
-    if (redis_up(&redis, 0) < 0) { CHECK(0); return; }
+    if (redis_up(&redis, 0) < 0) {
+        CHECK(0);
+        return;
+    }
     h_redis_kill(&redis); /* its port and directory stay reserved */
     CHECK_EQ_INT(gw_up(&gw, &redis, "--redis-timeout-ms 10000"), 0);
     if (gw.pid <= 0) return;
@@ -627,7 +669,8 @@ static void test_redis_down_at_start(void) {
 
 static int raw_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         close(fd);
@@ -641,8 +684,12 @@ static int raw_connect(int port) {
 static void test_client_gone_mid_wait(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
-    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) { CHECK(0); return; }
-    struct h_resp r = h_http("POST", gw.port, "/v1/locks/wait-gone", NULL, "{\"ttl_ms\":20000}", NULL);
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
+    struct h_resp r =
+        h_http("POST", gw.port, "/v1/locks/wait-gone", NULL, "{\"ttl_ms\":20000}", NULL);
     CHECK_EQ_INT(r.status, 201);
     char tok[160];
     snprintf(tok, sizeof tok, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
@@ -652,12 +699,15 @@ static void test_client_gone_mid_wait(void) {
     int fds[N];
     const char *body = "{\"wait_ms\":20000,\"ttl_ms\":30000}";
     char req[256];
-    snprintf(req, sizeof req, "POST /v1/locks/wait-gone HTTP/1.1\r\nHost: t\r\n"
-                              "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+    snprintf(req, sizeof req,
+             "POST /v1/locks/wait-gone HTTP/1.1\r\nHost: t\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
     for (int i = 0; i < N; i++) {
         fds[i] = raw_connect(gw.port);
         CHECK(fds[i] >= 0);
-        if (fds[i] >= 0) CHECK(send(fds[i], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
+        if (fds[i] >= 0)
+            CHECK(send(fds[i], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
     }
     long long waiting = -1;
     for (int i = 0; i < 20 && waiting != N; i++) {
@@ -684,7 +734,8 @@ static void test_client_gone_mid_wait(void) {
     h_resp_free(&r);
     h_sleep_ms(300);
     r = h_http("POST", gw.port, "/v1/locks/wait-gone", NULL, NULL, NULL);
-    if (r.status != 201) fprintf(stderr, "  after the waiters left: %ld %.200s\n", r.status, r.body);
+    if (r.status != 201)
+        fprintf(stderr, "  after the waiters left: %ld %.200s\n", r.status, r.body);
     CHECK_EQ_INT(r.status, 201); /* no departed waiter took it */
     h_resp_free(&r);
     CHECK(gateway_alive(&gw));
@@ -696,8 +747,12 @@ static void test_client_gone_mid_wait(void) {
 static void test_sigterm_with_waiter(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
-    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) { CHECK(0); return; }
-    struct h_resp r = h_http("POST", gw.port, "/v1/locks/wait-term", NULL, "{\"ttl_ms\":30000}", NULL);
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
+    struct h_resp r =
+        h_http("POST", gw.port, "/v1/locks/wait-term", NULL, "{\"ttl_ms\":30000}", NULL);
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
     struct timed t = {&gw, "POST", "/v1/locks/wait-term", {0}};

@@ -82,11 +82,13 @@ static int ids_of(struct h_resp *r, const char *ns, uint64_t *out, int cap) {
 /* Asks `port` for `count` ids of `ns` (count <= 0: no count parameter).
  * Returns how many came (the status is in *status), -1 on anything but a
  * well-formed 200. */
-static int take_ids(int port, const char *method, const char *ns, int count, uint64_t *out,
-                    int cap, long *status) {
+static int take_ids(int port, const char *method, const char *ns, int count, uint64_t *out, int cap,
+                    long *status) {
     char path[300];
-    if (count > 0) snprintf(path, sizeof path, "/v1/ids/%s?count=%d", ns, count);
-    else snprintf(path, sizeof path, "/v1/ids/%s", ns);
+    if (count > 0)
+        snprintf(path, sizeof path, "/v1/ids/%s?count=%d", ns, count);
+    else
+        snprintf(path, sizeof path, "/v1/ids/%s", ns);
     struct h_resp r = h_http(method, port, path, NULL, NULL, NULL);
     if (status) *status = r.status;
     int n = r.status == 200 ? ids_of(&r, ns, out, cap) : -1;
@@ -114,8 +116,8 @@ static long long date_header(struct h_resp *r) {
     const char *d = h_header(r, "Date");
     char mon[4];
     struct tm tm = {0};
-    if (!d || sscanf(d, "%*3s, %d %3s %d %d:%d:%d GMT", &tm.tm_mday, mon, &tm.tm_year,
-                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+    if (!d || sscanf(d, "%*3s, %d %3s %d %d:%d:%d GMT", &tm.tm_mday, mon, &tm.tm_year, &tm.tm_hour,
+                     &tm.tm_min, &tm.tm_sec) != 6)
         return -1;
     const char *m = strstr(months, mon);
     if (!m || (m - months) % 3) return -1;
@@ -164,19 +166,23 @@ static size_t order_violations(struct rec *recs, size_t n) {
     if (n == 0) return 0;
     qsort(recs, n, sizeof *recs, cmp_recv);
     uint64_t *pmax = malloc(n * sizeof *pmax);
-    for (size_t i = 0; i < n; i++) pmax[i] = i && pmax[i - 1] > recs[i].hi ? pmax[i - 1] : recs[i].hi;
+    for (size_t i = 0; i < n; i++)
+        pmax[i] = i && pmax[i - 1] > recs[i].hi ? pmax[i - 1] : recs[i].hi;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         size_t lo = 0, hi = n; /* first index with recv_ns >= send_ns */
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (recs[mid].recv_ns < recs[i].send_ns) lo = mid + 1;
-            else hi = mid;
+            if (recs[mid].recv_ns < recs[i].send_ns)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
         if (lo > 0 && pmax[lo - 1] >= recs[i].lo) {
             if (bad < 5)
-                fprintf(stderr, "  request sent after an answer with id %" PRIu64
-                        " got %" PRIu64 "\n", pmax[lo - 1], recs[i].lo);
+                fprintf(stderr,
+                        "  request sent after an answer with id %" PRIu64 " got %" PRIu64 "\n",
+                        pmax[lo - 1], recs[i].lo);
             bad++;
         }
     }
@@ -263,9 +269,11 @@ static void test_api_shape(void) {
     }
 
     /* Accept: text/plain: the ids, one a line. */
-    struct h_resp r = h_http("GET", gw.port, "/v1/ids/ns?count=5", NULL, NULL, "Accept: text/plain");
+    struct h_resp r =
+        h_http("GET", gw.port, "/v1/ids/ns?count=5", NULL, NULL, "Accept: text/plain");
     CHECK_EQ_INT(r.status, 200);
-    CHECK(h_header(&r, "Content-Type") && strncmp(h_header(&r, "Content-Type"), "text/plain", 10) == 0);
+    CHECK(h_header(&r, "Content-Type") &&
+          strncmp(h_header(&r, "Content-Type"), "text/plain", 10) == 0);
     CHECK_EQ_STR(h_header(&r, "Cache-Control"), "no-store");
     CHECK(!cJSON_IsObject(r.json) && r.body_len > 0 && r.body[0] != '{');
     CHECK_EQ_INT(ids_of(&r, NULL, ids, 16), 5);
@@ -282,7 +290,8 @@ static void test_api_shape(void) {
     CHECK_EQ_INT(take_ids(gw.port, "POST", "ns", 0, ids, 16, &st), 1);
     CHECK_EQ_INT(take_ids(gw.port, "GET", "ns", 0, ids, 16, &st), 1);
 
-    static const char *bad_counts[] = {"0", "10001", "-1", "abc", "1.5", "", "1e3", "99999999999999999999"};
+    static const char *bad_counts[] = {"0",   "10001", "-1",  "abc",
+                                       "1.5", "",      "1e3", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++)
         for (int m = 0; m < 2; m++) {
             char path[96];
@@ -370,9 +379,17 @@ static void test_decode(void) {
     CHECK_EQ_INT(h_jint(&r, "sequence"), 1);
     h_resp_free(&r);
 
-    static const char *bad[] = {"0", "abc", "-5", "99999999999999999999", "007",
-                                "9223372036854775808", "18446744073709551615", "1.5",
-                                "+5", "%2012", "12%20"};
+    static const char *bad[] = {"0",
+                                "abc",
+                                "-5",
+                                "99999999999999999999",
+                                "007",
+                                "9223372036854775808",
+                                "18446744073709551615",
+                                "1.5",
+                                "+5",
+                                "%2012",
+                                "12%20"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(path, sizeof path, "/v1/ids/dec/%s", bad[i]);
         r = h_http("GET", gw.port, path, NULL, NULL, NULL);
@@ -442,7 +459,7 @@ static void test_epoch_flag(void) {
 /* ---- 3. uniqueness across gateways, clocks and restarts ------------------------------- */
 
 #define U_THREADS 12
-#define U_GWS     3     /* 0 normal (restarted), 1 a day behind, 2 an hour ahead */
+#define U_GWS     3 /* 0 normal (restarted), 1 a day behind, 2 an hour ahead */
 #define U_RUN_MS  8000
 
 static struct {
@@ -478,15 +495,19 @@ static void *u_client(void *arg) {
         if (r.status == 200) {
             int got = ids_of(&r, "uniq", ids, 64);
             if (got != n) {
-                if (atomic_fetch_add(&U.nother, 1) < 5) fprintf(stderr, "  bad 200 answer: %s\n", r.body);
+                if (atomic_fetch_add(&U.nother, 1) < 5)
+                    fprintf(stderr, "  bad 200 answer: %s\n", r.body);
             } else {
                 rec.lo = ids[0];
                 rec.hi = ids[n - 1];
-                rec.inst = g == 0 ? (a_before == 0 && a_after == 0 ? 0 : a_before == 2 ? 1 : -1)
+                rec.inst = g == 0 ? (a_before == 0 && a_after == 0 ? 0
+                                     : a_before == 2               ? 1
+                                                                   : -1)
                                   : g + 1;
                 log_add(&U.logs[t], &rec, ids, n);
             }
-        } else if (r.status == 503 && h_jcode(&r) && strcmp(h_jcode(&r), "backend_unavailable") == 0) {
+        } else if (r.status == 503 && h_jcode(&r) &&
+                   strcmp(h_jcode(&r), "backend_unavailable") == 0) {
             atomic_fetch_add(&U.n503, 1);
             if (!win_before && !win_after && atomic_fetch_add(&U.n503_bad, 1) < 3)
                 fprintf(stderr, "  503 outside a restart, gateway %d: %s\n", g, r.body);
@@ -631,13 +652,14 @@ static void test_unique_across_gateways_and_clocks(void) {
             if (ahead > max_ahead) max_ahead = ahead;
             if (behind > SLACK_S || ahead > SLACK_S) {
                 if (time_bad < 5)
-                    fprintf(stderr, "  gateway %d: id second %lld, request at %lld..%lld\n",
-                            q->gwi, lo_s, q->send_s, q->recv_s);
+                    fprintf(stderr, "  gateway %d: id second %lld, request at %lld..%lld\n", q->gwi,
+                            lo_s, q->send_s, q->recv_s);
                 time_bad++;
             }
         }
     CHECK_EQ_INT(time_bad, 0);
-    CHECK(redis_end > 0 && nids > 0 && (long long)id_unix(all[nids - 1], EPOCH_2024) <= redis_end + 1);
+    CHECK(redis_end > 0 && nids > 0 &&
+          (long long)id_unix(all[nids - 1], EPOCH_2024) <= redis_end + 1);
 
     long per_gw[U_GWS] = {0};
     for (int t = 0; t < U_THREADS; t++)
@@ -649,9 +671,8 @@ static void test_unique_across_gateways_and_clocks(void) {
             "gateway restarted by %lld ms, Redis down %lld..%lld ms; ids lag Redis's clock by "
             "at most %lld s, lead it by at most %lld s\n",
             atomic_load(&U.nreq), nrecs, nids, per_gw[0], per_gw[1], per_gw[2], count_inst[0],
-            count_inst[1], atomic_load(&U.n503), atomic_load(&U.n503_bad),
-            atomic_load(&U.nrefused), atomic_load(&U.nother), a_up, r_down, r_up, max_behind,
-            max_ahead);
+            count_inst[1], atomic_load(&U.n503), atomic_load(&U.n503_bad), atomic_load(&U.nrefused),
+            atomic_load(&U.nother), a_up, r_down, r_up, max_behind, max_ahead);
     CHECK_EQ_INT(atomic_load(&U.n503_bad), 0);
     CHECK_EQ_INT(atomic_load(&U.nother), 0);
     CHECK(nids > 10000);
@@ -774,8 +795,8 @@ static void test_redis_down(void) {
     /* From ~1.5 s: every block is stale, so 503 with Retry-After, at once. */
     long long wait = 1500 - (h_now_ms() - t0);
     if (wait > 0) h_sleep_ms((int)wait);
-    static const char *paths[] = {"/v1/ids/down", "/v1/ids/down?count=1", "/v1/ids/down?count=10000",
-                                  "/v1/ids/never-used-before"};
+    static const char *paths[] = {"/v1/ids/down", "/v1/ids/down?count=1",
+                                  "/v1/ids/down?count=10000", "/v1/ids/never-used-before"};
     double slowest = 0;
     for (int i = 0; i < 8; i++) {
         struct h_resp r = h_http(i % 2 ? "GET" : "POST", gw.port, paths[i % 4], NULL, NULL, NULL);
@@ -811,7 +832,8 @@ static void test_redis_down(void) {
     long long back_ms = h_now_ms() - t1;
     CHECK_EQ_INT(got, 5);
     CHECK(ids[0] > max_before);
-    fprintf(stderr, "  Redis down: %d served from the fresh block and %d refused in the first "
+    fprintf(stderr,
+            "  Redis down: %d served from the fresh block and %d refused in the first "
             "0.4 s; slowest 503 %.3f s; ids again %lld ms after Redis restarted\n",
             served, refused, slowest, back_ms);
     CHECK(back_ms <= 2500);
@@ -824,13 +846,14 @@ static void test_big_batch(void) {
     long st;
     uint64_t prev = 0;
     for (int i = 0; i < 3; i++) {
-        CHECK_EQ_INT(take_ids(gw.port, i == 1 ? "GET" : "POST", "big", 10000, ids, 10001, &st), 10000);
+        CHECK_EQ_INT(take_ids(gw.port, i == 1 ? "GET" : "POST", "big", 10000, ids, 10001, &st),
+                     10000);
         CHECK_EQ_INT(st, 200);
         CHECK(ids[0] > prev); /* ids_of checked they strictly increase */
         prev = ids[9999];
     }
-    struct h_resp r = h_http("POST", gw.port, "/v1/ids/big?count=10000", NULL, NULL,
-                             "Accept: text/plain");
+    struct h_resp r =
+        h_http("POST", gw.port, "/v1/ids/big?count=10000", NULL, NULL, "Accept: text/plain");
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(ids_of(&r, NULL, ids, 10001), 10000);
     CHECK(ids[0] > prev);

@@ -24,18 +24,18 @@
 
 static struct h_redis redis;
 static struct h_gw gw;
-static char lc[256];       /* path of lockctl */
-static char dir[64];       /* scratch directory for output files */
+static char lc[256]; /* path of lockctl */
+static char dir[64]; /* scratch directory for output files */
 
 #define H(method, path, token, body) h_http(method, gw.port, path, token, body, NULL)
 
 /* ---- running lockctl ----------------------------------------------------------- */
 
 struct proc {
-    pid_t pid;             /* sh -c "exec ..." -- lockctl itself once it runs */
-    char out[96];          /* its stdout, a file */
-    char err[96];          /* its stderr, a file */
-    long long started;     /* h_now_ms() at start */
+    pid_t pid;         /* sh -c "exec ..." -- lockctl itself once it runs */
+    char out[96];      /* its stdout, a file */
+    char err[96];      /* its stderr, a file */
+    long long started; /* h_now_ms() at start */
 };
 
 #define MAX_PROCS 64
@@ -68,8 +68,10 @@ static void start(struct proc *p, const char *fmt, ...) {
     size_t o = 0;
     if (tmpl[0] == '@') o = (size_t)snprintf(cmd, sizeof cmd, "exec "); /* lockctl is p->pid */
     for (const char *s = tmpl; *s && o + sizeof lc < sizeof cmd; s++) {
-        if (*s == '@') o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s", lc);
-        else cmd[o++] = *s;
+        if (*s == '@')
+            o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s", lc);
+        else
+            cmd[o++] = *s;
     }
     cmd[o] = '\0';
     seq++;
@@ -90,7 +92,10 @@ static void start(struct proc *p, const char *fmt, ...) {
         _exit(127);
     }
     for (int i = 0; i < MAX_PROCS; i++)
-        if (procs[i] == 0) { procs[i] = p->pid; break; }
+        if (procs[i] == 0) {
+            procs[i] = p->pid;
+            break;
+        }
 }
 
 /* Waits up to timeout_ms; returns the exit status (128+N for signal N), or
@@ -102,8 +107,8 @@ static int finish(struct proc *p, int timeout_ms) {
         pid_t r = waitpid(p->pid, &st, WNOHANG);
         if (r == p->pid) break;
         if (h_now_ms() >= end) {
-            fprintf(stderr, "  lockctl (pid %d) still running after %d ms: killed\n",
-                    (int)p->pid, timeout_ms);
+            fprintf(stderr, "  lockctl (pid %d) still running after %d ms: killed\n", (int)p->pid,
+                    timeout_ms);
             kill(p->pid, SIGKILL);
             waitpid(p->pid, &st, 0);
             procs_forget(p->pid);
@@ -211,7 +216,8 @@ static void delete_lock_keys(const char *name) {
     snprintf(args, sizeof args,
              "EVAL \"local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
              "if not string.find(k, ':fence', 1, true) then redis.call('DEL', k) n = n + 1 end "
-             "end return n\" 0 '*{%s}*'", name);
+             "end return n\" 0 '*{%s}*'",
+             name);
     const char *out = h_redis_cli(&redis, args);
     CHECK(out && atoi(out) >= 1);
 }
@@ -270,8 +276,8 @@ static void test_errors_are_one_line(void) {
     CHECK_EQ_INT(run(&p, "@ --url http://127.0.0.1:%d status x", port), 69);
     CHECK_EQ_INT(count_lines(slurp(p.err)), 1);
     CHECK(strncmp(slurp(p.err), "lockctl: cannot reach the gateway", 33) == 0);
-    CHECK_EQ_INT(run(&p, "LOCKGATE_URL=http://127.0.0.1:%d exec @ run x -- touch %s/ran", port,
-                     dir), 69);
+    CHECK_EQ_INT(
+        run(&p, "LOCKGATE_URL=http://127.0.0.1:%d exec @ run x -- touch %s/ran", port, dir), 69);
     char ran[128];
     snprintf(ran, sizeof ran, "%s/ran", dir);
     CHECK(access(ran, F_OK) != 0);
@@ -349,10 +355,12 @@ static void test_id(void) {
 
 static void test_run_environment_and_fds(void) {
     struct proc p;
-    CHECK_EQ_INT(run(&p, "@ run envy -- sh -c 'echo \"$LOCKGATE_NAME $LOCKGATE_FENCE "
-                         "$LOCKGATE_TOKEN\" > %s/env; "
-                         "env -u LOCKGATE_TOKEN @ status envy > %s/get; ls /proc/self/fd'",
-                     dir, dir), 0);
+    CHECK_EQ_INT(run(&p,
+                     "@ run envy -- sh -c 'echo \"$LOCKGATE_NAME $LOCKGATE_FENCE "
+                     "$LOCKGATE_TOKEN\" > %s/env; "
+                     "env -u LOCKGATE_TOKEN @ status envy > %s/get; ls /proc/self/fd'",
+                     dir, dir),
+                 0);
     /* Only stdin, stdout, stderr and ls's own directory: nothing leaked. */
     CHECK_EQ_STR(slurp(p.out), "0\n1\n2\n3\n");
     CHECK_EQ_STR(slurp(p.err), "");
@@ -365,9 +373,9 @@ static void test_run_environment_and_fds(void) {
     snprintf(path, sizeof path, "%s/get", dir);
     char want[64];
     snprintf(want, sizeof want, "\"fence\":%llu", fence);
-    CHECK(strstr(slurp(path), want) != NULL);          /* held, with that fence */
+    CHECK(strstr(slurp(path), want) != NULL); /* held, with that fence */
     CHECK(strstr(slurp(path), "\"owner\":\"lockctl on ") != NULL);
-    CHECK_EQ_INT(get_status("envy"), 404);              /* released at the end */
+    CHECK_EQ_INT(get_status("envy"), 404); /* released at the end */
 }
 
 static void test_run_exit_statuses(void) {
@@ -375,7 +383,7 @@ static void test_run_exit_statuses(void) {
     CHECK_EQ_INT(run(&p, "@ run ex -- sh -c 'exit 3'"), 3);
     CHECK_EQ_INT(get_status("ex"), 404);
     CHECK_EQ_INT(run(&p, "@ run ex -- true"), 0);
-    CHECK_EQ_INT(run(&p, "@ run ex false"), 1);          /* no "--" needed */
+    CHECK_EQ_INT(run(&p, "@ run ex false"), 1); /* no "--" needed */
     CHECK_EQ_INT(run(&p, "@ run ex -- sh -c 'kill -KILL $$'"), 128 + SIGKILL);
     CHECK_EQ_INT(run(&p, "@ run ex -- sh -c 'kill -TERM $$'"), 128 + SIGTERM);
     CHECK_EQ_INT(get_status("ex"), 404);
@@ -400,8 +408,9 @@ static void test_run_mutual_exclusion(void) {
     snprintf(file, sizeof file, "%s/mutex.log", dir);
     struct proc p[N];
     for (int i = 0; i < N; i++)
-        start(&p[i], "@ run mutex --wait 30000 --ttl 2000 -- sh -c "
-                     "'echo start %d >> %s; sleep 0.1; echo end %d >> %s'",
+        start(&p[i],
+              "@ run mutex --wait 30000 --ttl 2000 -- sh -c "
+              "'echo start %d >> %s; sleep 0.1; echo end %d >> %s'",
               i, file, i, file);
     for (int i = 0; i < N; i++) CHECK_EQ_INT(finish(&p[i], 40000), 0);
     const char *log = slurp(file);
@@ -442,8 +451,10 @@ static void test_run_lost_lease(void) {
     char file[128];
     snprintf(file, sizeof file, "%s/lost.log", dir);
     struct proc p;
-    start(&p, "@ run --ttl 900 lost -- sh -c "
-              "'trap \"echo TERM >> %s; exit 0\" TERM; sleep 30 & wait'", file);
+    start(&p,
+          "@ run --ttl 900 lost -- sh -c "
+          "'trap \"echo TERM >> %s; exit 0\" TERM; sleep 30 & wait'",
+          file);
     CHECK(wait_held("lost", 1, 2000));
     h_sleep_ms(100);
     long long t0 = h_now_ms();
@@ -463,8 +474,10 @@ static void test_run_lost_lease_kill_after_grace(void) {
     char file[128];
     snprintf(file, sizeof file, "%s/grace.pid", dir);
     struct proc p;
-    start(&p, "@ run --ttl 600 --grace 300 deaf -- sh -c "
-              "'trap \"\" TERM; sleep 30 & echo $! > %s; wait'", file);
+    start(&p,
+          "@ run --ttl 600 --grace 300 deaf -- sh -c "
+          "'trap \"\" TERM; sleep 30 & echo $! > %s; wait'",
+          file);
     CHECK(wait_held("deaf", 1, 2000));
     h_sleep_ms(100);
     long long t0 = h_now_ms();
@@ -472,7 +485,8 @@ static void test_run_lost_lease_kill_after_grace(void) {
     CHECK_EQ_INT(finish(&p, 5000), 76);
     long long took = h_now_ms() - t0;
     CHECK(took >= 300 && took <= 200 + 300 + SLACK_MS);
-    if (took < 300 || took > 200 + 300 + SLACK_MS) fprintf(stderr, "  took %lld ms: %s", took, slurp(p.err));
+    if (took < 300 || took > 200 + 300 + SLACK_MS)
+        fprintf(stderr, "  took %lld ms: %s", took, slurp(p.err));
     pid_t sleeper = (pid_t)atoi(slurp(file));
     CHECK(sleeper > 0);
     h_sleep_ms(50);
@@ -493,8 +507,10 @@ static void test_run_signals(void) {
     char file[128];
     snprintf(file, sizeof file, "%s/sig.log", dir);
     struct proc p;
-    start(&p, "@ run --ttl 5000 sig -- sh -c "
-              "'trap \"echo TERM >> %s; exit 7\" TERM; while :; do sleep 1; done'", file);
+    start(&p,
+          "@ run --ttl 5000 sig -- sh -c "
+          "'trap \"echo TERM >> %s; exit 7\" TERM; while :; do sleep 1; done'",
+          file);
     CHECK(wait_held("sig", 1, 2000));
     h_sleep_ms(100);
     kill(p.pid, SIGTERM);
@@ -610,7 +626,8 @@ static void test_run_gateway_gone_past_lease(void) {
     CHECK_EQ_INT(finish(&p, 5000), 76);
     long long took = h_now_ms() - t0;
     CHECK(took <= 600 + SLACK_MS);
-    if (took > 600 + SLACK_MS) fprintf(stderr, "  lease loss noticed after %lld ms: %s", took, slurp(p.err));
+    if (took > 600 + SLACK_MS)
+        fprintf(stderr, "  lease loss noticed after %lld ms: %s", took, slurp(p.err));
     CHECK(strstr(slurp(p.err), "the lease ran out") != NULL);
     CHECK_EQ_INT(h_gw_start(&gw, &redis, NULL), 0);
 }

@@ -89,7 +89,7 @@ static void test_reentry(void) {
     CHECK_EQ_INT(h_jint(&r, "fence"), fence);
     h_resp_free(&r);
     r = H("GET", "/v1/locks/re", NULL, NULL);
-    CHECK_EQ_STR(h_jstr(&r, "owner"), "first");       /* first acquisition's */
+    CHECK_EQ_STR(h_jstr(&r, "owner"), "first"); /* first acquisition's */
     CHECK_EQ_INT(h_jint(&r, "count"), 3);
     h_resp_free(&r);
 
@@ -273,7 +273,8 @@ static void test_hash_layout(void) {
     h_resp_free(&r);
     CHECK_EQ_INT(atoll(hget(key, "f")), fb);
     char cmd[128];
-    snprintf(cmd, sizeof cmd, "HSET %s f %lld", key, fb + 1000000000LL); /* as if the clock stepped back */
+    snprintf(cmd, sizeof cmd, "HSET %s f %lld", key,
+             fb + 1000000000LL); /* as if the clock stepped back */
     h_redis_cli(&redis, cmd);
     r = H("POST", "/v1/locks/layd", NULL, "{\"mode\":\"shared\"}");
     CHECK_EQ_INT(r.status, 201);
@@ -360,24 +361,28 @@ static void test_lock_delay(void) {
 }
 
 static void test_field_validation(void) {
-    static const struct { const char *body; const char *code; const char *field; } cases[] = {
-        {"{\"ttl_ms\":99}", "invalid_field", "ttl_ms"},
-        {"{\"ttl_ms\":86400001}", "invalid_field", "ttl_ms"},
-        {"{\"ttl_ms\":\"5000\"}", "invalid_field", "ttl_ms"},
-        {"{\"ttl_ms\":1000.5}", "invalid_field", "ttl_ms"},
-        {"{\"wait_ms\":-1}", "invalid_field", "wait_ms"},
-        {"{\"wait_ms\":300001}", "invalid_field", "wait_ms"},
-        {"{\"mode\":\"weird\"}", "invalid_field", "mode"},
-        {"{\"mode\":1}", "invalid_field", "mode"},
-        {"{\"fair\":\"yes\"}", "invalid_field", "fair"},
-        {"{\"owner\":5}", "invalid_field", "owner"},
+    static const struct {
+        const char *body;
+        const char *code;
+        const char *field;
+    } cases[] = {
+        {"{\"ttl_ms\":99}",           "invalid_field", "ttl_ms"       },
+        {"{\"ttl_ms\":86400001}",     "invalid_field", "ttl_ms"       },
+        {"{\"ttl_ms\":\"5000\"}",     "invalid_field", "ttl_ms"       },
+        {"{\"ttl_ms\":1000.5}",       "invalid_field", "ttl_ms"       },
+        {"{\"wait_ms\":-1}",          "invalid_field", "wait_ms"      },
+        {"{\"wait_ms\":300001}",      "invalid_field", "wait_ms"      },
+        {"{\"mode\":\"weird\"}",      "invalid_field", "mode"         },
+        {"{\"mode\":1}",              "invalid_field", "mode"         },
+        {"{\"fair\":\"yes\"}",        "invalid_field", "fair"         },
+        {"{\"owner\":5}",             "invalid_field", "owner"        },
         {"{\"lock_delay_ms\":60001}", "invalid_field", "lock_delay_ms"},
-        {"{\"max_hold_ms\":true}", "invalid_field", "max_hold_ms"},
-        {"[1,2]", "invalid_json", NULL},
-        {"\"str\"", "invalid_json", NULL},
-        {"{\"ttl_ms\":", "invalid_json", NULL},
-        {"{} trailing", "invalid_json", NULL},
-        {"null", "invalid_json", NULL},
+        {"{\"max_hold_ms\":true}",    "invalid_field", "max_hold_ms"  },
+        {"[1,2]",                     "invalid_json",  NULL           },
+        {"\"str\"",                   "invalid_json",  NULL           },
+        {"{\"ttl_ms\":",              "invalid_json",  NULL           },
+        {"{} trailing",               "invalid_json",  NULL           },
+        {"null",                      "invalid_json",  NULL           },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct h_resp r = H("POST", "/v1/locks/val", NULL, cases[i].body);
@@ -405,8 +410,8 @@ static void test_names(void) {
     char longname[260] = "/v1/locks/";
     memset(longname + 10, 'n', 201);
     longname[211] = '\0';
-    const char *bad[] = {"/v1/locks/bad%20name", "/v1/locks/%zz", "/v1/locks/a%", "/v1/locks/",
-                         "/v1/locks/caf%C3%A9", longname};
+    const char *bad[] = {"/v1/locks/bad%20name", "/v1/locks/%zz",       "/v1/locks/a%",
+                         "/v1/locks/",           "/v1/locks/caf%C3%A9", longname};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct h_resp r = H("POST", bad[i], NULL, NULL);
         CHECK_EQ_INT(r.status, 400);
@@ -458,7 +463,9 @@ static void test_routing_and_ops(void) {
     r = H("GET", "/metrics", NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     CHECK(strstr(r.body, "lockgate_lock_acquired_total") != NULL);
-    CHECK(strstr(r.body, "lockgate_http_requests_total{route=\"POST /v1/locks/{name}\",status=\"201\"}") != NULL);
+    CHECK(strstr(r.body,
+                 "lockgate_http_requests_total{route=\"POST /v1/locks/{name}\",status=\"201\"}") !=
+          NULL);
     CHECK(strstr(r.body, "lockgate_http_request_duration_seconds_bucket") != NULL);
     CHECK(strstr(r.body, "lockgate_lock_busy_total") != NULL);
     h_resp_free(&r);
@@ -516,7 +523,8 @@ static void test_redis_auth_db_prefix(void) {
     struct h_resp a = h_http("POST", g.port, "/v1/locks/authz", NULL, NULL, NULL);
     CHECK_EQ_INT(a.status, 201);
     h_resp_free(&a);
-    const char *in3 = h_redis_cli(&r, "-a s3cret-pw --no-auth-warning -n 3 EXISTS app1:lock:{authz}");
+    const char *in3 =
+        h_redis_cli(&r, "-a s3cret-pw --no-auth-warning -n 3 EXISTS app1:lock:{authz}");
     CHECK(in3 && strcmp(in3, "1") == 0);
     const char *in0 = h_redis_cli(&r, "-a s3cret-pw --no-auth-warning -n 0 DBSIZE");
     CHECK(in0 && strcmp(in0, "0") == 0);
@@ -542,7 +550,8 @@ static void test_blocking_bridge(void) {
     snprintf(hdr, sizeof hdr, "Lock-Token: %s", tok);
     long long fence = h_jint(&a, "fence");
     h_resp_free(&a);
-    const char *in2 = h_redis_cli(&r, "-a bridge-pw --no-auth-warning -n 2 EXISTS lockgate:lock:{bridge}");
+    const char *in2 =
+        h_redis_cli(&r, "-a bridge-pw --no-auth-warning -n 2 EXISTS lockgate:lock:{bridge}");
     CHECK(in2 && strcmp(in2, "1") == 0);
     struct h_resp b = h_http("POST", g.port, "/v1/locks/bridge", NULL, NULL, NULL);
     CHECK_EQ_INT(b.status, 409);
@@ -596,12 +605,14 @@ static void test_blocking_bridge(void) {
     /* Blocking is for a single Redis only: quorum mode refuses it. */
     char cmd[512];
     const char *build = getenv("BUILD");
-    snprintf(cmd, sizeof cmd, "%s/lockgate --redis-io blocking --redis redis://127.0.0.1:1 "
+    snprintf(cmd, sizeof cmd,
+             "%s/lockgate --redis-io blocking --redis redis://127.0.0.1:1 "
              "--redis redis://127.0.0.1:2 --redis redis://127.0.0.1:3 2>/dev/null",
              build ? build : "build");
     int rc = system(cmd);
     CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
-    snprintf(cmd, sizeof cmd, "%s/lockgate --redis-io sometimes 2>/dev/null", build ? build : "build");
+    snprintf(cmd, sizeof cmd, "%s/lockgate --redis-io sometimes 2>/dev/null",
+             build ? build : "build");
     rc = system(cmd);
     CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 }

@@ -18,8 +18,8 @@
 #include <strings.h>
 #include <time.h>
 
-#define THREADS 16
-#define ROUNDS 60
+#define THREADS   16
+#define ROUNDS    60
 #define LOCK_PATH "/v1/locks/mutex-shared"
 
 static struct h_redis redis;
@@ -29,9 +29,9 @@ static struct h_gw gws[2];
  * The shared resource: a counter in this process, updated non-atomically
  * ========================================================================= */
 
-static volatile long counter;           /* the protected value */
-static atomic_int inside;               /* holders inside the section now */
-static atomic_int overlaps;             /* times a second holder came in */
+static volatile long counter; /* the protected value */
+static atomic_int inside;     /* holders inside the section now */
+static atomic_int overlaps;   /* times a second holder came in */
 
 /* Read, wait, write: any overlapping holder loses an update. */
 static void read_modify_write(int sleep_us) {
@@ -46,11 +46,14 @@ static void read_modify_write(int sleep_us) {
  * ========================================================================= */
 
 static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
-static long long fences[THREADS * ROUNDS];  /* fence of the n-th hold, in hold order */
-static int holds;                           /* holds recorded */
+static long long fences[THREADS * ROUNDS]; /* fence of the n-th hold, in hold order */
+static int holds;                          /* holds recorded */
 static atomic_int busy_answers, errors, bad_releases;
 
-struct worker { int id; unsigned seed; };
+struct worker {
+    int id;
+    unsigned seed;
+};
 
 static void *worker_main(void *arg) {
     struct worker *w = arg;
@@ -117,16 +120,17 @@ static void test_mutual_exclusion(void) {
             atomic_load(&busy_answers), atomic_load(&errors), ms / 1000.0);
 
     CHECK_EQ_INT(holds, THREADS * ROUNDS);
-    CHECK_EQ_INT(counter, holds);                  /* no lost update */
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);       /* never two inside */
+    CHECK_EQ_INT(counter, holds);            /* no lost update */
+    CHECK_EQ_INT(atomic_load(&overlaps), 0); /* never two inside */
     CHECK_EQ_INT(atomic_load(&errors), 0);
     CHECK_EQ_INT(atomic_load(&bad_releases), 0);
-    CHECK(atomic_load(&busy_answers) > 0);         /* there was contention */
+    CHECK(atomic_load(&busy_answers) > 0); /* there was contention */
     int increasing = 1;
     for (int i = 1; i < holds; i++)
         if (fences[i] <= fences[i - 1]) {
             if (increasing)
-                fprintf(stderr, "  hold %d has fence %lld after %lld\n", i, fences[i], fences[i - 1]);
+                fprintf(stderr, "  hold %d has fence %lld after %lld\n", i, fences[i],
+                        fences[i - 1]);
             increasing = 0;
         }
     CHECK(increasing);
@@ -175,7 +179,11 @@ int main(void) {
         memset(gws, 0, sizeof gws);
         up = h_redis_start(&redis, 0) == 0 && h_gw_start(&gws[0], &redis, NULL) == 0 &&
              h_gw_start(&gws[1], &redis, NULL) == 0;
-        if (!up) { h_gw_kill(&gws[0]); h_gw_kill(&gws[1]); h_redis_stop(&redis); }
+        if (!up) {
+            h_gw_kill(&gws[0]);
+            h_gw_kill(&gws[1]);
+            h_redis_stop(&redis);
+        }
     }
     if (!up) return 2;
     RUN(test_control_race_is_visible);

@@ -39,9 +39,9 @@
 #include <string.h>
 #include <time.h>
 
-#define THREADS 8
-#define MAX_HOLDS 200000
-#define LOCK_PATH "/v1/locks/overlap"
+#define THREADS     8
+#define MAX_HOLDS   200000
+#define LOCK_PATH   "/v1/locks/overlap"
 #define MASTER_NAME "mymaster"
 
 static long long now_us(void) {
@@ -57,7 +57,7 @@ static long long now_us(void) {
 struct hold {
     long long fence;
     long long start_us, end_us;
-    int gw;                        /* which gateway granted it */
+    int gw; /* which gateway granted it */
 };
 
 static struct hold holds[MAX_HOLDS];
@@ -72,15 +72,18 @@ static void record(long long fence, long long start, long long end, int gw) {
 
 struct run {
     int port[2];
-    atomic_int dead[2];            /* a gateway the clients stopped using */
+    atomic_int dead[2]; /* a gateway the clients stopped using */
     int ttl_ms;
-    int hold_us;                   /* time spent inside the critical section */
+    int hold_us; /* time spent inside the critical section */
     atomic_int stop;
     atomic_int busy, unavailable, failed, other, granted[2];
     pthread_t th[THREADS];
 };
 
-struct worker { struct run *r; int id; };
+struct worker {
+    struct run *r;
+    int id;
+};
 static struct worker workers[THREADS];
 
 static void *worker_main(void *arg) {
@@ -204,8 +207,8 @@ static int by_start(const void *a, const void *b) {
     return x->start_us < y->start_us ? -1 : x->start_us > y->start_us;
 }
 
-static struct result *judge(struct run *r, const char *scenario, const char *mode,
-                            double seconds, int expect_zero) {
+static struct result *judge(struct run *r, const char *scenario, const char *mode, double seconds,
+                            int expect_zero) {
     struct result *res = &results[nresults++];
     memset(res, 0, sizeof *res);
     res->scenario = scenario;
@@ -327,7 +330,7 @@ static void test_a_quorum(void) {
     h_sleep_ms(1500);
     h_redis_kill(&m[1]);
     h_redis_kill(&m[3]);
-    h_sleep_ms(2000);               /* down for longer than the 1 s lease */
+    h_sleep_ms(2000); /* down for longer than the 1 s lease */
     CHECK_EQ_INT(h_redis_restart(&m[1]), 0);
     CHECK_EQ_INT(h_redis_restart(&m[3]), 0);
     h_sleep_ms(1500);
@@ -338,8 +341,9 @@ static void test_a_quorum(void) {
     CHECK_EQ_INT(h_redis_restart(&m[4]), 0);
     h_sleep_ms(1500);
     run_stop(&r);
-    struct result *res = judge(&r, "a. quorum: 2 of 5 masters killed, restarted after > lease, twice",
-                               "quorum", (h_now_ms() - t0) / 1000.0, 1);
+    struct result *res =
+        judge(&r, "a. quorum: 2 of 5 masters killed, restarted after > lease, twice", "quorum",
+              (h_now_ms() - t0) / 1000.0, 1);
     CHECK(res->holds > 200);
     CHECK_EQ_INT(res->overlapping, 0);
     CHECK_EQ_INT(res->inversions, 0);
@@ -355,7 +359,11 @@ static void test_a_quorum(void) {
 static void sentinel_killed(int ack) {
     struct topo t;
     struct h_gw g[2] = {{0}};
-    if (sentinel_topology(&t, 1) < 0) { CHECK(0); topology_stop(&t); return; }
+    if (sentinel_topology(&t, 1) < 0) {
+        CHECK(0);
+        topology_stop(&t);
+        return;
+    }
     char flags[512];
     snprintf(flags, sizeof flags,
              "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d "
@@ -364,7 +372,11 @@ static void sentinel_killed(int ack) {
              ack ? "--min-replicas-ack 1 --replica-ack-timeout-ms 300" : "");
     int ok = h_gw_up(&g[0], &t.master, flags) == 0 && h_gw_up(&g[1], &t.master, flags) == 0;
     CHECK(ok);
-    if (!ok) { stop_gateways(g, 2); topology_stop(&t); return; }
+    if (!ok) {
+        stop_gateways(g, 2);
+        topology_stop(&t);
+        return;
+    }
     h_sleep_ms(300);
     struct run r;
     long long t0 = h_now_ms();
@@ -420,10 +432,15 @@ static void sentinel_partitioned(int ack) {
     struct h_gw g[2] = {{0}};
     /* Two replicas: after the failover the new master keeps one, so it can
      * acknowledge (with one, nothing could be acknowledged any more). */
-    if (sentinel_topology(&t, 2) < 0) { CHECK(0); topology_stop(&t); return; }
+    if (sentinel_topology(&t, 2) < 0) {
+        CHECK(0);
+        topology_stop(&t);
+        return;
+    }
     const char *more = ack ? "--min-replicas-ack 1 --replica-ack-timeout-ms 300" : "";
     char f0[256], f1[256];
-    snprintf(f0, sizeof f0, "--sentinel 127.0.0.1:%d --sentinel-master %s --redis-timeout-ms 1000 %s",
+    snprintf(f0, sizeof f0,
+             "--sentinel 127.0.0.1:%d --sentinel-master %s --redis-timeout-ms 1000 %s",
              t.sen[2].port, MASTER_NAME, more);
     snprintf(f1, sizeof f1,
              "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel-master %s "
@@ -431,7 +448,11 @@ static void sentinel_partitioned(int ack) {
              t.sen[0].port, t.sen[1].port, MASTER_NAME, more);
     int ok = h_gw_up(&g[0], &t.master, f0) == 0 && h_gw_up(&g[1], &t.master, f1) == 0;
     CHECK(ok);
-    if (!ok) { stop_gateways(g, 2); topology_stop(&t); return; }
+    if (!ok) {
+        stop_gateways(g, 2);
+        topology_stop(&t);
+        return;
+    }
     h_sleep_ms(300);
     struct run r;
     long long t0 = h_now_ms();
@@ -443,7 +464,7 @@ static void sentinel_partitioned(int ack) {
     CHECK(sw >= 0);
     h_sleep_ms(500);
     int g1_before = atomic_load(&r.granted[1]);
-    kill(t.master.pid, SIGCONT);   /* back, but only gateway 0 uses it */
+    kill(t.master.pid, SIGCONT); /* back, but only gateway 0 uses it */
     h_sleep_ms(3500);
     int g1_after = atomic_load(&r.granted[1]) - g1_before;
     run_stop(&r);
@@ -451,8 +472,8 @@ static void sentinel_partitioned(int ack) {
     fprintf(stderr, "  failover took %lld ms; the old master was back for 3.5 s\n", sw);
     CHECK(g1_after > 20); /* gateway 1 served from the new master */
     struct result *res =
-        ack ? judge(&r, "b2. Sentinel + ack 1: master partitioned with one gateway",
-                    "sentinel+ack", (h_now_ms() - t0) / 1000.0, 1)
+        ack ? judge(&r, "b2. Sentinel + ack 1: master partitioned with one gateway", "sentinel+ack",
+                    (h_now_ms() - t0) / 1000.0, 1)
             : judge(&r, "c2. Sentinel: master partitioned with one gateway", "sentinel",
                     (h_now_ms() - t0) / 1000.0, 0);
     CHECK(res->holds > 100);
@@ -547,7 +568,8 @@ static void test_e_redis_frozen(void) {
  * ========================================================================= */
 
 static void print_table(void) {
-    printf("\n| scenario | holds | overlapping holds | fence inversions | 503 answers | expected |\n");
+    printf(
+        "\n| scenario | holds | overlapping holds | fence inversions | 503 answers | expected |\n");
     printf("|---|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < nresults; i++) {
         struct result *res = &results[i];
@@ -556,8 +578,8 @@ static void print_table(void) {
     }
     for (int i = 0; i < nresults; i++)
         if (!results[i].expect_zero && strncmp(results[i].mode, "sentinel", 8) == 0)
-            printf("plain sentinel (%s): %d overlapping holds in %d holds\n",
-                   results[i].scenario, results[i].overlapping, results[i].holds);
+            printf("plain sentinel (%s): %d overlapping holds in %d holds\n", results[i].scenario,
+                   results[i].overlapping, results[i].holds);
     printf("\n");
     fflush(stdout);
 }
@@ -565,7 +587,10 @@ static void print_table(void) {
 int main(void) {
     long long t0 = h_now_ms();
     const char *only = getenv("ONLY");
-#define RUN_IF(fn) do { if (!only || strstr(#fn, only)) RUN(fn); } while (0)
+#define RUN_IF(fn)                               \
+    do {                                         \
+        if (!only || strstr(#fn, only)) RUN(fn); \
+    } while (0)
     RUN_IF(test_a_quorum);
     RUN_IF(test_b_sentinel_ack_master_killed);
     RUN_IF(test_b2_sentinel_ack_partitioned);

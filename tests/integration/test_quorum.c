@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define N_MASTERS 5
+#define N_MASTERS  5
 #define PREFIX_KEY "lockgate:lock:"
 
 static struct h_redis m[N_MASTERS];
@@ -137,7 +137,7 @@ static void test_basics(void) {
     fprintf(stderr, "  acquired: fence %lld, ttl_ms %lld of 10000\n", fence, ttl);
     h_resp_free(&r);
     CHECK(fence > 0);
-    CHECK(ttl < 10000 - 100);   /* validity: less the drift allowance (1% + 2 ms) */
+    CHECK(ttl < 10000 - 100); /* validity: less the drift allowance (1% + 2 ms) */
     CHECK(ttl > 9000);
     for (int i = 0; i < N_MASTERS; i++) CHECK_EQ_INT(holders_on(&m[i], "q-basic"), 1);
     /* Every master's last fence is the answered one. */
@@ -224,7 +224,8 @@ static void test_two_down(void) {
         if (r.seconds > slowest) slowest = r.seconds;
         long long fence = h_jint(&r, "fence");
         char tok[160];
-        snprintf(tok, sizeof tok, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
+        snprintf(tok, sizeof tok, "%s",
+                 h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
         h_resp_free(&r);
         r = h_http("GET", gws[b].port, path, NULL, NULL, NULL);
         CHECK_EQ_INT(r.status, 200);
@@ -258,7 +259,8 @@ static void test_three_down(void) {
         snprintf(name, sizeof name, "q-three-down-%d", i % 6);
         snprintf(path, sizeof path, "/v1/locks/%s", name);
         struct h_resp r = h_http("POST", gws[i % 2].port, path, NULL, "{\"ttl_ms\":30000}", NULL);
-        if (r.status == 201) created++;
+        if (r.status == 201)
+            created++;
         else if (r.status == 503 && h_jcode(&r) && strcmp(h_jcode(&r), "backend_unavailable") == 0)
             unavailable++;
         else {
@@ -310,7 +312,13 @@ static void test_three_down(void) {
 static void test_fences_across_majorities(void) {
     CHECK(up_ok);
     if (!up_ok) return;
-    static const int pairs[][2] = {{0, 1}, {2, 3}, {4, 0}, {1, 2}, {3, 4}};
+    static const int pairs[][2] = {
+        {0, 1},
+        {2, 3},
+        {4, 0},
+        {1, 2},
+        {3, 4}
+    };
     long long prev = 0;
     int holds = 0, inversions = 0, errors = 0;
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
@@ -318,8 +326,8 @@ static void test_fences_across_majorities(void) {
         kill_master(pairs[p][1]);
         for (int i = 0; i < 12; i++) {
             int a = (i + (int)p) % 2;
-            struct h_resp r = h_http("POST", gws[a].port, "/v1/locks/q-fence", NULL,
-                                     "{\"ttl_ms\":5000}", NULL);
+            struct h_resp r =
+                h_http("POST", gws[a].port, "/v1/locks/q-fence", NULL, "{\"ttl_ms\":5000}", NULL);
             if (r.status != 201) {
                 errors++;
                 fprintf(stderr, "  fences: acquire %ld %.200s\n", r.status, r.body);
@@ -357,7 +365,7 @@ static void test_fences_across_majorities(void) {
  * ========================================================================= */
 
 #define ID_THREADS 4
-#define ID_CAP 400000
+#define ID_CAP     400000
 
 struct id_run {
     int id;
@@ -376,9 +384,11 @@ static int parse_ids(const char *body, uint64_t *ids, int *n, int cap) {
     cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "ids");
     int ok = cJSON_IsArray(arr);
     cJSON *v;
-    if (ok)
-        cJSON_ArrayForEach(v, arr) {
-            if (!cJSON_IsString(v) || *n >= cap) { ok = 0; break; }
+    if (ok) cJSON_ArrayForEach(v, arr) {
+            if (!cJSON_IsString(v) || *n >= cap) {
+                ok = 0;
+                break;
+            }
             ids[(*n)++] = strtoull(v->valuestring, NULL, 10);
         }
     cJSON_Delete(o);
@@ -400,7 +410,10 @@ static void *ids_main(void *arg) {
             continue;
         }
         int before = w->n;
-        if (parse_ids(cl.body, w->ids, &w->n, ID_CAP) < 0) { w->errors++; break; }
+        if (parse_ids(cl.body, w->ids, &w->n, ID_CAP) < 0) {
+            w->errors++;
+            break;
+        }
         for (int i = before; i < w->n; i++)
             if (i > 0 && w->ids[i] <= w->ids[i - 1]) w->not_increasing++;
         struct timespec pause = {0, 500 * 1000};
@@ -435,7 +448,10 @@ static void test_ids_while_masters_restart(void) {
     struct id_run w[ID_THREADS];
     pthread_t th[ID_THREADS];
     for (int i = 0; i < ID_THREADS; i++) {
-        w[i] = (struct id_run){.id = i, .ns = "q-ids", .count = 5, .stop = &stop,
+        w[i] = (struct id_run){.id = i,
+                               .ns = "q-ids",
+                               .count = 5,
+                               .stop = &stop,
                                .ids = malloc(ID_CAP * sizeof(uint64_t))};
         pthread_create(&th[i], NULL, ids_main, &w[i]);
     }
@@ -482,7 +498,12 @@ static void test_ids_while_masters_restart(void) {
  * moment, many times over: the blocks they hand out must not meet. */
 #define RACE_ROUNDS 300
 static pthread_barrier_t race_barrier;
-struct race_arg { int g; uint64_t ids[RACE_ROUNDS][16]; int n[RACE_ROUNDS]; int errors; };
+struct race_arg {
+    int g;
+    uint64_t ids[RACE_ROUNDS][16];
+    int n[RACE_ROUNDS];
+    int errors;
+};
 
 static void *race_main(void *arg) {
     struct race_arg *a = arg;
@@ -518,15 +539,21 @@ static void test_ids_simultaneous_first_lease(void) {
         int clash = 0;
         for (int i = 0; i < ra[0].n[round]; i++)
             for (int j = 0; j < ra[1].n[round]; j++)
-                if (ra[0].ids[round][i] == ra[1].ids[round][j]) { clash = 1; shared_ids++; }
+                if (ra[0].ids[round][i] == ra[1].ids[round][j]) {
+                    clash = 1;
+                    shared_ids++;
+                }
         if (clash && clashes++ < 3)
-            fprintf(stderr, "  round %d: both gateways handed out %" PRIu64 "..%" PRIu64
-                    " and %" PRIu64 "..%" PRIu64 "\n", round, ra[0].ids[round][0],
-                    ra[0].ids[round][ra[0].n[round] - 1], ra[1].ids[round][0],
-                    ra[1].ids[round][ra[1].n[round] - 1]);
+            fprintf(stderr,
+                    "  round %d: both gateways handed out %" PRIu64 "..%" PRIu64 " and %" PRIu64
+                    "..%" PRIu64 "\n",
+                    round, ra[0].ids[round][0], ra[0].ids[round][ra[0].n[round] - 1],
+                    ra[1].ids[round][0], ra[1].ids[round][ra[1].n[round] - 1]);
     }
-    fprintf(stderr, "  %d simultaneous first leases: %d rounds with the same ids (%d ids), "
-            "%d errors\n", RACE_ROUNDS, clashes, shared_ids, ra[0].errors + ra[1].errors);
+    fprintf(stderr,
+            "  %d simultaneous first leases: %d rounds with the same ids (%d ids), "
+            "%d errors\n",
+            RACE_ROUNDS, clashes, shared_ids, ra[0].errors + ra[1].errors);
     CHECK_EQ_INT(clashes, 0);
     CHECK_EQ_INT(ra[0].errors + ra[1].errors, 0);
 }
@@ -535,9 +562,9 @@ static void test_ids_simultaneous_first_lease(void) {
  * 6. Mutual exclusion under contention while masters die
  * ========================================================================= */
 
-#define MX_THREADS 8
+#define MX_THREADS   8
 #define MX_MAX_HOLDS 100000
-#define MX_PATH "/v1/locks/q-mutex"
+#define MX_PATH      "/v1/locks/q-mutex"
 
 static volatile long counter;
 static atomic_int inside, overlaps, mx_errors, mx_busy, mx_unavailable, mx_bad_release;
@@ -623,8 +650,8 @@ static void test_mutual_exclusion_while_masters_die(void) {
             "  %d holds (%d while two masters were down), %d busy, %d unavailable, %d errors, "
             "%d bad releases, counter %ld, %d overlaps in %.1f s\n",
             mx_holds, while_down, atomic_load(&mx_busy), atomic_load(&mx_unavailable),
-            atomic_load(&mx_errors), atomic_load(&mx_bad_release), counter,
-            atomic_load(&overlaps), ms / 1000.0);
+            atomic_load(&mx_errors), atomic_load(&mx_bad_release), counter, atomic_load(&overlaps),
+            ms / 1000.0);
     CHECK(mx_holds > 100);
     CHECK(while_down > 20);
     CHECK_EQ_INT(counter, mx_holds);
@@ -656,7 +683,10 @@ int main(void) {
     long long t0 = h_now_ms();
     up_ok = start_all() == 0;
     const char *only = getenv("ONLY");
-#define RUN_IF(fn) do { if (!only || strstr(#fn, only)) RUN(fn); } while (0)
+#define RUN_IF(fn)                               \
+    do {                                         \
+        if (!only || strstr(#fn, only)) RUN(fn); \
+    } while (0)
     RUN_IF(test_basics);
     RUN_IF(test_two_down);
     RUN_IF(test_three_down);

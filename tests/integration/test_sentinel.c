@@ -30,7 +30,7 @@
 #include <string.h>
 
 #define MASTER_NAME "mymaster"
-#define PREFIX_KEY "lockgate:lock:"
+#define PREFIX_KEY  "lockgate:lock:"
 
 static struct h_redis master, replica, sen[3];
 static int topology_ok;
@@ -64,8 +64,8 @@ static void sentinel_flags(char *out, size_t cap, const int *order, int n, const
     size_t len = 0;
     out[0] = '\0';
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(out + len, cap - len, "--sentinel 127.0.0.1:%d ",
-                                sen[order[i]].port);
+        len +=
+            (size_t)snprintf(out + len, cap - len, "--sentinel 127.0.0.1:%d ", sen[order[i]].port);
     snprintf(out + len, cap - len, "--sentinel-master %s %s", MASTER_NAME, more ? more : "");
 }
 
@@ -126,19 +126,22 @@ static int topology_up(void) {
 struct load {
     struct h_gw *g;
     atomic_int stop;
-    atomic_int ok;           /* 2xx, or a 404 release of a lock the failover lost */
-    atomic_int unavailable;  /* 503 backend_unavailable */
-    atomic_int busy;         /* 409: its own lock whose release failed in the gap */
-    atomic_int other;        /* anything else */
-    atomic_int failed;       /* no answer */
-    atomic_int slow;         /* answers that took 3 s or more */
+    atomic_int ok;          /* 2xx, or a 404 release of a lock the failover lost */
+    atomic_int unavailable; /* 503 backend_unavailable */
+    atomic_int busy;        /* 409: its own lock whose release failed in the gap */
+    atomic_int other;       /* anything else */
+    atomic_int failed;      /* no answer */
+    atomic_int slow;        /* answers that took 3 s or more */
     atomic_int ok_after_mark;
     atomic_int mark;
-    atomic_llong max_ms;     /* slowest answer */
+    atomic_llong max_ms; /* slowest answer */
     pthread_t th[4];
 };
 
-struct load_arg { struct load *l; int id; };
+struct load_arg {
+    struct load *l;
+    int id;
+};
 static struct load_arg load_args[4];
 
 static void load_count(struct load *l, long st, struct h_client *cl, int release) {
@@ -146,7 +149,8 @@ static void load_count(struct load *l, long st, struct h_client *cl, int release
     long long prev = atomic_load(&l->max_ms);
     while (ms > prev && !atomic_compare_exchange_weak(&l->max_ms, &prev, ms)) {}
     if (cl->seconds >= 3.0) atomic_fetch_add(&l->slow, 1);
-    if (st == 0) atomic_fetch_add(&l->failed, 1);
+    if (st == 0)
+        atomic_fetch_add(&l->failed, 1);
     else if ((st >= 200 && st < 300) || (release && st == 404)) {
         atomic_fetch_add(&l->ok, 1);
         if (atomic_load(&l->mark)) atomic_fetch_add(&l->ok_after_mark, 1);
@@ -237,7 +241,8 @@ static void test_failover_under_load(void) {
     if (!topology_ok || gw.pid <= 0) return;
 
     /* A lock taken before, known to be on the replica. */
-    struct h_resp r = h_http("POST", gw.port, "/v1/locks/s-before", NULL, "{\"ttl_ms\":120000}", NULL);
+    struct h_resp r =
+        h_http("POST", gw.port, "/v1/locks/s-before", NULL, "{\"ttl_ms\":120000}", NULL);
     CHECK_EQ_INT(r.status, 201);
     char tok[160];
     snprintf(tok, sizeof tok, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
@@ -291,8 +296,10 @@ static void test_failover_under_load(void) {
          * moment before this POST's answer: only count a 200 before the
          * sentinels switched.) */
         if (ready.status != 503) {
-            if (switched_at < 0) bad_ready++;
-            else ready_after++;
+            if (switched_at < 0)
+                bad_ready++;
+            else
+                ready_after++;
         }
         h_resp_free(&ready);
         h_resp_free(&r);
@@ -306,10 +313,10 @@ static void test_failover_under_load(void) {
             served_at < 0 || switched_at < 0 ? -1 : served_at - switched_at, polls, slowest);
     CHECK(switched_at > 0);
     CHECK(served_at > 0);
-    CHECK(polls >= 5);           /* there was a gap to see */
+    CHECK(polls >= 5); /* there was a gap to see */
     CHECK_EQ_INT(bad_post, 0);
     CHECK_EQ_INT(bad_ready, 0);
-    CHECK(slowest < 3.0);        /* never a hang */
+    CHECK(slowest < 3.0); /* never a hang */
     if (switched_at > 0 && served_at > 0) CHECK(served_at - switched_at < 5000);
     CHECK(ready_after <= 3);
 
@@ -404,8 +411,10 @@ static void test_replica_ack(void) {
         return;
     }
     /* Healthy: acquired, and the replica has it when the answer comes. */
-    struct h_resp r = h_http("POST", g.port, "/v1/locks/ack-held", NULL, "{\"ttl_ms\":30000}", NULL);
-    if (r.status != 201) fprintf(stderr, "  healthy: acquire answered %ld: %.200s\n", r.status, r.body);
+    struct h_resp r =
+        h_http("POST", g.port, "/v1/locks/ack-held", NULL, "{\"ttl_ms\":30000}", NULL);
+    if (r.status != 201)
+        fprintf(stderr, "  healthy: acquire answered %ld: %.200s\n", r.status, r.body);
     CHECK_EQ_INT(r.status, 201);
     char held[160], re[160];
     snprintf(held, sizeof held, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
@@ -428,8 +437,9 @@ static void test_replica_ack(void) {
         CHECK_EQ_INT(r.status, 503);
         CHECK_EQ_STR(h_jcode(&r), "backend_unavailable");
         CHECK_EQ_STR(h_header(&r, "Retry-After"), "1");
-        if (i == 0) fprintf(stderr, "  replica frozen: acquire answered %ld in %.2f s: %.160s\n",
-                            r.status, r.seconds, r.body);
+        if (i == 0)
+            fprintf(stderr, "  replica frozen: acquire answered %ld in %.2f s: %.160s\n", r.status,
+                    r.seconds, r.body);
         CHECK(r.seconds >= 0.25 && r.seconds < 0.3 + 1.2);
         h_resp_free(&r);
         r = h_http("GET", g.port, "/v1/locks/ack-new", NULL, NULL, NULL);
@@ -463,7 +473,10 @@ static void test_replica_ack(void) {
         r = h_http("POST", g.port, "/v1/locks/ack-thawed", NULL, "{\"ttl_ms\":30000}", NULL);
         long st = r.status;
         h_resp_free(&r);
-        if (st == 201) { took = h_now_ms() - t0; break; }
+        if (st == 201) {
+            took = h_now_ms() - t0;
+            break;
+        }
         CHECK_EQ_INT(st, 503);
         h_sleep_ms(50);
     }

@@ -46,8 +46,8 @@ static char *dup_token(struct h_resp *r) {
 
 /* ---- a client on its own thread ------------------------------------------------ */
 
-static atomic_int inside;        /* holders inside their critical section now */
-static atomic_int acquired_seq;  /* acquisitions so far (gives each its order) */
+static atomic_int inside;       /* holders inside their critical section now */
+static atomic_int acquired_seq; /* acquisitions so far (gives each its order) */
 
 struct call {
     pthread_t th;
@@ -56,17 +56,17 @@ struct call {
     char path[256];
     char token[160];
     char body[512];
-    int hold_ms;            /* after a 201: hold this long, then DELETE; < 0: keep it */
-    long long t_send;       /* when the request went out */
-    long long t_done;       /* when its answer was in */
-    long long t_released;   /* when its DELETE was answered */
+    int hold_ms;          /* after a 201: hold this long, then DELETE; < 0: keep it */
+    long long t_send;     /* when the request went out */
+    long long t_done;     /* when its answer was in */
+    long long t_released; /* when its DELETE was answered */
     long status, rel_status;
-    char code[40];          /* problem code, "" if none */
-    char retry_after[16];   /* Retry-After header, "" if none */
-    char got[160];          /* Lock-Token of the answer */
+    char code[40];        /* problem code, "" if none */
+    char retry_after[16]; /* Retry-After header, "" if none */
+    char got[160];        /* Lock-Token of the answer */
     long long fence;
-    int order;              /* its place among the acquisitions, -1 none */
-    int overlap;            /* someone else was inside when it got in */
+    int order;   /* its place among the acquisitions, -1 none */
+    int overlap; /* someone else was inside when it got in */
     atomic_int done;
 };
 
@@ -98,8 +98,8 @@ static void *call_main(void *arg) {
     return NULL;
 }
 
-static struct call *call_start(int port, const char *method, const char *path,
-                               const char *token, const char *body, int hold_ms) {
+static struct call *call_start(int port, const char *method, const char *path, const char *token,
+                               const char *body, int hold_ms) {
     struct call *c = calloc(1, sizeof *c);
     c->port = port;
     c->method = method;
@@ -177,7 +177,8 @@ static void sleep_until(long long t) {
 static int raw_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         close(fd);
@@ -273,7 +274,8 @@ static int raw_collect(struct rawc *c, int n, int timeout_ms, int stop_after) {
  * (when set, for a look after the run) instead of the throwaway dir. */
 static int own_gw_start(struct h_gw *g, const char *tag) {
     memset(g, 0, sizeof *g);
-    if (getenv("WAIT_LOGDIR")) snprintf(g->log, sizeof g->log, "%s/%s.log", getenv("WAIT_LOGDIR"), tag);
+    if (getenv("WAIT_LOGDIR"))
+        snprintf(g->log, sizeof g->log, "%s/%s.log", getenv("WAIT_LOGDIR"), tag);
     return h_gw_start(g, &redis, NULL);
 }
 
@@ -350,7 +352,7 @@ static void test_wait_timeout(void) {
     fprintf(stderr, "    wait_ms 400 answered after %lld ms\n", dt);
     CHECK_EQ_INT(r.status, 409);
     CHECK_EQ_STR(h_jcode(&r), "lock_busy");
-    CHECK(dt >= 395);                 /* never before its own deadline */
+    CHECK(dt >= 395); /* never before its own deadline */
     CHECK(dt <= 400 + 250);
     long long ra = h_jint(&r, "retry_after_ms");
     CHECK(ra > 8000 && ra <= 10001);
@@ -390,7 +392,7 @@ static void test_twenty_waiters(void) {
         CHECK_EQ_INT(c[i]->rel_status, 200);
         CHECK(!c[i]->overlap);
         if (c[i]->order >= 0 && c[i]->order < N) {
-            CHECK(by_order[c[i]->order] == -1);   /* each place taken once */
+            CHECK(by_order[c[i]->order] == -1); /* each place taken once */
             by_order[c[i]->order] = i;
         }
         if (c[i]->t_released > last) last = c[i]->t_released;
@@ -429,8 +431,8 @@ static void fair_fifo(const char *p, int two_gateways, const char *body) {
         sleep_until(prev + 50);
         prev = h_now_ms();
         c[i] = call_start(two_gateways && i % 2 ? gw2.port : gw.port, "POST", p, NULL, body, 30);
-        CHECK(wait_metric2(gw.port, two_gateways ? gw2.port : 0, "lockgate_waiting_requests",
-                           i + 1, 3000));
+        CHECK(wait_metric2(gw.port, two_gateways ? gw2.port : 0, "lockgate_waiting_requests", i + 1,
+                           3000));
     }
     long long t_rel = h_now_ms();
     struct h_resp d = H("DELETE", p, ta, NULL);
@@ -442,11 +444,12 @@ static void fair_fifo(const char *p, int two_gateways, const char *body) {
         CHECK_EQ_INT(c[i]->rel_status, 200);
         CHECK(!c[i]->overlap);
         long long prev_rel = i == 0 ? t_rel : c[i - 1]->t_released;
-        fprintf(stderr, "    fair waiter %d (gateway %d) acquired %d-th, %lld ms after the "
-                "release before it\n", i, two_gateways ? i % 2 + 1 : 1, c[i]->order,
-                c[i]->t_done - prev_rel);
+        fprintf(stderr,
+                "    fair waiter %d (gateway %d) acquired %d-th, %lld ms after the "
+                "release before it\n",
+                i, two_gateways ? i % 2 + 1 : 1, c[i]->order, c[i]->t_done - prev_rel);
         CHECK_EQ_INT(c[i]->order, i);
-        CHECK(c[i]->t_done - prev_rel < SLACK_MS);   /* no wait for a timer */
+        CHECK(c[i]->t_done - prev_rel < SLACK_MS); /* no wait for a timer */
     }
     for (int i = 0; i < N; i++) free(c[i]);
     free(ta);
@@ -472,8 +475,8 @@ static void test_fair_quitter_no_penalty(void) {
     char *ta = dup_token(&a);
     h_resp_free(&a);
     long long t0 = h_now_ms();
-    struct call *w1 = call_start(gw.port, "POST", p, NULL,
-                                 "{\"ttl_ms\":5000,\"wait_ms\":500,\"fair\":true}", -1);
+    struct call *w1 =
+        call_start(gw.port, "POST", p, NULL, "{\"ttl_ms\":5000,\"wait_ms\":500,\"fair\":true}", -1);
     CHECK(wait_waiting(gw.port, 1, 2000));
     struct call *w2 = call_start(gw.port, "POST", p, NULL,
                                  "{\"ttl_ms\":5000,\"wait_ms\":10000,\"fair\":true}", -1);
@@ -515,7 +518,7 @@ static void test_fair_disconnect_no_penalty(void) {
     CHECK(wait_waiting(gw.port, 2, 2000));
     h_sleep_ms(200);
     if (fd >= 0) close(fd);
-    CHECK(wait_waiting(gw.port, 1, 1000));   /* W3 is forgotten at once */
+    CHECK(wait_waiting(gw.port, 1, 1000)); /* W3 is forgotten at once */
     long long t_rel = h_now_ms();
     struct h_resp d = H("DELETE", p, ta, NULL);
     CHECK_EQ_INT(d.status, 200);
@@ -562,8 +565,10 @@ static void test_fair_behind_shared_holders(void) {
     for (int i = 0; i < 2; i++) call_join(f[i]);
     for (int i = 0; i < 2; i++) {
         long long prev_rel = i == 0 ? t_rel : f[0]->t_released;
-        fprintf(stderr, "    fair waiter %d behind shared holders: %lld ms after the release "
-                "before it\n", i, f[i]->t_done - prev_rel);
+        fprintf(stderr,
+                "    fair waiter %d behind shared holders: %lld ms after the release "
+                "before it\n",
+                i, f[i]->t_done - prev_rel);
         CHECK_EQ_INT(f[i]->status, 201);
         CHECK_EQ_INT(f[i]->order, i);
         CHECK(f[i]->t_done - prev_rel < SLACK_MS);
@@ -583,7 +588,8 @@ static void test_cross_gateway_wakeup(void) {
     long long fa = h_jint(&a, "fence");
     h_resp_free(&a);
     long long t0 = h_now_ms();
-    struct call *b = call_start(gw2.port, "POST", p, NULL, "{\"ttl_ms\":5000,\"wait_ms\":5000}", -1);
+    struct call *b =
+        call_start(gw2.port, "POST", p, NULL, "{\"ttl_ms\":5000,\"wait_ms\":5000}", -1);
     CHECK(wait_waiting(gw2.port, 1, 2000));
     sleep_until(t0 + 300);
     CHECK(!atomic_load(&b->done));
@@ -661,12 +667,13 @@ static void test_hangup_and_release_together(void) {
         CHECK_EQ_INT(a.status, 201);
         char *ta = dup_token(&a);
         h_resp_free(&a);
-        int fd = raw_post(g.port, p, round ? "{\"ttl_ms\":30000,\"wait_ms\":5000,\"fair\":true}"
-                                           : "{\"ttl_ms\":30000,\"wait_ms\":5000}");
+        int fd = raw_post(g.port, p,
+                          round ? "{\"ttl_ms\":30000,\"wait_ms\":5000,\"fair\":true}"
+                                : "{\"ttl_ms\":30000,\"wait_ms\":5000}");
         CHECK(fd >= 0);
         CHECK(wait_waiting(g.port, 1, 2000));
         kill(g.pid, SIGSTOP);
-        struct h_resp d = h_http("DELETE", gw2.port, p, ta, NULL, NULL);  /* publishes */
+        struct h_resp d = h_http("DELETE", gw2.port, p, ta, NULL, NULL); /* publishes */
         CHECK_EQ_INT(d.status, 200);
         h_resp_free(&d);
         h_sleep_ms(50);
@@ -679,7 +686,8 @@ static void test_hangup_and_release_together(void) {
         CHECK_EQ_INT(alive, 200);
         h_resp_free(&h);
         struct h_resp r = h_http("GET", gw2.port, p, NULL, NULL, NULL);
-        if (r.status != 404) fprintf(stderr, "    a client that had hung up holds the lock: %s\n", r.body);
+        if (r.status != 404)
+            fprintf(stderr, "    a client that had hung up holds the lock: %s\n", r.body);
         CHECK_EQ_INT(r.status, 404);
         h_resp_free(&r);
         free(ta);
@@ -735,8 +743,10 @@ static void test_disconnect_storm(void) {
 
 static void test_shared_exclusive(void) {
     const char *p = "/v1/locks/rw";
-    struct h_resp s1 = H("POST", p, NULL, "{\"mode\":\"shared\",\"ttl_ms\":10000,\"owner\":\"r1\"}");
-    struct h_resp s2 = H("POST", p, NULL, "{\"mode\":\"shared\",\"ttl_ms\":10000,\"owner\":\"r2\"}");
+    struct h_resp s1 =
+        H("POST", p, NULL, "{\"mode\":\"shared\",\"ttl_ms\":10000,\"owner\":\"r1\"}");
+    struct h_resp s2 =
+        H("POST", p, NULL, "{\"mode\":\"shared\",\"ttl_ms\":10000,\"owner\":\"r2\"}");
     CHECK_EQ_INT(s1.status, 201);
     CHECK_EQ_INT(s2.status, 201);
     CHECK_EQ_STR(h_jstr(&s1, "mode"), "shared");
@@ -744,7 +754,7 @@ static void test_shared_exclusive(void) {
     char *t1 = dup_token(&s1), *t2 = dup_token(&s2);
     CHECK(t1[0] && t2[0] && strcmp(t1, t2) != 0);
     long long f1 = h_jint(&s1, "fence"), f2 = h_jint(&s2, "fence");
-    CHECK(f1 > 0 && f2 > f1);                 /* each shared holder its own fence */
+    CHECK(f1 > 0 && f2 > f1); /* each shared holder its own fence */
     h_resp_free(&s1);
     h_resp_free(&s2);
     struct h_resp g = H("GET", p, NULL, NULL);
@@ -752,7 +762,7 @@ static void test_shared_exclusive(void) {
     CHECK_EQ_INT(h_jint(&g, "holders"), 2);
     CHECK_EQ_STR(h_jstr(&g, "mode"), "shared");
     CHECK_EQ_INT(h_jint(&g, "fence"), f2);
-    CHECK_EQ_STR(h_jstr(&g, "owner"), "r1");  /* the longest-held holder's */
+    CHECK_EQ_STR(h_jstr(&g, "owner"), "r1"); /* the longest-held holder's */
     CHECK(!t1[0] || strstr(g.body, t1) == NULL);
     CHECK(!t2[0] || strstr(g.body, t2) == NULL);
     h_resp_free(&g);
@@ -775,16 +785,17 @@ static void test_shared_exclusive(void) {
     h_resp_free(&x);
 
     /* Exclusive with wait_ms: it gets the lock once both shared are gone. */
-    struct call *e = call_start(gw.port, "POST", p, NULL, "{\"ttl_ms\":10000,\"wait_ms\":5000}", -1);
+    struct call *e =
+        call_start(gw.port, "POST", p, NULL, "{\"ttl_ms\":10000,\"wait_ms\":5000}", -1);
     CHECK(wait_waiting(gw.port, 1, 2000));
-    for (int i = 0; i < 2; i++) {               /* t1 holds twice */
+    for (int i = 0; i < 2; i++) { /* t1 holds twice */
         struct h_resp d = H("DELETE", p, t1, NULL);
         CHECK_EQ_INT(d.status, 200);
         CHECK_EQ_STR(h_jstr(&d, "released"), i == 1 ? "true" : "false");
         h_resp_free(&d);
     }
     h_sleep_ms(150);
-    CHECK(!atomic_load(&e->done));              /* t2 still holds */
+    CHECK(!atomic_load(&e->done)); /* t2 still holds */
     g = H("GET", p, NULL, NULL);
     CHECK_EQ_INT(h_jint(&g, "holders"), 1);
     h_resp_free(&g);
@@ -857,7 +868,7 @@ static void test_shared_exclusive(void) {
     long long ra = h_jint(&x, "retry_after_ms");
     CHECK(ra > 3500 && ra <= 4601);
     h_resp_free(&x);
-    x = H("DELETE", q, th1, NULL);             /* the expired one holds nothing */
+    x = H("DELETE", q, th1, NULL); /* the expired one holds nothing */
     CHECK_EQ_INT(x.status, 409);
     CHECK_EQ_STR(h_jcode(&x), "not_owner");
     h_resp_free(&x);
@@ -927,8 +938,8 @@ static void test_semaphores(void) {
     h_resp_free(&r);
 
     /* A 4th waits, and gets a permit as soon as one is released. */
-    struct call *w = call_start(gw.port, "POST", p, NULL,
-                                "{\"limit\":3,\"ttl_ms\":10000,\"wait_ms\":5000}", -1);
+    struct call *w =
+        call_start(gw.port, "POST", p, NULL, "{\"limit\":3,\"ttl_ms\":10000,\"wait_ms\":5000}", -1);
     CHECK(wait_waiting(gw.port, 1, 2000));
     h_sleep_ms(100);
     CHECK(!atomic_load(&w->done));
@@ -941,7 +952,7 @@ static void test_semaphores(void) {
     CHECK_EQ_INT(w->status, 201);
     CHECK(w->t_done - t_rel < SLACK_MS);
     CHECK(strlen(w->got) == 22);
-    r = H("DELETE", p, tok[1], NULL);          /* its permit is gone */
+    r = H("DELETE", p, tok[1], NULL); /* its permit is gone */
     CHECK_EQ_INT(r.status, 409);
     CHECK_EQ_STR(h_jcode(&r), "not_owner");
     h_resp_free(&r);
@@ -974,7 +985,7 @@ static void test_semaphores(void) {
     CHECK(h_header(&r, "Lock-Token") && strcmp(h_header(&r, "Lock-Token"), mine) != 0);
     h_resp_free(&r);
     r = H("POST", "/v1/semaphores/pool2", mine, "{\"limit\":2}");
-    CHECK_EQ_INT(r.status, 201);             /* no re-entry: a second permit */
+    CHECK_EQ_INT(r.status, 201); /* no re-entry: a second permit */
     CHECK_EQ_INT(h_jint(&r, "holders"), 2);
     CHECK(h_header(&r, "Lock-Token") && strcmp(h_header(&r, "Lock-Token"), mine) != 0);
     h_resp_free(&r);
@@ -1004,11 +1015,11 @@ static void test_semaphores(void) {
     CHECK_EQ_INT(r.status, 201);
     CHECK_EQ_INT(h_jint(&r, "holders"), 2);
     h_resp_free(&r);
-    struct call *we = call_start(gw.port, "POST", q, NULL,
-                                 "{\"limit\":2,\"ttl_ms\":5000,\"wait_ms\":3000}", -1);
+    struct call *we =
+        call_start(gw.port, "POST", q, NULL, "{\"limit\":2,\"ttl_ms\":5000,\"wait_ms\":3000}", -1);
     call_join(we);
     CHECK_EQ_INT(we->status, 201);
-    CHECK(we->t_done >= ta0 + 400 - 2);        /* not before the permit's lease end */
+    CHECK(we->t_done >= ta0 + 400 - 2); /* not before the permit's lease end */
     CHECK(we->t_done <= ta1 + 400 + SLACK_MS);
     free(we);
 }
@@ -1138,11 +1149,11 @@ static void test_thousand_waiters(void) {
     struct h_resp d = H("DELETE", p, ta, NULL);
     CHECK_EQ_INT(d.status, 200);
     h_resp_free(&d);
-    raw_collect(c, N, 2000, 1);                 /* the winner's answer */
+    raw_collect(c, N, 2000, 1); /* the winner's answer */
     double wake1 = metric(gw.port, "lockgate_wait_wakeups_total");
-    if (h_now_ms() < t0 + 4500) {               /* no deadline could have fired yet */
+    if (h_now_ms() < t0 + 4500) { /* no deadline could have fired yet */
         fprintf(stderr, "    wake-ups for one release among %d waiters: %g\n", N, wake1 - wake0);
-        CHECK(wake1 - wake0 <= 5);              /* no thundering herd */
+        CHECK(wake1 - wake0 <= 5); /* no thundering herd */
     }
     int done = raw_collect(c, N, 5000 + 3000, 0);
     long long t_all = h_now_ms();
@@ -1150,11 +1161,15 @@ static void test_thousand_waiters(void) {
     int n201 = 0, n409 = 0, other = 0;
     for (int i = 0; i < N; i++) {
         long st = raw_status(c[i].buf);
-        if (st == 201) n201++;
-        else if (st == 409 && strstr(c[i].buf, "\"lock_busy\"")) n409++;
-        else other++;
+        if (st == 201)
+            n201++;
+        else if (st == 409 && strstr(c[i].buf, "\"lock_busy\""))
+            n409++;
+        else
+            other++;
     }
-    fprintf(stderr, "    exclusive: %d got it, %d timed out, %d other, all done %lld ms after start\n",
+    fprintf(stderr,
+            "    exclusive: %d got it, %d timed out, %d other, all done %lld ms after start\n",
             n201, n409, other, t_all - t0);
     CHECK_EQ_INT(n201, 1);
     CHECK_EQ_INT(n409, N - 1);
@@ -1182,12 +1197,15 @@ static void test_thousand_waiters(void) {
     n201 = other = 0;
     long long last = t_rel;
     for (int i = 0; i < N; i++) {
-        if (raw_status(c[i].buf) == 201) n201++;
-        else other++;
+        if (raw_status(c[i].buf) == 201)
+            n201++;
+        else
+            other++;
         if (c[i].t_done > last) last = c[i].t_done;
     }
-    fprintf(stderr, "    shared: %d of %d entered, the last %lld ms after the release; threads %d\n",
-            n201, N, last - t_rel, busy);
+    fprintf(stderr,
+            "    shared: %d of %d entered, the last %lld ms after the release; threads %d\n", n201,
+            N, last - t_rel, busy);
     CHECK_EQ_INT(n201, N);
     CHECK_EQ_INT(other, 0);
     struct h_resp g = H("GET", q, NULL, NULL);
@@ -1206,7 +1224,10 @@ static void test_clean_stop(void) {
 
 /* With an argument, only the tests whose names contain it run. */
 static const char *only;
-#define RUN_SOME(fn) do { if (!only || strstr(#fn, only)) RUN(fn); } while (0)
+#define RUN_SOME(fn)                             \
+    do {                                         \
+        if (!only || strstr(#fn, only)) RUN(fn); \
+    } while (0)
 
 int main(int argc, char **argv) {
     if (argc > 1) only = argv[1];

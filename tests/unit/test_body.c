@@ -62,19 +62,21 @@ static int detail_mentions(struct gw_request *req, const char *word) {
 }
 
 /* Expects req to have been answered 400 with code. */
-#define CHECK_REPLIED(req, want_code) do { \
-    char code_buf_[64]; \
-    CHECK_EQ_INT((req)->status, 400); \
-    CHECK_EQ_INT((req)->done, 1); \
-    CHECK_EQ_STR((req)->content_type, "application/problem+json"); \
-    CHECK_EQ_STR(problem_code((req), code_buf_, sizeof code_buf_), (want_code)); \
-} while (0)
+#define CHECK_REPLIED(req, want_code)                                                \
+    do {                                                                             \
+        char code_buf_[64];                                                          \
+        CHECK_EQ_INT((req)->status, 400);                                            \
+        CHECK_EQ_INT((req)->done, 1);                                                \
+        CHECK_EQ_STR((req)->content_type, "application/problem+json");               \
+        CHECK_EQ_STR(problem_code((req), code_buf_, sizeof code_buf_), (want_code)); \
+    } while (0)
 
-#define CHECK_NOT_REPLIED(req) do { \
-    CHECK_EQ_INT((req)->status, 0); \
-    CHECK((req)->resp == NULL); \
-    CHECK_EQ_INT((req)->done, 0); \
-} while (0)
+#define CHECK_NOT_REPLIED(req)          \
+    do {                                \
+        CHECK_EQ_INT((req)->status, 0); \
+        CHECK((req)->resp == NULL);     \
+        CHECK_EQ_INT((req)->done, 0);   \
+    } while (0)
 
 /* ============================================================================
  * body_parse_or_reply
@@ -102,7 +104,7 @@ static void parse_bad_len(const char *body, size_t len) {
 static void parse_bad(const char *body) { parse_bad_len(body, strlen(body)); }
 
 static void test_parse_objects(void) {
-    parse_ok(NULL);                 /* empty body: all defaults */
+    parse_ok(NULL); /* empty body: all defaults */
     parse_ok("{}");
     parse_ok("  {}  ");
     parse_ok("{}\r\n\t ");
@@ -112,10 +114,30 @@ static void test_parse_objects(void) {
 }
 
 static void test_parse_not_objects(void) {
-    const char *bad[] = {"[]", "[1,2]", "\"str\"", "1", "true", "null", "{", "}", "{\"a\"}",
-                         "{\"a\":}", "{\"a\":1,}", "{'a':1}", "{a:1}", "{} {}", "{} x", "{}}",
-                         " ", "\n", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\x41\"}", "{\"a\":-}",
-                         "{\"a\":NaN}", "{\"a\":Infinity}", "{\"a\":1}\xef\xbb\xbf"};
+    const char *bad[] = {"[]",
+                         "[1,2]",
+                         "\"str\"",
+                         "1",
+                         "true",
+                         "null",
+                         "{",
+                         "}",
+                         "{\"a\"}",
+                         "{\"a\":}",
+                         "{\"a\":1,}",
+                         "{'a':1}",
+                         "{a:1}",
+                         "{} {}",
+                         "{} x",
+                         "{}}",
+                         " ",
+                         "\n",
+                         "{\"a\":\"\\ud800\"}",
+                         "{\"a\":\"\\x41\"}",
+                         "{\"a\":-}",
+                         "{\"a\":NaN}",
+                         "{\"a\":Infinity}",
+                         "{\"a\":1}\xef\xbb\xbf"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) parse_bad(bad[i]);
 }
 
@@ -133,9 +155,9 @@ static void test_parse_nul_bytes(void) {
 static void test_parse_strict_strings(void) {
     parse_bad_len("{\"owner\":\"a\0b\"}", 15);
     parse_bad("{\"owner\":\"\xff\xfe\"}");
-    parse_bad("{\"owner\":\"\xc3\"}");          /* truncated sequence */
-    parse_bad("{\"owner\":\"\xc0\xaf\"}");      /* overlong '/' */
-    parse_bad("{\"owner\":\"\xed\xa0\x80\"}");  /* a surrogate encoded in UTF-8 */
+    parse_bad("{\"owner\":\"\xc3\"}");         /* truncated sequence */
+    parse_bad("{\"owner\":\"\xc0\xaf\"}");     /* overlong '/' */
+    parse_bad("{\"owner\":\"\xed\xa0\x80\"}"); /* a surrogate encoded in UTF-8 */
 }
 
 static char *nested(int depth, char open, char close) {
@@ -191,48 +213,70 @@ static void test_int_field(void) {
     long long v = -7;
     int present = -1;
     char code[64];
-    CHECK_EQ_INT(int_field("{}", "ttl_ms", 30000, 100, 86400000, &v, &present, code, sizeof code), GW_OK);
+    CHECK_EQ_INT(int_field("{}", "ttl_ms", 30000, 100, 86400000, &v, &present, code, sizeof code),
+                 GW_OK);
     CHECK_EQ_INT(v, 30000);
     CHECK_EQ_INT(present, 0);
     CHECK_EQ_INT(int_field("{\"ttl_ms\":null}", "ttl_ms", 30000, 100, 86400000, &v, &present, code,
-                           sizeof code), GW_OK);
+                           sizeof code),
+                 GW_OK);
     CHECK_EQ_INT(v, 30000);
     CHECK_EQ_INT(present, 0);
     CHECK_EQ_INT(int_field("{\"ttl_ms\":5000}", "ttl_ms", 30000, 100, 86400000, &v, &present, code,
-                           sizeof code), GW_OK);
+                           sizeof code),
+                 GW_OK);
     CHECK_EQ_INT(v, 5000);
     CHECK_EQ_INT(present, 1);
     /* NULL present is allowed. */
-    CHECK_EQ_INT(int_field("{\"ttl_ms\":5000}", "ttl_ms", 0, 100, 86400000, &v, NULL, code,
-                           sizeof code), GW_OK);
+    CHECK_EQ_INT(
+        int_field("{\"ttl_ms\":5000}", "ttl_ms", 0, 100, 86400000, &v, NULL, code, sizeof code),
+        GW_OK);
     /* Bounds are inclusive. */
-    CHECK_EQ_INT(int_field("{\"ttl_ms\":100}", "ttl_ms", 0, 100, 86400000, &v, NULL, code, sizeof code), GW_OK);
+    CHECK_EQ_INT(
+        int_field("{\"ttl_ms\":100}", "ttl_ms", 0, 100, 86400000, &v, NULL, code, sizeof code),
+        GW_OK);
     CHECK_EQ_INT(v, 100);
-    CHECK_EQ_INT(int_field("{\"ttl_ms\":86400000}", "ttl_ms", 0, 100, 86400000, &v, NULL, code,
-                           sizeof code), GW_OK);
+    CHECK_EQ_INT(
+        int_field("{\"ttl_ms\":86400000}", "ttl_ms", 0, 100, 86400000, &v, NULL, code, sizeof code),
+        GW_OK);
     CHECK_EQ_INT(v, 86400000);
     /* Integer-valued numbers in other spellings. */
-    CHECK_EQ_INT(int_field("{\"ttl_ms\":1e3}", "ttl_ms", 0, 100, 86400000, &v, NULL, code, sizeof code), GW_OK);
+    CHECK_EQ_INT(
+        int_field("{\"ttl_ms\":1e3}", "ttl_ms", 0, 100, 86400000, &v, NULL, code, sizeof code),
+        GW_OK);
     CHECK_EQ_INT(v, 1000);
-    CHECK_EQ_INT(int_field("{\"ttl_ms\":1000.0}", "ttl_ms", 0, 100, 86400000, &v, NULL, code,
-                           sizeof code), GW_OK);
+    CHECK_EQ_INT(
+        int_field("{\"ttl_ms\":1000.0}", "ttl_ms", 0, 100, 86400000, &v, NULL, code, sizeof code),
+        GW_OK);
     CHECK_EQ_INT(v, 1000);
-    CHECK_EQ_INT(int_field("{\"wait_ms\":-0}", "wait_ms", 5, 0, 300000, &v, NULL, code, sizeof code), GW_OK);
+    CHECK_EQ_INT(
+        int_field("{\"wait_ms\":-0}", "wait_ms", 5, 0, 300000, &v, NULL, code, sizeof code), GW_OK);
     CHECK_EQ_INT(v, 0);
     /* Field names are case-sensitive: TTL_MS is an unknown field. */
     CHECK_EQ_INT(int_field("{\"TTL_MS\":\"x\"}", "ttl_ms", 30000, 100, 86400000, &v, &present, code,
-                           sizeof code), GW_OK);
+                           sizeof code),
+                 GW_OK);
     CHECK_EQ_INT(present, 0);
     /* The largest bound a handler uses (max_hold_ms). */
     CHECK_EQ_INT(int_field("{\"max_hold_ms\":1000000000000}", "max_hold_ms", 0, 100,
-                           1000000000000LL, &v, NULL, code, sizeof code), GW_OK);
+                           1000000000000LL, &v, NULL, code, sizeof code),
+                 GW_OK);
     CHECK_EQ_INT(v, 1000000000000LL);
 
     const char *bad[] = {
-        "{\"ttl_ms\":99}", "{\"ttl_ms\":86400001}", "{\"ttl_ms\":-1}", "{\"ttl_ms\":1000.5}",
-        "{\"ttl_ms\":\"5000\"}", "{\"ttl_ms\":true}", "{\"ttl_ms\":[1000]}", "{\"ttl_ms\":{}}",
-        "{\"ttl_ms\":1e400}", "{\"ttl_ms\":-1e400}", "{\"ttl_ms\":1e-400}",
-        "{\"ttl_ms\":99999999999999999999999}", "{\"ttl_ms\":-99999999999999999999999}",
+        "{\"ttl_ms\":99}",
+        "{\"ttl_ms\":86400001}",
+        "{\"ttl_ms\":-1}",
+        "{\"ttl_ms\":1000.5}",
+        "{\"ttl_ms\":\"5000\"}",
+        "{\"ttl_ms\":true}",
+        "{\"ttl_ms\":[1000]}",
+        "{\"ttl_ms\":{}}",
+        "{\"ttl_ms\":1e400}",
+        "{\"ttl_ms\":-1e400}",
+        "{\"ttl_ms\":1e-400}",
+        "{\"ttl_ms\":99999999999999999999999}",
+        "{\"ttl_ms\":-99999999999999999999999}",
         "{\"ttl_ms\":100.0000001}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -245,15 +289,25 @@ static void test_int_field(void) {
     /* Past 2^53 a double cannot tell neighbours apart: the range check
      * must still hold at the edge of the largest bound. */
     CHECK_EQ_INT(int_field("{\"max_hold_ms\":1000000000001}", "max_hold_ms", 0, 100,
-                           1000000000000LL, &v, NULL, code, sizeof code), GW_REPLIED);
+                           1000000000000LL, &v, NULL, code, sizeof code),
+                 GW_REPLIED);
 }
 
 static void test_bool_field(void) {
-    struct { const char *body; int rc; int out; } cases[] = {
-        {"{}", GW_OK, 0}, {"{\"fair\":null}", GW_OK, 0}, {"{\"fair\":true}", GW_OK, 1},
-        {"{\"fair\":false}", GW_OK, 0}, {"{\"fair\":1}", GW_REPLIED, 0},
-        {"{\"fair\":0}", GW_REPLIED, 0}, {"{\"fair\":\"true\"}", GW_REPLIED, 0},
-        {"{\"fair\":[]}", GW_REPLIED, 0}, {"{\"fair\":{}}", GW_REPLIED, 0},
+    struct {
+        const char *body;
+        int rc;
+        int out;
+    } cases[] = {
+        {"{}",                  GW_OK,      0},
+        {"{\"fair\":null}",     GW_OK,      0},
+        {"{\"fair\":true}",     GW_OK,      1},
+        {"{\"fair\":false}",    GW_OK,      0},
+        {"{\"fair\":1}",        GW_REPLIED, 0},
+        {"{\"fair\":0}",        GW_REPLIED, 0},
+        {"{\"fair\":\"true\"}", GW_REPLIED, 0},
+        {"{\"fair\":[]}",       GW_REPLIED, 0},
+        {"{\"fair\":{}}",       GW_REPLIED, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct gw_request *req = fake(cases[i].body);
@@ -322,7 +376,7 @@ static void test_string_field(void) {
     fake_free(req);
     memset(owner, 0, sizeof owner);
     for (int i = 0; i < 100; i++) memcpy(owner + 2 * i, "\xc3\xa9", 2); /* 200 bytes */
-    snprintf(body, sizeof body, "{\"owner\":\"%s\\u00e9\"}", owner);  /* 202 bytes */
+    snprintf(body, sizeof body, "{\"owner\":\"%s\\u00e9\"}", owner);    /* 202 bytes */
     req = fake(body);
     CHECK_EQ_INT(body_parse_or_reply(req), GW_OK);
     CHECK_EQ_INT(body_string_or_reply(req, "owner", 200, &s), GW_REPLIED);
@@ -371,8 +425,8 @@ static void test_parse_decimal(void) {
     CHECK_EQ_INT(v, LLONG_MAX - 1);
 
     v = 42;
-    const char *bad[] = {"", "-1", "+1", " 1", "1 ", "1a", "a1", "0x10", "1.0", "1e3", "١",
-                         "10001", "0", "99999999999999999999999999"};
+    const char *bad[] = {"",     "-1",  "+1",  " 1", "1 ",    "1a", "a1",
+                         "0x10", "1.0", "1e3", "١",  "10001", "0",  "99999999999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (parse_decimal(bad[i], 1, 10000, &v) != -1) fprintf(stderr, "  accepted '%s'\n", bad[i]);
         CHECK_EQ_INT(parse_decimal(bad[i], 1, 10000, &v), -1);

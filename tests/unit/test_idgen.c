@@ -14,56 +14,46 @@
  * ========================================================================= */
 
 struct fake {
-    pthread_mutex_t mu;         /* guards everything but the clock */
-    _Atomic int64_t now_ms;     /* the gateway's monotonic clock */
-    _Atomic int64_t ticks;      /* tick mode: each now_ms() call adds one */
-    int64_t tick_div;           /* >0: now_ms = ticks / tick_div (tick mode) */
-    int64_t redis_sec;          /* Redis TIME - epoch, when not derived */
-    int redis_from_clock;       /* 1: Redis second = redis_sec + now / 1000 */
-    int has_mark;               /* the high-water mark exists */
-    uint32_t mark_sec;          /* last second granted */
-    uint32_t mark_seq;          /* last sequence granted */
-    int fail;                   /* 1: every lease fails */
-    unsigned fail_every;        /* >0: every n-th lease fails */
-    unsigned calls;             /* lease calls, failed ones included */
-    unsigned leases;            /* successful leases */
-    uint32_t wants[4096];       /* want of each successful lease */
-    _Atomic int in_lease;       /* 1 while a lease runs: checks mutual exclusion */
-    _Atomic int overlap;        /* set when two leases ran at once */
-    uint64_t (*granted)[2];     /* every granted block as an id range [lo, hi] */
-    size_t ngranted;            /* entries used in granted */
-    size_t capgranted;          /* entries allocated in granted */
+    pthread_mutex_t mu;     /* guards everything but the clock */
+    _Atomic int64_t now_ms; /* the gateway's monotonic clock */
+    _Atomic int64_t ticks;  /* tick mode: each now_ms() call adds one */
+    int64_t tick_div;       /* >0: now_ms = ticks / tick_div (tick mode) */
+    int64_t redis_sec;      /* Redis TIME - epoch, when not derived */
+    int redis_from_clock;   /* 1: Redis second = redis_sec + now / 1000 */
+    int has_mark;           /* the high-water mark exists */
+    uint32_t mark_sec;      /* last second granted */
+    uint32_t mark_seq;      /* last sequence granted */
+    int fail;               /* 1: every lease fails */
+    unsigned fail_every;    /* >0: every n-th lease fails */
+    unsigned calls;         /* lease calls, failed ones included */
+    unsigned leases;        /* successful leases */
+    uint32_t wants[4096];   /* want of each successful lease */
+    _Atomic int in_lease;   /* 1 while a lease runs: checks mutual exclusion */
+    _Atomic int overlap;    /* set when two leases ran at once */
+    uint64_t (*granted)[2]; /* every granted block as an id range [lo, hi] */
+    size_t ngranted;        /* entries used in granted */
+    size_t capgranted;      /* entries allocated in granted */
 };
 
-static int64_t fake_clock(struct fake *f)
-{
-    if (f->tick_div > 0)
-        return atomic_fetch_add(&f->ticks, 1) / f->tick_div;
+static int64_t fake_clock(struct fake *f) {
+    if (f->tick_div > 0) return atomic_fetch_add(&f->ticks, 1) / f->tick_div;
     return atomic_load(&f->now_ms);
 }
 
-static int64_t fake_now_ms(void *ctx)
-{
-    return fake_clock(ctx);
-}
+static int64_t fake_now_ms(void *ctx) { return fake_clock(ctx); }
 
-static void fake_advance(struct fake *f, int64_t ms)
-{
-    atomic_fetch_add(&f->now_ms, ms);
-}
+static void fake_advance(struct fake *f, int64_t ms) { atomic_fetch_add(&f->now_ms, ms); }
 
 /* lua/id_lease.lua, line for line. */
-static int fake_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out)
-{
+static int fake_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
     struct fake *f = ctx;
     (void)ns;
-    if (atomic_exchange(&f->in_lease, 1))
-        atomic_store(&f->overlap, 1);
+    if (atomic_exchange(&f->in_lease, 1)) atomic_store(&f->overlap, 1);
     pthread_mutex_lock(&f->mu);
     f->calls++;
     int rc = -1;
-    if (f->fail || (f->fail_every && f->calls % f->fail_every == 0) ||
-        want < 1 || want > IDGEN_BLOCK_MAX)
+    if (f->fail || (f->fail_every && f->calls % f->fail_every == 0) || want < 1 ||
+        want > IDGEN_BLOCK_MAX)
         goto out;
     int64_t now = f->redis_sec + (f->redis_from_clock ? fake_clock(f) / 1000 : 0);
     uint64_t sec, first;
@@ -78,22 +68,19 @@ static int fake_lease(void *ctx, const char *ns, uint32_t want, struct idgen_blo
         first = (uint64_t)f->mark_seq + 1;
     }
     uint64_t last = first + want - 1;
-    if (last > UINT32_MAX)
-        last = UINT32_MAX;
+    if (last > UINT32_MAX) last = UINT32_MAX;
     f->has_mark = 1;
     f->mark_sec = (uint32_t)sec;
     f->mark_seq = (uint32_t)last;
     out->second = (uint32_t)sec;
     out->first = (uint32_t)first;
     out->last = (uint32_t)last;
-    if (f->leases < sizeof f->wants / sizeof f->wants[0])
-        f->wants[f->leases] = want;
+    if (f->leases < sizeof f->wants / sizeof f->wants[0]) f->wants[f->leases] = want;
     f->leases++;
     if (f->ngranted == f->capgranted) {
         f->capgranted = f->capgranted ? 2 * f->capgranted : 256;
         f->granted = realloc(f->granted, f->capgranted * sizeof *f->granted);
-        if (!f->granted)
-            abort();
+        if (!f->granted) abort();
     }
     f->granted[f->ngranted][0] = idgen_pack(out->second, out->first);
     f->granted[f->ngranted][1] = idgen_pack(out->second, out->last);
@@ -105,17 +92,15 @@ out:
     return rc;
 }
 
-static void fake_init(struct fake *f, struct idgen_ns *ns, int64_t max_age_ms)
-{
+static void fake_init(struct fake *f, struct idgen_ns *ns, int64_t max_age_ms) {
     memset(f, 0, sizeof *f);
     pthread_mutex_init(&f->mu, NULL);
     f->redis_sec = 1000;
-    struct idgen_ops ops = { .now_ms = fake_now_ms, .lease = fake_lease, .ctx = f };
+    struct idgen_ops ops = {.now_ms = fake_now_ms, .lease = fake_lease, .ctx = f};
     CHECK_EQ_INT(idgen_ns_init(ns, "orders", &ops, max_age_ms), 0);
 }
 
-static void fake_free(struct fake *f, struct idgen_ns *ns)
-{
+static void fake_free(struct fake *f, struct idgen_ns *ns) {
     idgen_ns_free(ns);
     pthread_mutex_destroy(&f->mu);
     free(f->granted);
@@ -123,8 +108,7 @@ static void fake_free(struct fake *f, struct idgen_ns *ns)
 
 /* Was `id` inside a block the fake Redis granted?  Grants increase while
  * the mark is kept, so a binary search finds the one that could hold it. */
-static int fake_granted(const struct fake *f, uint64_t id)
-{
+static int fake_granted(const struct fake *f, uint64_t id) {
     size_t lo = 0, hi = f->ngranted;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -143,16 +127,15 @@ static uint32_t id_seq(uint64_t id) { return (uint32_t)id; }
  * Layout helpers
  * ========================================================================= */
 
-static void test_pack_unpack(void)
-{
+static void test_pack_unpack(void) {
     CHECK(idgen_pack(0, 1) == 1);
     CHECK(idgen_pack(1, 0) == (UINT64_C(1) << 32));
     CHECK(idgen_pack(1, 42) == ((UINT64_C(1) << 32) | 42));
     CHECK(idgen_pack(IDGEN_SECOND_MAX, UINT32_MAX) == (uint64_t)INT64_MAX);
-    CHECK((idgen_pack(UINT32_MAX, UINT32_MAX) >> 63) == 0);  /* bit 63 stays 0 */
+    CHECK((idgen_pack(UINT32_MAX, UINT32_MAX) >> 63) == 0); /* bit 63 stays 0 */
 
     struct idgen_decoded d;
-    uint64_t id = idgen_pack(63158400, 42);  /* 2026-01-01 */
+    uint64_t id = idgen_pack(63158400, 42); /* 2026-01-01 */
     CHECK_EQ_INT(idgen_unpack(id, IDGEN_DEFAULT_EPOCH, &d), 0);
     CHECK_EQ_INT(d.unix_seconds, 1767225600);
     CHECK_EQ_INT(d.seq, 42);
@@ -167,7 +150,7 @@ static void test_pack_unpack(void)
     CHECK_EQ_INT(idgen_unpack(0, 0, &d), -1);
     CHECK_EQ_INT(idgen_unpack((uint64_t)INT64_MAX + 1, 0, &d), -1);
     CHECK_EQ_INT(idgen_unpack(UINT64_MAX, 0, &d), -1);
-    CHECK_EQ_INT(d.seq, 7);  /* untouched on error */
+    CHECK_EQ_INT(d.seq, 7); /* untouched on error */
 
     for (uint32_t s = 0; s < 2000000000u; s += 99991) {
         uint32_t q = s * 2654435761u;
@@ -179,13 +162,9 @@ static void test_pack_unpack(void)
     }
 }
 
-static int parse(const char *s, uint64_t *v)
-{
-    return idgen_parse_decimal(s, strlen(s), v);
-}
+static int parse(const char *s, uint64_t *v) { return idgen_parse_decimal(s, strlen(s), v); }
 
-static void test_parse_decimal(void)
-{
+static void test_parse_decimal(void) {
     uint64_t v = 99;
     CHECK_EQ_INT(parse("1", &v), 0);
     CHECK(v == 1);
@@ -196,13 +175,13 @@ static void test_parse_decimal(void)
 
     v = 99;
     CHECK_EQ_INT(parse("0", &v), -1);
-    CHECK_EQ_INT(parse("9223372036854775808", &v), -1);   /* INT64_MAX + 1 */
-    CHECK_EQ_INT(parse("9999999999999999999", &v), -1);   /* 19 digits, too big */
-    CHECK_EQ_INT(parse("18446744073709551615", &v), -1);  /* 20 digits */
-    CHECK_EQ_INT(parse("18446744073709551616", &v), -1);  /* 2^64 */
+    CHECK_EQ_INT(parse("9223372036854775808", &v), -1);  /* INT64_MAX + 1 */
+    CHECK_EQ_INT(parse("9999999999999999999", &v), -1);  /* 19 digits, too big */
+    CHECK_EQ_INT(parse("18446744073709551615", &v), -1); /* 20 digits */
+    CHECK_EQ_INT(parse("18446744073709551616", &v), -1); /* 2^64 */
     CHECK_EQ_INT(parse("10000000000000000000", &v), -1);
     CHECK_EQ_INT(parse("00000000000000000001", &v), -1);
-    CHECK_EQ_INT(parse("01", &v), -1);                    /* leading zero */
+    CHECK_EQ_INT(parse("01", &v), -1); /* leading zero */
     CHECK_EQ_INT(parse("", &v), -1);
     CHECK_EQ_INT(parse("+1", &v), -1);
     CHECK_EQ_INT(parse("-1", &v), -1);
@@ -212,16 +191,18 @@ static void test_parse_decimal(void)
     CHECK_EQ_INT(parse("1/", &v), -1);
     CHECK_EQ_INT(parse("1:", &v), -1);
     CHECK_EQ_INT(parse("0x10", &v), -1);
-    CHECK_EQ_INT(idgen_parse_decimal("12\0" "3", 4, &v), -1);  /* NUL inside */
+    CHECK_EQ_INT(idgen_parse_decimal("12\0"
+                                     "3",
+                                     4, &v),
+                 -1); /* NUL inside */
     CHECK_EQ_INT(idgen_parse_decimal(NULL, 0, &v), -1);
-    CHECK(v == 99);                                       /* untouched on error */
+    CHECK(v == 99); /* untouched on error */
 
-    CHECK_EQ_INT(idgen_parse_decimal("1234", 2, &v), 0);  /* length, not NUL */
+    CHECK_EQ_INT(idgen_parse_decimal("1234", 2, &v), 0); /* length, not NUL */
     CHECK(v == 12);
 }
 
-static void test_format(void)
-{
+static void test_format(void) {
     char buf[IDGEN_DEC_MAX];
     CHECK_EQ_INT(idgen_format(0, buf), 1);
     CHECK_EQ_STR(buf, "0");
@@ -257,8 +238,7 @@ static void test_format(void)
     }
 }
 
-static void test_format_time(void)
-{
+static void test_format_time(void) {
     char out[IDGEN_TIME_MAX];
     CHECK_EQ_INT(idgen_format_time(1767225600, out), 0);
     CHECK_EQ_STR(out, "2026-01-01T00:00:00Z");
@@ -266,7 +246,7 @@ static void test_format_time(void)
     CHECK_EQ_STR(out, "2024-01-01T00:00:00Z");
     CHECK_EQ_INT(idgen_format_time(0, out), 0);
     CHECK_EQ_STR(out, "1970-01-01T00:00:00Z");
-    CHECK_EQ_INT(idgen_format_time(951825845, out), 0);    /* a leap day */
+    CHECK_EQ_INT(idgen_format_time(951825845, out), 0); /* a leap day */
     CHECK_EQ_STR(out, "2000-02-29T12:04:05Z");
     CHECK_EQ_INT(idgen_format_time(1709251199, out), 0);
     CHECK_EQ_STR(out, "2024-02-29T23:59:59Z");
@@ -276,7 +256,7 @@ static void test_format_time(void)
     CHECK_EQ_INT(idgen_format_time(253402300799, out), 0);
     CHECK_EQ_STR(out, "9999-12-31T23:59:59Z");
     strcpy(out, "untouched");
-    CHECK_EQ_INT(idgen_format_time(253402300800, out), -1);  /* year 10000 */
+    CHECK_EQ_INT(idgen_format_time(253402300800, out), -1); /* year 10000 */
     CHECK_EQ_INT(idgen_format_time(INT64_MAX, out), -1);
     CHECK_EQ_STR(out, "untouched");
 }
@@ -285,12 +265,11 @@ static void test_format_time(void)
  * Block hand-out, one thread
  * ========================================================================= */
 
-static void test_init_and_bounds(void)
-{
+static void test_init_and_bounds(void) {
     struct idgen_ns ns;
     struct fake f;
-    struct idgen_ops ops = { .now_ms = fake_now_ms, .lease = fake_lease, .ctx = &f };
-    struct idgen_ops no_lease = { .now_ms = fake_now_ms, .ctx = &f };
+    struct idgen_ops ops = {.now_ms = fake_now_ms, .lease = fake_lease, .ctx = &f};
+    struct idgen_ops no_lease = {.now_ms = fake_now_ms, .ctx = &f};
     char longname[IDGEN_NAME_MAX + 2];
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
@@ -307,7 +286,7 @@ static void test_init_and_bounds(void)
     static uint64_t ids[IDGEN_MAX_COUNT + 1];
     CHECK_EQ_INT(idgen_next(&ns, 0, ids), -1);
     CHECK_EQ_INT(idgen_next(&ns, IDGEN_MAX_COUNT + 1, ids), -1);
-    CHECK_EQ_INT(f.calls, 0);  /* nothing leased until asked */
+    CHECK_EQ_INT(f.calls, 0); /* nothing leased until asked */
 
     /* the first request gets at least what it needs in one lease */
     CHECK_EQ_INT(idgen_next(&ns, IDGEN_MAX_COUNT, ids), 0);
@@ -322,8 +301,7 @@ static void test_init_and_bounds(void)
     fake_free(&f, &ns);
 }
 
-static void test_increasing_many_blocks(void)
-{
+static void test_increasing_many_blocks(void) {
     struct idgen_ns ns;
     struct fake f;
     fake_init(&f, &ns, 0);
@@ -334,8 +312,7 @@ static void test_increasing_many_blocks(void)
     for (int i = 0; i < 20000; i++) {
         r = r * 1103515245u + 12345u;
         uint32_t n = 1 + (r >> 16) % 50;
-        if ((r >> 8) % 4 == 0)
-            fake_advance(&f, (r >> 4) % 40);
+        if ((r >> 8) % 4 == 0) fake_advance(&f, (r >> 4) % 40);
         CHECK_EQ_INT(idgen_next(&ns, n, ids), 0);
         int64_t redis_now = f.redis_sec + atomic_load(&f.now_ms) / 1000;
         for (uint32_t k = 0; k < n; k++) {
@@ -360,22 +337,21 @@ static void test_increasing_many_blocks(void)
         total += n;
     }
     CHECK(total > 400000);
-    CHECK(f.leases > 100);     /* many blocks were crossed */
+    CHECK(f.leases > 100); /* many blocks were crossed */
     CHECK(!atomic_load(&f.overlap));
     fake_free(&f, &ns);
 }
 
-static void test_span_two_blocks(void)
-{
+static void test_span_two_blocks(void) {
     struct idgen_ns ns;
     struct fake f;
     fake_init(&f, &ns, 0);
     uint64_t ids[10];
-    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0);   /* block 0..15 */
+    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0); /* block 0..15 */
     CHECK_EQ_INT(id_seq(ids[0]), 0);
     CHECK_EQ_INT(id_seq(ids[9]), 9);
     CHECK_EQ_INT(f.leases, 1);
-    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0);   /* 10..15, then 16..19 */
+    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0); /* 10..15, then 16..19 */
     for (int i = 0; i < 10; i++) {
         CHECK_EQ_INT(id_sec(ids[i]), 1000);
         CHECK_EQ_INT(id_seq(ids[i]), 10 + i);
@@ -389,10 +365,10 @@ static void test_span_two_blocks(void)
      * Redis is in second 1001, so the next one is 1001:0..63 */
     uint64_t more[20];
     f.redis_sec = 1001;
-    CHECK_EQ_INT(idgen_next(&ns, 20, more), 0);  /* 20..39 of second 1000 */
+    CHECK_EQ_INT(idgen_next(&ns, 20, more), 0); /* 20..39 of second 1000 */
     CHECK_EQ_INT(id_seq(more[19]), 39);
     CHECK_EQ_INT(f.leases, 3);
-    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0);   /* 40..47, then 1001:0..1 */
+    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0); /* 40..47, then 1001:0..1 */
     CHECK_EQ_INT(id_sec(ids[0]), 1000);
     CHECK_EQ_INT(id_seq(ids[0]), 40);
     CHECK_EQ_INT(id_seq(ids[7]), 47);
@@ -400,60 +376,53 @@ static void test_span_two_blocks(void)
     CHECK_EQ_INT(id_seq(ids[8]), 0);
     CHECK_EQ_INT(id_seq(ids[9]), 1);
     CHECK_EQ_INT(f.leases, 3);
-    for (int i = 1; i < 10; i++)
-        CHECK(ids[i] > ids[i - 1]);
+    for (int i = 1; i < 10; i++) CHECK(ids[i] > ids[i - 1]);
     fake_free(&f, &ns);
 }
 
-static void test_freshness(void)
-{
+static void test_freshness(void) {
     struct idgen_ns ns;
     struct fake f;
     fake_init(&f, &ns, 0);
     uint64_t id;
-    CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0);   /* block 0..15 at t=0 */
+    CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0); /* block 0..15 at t=0 */
     CHECK_EQ_INT(id_seq(id), 0);
-    fake_advance(&f, 1000);                      /* exactly max_age: still fresh */
+    fake_advance(&f, 1000); /* exactly max_age: still fresh */
     CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0);
     CHECK_EQ_INT(id_seq(id), 1);
     CHECK_EQ_INT(f.leases, 1);
-    fake_advance(&f, 1);                         /* stale: 2..15 dropped */
+    fake_advance(&f, 1); /* stale: 2..15 dropped */
     CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0);
     CHECK_EQ_INT(f.leases, 2);
     CHECK_EQ_INT(id_sec(id), 1000);
     CHECK_EQ_INT(id_seq(id), 16);
-    CHECK_EQ_INT(f.wants[1], 16);                /* idle: not grown */
+    CHECK_EQ_INT(f.wants[1], 16); /* idle: not grown */
 
     /* a prefetched block goes stale too, and is dropped unused */
     uint64_t ids[16];
-    CHECK_EQ_INT(idgen_next(&ns, 12, ids), 0);   /* 17..28, crosses 75%: prefetch 32..63 */
+    CHECK_EQ_INT(idgen_next(&ns, 12, ids), 0); /* 17..28, crosses 75%: prefetch 32..63 */
     CHECK_EQ_INT(f.leases, 3);
     fake_advance(&f, 1001);
-    CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0);    /* both stale: a new lease */
+    CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0); /* both stale: a new lease */
     CHECK_EQ_INT(f.leases, 4);
     CHECK_EQ_INT(id_seq(id), 64);
     fake_free(&f, &ns);
 }
 
-static void test_block_size_adapts(void)
-{
+static void test_block_size_adapts(void) {
     struct idgen_ns ns;
     struct fake f;
     fake_init(&f, &ns, 0);
     static uint64_t ids[IDGEN_MAX_COUNT];
 
     /* demand: the clock stands still, so every block runs out at once */
-    for (int i = 0; i < 3000; i++)
-        CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);
+    for (int i = 0; i < 3000; i++) CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);
     CHECK_EQ_INT(f.wants[0], 16);
-    for (unsigned i = 1; i < f.leases; i++)
-        CHECK_EQ_INT(f.wants[i], 2 * f.wants[i - 1]);
+    for (unsigned i = 1; i < f.leases; i++) CHECK_EQ_INT(f.wants[i], 2 * f.wants[i - 1]);
     CHECK(f.wants[f.leases - 1] >= 1024);
-    for (int i = 0; i < 600; i++)
-        CHECK_EQ_INT(idgen_next(&ns, IDGEN_MAX_COUNT, ids), 0);
-    CHECK_EQ_INT(f.wants[f.leases - 1], IDGEN_BLOCK_MAX);  /* capped */
-    for (unsigned i = 0; i < f.leases; i++)
-        CHECK(f.wants[i] <= IDGEN_BLOCK_MAX);
+    for (int i = 0; i < 600; i++) CHECK_EQ_INT(idgen_next(&ns, IDGEN_MAX_COUNT, ids), 0);
+    CHECK_EQ_INT(f.wants[f.leases - 1], IDGEN_BLOCK_MAX); /* capped */
+    for (unsigned i = 0; i < f.leases; i++) CHECK(f.wants[i] <= IDGEN_BLOCK_MAX);
 
     /* idle: one id per 1.5 s, every block goes stale nearly unused */
     unsigned before = f.leases;
@@ -473,8 +442,7 @@ static void test_block_size_adapts(void)
         fake_advance(&f, 10);
         CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);
     }
-    for (unsigned i = before; i < f.leases; i++)
-        CHECK_EQ_INT(f.wants[i], IDGEN_BLOCK_MIN);
+    for (unsigned i = before; i < f.leases; i++) CHECK_EQ_INT(f.wants[i], IDGEN_BLOCK_MIN);
 
     /* a request bigger than the lease size still gets one lease for it, and
      * big requests in quick succession grow blocks from their size: the
@@ -484,15 +452,14 @@ static void test_block_size_adapts(void)
     CHECK_EQ_INT(idgen_next(&ns, 5000, ids), 0);
     CHECK_EQ_INT(f.wants[before], 5000);
     CHECK_EQ_INT(ids[4999] - ids[0], 4999);
-    CHECK_EQ_INT(f.leases, before + 2);          /* crossed 75%: prefetched */
+    CHECK_EQ_INT(f.leases, before + 2); /* crossed 75%: prefetched */
     CHECK_EQ_INT(f.wants[before + 1], 10000);
     CHECK_EQ_INT(idgen_next(&ns, 5000, ids), 0); /* from the prefetched block */
     CHECK_EQ_INT(f.leases, before + 2);
     fake_free(&f, &ns);
 }
 
-static void test_lease_failure(void)
-{
+static void test_lease_failure(void) {
     struct idgen_ns ns;
     struct fake f;
     fake_init(&f, &ns, 0);
@@ -504,19 +471,19 @@ static void test_lease_failure(void)
     CHECK_EQ_INT(atomic_load(&ns.lease_failures), 1);
     f.fail = 0;
 
-    CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);    /* block 0..15 */
-    f.fail = 1;                                   /* Redis goes down */
-    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0);   /* 1..10 */
-    CHECK_EQ_INT(idgen_next(&ns, 2, ids), 0);    /* 11, 12: prefetch fails, still served */
+    CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);  /* block 0..15 */
+    f.fail = 1;                                /* Redis goes down */
+    CHECK_EQ_INT(idgen_next(&ns, 10, ids), 0); /* 1..10 */
+    CHECK_EQ_INT(idgen_next(&ns, 2, ids), 0);  /* 11, 12: prefetch fails, still served */
     CHECK_EQ_INT(id_seq(ids[1]), 12);
     CHECK_EQ_INT(atomic_load(&ns.lease_failures), 2);
     fake_advance(&f, 900);
-    CHECK_EQ_INT(idgen_next(&ns, 3, ids), 0);    /* 13..15, block still fresh */
+    CHECK_EQ_INT(idgen_next(&ns, 3, ids), 0); /* 13..15, block still fresh */
     CHECK_EQ_INT(id_seq(ids[2]), 15);
     prev = ids[2];
-    CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1);   /* exhausted, cannot lease */
+    CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1); /* exhausted, cannot lease */
     CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1);
-    f.fail = 0;                                   /* Redis is back */
+    f.fail = 0; /* Redis is back */
     CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);
     CHECK(ids[0] > prev);
     prev = ids[0];
@@ -524,11 +491,11 @@ static void test_lease_failure(void)
     /* a stale block with ids left is not served while Redis is down */
     f.fail = 1;
     fake_advance(&f, 999);
-    CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);    /* fresh: served */
+    CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0); /* fresh: served */
     CHECK(ids[0] > prev);
     prev = ids[0];
     fake_advance(&f, 2);
-    CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1);   /* stale: 503 */
+    CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1); /* stale: 503 */
     f.fail = 0;
     CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0);
     CHECK(ids[0] > prev);
@@ -544,40 +511,36 @@ static void test_lease_failure(void)
     fake_free(&f, &ns);
 }
 
-static int bad_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out)
-{
+static int bad_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
     int *mode = ctx;
     (void)ns;
     (void)want;
     out->second = 5;
     out->first = 10;
-    out->last = *mode == 0 ? 9 : 20;            /* 0: first > last */
-    if (*mode == 2)
-        out->second = IDGEN_SECOND_MAX + 1u;     /* would set bit 63 */
+    out->last = *mode == 0 ? 9 : 20;                     /* 0: first > last */
+    if (*mode == 2) out->second = IDGEN_SECOND_MAX + 1u; /* would set bit 63 */
     if (*mode == 3) {
-        out->second = 0;                         /* Redis at the epoch second */
+        out->second = 0; /* Redis at the epoch second */
         out->first = 0;
     }
     return 0;
 }
 
-static int64_t zero_clock(void *ctx)
-{
+static int64_t zero_clock(void *ctx) {
     (void)ctx;
     return 0;
 }
 
-static void test_bad_lease_answer(void)
-{
+static void test_bad_lease_answer(void) {
     int mode = 0;
-    struct idgen_ops ops = { .now_ms = zero_clock, .lease = bad_lease, .ctx = &mode };
+    struct idgen_ops ops = {.now_ms = zero_clock, .lease = bad_lease, .ctx = &mode};
     struct idgen_ns ns;
     uint64_t id;
     CHECK_EQ_INT(idgen_ns_init(&ns, "bad", &ops, 0), 0);
     CHECK_EQ_INT(idgen_next(&ns, 1, &id), -1);
     mode = 2;
     CHECK_EQ_INT(idgen_next(&ns, 1, &id), -1);
-    mode = 3;                                    /* id 0 is not an id */
+    mode = 3; /* id 0 is not an id */
     CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0);
     CHECK(id == 1);
     CHECK_EQ_INT(idgen_next(&ns, 1, &id), 0);
@@ -592,8 +555,7 @@ static void test_bad_lease_answer(void)
 
 /* Take n ids, retrying while idgen_next fails; check they go on increasing
  * from *prev.  Returns how many calls failed. */
-static int take_retry(struct idgen_ns *ns, uint32_t n, uint64_t *ids, uint64_t *prev, int *ok)
-{
+static int take_retry(struct idgen_ns *ns, uint32_t n, uint64_t *ids, uint64_t *prev, int *ok) {
     int failed = 0;
     while (idgen_next(ns, n, ids) != 0)
         if (++failed > 1000) {
@@ -601,15 +563,13 @@ static int take_retry(struct idgen_ns *ns, uint32_t n, uint64_t *ids, uint64_t *
             return failed;
         }
     for (uint32_t k = 0; k < n; k++) {
-        if (ids[k] <= *prev)
-            *ok = 0;
+        if (ids[k] <= *prev) *ok = 0;
         *prev = ids[k];
     }
     return failed;
 }
 
-static void test_clock_step_back(void)
-{
+static void test_clock_step_back(void) {
     struct idgen_ns ns;
     struct fake f;
     fake_init(&f, &ns, 0);
@@ -620,7 +580,7 @@ static void test_clock_step_back(void)
     f.redis_sec = 5000;
     CHECK_EQ_INT(take_retry(&ns, 20, ids, &prev, &ok), 0);
     f.redis_sec = 5000 - 3600;
-    fake_advance(&f, 2000);                      /* force a new lease */
+    fake_advance(&f, 2000); /* force a new lease */
     CHECK_EQ_INT(take_retry(&ns, 20, ids, &prev, &ok), 0);
     CHECK_EQ_INT(id_sec(ids[0]), 5000);
     CHECK_EQ_INT(id_sec(ids[19]), 5000);
@@ -628,8 +588,7 @@ static void test_clock_step_back(void)
 
     /* the gateway's clock steps back: blocks look younger, ids stay unique */
     atomic_store(&f.now_ms, 0);
-    for (int i = 0; i < 20; i++)
-        CHECK_EQ_INT(take_retry(&ns, 40, ids, &prev, &ok), 0);
+    for (int i = 0; i < 20; i++) CHECK_EQ_INT(take_retry(&ns, 40, ids, &prev, &ok), 0);
     atomic_store(&f.now_ms, 10000);
     CHECK_EQ_INT(take_retry(&ns, 40, ids, &prev, &ok), 0);
     CHECK(ok);
@@ -651,8 +610,7 @@ static void test_clock_step_back(void)
     f.has_mark = 0;
     f.redis_sec = 5000 - 3600;
     fake_advance(&f, 2000);
-    for (int i = 0; i < 5; i++)
-        CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1);
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1);
     f.redis_sec = 5001;
     CHECK_EQ_INT(take_retry(&ns, 40, ids, &prev, &ok), 0);
     CHECK_EQ_INT(id_sec(ids[0]), 5001);
@@ -666,16 +624,14 @@ static void test_clock_step_back(void)
 static _Atomic int slow_entered;
 
 static int slow_failing_lease(void *ctx, const char *ns, uint32_t want,
-                              struct idgen_block_lease *out)
-{
+                              struct idgen_block_lease *out) {
     atomic_store(&slow_entered, 1);
-    struct timespec ts = { 0, 300 * 1000 * 1000 };
+    struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
     return fake_lease(ctx, ns, want, out);
 }
 
-static void *coalesce_worker(void *p)
-{
+static void *coalesce_worker(void *p) {
     uint64_t id;
     return idgen_next(p, 1, &id) == 0 ? (void *)1 : NULL;
 }
@@ -683,22 +639,21 @@ static void *coalesce_worker(void *p)
 /* Requests that queue behind a lease which then fails give up with it,
  * rather than each waiting out another Redis timeout in turn.  (Timing:
  * the second thread has 300 ms to reach the mutex while the first leases.) */
-static void test_failed_lease_fails_waiters(void)
-{
+static void test_failed_lease_fails_waiters(void) {
     struct idgen_ns ns;
     struct fake f;
     memset(&f, 0, sizeof f);
     pthread_mutex_init(&f.mu, NULL);
     f.redis_sec = 1000;
     f.fail = 1;
-    struct idgen_ops ops = { .now_ms = fake_now_ms, .lease = slow_failing_lease, .ctx = &f };
+    struct idgen_ops ops = {.now_ms = fake_now_ms, .lease = slow_failing_lease, .ctx = &f};
     CHECK_EQ_INT(idgen_ns_init(&ns, "slow", &ops, 0), 0);
     atomic_store(&slow_entered, 0);
     pthread_t a, b;
     void *ra, *rb;
     CHECK_EQ_INT(pthread_create(&a, NULL, coalesce_worker, &ns), 0);
     while (!atomic_load(&slow_entered)) {
-        struct timespec ts = { 0, 1000 * 1000 };
+        struct timespec ts = {0, 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     CHECK_EQ_INT(pthread_create(&b, NULL, coalesce_worker, &ns), 0);
@@ -706,7 +661,7 @@ static void test_failed_lease_fails_waiters(void)
     pthread_join(b, &rb);
     CHECK(ra == NULL);
     CHECK(rb == NULL);
-    CHECK_EQ_INT(f.calls, 1);   /* the waiter did not try Redis again */
+    CHECK_EQ_INT(f.calls, 1); /* the waiter did not try Redis again */
 
     /* a request that arrives after the failure does try again */
     f.fail = 0;
@@ -724,37 +679,33 @@ static void test_failed_lease_fails_waiters(void)
 #define MT_IDS     100000
 
 struct mt_arg {
-    struct idgen_ns *ns;        /* shared namespace */
-    uint64_t *ids;              /* this thread's ids, in order received */
-    unsigned seed;              /* for the request sizes */
-    int failures;               /* idgen_next that returned -1 */
-    int order_ok;               /* 0 when this thread saw ids go down */
+    struct idgen_ns *ns; /* shared namespace */
+    uint64_t *ids;       /* this thread's ids, in order received */
+    unsigned seed;       /* for the request sizes */
+    int failures;        /* idgen_next that returned -1 */
+    int order_ok;        /* 0 when this thread saw ids go down */
 };
 
-static void *mt_worker(void *p)
-{
+static void *mt_worker(void *p) {
     struct mt_arg *a = p;
     size_t have = 0;
     a->order_ok = 1;
     while (have < MT_IDS) {
         a->seed = a->seed * 1103515245u + 12345u;
         uint32_t n = 1 + (a->seed >> 16) % 50;
-        if (n > MT_IDS - have)
-            n = (uint32_t)(MT_IDS - have);
+        if (n > MT_IDS - have) n = (uint32_t)(MT_IDS - have);
         if (idgen_next(a->ns, n, a->ids + have) != 0) {
             a->failures++;
             continue;
         }
         for (size_t i = have ? have : 1; i < have + n; i++)
-            if (a->ids[i] <= a->ids[i - 1])
-                a->order_ok = 0;
+            if (a->ids[i] <= a->ids[i - 1]) a->order_ok = 0;
         have += n;
     }
     return NULL;
 }
 
-static int cmp_u64(const void *x, const void *y)
-{
+static int cmp_u64(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return a < b ? -1 : a > b;
 }
@@ -763,8 +714,7 @@ static int cmp_u64(const void *x, const void *y)
  * each thread's ids increase.  Time passes with use (every now_ms call is a
  * tick), blocks live max_age_ms ticks / tick_div, and every fail_every-th
  * lease fails, so the slow path races as well as the fast one. */
-static void run_threads(int64_t max_age_ms, int64_t tick_div, unsigned fail_every)
-{
+static void run_threads(int64_t max_age_ms, int64_t tick_div, unsigned fail_every) {
     struct idgen_ns ns;
     struct fake f;
     fake_init(&f, &ns, max_age_ms);
@@ -773,13 +723,12 @@ static void run_threads(int64_t max_age_ms, int64_t tick_div, unsigned fail_ever
     f.fail_every = fail_every;
     uint64_t *all = malloc(sizeof *all * MT_THREADS * MT_IDS);
     CHECK(all != NULL);
-    if (!all)
-        return;
+    if (!all) return;
     struct mt_arg args[MT_THREADS];
     pthread_t th[MT_THREADS];
     for (int t = 0; t < MT_THREADS; t++) {
-        args[t] = (struct mt_arg){ .ns = &ns, .ids = all + (size_t)t * MT_IDS,
-                                   .seed = 7u + (unsigned)t * 7919u };
+        args[t] = (struct mt_arg){
+            .ns = &ns, .ids = all + (size_t)t * MT_IDS, .seed = 7u + (unsigned)t * 7919u};
         CHECK_EQ_INT(pthread_create(&th[t], NULL, mt_worker, &args[t]), 0);
     }
     int failures = 0;
@@ -791,36 +740,29 @@ static void run_threads(int64_t max_age_ms, int64_t tick_div, unsigned fail_ever
     qsort(all, (size_t)MT_THREADS * MT_IDS, sizeof *all, cmp_u64);
     size_t dups = 0;
     for (size_t i = 1; i < (size_t)MT_THREADS * MT_IDS; i++)
-        if (all[i] == all[i - 1])
-            dups++;
+        if (all[i] == all[i - 1]) dups++;
     CHECK_EQ_INT(dups, 0);
     size_t outside = 0;
     for (size_t i = 0; i < (size_t)MT_THREADS * MT_IDS; i++)
-        if (!fake_granted(&f, all[i]))
-            outside++;
+        if (!fake_granted(&f, all[i])) outside++;
     CHECK_EQ_INT(outside, 0);
     CHECK(all[0] > 0);
     CHECK(all[(size_t)MT_THREADS * MT_IDS - 1] <= (uint64_t)INT64_MAX);
-    CHECK(!atomic_load(&f.overlap));          /* one lease at a time per namespace */
+    CHECK(!atomic_load(&f.overlap)); /* one lease at a time per namespace */
     CHECK(f.leases > 10);
-    fprintf(stderr, "  threads: %u leases, %u lease calls, %d failed requests\n",
-            f.leases, f.calls, failures);
+    fprintf(stderr, "  threads: %u leases, %u lease calls, %d failed requests\n", f.leases, f.calls,
+            failures);
     free(all);
     fake_free(&f, &ns);
 }
 
-static void test_threads(void)
-{
-    run_threads(1000, 16, 7);   /* demand: blocks grow large */
+static void test_threads(void) { run_threads(1000, 16, 7); /* demand: blocks grow large */ }
+
+static void test_threads_churn(void) {
+    run_threads(20, 1, 5); /* a block lasts 20 calls: leases all the time */
 }
 
-static void test_threads_churn(void)
-{
-    run_threads(20, 1, 5);      /* a block lasts 20 calls: leases all the time */
-}
-
-int main(void)
-{
+int main(void) {
     RUN(test_pack_unpack);
     RUN(test_parse_decimal);
     RUN(test_format);

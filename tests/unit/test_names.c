@@ -48,7 +48,8 @@ static void test_name_bad_bytes(void) {
         char raw[4] = {'a', (char)c, 'b', '\0'};
         if (c == '%') continue; /* an escape, tested below */
         int got = decode(raw, out);
-        if (ok) CHECK_EQ_INT(got, 3);
+        if (ok)
+            CHECK_EQ_INT(got, 3);
         else if (got != -1) {
             fprintf(stderr, "  byte 0x%02x accepted\n", c);
             CHECK_EQ_INT(got, -1);
@@ -56,7 +57,7 @@ static void test_name_bad_bytes(void) {
     }
     /* A NUL inside the raw bytes (raw_len counts it) is not a name byte. */
     CHECK_EQ_INT(name_decode("ab\0cd", 5, out), -1);
-    const char *bad[] = {"a b", "a/b", "a?b", "a#b", "a+b", "a~b", "a,b", "a;b", "a=b",
+    const char *bad[] = {"a b", "a/b", "a?b", "a#b", "a+b", "a~b",  "a,b",  "a;b",        "a=b",
                          "a@b", "a!b", "a*b", "a'b", "a(b", "a\\b", "a\"b", "caf\xc3\xa9"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_EQ_INT(decode(bad[i], out), -1);
 }
@@ -75,14 +76,26 @@ static void test_name_percent(void) {
     CHECK_EQ_STR(out, ":_-");
 
     /* Escapes that decode to a byte that is not allowed. */
-    const char *bad_bytes[] = {"%00", "a%00", "%00a", "%2F", "a%2Fb", "a%2fb", "%20", "%25",
-                               "%2541", "%C3%A9", "%FF", "%7E", "%0A", "%0D%0A"};
+    const char *bad_bytes[] = {"%00", "a%00",  "%00a",   "%2F", "a%2Fb", "a%2fb", "%20",
+                               "%25", "%2541", "%C3%A9", "%FF", "%7E",   "%0A",   "%0D%0A"};
     for (size_t i = 0; i < sizeof bad_bytes / sizeof bad_bytes[0]; i++)
         CHECK_EQ_INT(decode(bad_bytes[i], out), -1);
 
     /* Broken escapes. */
-    const char *broken[] = {"%", "a%", "%4", "a%4", "%zz", "%g0", "%0g", "%%41", "%-1", "% 1",
-                            "%+1", "%x41", "%\xff" "0"};
+    const char *broken[] = {"%",
+                            "a%",
+                            "%4",
+                            "a%4",
+                            "%zz",
+                            "%g0",
+                            "%0g",
+                            "%%41",
+                            "%-1",
+                            "% 1",
+                            "%+1",
+                            "%x41",
+                            "%\xff"
+                            "0"};
     for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
         CHECK_EQ_INT(decode(broken[i], out), -1);
 
@@ -121,7 +134,10 @@ static void test_name_length(void) {
 
 /* A name that is too long must never be written past out[NAME_MAX_LEN]. */
 static void test_name_no_overflow(void) {
-    struct { char out[NAME_MAX_LEN + 1]; char guard[32]; } buf;
+    struct {
+        char out[NAME_MAX_LEN + 1];
+        char guard[32];
+    } buf;
     memset(&buf, 0x5a, sizeof buf);
     char raw[1000];
     memset(raw, 'x', sizeof raw);
@@ -136,8 +152,8 @@ static void test_name_no_overflow(void) {
  * ========================================================================= */
 
 static int b64url_char(char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 static int cmp_tok(const void *a, const void *b) { return strcmp(a, b); }
@@ -183,9 +199,9 @@ static void test_token_valid(void) {
     CHECK(token_valid("client-chosen-token-AAAAAAAAAA"));
     CHECK(token_valid("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"));
     const char *bad[] = {
-        "aaaaaaaaaaaaaaaaaaaaa+",  "aaaaaaaaaaaaaaaaaaaaa/", "aaaaaaaaaaaaaaaaaaaaaa=",
-        "aaaaaaaaaaa aaaaaaaaaa",  "aaaaaaaaaaaaaaaaaaaaa.", "aaaaaaaaaaaaaaaaaaaaa:",
-        "aaaaaaaaaaaaaaaaaaaaa\t", "aaaaaaaaaaaaaaaaaaaa\xc3\xa9", "aaaaaaaaaaaaaaaaaaaaa%",
+        "aaaaaaaaaaaaaaaaaaaaa+",    "aaaaaaaaaaaaaaaaaaaaa/",       "aaaaaaaaaaaaaaaaaaaaaa=",
+        "aaaaaaaaaaa aaaaaaaaaa",    "aaaaaaaaaaaaaaaaaaaaa.",       "aaaaaaaaaaaaaaaaaaaaa:",
+        "aaaaaaaaaaaaaaaaaaaaa\t",   "aaaaaaaaaaaaaaaaaaaa\xc3\xa9", "aaaaaaaaaaaaaaaaaaaaa%",
         "aaaaaaaaaaaaaaaaaaaaa\x7f", " aaaaaaaaaaaaaaaaaaaaaa",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_EQ_INT(token_valid(bad[i]), 0);
@@ -242,10 +258,27 @@ static void test_config_redis_url(void) {
     memset(longpw + 9, 'p', 300);
     strcpy(longpw + 309, "@h");
     const char *bad[] = {
-        "", "127.0.0.1:6379", "http://h:6379", "rediss://h", "redis:/h", "redis://",
-        "redis://:6379", "redis://h:", "redis://h:0", "redis://h:65536", "redis://h:-1",
-        "redis://h:abc", "redis://h:63 79", "redis://h:6379x", "redis://h/x", "redis://h/-1",
-        "redis://h/1x", "redis://:pw@", "redis://:pw@:1", longhost, longpw,
+        "",
+        "127.0.0.1:6379",
+        "http://h:6379",
+        "rediss://h",
+        "redis:/h",
+        "redis://",
+        "redis://:6379",
+        "redis://h:",
+        "redis://h:0",
+        "redis://h:65536",
+        "redis://h:-1",
+        "redis://h:abc",
+        "redis://h:63 79",
+        "redis://h:6379x",
+        "redis://h/x",
+        "redis://h/-1",
+        "redis://h/1x",
+        "redis://:pw@",
+        "redis://:pw@:1",
+        longhost,
+        longpw,
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (config_parse_redis_url(&c, bad[i]) != -1)
@@ -275,8 +308,8 @@ static void test_config_listen(void) {
     char longhost[400];
     memset(longhost, 'h', 300);
     strcpy(longhost + 300, ":80");
-    const char *bad[] = {"", "8080", ":8080", "h:", "h:abc", "h:65536", "h:-1", "h:80 ",
-                         "[]:80", "h:8080:", longhost};
+    const char *bad[] = {"",     "8080",  ":8080", "h:",      "h:abc", "h:65536",
+                         "h:-1", "h:80 ", "[]:80", "h:8080:", longhost};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         strcpy(c.listen_host, "unchanged");
         if (config_parse_listen(&c, bad[i]) != -1)
@@ -303,11 +336,21 @@ static void test_config_epoch(void) {
     CHECK_EQ_INT(config_parse_epoch("4102444800", &e), 0);
 
     e = 42;
-    const char *bad[] = {"", "-1", "4102444801", "99999999999999999999", "1e9", "12ab",
-                         "2024-01-01", "2024-01-01T00:00:00", "2024-01-01 00:00:00Z",
-                         "2024-01-01T00:00Z", "yesterday", "1969-12-31T23:59:59Z"};
+    const char *bad[] = {"",
+                         "-1",
+                         "4102444801",
+                         "99999999999999999999",
+                         "1e9",
+                         "12ab",
+                         "2024-01-01",
+                         "2024-01-01T00:00:00",
+                         "2024-01-01 00:00:00Z",
+                         "2024-01-01T00:00Z",
+                         "yesterday",
+                         "1969-12-31T23:59:59Z"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        if (config_parse_epoch(bad[i], &e) != -1) fprintf(stderr, "  accepted epoch '%s'\n", bad[i]);
+        if (config_parse_epoch(bad[i], &e) != -1)
+            fprintf(stderr, "  accepted epoch '%s'\n", bad[i]);
         CHECK_EQ_INT(config_parse_epoch(bad[i], &e), -1);
     }
     CHECK_EQ_INT(e, 42); /* untouched by a refusal */
@@ -317,10 +360,12 @@ static void test_config_epoch(void) {
  * must not be silently moved to another instant by timegm's normalising. */
 static void test_config_epoch_strict(void) {
     int64_t e = 42;
-    const char *bad[] = {"2024-13-01T00:00:00Z", "2024-02-30T00:00:00Z", "2024-01-01T24:00:00Z",
-                         "2024-01-01T00:60:00Z", "2024-00-10T00:00:00Z", "2024-01-01T00:00:00Zjunk"};
+    const char *bad[] = {"2024-13-01T00:00:00Z", "2024-02-30T00:00:00Z",
+                         "2024-01-01T24:00:00Z", "2024-01-01T00:60:00Z",
+                         "2024-00-10T00:00:00Z", "2024-01-01T00:00:00Zjunk"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        if (config_parse_epoch(bad[i], &e) != -1) fprintf(stderr, "  accepted epoch '%s'\n", bad[i]);
+        if (config_parse_epoch(bad[i], &e) != -1)
+            fprintf(stderr, "  accepted epoch '%s'\n", bad[i]);
         CHECK_EQ_INT(config_parse_epoch(bad[i], &e), -1);
     }
 }

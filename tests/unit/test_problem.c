@@ -11,25 +11,29 @@
 
 /* The contract's list (API.md), with the status each code is sent with,
  * plus not_implemented (501) that openapi.yaml adds. */
-static const struct { enum gw_code code; const char *name; int status; } expected[] = {
-    {CODE_INVALID_NAME, "invalid_name", 400},
-    {CODE_INVALID_FIELD, "invalid_field", 400},
-    {CODE_INVALID_JSON, "invalid_json", 400},
-    {CODE_INVALID_ID, "invalid_id", 400},
-    {CODE_INVALID_TOKEN, "invalid_token", 400},
-    {CODE_MISSING_TOKEN, "missing_token", 400},
-    {CODE_LOCK_BUSY, "lock_busy", 409},
-    {CODE_MODE_MISMATCH, "mode_mismatch", 409},
-    {CODE_LIMIT_MISMATCH, "limit_mismatch", 409},
-    {CODE_NOT_HELD, "not_held", 404},
-    {CODE_NOT_OWNER, "not_owner", 409},
-    {CODE_NOT_FOUND, "not_found", 404},
-    {CODE_METHOD_NOT_ALLOWED, "method_not_allowed", 405},
-    {CODE_PAYLOAD_TOO_LARGE, "payload_too_large", 413},
+static const struct {
+    enum gw_code code;
+    const char *name;
+    int status;
+} expected[] = {
+    {CODE_INVALID_NAME,        "invalid_name",        400},
+    {CODE_INVALID_FIELD,       "invalid_field",       400},
+    {CODE_INVALID_JSON,        "invalid_json",        400},
+    {CODE_INVALID_ID,          "invalid_id",          400},
+    {CODE_INVALID_TOKEN,       "invalid_token",       400},
+    {CODE_MISSING_TOKEN,       "missing_token",       400},
+    {CODE_LOCK_BUSY,           "lock_busy",           409},
+    {CODE_MODE_MISMATCH,       "mode_mismatch",       409},
+    {CODE_LIMIT_MISMATCH,      "limit_mismatch",      409},
+    {CODE_NOT_HELD,            "not_held",            404},
+    {CODE_NOT_OWNER,           "not_owner",           409},
+    {CODE_NOT_FOUND,           "not_found",           404},
+    {CODE_METHOD_NOT_ALLOWED,  "method_not_allowed",  405},
+    {CODE_PAYLOAD_TOO_LARGE,   "payload_too_large",   413},
     {CODE_BACKEND_UNAVAILABLE, "backend_unavailable", 503},
-    {CODE_SHUTTING_DOWN, "shutting_down", 503},
-    {CODE_UNAUTHORIZED, "unauthorized", 401},
-    {CODE_NOT_IMPLEMENTED, "not_implemented", 501},
+    {CODE_SHUTTING_DOWN,       "shutting_down",       503},
+    {CODE_UNAUTHORIZED,        "unauthorized",        401},
+    {CODE_NOT_IMPLEMENTED,     "not_implemented",     501},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
@@ -178,7 +182,7 @@ static void test_body_extra_members(void) {
 
 static void test_json_add_int_exact(void) {
     cJSON *o = cJSON_CreateObject();
-    json_add_int(o, "fence", 9007199254740993LL);          /* 2^53 + 1 */
+    json_add_int(o, "fence", 9007199254740993LL); /* 2^53 + 1 */
     json_add_int(o, "max", 9223372036854775807LL);
     json_add_int(o, "neg", -5);
     json_add_int(o, "zero", 0);
@@ -210,8 +214,10 @@ static void test_reply_problem(void) {
         cJSON *o = check_shape(req->resp, (enum gw_code)c, "detail 7 of x");
         cJSON_Delete(o);
         /* 503s say when to come back; nothing else does. */
-        if (pi->status == 503) CHECK_EQ_STR(hdr(req, "Retry-After"), "1");
-        else CHECK(hdr(req, "Retry-After") == NULL);
+        if (pi->status == 503)
+            CHECK_EQ_STR(hdr(req, "Retry-After"), "1");
+        else
+            CHECK(hdr(req, "Retry-After") == NULL);
         fake_free(req);
     }
 }

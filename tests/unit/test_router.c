@@ -71,10 +71,27 @@ static void test_match_and_params(void) {
 static void test_not_found(void) {
     struct route_match m;
     const char *paths[] = {
-        "", "/", "/v1", "/v1/", "/v1/locks/a/b", "/v1/locks/a/", "/v1/locks//", "//v1/locks/a",
-        "/v1//locks/a", "v1/locks/a", "/V1/locks/a", "/v1/Locks/a", "/v1/locksx/a",
-        "/v1/lock/a", "/healthz/", "/healthzz", "/health", "/healthz/x", "/v1/ids/o/1/2",
-        "/v1/ids/o/1/", "/x/v1/locks/a",
+        "",
+        "/",
+        "/v1",
+        "/v1/",
+        "/v1/locks/a/b",
+        "/v1/locks/a/",
+        "/v1/locks//",
+        "//v1/locks/a",
+        "/v1//locks/a",
+        "v1/locks/a",
+        "/V1/locks/a",
+        "/v1/Locks/a",
+        "/v1/locksx/a",
+        "/v1/lock/a",
+        "/healthz/",
+        "/healthzz",
+        "/health",
+        "/healthz/x",
+        "/v1/ids/o/1/2",
+        "/v1/ids/o/1/",
+        "/x/v1/locks/a",
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         int r = match("GET", paths[i], &m);
@@ -90,7 +107,8 @@ static void test_bad_method(void) {
     struct route_match m;
     CHECK_EQ_INT(match("PUT", "/v1/locks/x", &m), ROUTER_BAD_METHOD);
     CHECK_EQ_STR(m.allow, "POST, PATCH, DELETE, GET");
-    CHECK_EQ_INT(match("get", "/v1/locks/x", &m), ROUTER_BAD_METHOD); /* methods are case-sensitive */
+    CHECK_EQ_INT(match("get", "/v1/locks/x", &m),
+                 ROUTER_BAD_METHOD); /* methods are case-sensitive */
     CHECK_EQ_INT(match("", "/v1/locks/x", &m), ROUTER_BAD_METHOD);
     CHECK_EQ_INT(match("POST", "/healthz", &m), ROUTER_BAD_METHOD);
     CHECK_EQ_STR(m.allow, "GET");
@@ -110,9 +128,9 @@ static void test_bad_method(void) {
 /* The Allow list names each method once and never overruns its buffer,
  * however many routes share a path. */
 static void test_allow_list_bounded(void) {
-    static const char *methods[] = {"GET", "GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
-                                    "PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK",
-                                    "UNLOCK", "SEARCH", "REPORT", "CHECKOUT", "MERGE"};
+    static const char *methods[] = {
+        "GET",   "GET",  "POST", "PUT",  "PATCH",  "DELETE", "OPTIONS", "PROPFIND", "PROPPATCH",
+        "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "SEARCH", "REPORT",  "CHECKOUT", "MERGE"};
     enum { N = sizeof methods / sizeof methods[0] };
     struct gw_route many[N];
     for (int i = 0; i < N; i++) many[i] = (struct gw_route){methods[i], "/r/{x}", h};
@@ -132,7 +150,10 @@ static void test_allow_list_bounded(void) {
 static void test_edges(void) {
     struct route_match m;
     CHECK_EQ_INT(router_match(table, 0, "GET", "/healthz", &m), ROUTER_NOT_FOUND);
-    const struct gw_route two[] = {{"GET", "/{a}/{b}", h}, {"GET", "/{a}", h}};
+    const struct gw_route two[] = {
+        {"GET", "/{a}/{b}", h},
+        {"GET", "/{a}",     h}
+    };
     CHECK_EQ_INT(router_match(two, 2, "GET", "/x/y", &m), 0);
     CHECK_EQ_STR(param(&m, 0), "x");
     CHECK_EQ_STR(param(&m, 1), "y");

@@ -95,7 +95,10 @@ static void sha1sum_bytes(const void *data, size_t len, char out[41]) {
 
 #define MAX_OPS 128
 
-struct spec_op { char path[128]; char method[16]; };
+struct spec_op {
+    char path[128];
+    char method[16];
+};
 
 /* Collects (path, method) pairs: path keys sit two spaces in under
  * `paths:`, operation keys four spaces in under their path.  Returns the
@@ -115,13 +118,13 @@ static int spec_ops(const char *yaml, struct spec_op *ops, int max) {
         line = eol ? eol + 1 : NULL;
 
         if (len == 0 || l[0] == '#') continue;
-        if (!isspace((unsigned char)l[0])) {        /* a top-level key */
+        if (!isspace((unsigned char)l[0])) { /* a top-level key */
             in_paths = strncmp(l, "paths:", 6) == 0;
             cur[0] = '\0';
             continue;
         }
         if (!in_paths) continue;
-        if (strncmp(l, "  ", 2) == 0 && l[2] != ' ') {   /* a path key */
+        if (strncmp(l, "  ", 2) == 0 && l[2] != ' ') { /* a path key */
             const char *p = l + 2;
             char q = (*p == '\'' || *p == '"') ? *p++ : 0;
             size_t plen = 0;
@@ -134,8 +137,8 @@ static int spec_ops(const char *yaml, struct spec_op *ops, int max) {
             continue;
         }
         if (cur[0] && strncmp(l, "    ", 4) == 0 && l[4] != ' ') { /* an operation */
-            static const char *verbs[] = {"get", "put", "post", "delete", "patch", "head",
-                                          "options", "trace"};
+            static const char *verbs[] = {"get",   "put",  "post",    "delete",
+                                          "patch", "head", "options", "trace"};
             for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++) {
                 size_t vl = strlen(verbs[v]);
                 if (strncmp(l + 4, verbs[v], vl) == 0 && l[4 + vl] == ':' && n < max) {
@@ -152,7 +155,8 @@ static int spec_ops(const char *yaml, struct spec_op *ops, int max) {
 static int spec_has(const struct spec_op *ops, int n, const char *method, const char *path) {
     char lower[16];
     size_t i = 0;
-    for (; method[i] && i < sizeof lower - 1; i++) lower[i] = (char)tolower((unsigned char)method[i]);
+    for (; method[i] && i < sizeof lower - 1; i++)
+        lower[i] = (char)tolower((unsigned char)method[i]);
     lower[i] = '\0';
     for (int k = 0; k < n; k++)
         if (strcmp(ops[k].path, path) == 0 && strcmp(ops[k].method, lower) == 0) return 1;
@@ -180,10 +184,12 @@ static void check_spec_routes(const char *yaml, const char *what) {
             for (; gw_routes[i].method[j] && j < 15; j++)
                 lower[j] = (char)tolower((unsigned char)gw_routes[i].method[j]);
             lower[j] = '\0';
-            served |= strcmp(gw_routes[i].path, ops[k].path) == 0 && strcmp(lower, ops[k].method) == 0;
+            served |=
+                strcmp(gw_routes[i].path, ops[k].path) == 0 && strcmp(lower, ops[k].method) == 0;
         }
-        if (!served) fprintf(stderr, "  note: %s documents %s %s, which the router does not serve\n",
-                             what, ops[k].method, ops[k].path);
+        if (!served)
+            fprintf(stderr, "  note: %s documents %s %s, which the router does not serve\n", what,
+                    ops[k].method, ops[k].path);
     }
 }
 
@@ -255,19 +261,18 @@ static void test_spec_embedded(void) {
 
 /* The reader itself, on a spec written for it. */
 static void test_spec_reader(void) {
-    const char *y =
-        "openapi: 3.1.0\n"
-        "info:\n  title: x\n"
-        "paths:\n"
-        "  /v1/locks/{name}:\n"
-        "    parameters:\n"
-        "      - $ref: '#/components/parameters/name'\n"
-        "    post:\n      summary: a\n"
-        "    get:\n      summary: b\n"
-        "  '/healthz':\n"
-        "    get:\n      responses: {}\n"
-        "components:\n"
-        "  x:\n    post: not a path\n";
+    const char *y = "openapi: 3.1.0\n"
+                    "info:\n  title: x\n"
+                    "paths:\n"
+                    "  /v1/locks/{name}:\n"
+                    "    parameters:\n"
+                    "      - $ref: '#/components/parameters/name'\n"
+                    "    post:\n      summary: a\n"
+                    "    get:\n      summary: b\n"
+                    "  '/healthz':\n"
+                    "    get:\n      responses: {}\n"
+                    "components:\n"
+                    "  x:\n    post: not a path\n";
     struct spec_op ops[8];
     int n = spec_ops(y, ops, 8);
     CHECK_EQ_INT(n, 3);
@@ -349,7 +354,8 @@ static void test_script_shas(void) {
             continue;
         }
         int carries = s->len >= len && memcmp(s->src + (s->len - len), file, len) == 0;
-        if (!carries) fprintf(stderr, "  %s: the embedded text does not end with %s\n", s->file, path);
+        if (!carries)
+            fprintf(stderr, "  %s: the embedded text does not end with %s\n", s->file, path);
         CHECK(carries);
         free(file);
     }
