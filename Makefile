@@ -31,8 +31,6 @@ CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null)
 
 # ---- sources ---------------------------------------------------------------
 LUA      := $(sort $(wildcard lua/*.lua))
-# Scripts that work on the holder hash get lua/_holders.lua in front.
-LUA_WITH_HOLDERS := acquire extend release inspect dequeue
 CORE_SRC := $(sort $(wildcard server/*.c handlers/*.c idgen/*.c))
 CORE_SRC := $(filter-out server/main.c,$(CORE_SRC))
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
@@ -54,11 +52,12 @@ deps:
 	@scripts/deps.sh
 
 # ---- generated C from lua/*.lua and openapi.yaml (xxd -i, not NUL-terminated)
+# A line `--@include _x.lua` in a script is replaced by lua/_x.lua.
 $(BUILD)/gen/lua_scripts.h: $(LUA) Makefile
 	@mkdir -p $(BUILD)/gen/lua
 	@for f in lua/[a-z]*.lua; do b=$$(basename $$f .lua); \
-	  case " $(LUA_WITH_HOLDERS) " in *" $$b "*) cat lua/_holders.lua $$f;; *) cat $$f;; esac \
-	    > $(BUILD)/gen/lua/$$b.lua; done
+	  awk '/^--@include / { f = "lua/" $$2; while ((getline l < f) > 0) print l; close(f); next } \
+	       { print }' $$f > $(BUILD)/gen/lua/$$b.lua; done
 	@(cd $(BUILD)/gen/lua && for f in *.lua; do xxd -i $$f; done) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/openapi_yaml.h: openapi.yaml

@@ -35,7 +35,7 @@ BENCH_NAME=bench
 . "$BENCH_DIR/lib.sh"
 
 # ---- what it needs ----------------------------------------------------------
-scripts/deps.sh wrk etcd-server etcd-client gnuplot-nox redis-tools
+scripts/deps.sh wrk etcd-server etcd-client gnuplot-nox redis-tools valgrind
 command -v python3 >/dev/null || scripts/deps.sh python3
 [ -x "$BUILD/lockgate" ] || { say "no $BUILD/lockgate: run make first"; exit 1; }
 [ -f "$BUILD/gen/lua/acquire.lua" ] || { say "no $BUILD/gen/lua/acquire.lua"; exit 1; }
@@ -260,9 +260,8 @@ RSS_LOAD=$(status_kib "$GW_PID" VmRSS)
 
 # The Redis ceiling: the gateway's own acquire script, straight from
 # redis-benchmark, with the gateway's key layout (KEYS: hash, queue, queue
-# deadlines; ARGV as lua/acquire.lua's header lists them: token, ttl_ms,
-# owner, max_hold_ms, lock_delay_ms, kind, limit, waiter, wait_left_ms,
-# fair, channel, message).  100,000 calls on random
+# deadlines; ARGV in the short form the gateway sends for the common case,
+# as lua/acquire.lua's header lists it: token, ttl_ms).  100,000 calls on random
 # names with a 10-minute TTL leave ~100,000 locks held: Redis memory per
 # held lock is the difference in used_memory divided by them.
 ACQ_SHA=$("${RCLI[@]}" script load "$(cat "$BUILD/gen/lua/acquire.lua")")
@@ -271,7 +270,7 @@ mem0=$(used_memory)
 redis_bench redis_acq EVALSHA "$ACQ_SHA" 3 \
     'lockgate:lock:{__rand_int__}' \
     'lockgate:lock:{__rand_int__}:q' 'lockgate:lock:{__rand_int__}:qd' \
-    Bq3kZr8TqM2xWv9yLp0AbC 600000 "" 0 0 x 0 "" 0 0 lockgate:released lock:bench
+    Bq3kZr8TqM2xWv9yLp0AbC 600000
 mem1=$(used_memory)
 keys=$("${RCLI[@]}" dbsize)
 HELD=$keys
@@ -304,6 +303,25 @@ mem1=$(used_memory)
 FENCED_LOCKS=$("${RCLI[@]}" --scan --pattern 'lockgate:lock:{*}' | wc -l)
 FENCED_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / ($FENCED_LOCKS > 0 ? $FENCED_LOCKS : 1)")
 flush
+
+# Redis time per acquire, release and cycle beside Redisson's scripts, each
+# replayed on fresh names on a quiet Redis of its own: by time (INFO
+# commandstats) and by instructions (callgrind: exact on a busy machine).
+say "redis_cost: Redis time and instructions per operation, lockgate and Redisson"
+python3 bench/redis_cost.py --gen "$BUILD/gen/lua" -n 20000 --reps 5 --markdown > "$TMP/rcost_time.md"
+python3 bench/redis_cost.py --gen "$BUILD/gen/lua" -n 2000 --callgrind --markdown \
+    > "$TMP/rcost_ir.md" 2> /dev/null
+rcost() { # rcost FILE ROW COLUMN: a cell of redis_cost.py's table
+    awk -F' *[|] *' -v row="$2" -v col="$3" '$2 == row {print $(col + 2)}' "$1"
+}
+RC_T=$(rcost "$TMP/rcost_time.md" lockgate 4)
+RC_IR=$(rcost "$TMP/rcost_ir.md" lockgate 4)
+RC_T_ACQ=$(rcost "$TMP/rcost_time.md" lockgate 1)
+RC_T_REL=$(rcost "$TMP/rcost_time.md" lockgate 2)
+RC_IR_ACQ=$(calc %.2f "$(rcost "$TMP/rcost_ir.md" lockgate 1) / $(rcost "$TMP/rcost_ir.md" Redisson 1)")
+RC_IR_REL=$(calc %.2f "$(rcost "$TMP/rcost_ir.md" lockgate 2) / $(rcost "$TMP/rcost_ir.md" Redisson 2)")
+RC_T_ACQ=$(calc %.2f "$RC_T_ACQ / $(rcost "$TMP/rcost_time.md" Redisson 1)")
+RC_T_REL=$(calc %.2f "$RC_T_REL / $(rcost "$TMP/rcost_time.md" Redisson 2)")
 
 # The sweep: the locks cycle at 1 ... 1000 connections.
 mkdir -p "$RESULTS"
@@ -361,6 +379,7 @@ row etcd "etcd $ETCD_VERSION: lock+unlock (v3 HTTP), 50 conns" "$(f0 "${R[etcd.r
 echo "| Redis ceiling: redis-benchmark EVALSHA acquire.lua, 50 clients | $(f0 "${R[redis_acq.rps]}") calls/s | ${R[redis_acq.p50]} | ${R[redis_acq.p99]} | | - · ${R[redis_acq.redis_us]} · - · ${R[redis_acq.client_us]} |"
 echo "| (reference) Redisson's tryLock script, same way | $(f0 "${R[redisson.rps]}") calls/s | ${R[redisson.p50]} | ${R[redisson.p99]} | | - · ${R[redisson.redis_us]} · - · ${R[redisson.client_us]} |"
 echo "| Redis time inside EVALSHA (INFO commandstats): locks run (acquire+release) · acquire alone · Redisson's | ${EVAL_US} · ${R[redis_acq.eval_us]} · ${R[redisson.eval_us]} µs | | | | |"
+echo "| Redis process CPU per lock request under load (locks run, /proc) · lock operations/s one Redis core sustains through lockgate | ${R[locks.redis_us]} µs · $(f0 "1000000 / ${R[locks.redis_us]}")/s | | | | |"
 row ids1 "ids: POST /v1/ids/bench, 50 conns" "$(f0 "${R[ids1.rps]}") req/s"
 row ids1000 "ids: count=1000, 50 conns" "$(f0 "${R[ids1000.ids]}") ids/s ($(f0 "${R[ids1000.rps]}") req/s)"
 echo "| gateway RSS idle / after load / after sweep / at end | $(mib "$RSS_IDLE") / $(mib "$RSS_LOAD") / $(mib "$RSS_SWEEP") / $(mib "$RSS_END") MiB | | | | |"
@@ -372,6 +391,10 @@ echo "| Redis memory left per released name (its last fence, kept 10 s) | $LEFT_
 echo "| ${R[wait.waiters]:-?} waiting requests: RSS / threads / CPU over 5 s | $(mib "${R[wait.rss_kib]:-0}") MiB / ${R[wait.threads]:-?} / ${R[wait.cpu_ms_5s]:-?} ms | | | ${R[wait.open_errors]:-?} | parked in ${R[wait.seconds_to_park]:-?} s |"
 echo "| release → first of ${R[wait.waiters]:-?} waiters gets 201 | ${R[wait.first_waiter_ms]:-?} ms after the DELETE's 200 (${R[wait.first_waiter_from_send_ms]:-?} ms after sending it) | | | | |"
 echo "| hand-off, ${R[hand.rounds]:-?} rounds, one waiter: DELETE's 200 → waiter's 201 | | ${R[hand.p50_ms]:-?} | ${R[hand.p99_ms]:-?} | ${R[hand.errors]:-?} | from sending the DELETE: p50 ${R[hand.from_send_p50_ms]:-?}, p99 ${R[hand.from_send_p99_ms]:-?} ms |"
+echo
+cat "$TMP/rcost_time.md"
+echo
+cat "$TMP/rcost_ir.md"
 echo
 echo "| sweep: connections | req/s | p50 ms | p99 ms | errors | CPU µs/req gateway · Redis · client |"
 echo "|---:|---:|---:|---:|---:|---|"
@@ -392,6 +415,8 @@ echo "| gateway RSS after sweep < 64 MiB | $(mib "$RSS_SWEEP") | $(verdict "$RSS
 echo "| ${R[wait.waiters]:-?} waiters: RSS < 64 MiB, threads fixed, CPU ~0 | $(mib "${R[wait.rss_kib]:-0}") MiB, ${R[wait.threads]:-?} threads, ${R[wait.cpu_ms_5s]:-?} ms | $(verdict "${R[wait.rss_kib]:-999999} < 65536 && ${R[wait.threads]:-0} == $THREADS_IDLE && ${R[wait.cpu_ms_5s]:-999} <= 50 && ${R[wait.waiters]:-0} >= $NWAITERS") |"
 echo "| hand-off p50 < 2 ms, p99 < 10 ms | ${R[hand.p50_ms]:-?} / ${R[hand.p99_ms]:-?} | $(verdict "${R[hand.p50_ms]:-99} < 2 && ${R[hand.p99_ms]:-99} < 10") |"
 echo "| Redis memory per held lock ≤ Redisson's layout: RLock (no fences; mean MEMORY USAGE) · RFencedLock (fences, as lockgate; used_memory) | $HASH_BYTES vs $RSN_HASH_BYTES · $MEM_PER_LOCK vs $FENCED_PER_LOCK B | $(verdict "$HASH_BYTES <= $RSN_HASH_BYTES") · $(verdict "$MEM_PER_LOCK <= $FENCED_PER_LOCK") |"
+echo "| Redis per acquire+release cycle ≤ 1.0 × Redisson's: by instructions (callgrind) · by time (commandstats) | $RC_IR · $RC_T | $(verdict "$RC_IR <= 1.0") · $(verdict "$RC_T <= 1.0") |"
+echo "| (for reading) Redis per acquire · per release ÷ Redisson's, by instructions · by time | $RC_IR_ACQ · $RC_IR_REL · $RC_T_ACQ · $RC_T_REL | |"
 echo "| before and after: blocking bridge ÷ HTTP ceiling · event-driven ÷ blocking at 50 conns · at 1 conn | $R_BEFORE_HTTP · $R_LOCKS_BEFORE · $R_LOCKS1_BEFORE1 | |"
 echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
 echo "| (for reading) by CPU spent per request (gateway + Redis + client): healthz ÷ locks · healthz ÷ single ids | $(cost_ratio healthz locks) · $(cost_ratio healthz ids1) | |"

@@ -60,8 +60,10 @@ static void eval_everywhere(enum script_id id, int nkeys, int nargs, const char 
 #define QUORUM (redis_nodes() > 1)
 
 /* Reads the script's reply: an array whose first n elements are integers
- * (fewer when the first is negative).  Returns the first, or -100 with
- * *err set when Redis failed or the reply has another shape. */
+ * (fewer when the first is negative), or a bare integer, which stands for
+ * an array of it and zeros (a fast path's answer: building a Lua table
+ * costs Redis more than the rest of a release).  Returns the first, or
+ * -100 with *err set when Redis failed or the reply has another shape. */
 static long long parse_verdict(const struct redis_result *res, long long *v, size_t n,
                                const char **err) {
     *err = "Redis gave an unexpected answer";
@@ -70,6 +72,10 @@ static long long parse_verdict(const struct redis_result *res, long long *v, siz
         return -100;
     }
     const redisReply *r = res->reply;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        for (size_t i = 0; i < n; i++) v[i] = i == 0 ? r->integer : 0;
+        return r->integer;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return -100;
     for (size_t i = 0; i < n; i++) {
         if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER) {
@@ -261,12 +267,24 @@ static void send_wait(struct hold_call *hc) {
     redis_command(3, argv, lens, ack_done, hc);
 }
 
+/* acquire.lua's answer in v[0..4]: {verdict, fence, count, ttl, holders},
+ * or its fast path's bare fence, which means {1, fence, 1, ttl asked, 1}. */
+static long long acquire_verdict(const struct hold_call *hc, const struct redis_result *res,
+                                 long long *v, const char **err) {
+    if (res->ok && res->reply->type == REDIS_REPLY_INTEGER && res->reply->integer > 0) {
+        v[0] = 1, v[1] = res->reply->integer, v[2] = 1, v[3] = hc->ttl_ms, v[4] = 1;
+        return 1;
+    }
+    long long verdict = parse_verdict(res, v, 2, err);
+    if (verdict > 0) verdict = parse_verdict(res, v, 5, err);
+    return verdict;
+}
+
 static void acquire_done(void *arg, const struct redis_result *res) {
     struct hold_call *hc = arg;
     long long v[5] = {0};
     const char *err = NULL;
-    long long verdict = parse_verdict(res, v, 2, &err);
-    if (verdict > 0) verdict = parse_verdict(res, v, 5, &err);
+    long long verdict = acquire_verdict(hc, res, v, &err);
     if (!hc->acks_wanted) {
         on_verdict(hc, verdict, v, err);
         return;
@@ -312,8 +330,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     for (int i = 0; i < n; i++) {
         long long v[5] = {0};
         const char *e;
-        long long verdict = parse_verdict(&res[i], v, 2, &e);
-        if (verdict > 0) verdict = parse_verdict(&res[i], v, 5, &e);
+        long long verdict = acquire_verdict(hc, &res[i], v, &e);
         if (verdict == -100) {
             err = e;
             continue;
@@ -413,6 +430,7 @@ quorum_pick(const struct redis_result *res, int n, int want,
 }
 
 static long long elem(const redisReply *r, size_t i) {
+    if (r->type == REDIS_REPLY_INTEGER) return i == 0 ? r->integer : 0; /* see parse_verdict */
     return r->elements > i && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
                                                                          : 0;
 }
@@ -454,18 +472,25 @@ static void attempt(struct hold_call *hc) {
                           hc->fair ? "1" : "0",
                           redis_release_channel(),
                           k.message};
+    /* The common case (exclusive, no owner, max-hold, lock-delay or
+     * waiting) sends the script's short form, token and ttl only: every
+     * argument costs Redis time (bench/RESULTS.md, "Redis fast path"). */
+    int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
+                        hc->lock_delay_ms == 0 && wait_left == 0
+                    ? 5
+                    : 15;
     size_t lens[15];
-    for (int i = 0; i < 15; i++) lens[i] = strlen(argv[i]);
+    for (int i = 0; i < nargs; i++) lens[i] = strlen(argv[i]);
     hc->w.seen_seq = waiters_release_seq();
     hc->attempt_ms = loop_now_ms();
     if (QUORUM) {
-        redis_eval_all(SCRIPT_ACQUIRE, 3, 15, argv, lens, quorum_acquire_done, hc);
+        redis_eval_all(SCRIPT_ACQUIRE, 3, nargs, argv, lens, quorum_acquire_done, hc);
         return;
     }
     if (hc->wait_ms == 0)
-        redis_eval_here(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
+        redis_eval_here(SCRIPT_ACQUIRE, 3, nargs, argv, lens, acquire_done, hc);
     else
-        redis_eval(SCRIPT_ACQUIRE, 3, 15, argv, lens, acquire_done, hc);
+        redis_eval(SCRIPT_ACQUIRE, 3, nargs, argv, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
 

@@ -1,30 +1,31 @@
--- _holders.lua -- prepended to acquire, extend, release, inspect and
--- dequeue at build time (the Makefile), so the layout below is written once.
+-- _holders.lua -- the holder hash, included (--@include) by acquire,
+-- extend, release, inspect and dequeue after their fast paths and after
+-- _clock.lua, so the layout below is written once and its functions are
+-- only made when a call leaves its fast path.
 --
 -- One hash per lock or semaphore (KEYS[1]):
---   <token>  one field per holder (tokens are 22+ characters, the other
---         fields are short), its record packed with Redis's struct library:
---         '<I4I7I6I4' count, fence, lease end (ms), ttl (ms): 21 bytes, and
---         only when one is set, '<I6I4' max-hold end (ms), lock-delay (ms)
---         followed by the owner's bytes.  Packed, a held lock's hash fits
---         the allocation class of Redisson's RLock hash (bench/RESULTS.md),
---         and decoding is ~8x cheaper than parsing a text record.
+--   x     the exclusive holder: its token and its record (X_HEAD in
+--         _layout.lua).  Once that hold ends (released or expired) the
+--         record stays as it is, or is rewritten with an empty token, a
+--         lease end of 0 and no lock-delay on release: it still carries the
+--         name's last fence, so a release is one HSET.
+--   <token>  one field per shared holder or semaphore permit (tokens are
+--         22+ characters, the other fields are short), its record packed
+--         with Redis's struct library: '<I4I7I6I4' count, fence, lease end
+--         (ms), ttl (ms): 21 bytes, and only when one is set, '<I6I4'
+--         max-hold end (ms), lock-delay (ms) followed by the owner's bytes.
+--         Packed, a held lock's hash fits the allocation class of
+--         Redisson's RLock hash (bench/RESULTS.md).
 --   m     kind of the holders when not exclusive: s shared, p permit
 --   lim   a semaphore's limit, as its holders use it
 --   dl    lock-delay: nobody may acquire before this time (ms)
 --   w     some waiter may wait until this time (ms): releases publish
---   f     the name's last fence, present only while no holder carries it
---         (after a release or an expiry); the hash is kept FENCE_KEEP_MS
---         after its last use, so fences grow even when Redis's clock steps
---         back by less than that (a fence is also at least the clock in us)
--- Its PEXPIRE covers the longest lease plus its lock-delay, so Redis drops
--- an abandoned lock by itself.  All times come from Redis's clock.
-
-local FENCE_KEEP_MS = 10000
-
-local T = redis.call('TIME')
-local now = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
-local now_us = tonumber(T[1]) * 1000000 + tonumber(T[2])
+--   f     the name's last fence, present only while neither a holder nor
+--         the x record carries it (after shared holders end)
+-- Its PEXPIRE covers the longest lease plus its lock-delay, the lock-delay
+-- in force and waiters' marks, plus FENCE_KEEP_MS when the name has a fence,
+-- so Redis drops an abandoned lock by itself, and a release by the holder
+-- needs no PEXPIRE: the expiry already lies FENCE_KEEP_MS past its lease.
 
 -- Integers as decimal strings (f, dl, w): exact up to 2^53.
 local function int(n) return string.format('%d', n) end
@@ -35,10 +36,10 @@ local function encode(h)
   return rec .. struct.pack('<I6I4', h.hold, h.delay) .. h.owner
 end
 
-local function decode(v)
+-- pos: where the record starts in v (after x's token), 1 for a token field.
+local function decode(v, pos)
   local h = {hold = 0, delay = 0, owner = ''}
-  local pos
-  h.count, h.fence, h.exp, h.ttl, pos = struct.unpack('<I4I7I6I4', v)
+  h.count, h.fence, h.exp, h.ttl, pos = struct.unpack('<I4I7I6I4', v, pos or 1)
   if pos <= #v then
     h.hold, h.delay, pos = struct.unpack('<I6I4', v, pos)
     h.owner = string.sub(v, pos)
@@ -46,23 +47,33 @@ local function decode(v)
   return h
 end
 
--- Reads the hash, drops holders whose lease ended (turning their lock-delay
--- into dl), and sums up who is left.  lastfence is the highest fence the
--- name has given, maxfence the highest a live holder has, ffield the stored
--- f (0 when absent).
-local function load(key)
+-- Reads the hash (flat: its HGETALL when the caller has it), drops holders
+-- whose lease ended (turning their lock-delay into dl), and sums up who is
+-- left.  lastfence is the highest fence the name has given, maxfence the
+-- highest a live holder has, xfence the one x's record carries (live or
+-- not), ffield the stored f (0 when absent).
+local function load(key, flat)
   local st = {holders = {}, alive = 0, maxexp = 0, minexp = 0, dl = 0, w = 0,
               mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
-              maxfence = 0, ffield = 0}
-  local flat = redis.call('HGETALL', key)
+              maxfence = 0, xfence = 0, ffield = 0, xtoken = nil, tfield = {}}
+  flat = flat or redis.call('HGETALL', key)
   local dead = {}
   for i = 1, #flat, 2 do
     local f, v = flat[i], flat[i + 1]
-    if #f >= 22 then
-      local hd = decode(v)
+    local hd
+    if f == 'x' then
+      local tok, pos = struct.unpack('<s', v)
+      hd = decode(v, pos)
+      st.xfence = hd.fence
+      if hd.exp > now then f, st.xtoken = tok, tok end
+    elseif #f >= 22 then
+      hd = decode(v)
+      st.tfield[f] = true
+    end
+    if hd then
       if hd.fence > st.lastfence then st.lastfence = hd.fence end
       if hd.exp <= now then
-        dead[#dead + 1] = f
+        if f ~= 'x' then dead[#dead + 1] = f end
         if hd.delay > 0 and hd.exp + hd.delay > st.dl then st.dl = hd.exp + hd.delay end
       else
         st.holders[f] = hd
@@ -86,7 +97,7 @@ local function load(key)
     redis.call('HDEL', key, unpack(dead))
     local keep = {}
     if st.dl > now then keep = {'dl', st.dl} end
-    if st.lastfence > st.maxfence and st.ffield ~= st.lastfence then
+    if st.lastfence > st.maxfence and st.lastfence > st.xfence and st.ffield ~= st.lastfence then
       keep[#keep + 1], keep[#keep + 2] = 'f', int(st.lastfence)
       st.ffield = st.lastfence
     end
@@ -96,18 +107,38 @@ local function load(key)
   return st
 end
 
+-- Writes a holder's record: the exclusive holder's in x, the others' in
+-- their own field.  (A token field of kind x is a record from before x:
+-- it moves into x.)
+local function put(key, st, token, h, kind)
+  if kind == 'x' then
+    redis.call('HSET', key, 'x', struct.pack('<s', token) .. encode(h))
+    if st.tfield[token] then
+      redis.call('HDEL', key, token)
+      st.tfield[token] = nil
+    end
+    st.xtoken, st.xfence = token, h.fence
+  else
+    redis.call('HSET', key, token, encode(h))
+  end
+end
+
 -- Sets the hash's expiry to cover every lease with its lock-delay, the
--- lock-delay in force and waiters' marks; deletes it when nothing is left.
--- Keeps f exactly when no holder carries the last fence.
+-- lock-delay in force and waiters' marks, FENCE_KEEP_MS more when the name
+-- has a fence; deletes it when nothing is left.  Keeps f exactly when
+-- neither a holder nor x carries the last fence.
 -- gone: a holder field to delete in the same call (a release), or nil.
 local function save_ttl(key, st, gone)
-  local target, maxfence = st.dl, 0
+  local target, maxfence = st.dl, st.xfence
   for _, h in pairs(st.holders) do
     if h.exp + h.delay > target then target = h.exp + h.delay end
     if h.fence > maxfence then maxfence = h.fence end
   end
   if st.w > target then target = st.w end
-  if st.lastfence > 0 and now + FENCE_KEEP_MS > target then target = now + FENCE_KEEP_MS end
+  if st.lastfence > 0 then
+    if now > target then target = now end
+    target = target + FENCE_KEEP_MS
+  end
   if target <= now then
     redis.call('DEL', key)
     return

@@ -2,28 +2,65 @@
 -- re-enter a lock; queue fair waiters.  (The holder layout: _holders.lua.)
 --
 -- KEYS     hash, queue zset, queue deadlines hash
--- ARGV     1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none), 5 lock_delay_ms,
---          6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
+-- ARGV     short form, the common case (exclusive, no owner, max-hold,
+--          lock-delay or waiting): 1 token, 2 ttl_ms
+--          long form: 1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none),
+--          5 lock_delay_ms, 6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
 --          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message
--- Returns  {1, fence, count, ttl_ms, holders}   acquired by a new holder
+-- Returns  fence (a bare integer > 0)           the fast path: acquired by a
+--                                               new holder, count 1, ttl_ms
+--                                               as asked, 1 holder
+--          {1, fence, count, ttl_ms, holders}   acquired by a new holder
 --          {2, fence, count, ttl_ms, holders}   re-entered
 --          {0, retry_after_ms}                  busy
 --          {-3}                                 token holds it in the other mode
 --          {-4, limit}                          semaphore limit differs
 --
 -- Fence: at least the clock in microseconds and more than the name's last
--- fence (any holder's, or field f), so fences grow across expiry and restarts.
-local token, ttl, kind = ARGV[1], tonumber(ARGV[2]), ARGV[6]
-local limit = tonumber(ARGV[7])
-local waiter, wait_left, fair = ARGV[8], tonumber(ARGV[9]), ARGV[10] == '1'
+-- fence (any holder's, x's record or field f), so fences grow across expiry
+-- and restarts.
+--@include _layout.lua
+--@include _clock.lua
+local token, ttl = ARGV[1], tonumber(ARGV[2])
+local flat = redis.call('HGETALL', KEYS[1])
 
-local st = load(KEYS[1])
+-- Fast path: the short form on a name nobody holds, with no lock-delay
+-- pending, no waiter mark and no shared state: the hash is empty or holds
+-- only x's ended record.  Four Redis calls (TIME, HGETALL, HSET, PEXPIRE),
+-- none of _holders.lua's functions made, and a bare integer for an answer
+-- (a table costs Redis more than a redis.call: bench/RESULTS.md).
+if #ARGV == 2 then
+  local last = -1
+  if #flat == 0 then
+    last = 0
+  elseif #flat == 2 and flat[1] == 'x' then
+    local v = flat[2]
+    local _, _, fence, exp, _, pos = struct.unpack(X_HEAD, v)
+    local delay = 0
+    if pos <= #v then delay = select(2, struct.unpack('<I6I4', v, pos)) end
+    if exp + delay <= now then last = fence end
+  end
+  if last >= 0 then
+    local fence = now_us
+    if fence <= last then fence = last + 1 end
+    redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, token, 1, fence, now + ttl + 1, ttl))
+    redis.call('PEXPIRE', KEYS[1], ttl + 1 + FENCE_KEEP_MS)
+    return fence
+  end
+end
+
+--@include _holders.lua
+local kind, limit = ARGV[6] or 'x', tonumber(ARGV[7] or '0')
+local waiter, wait_left, fair = ARGV[8] or '', tonumber(ARGV[9] or '0'), ARGV[10] == '1'
+local owner, max_hold, delay = ARGV[3] or '', tonumber(ARGV[4] or '0'), tonumber(ARGV[5] or '0')
+
+local st = load(KEYS[1], flat)
 local me = st.holders[token]
 if me then
   if st.mode ~= kind then return {-3} end
   me.count = me.count + 1
   me.exp = cap_exp(me, ttl)
-  redis.call('HSET', KEYS[1], token, encode(me))
+  put(KEYS[1], st, token, me, st.mode)
   save_ttl(KEYS[1], st)
   return {2, me.fence, me.count, remaining(me.exp), st.alive}
 end
@@ -77,8 +114,8 @@ if waiter ~= '' then
 end
 
 local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
-           delay = tonumber(ARGV[5]), owner = ARGV[3]}
-if tonumber(ARGV[4]) > 0 then h.hold = now + tonumber(ARGV[4]) end
+           delay = delay, owner = owner}
+if max_hold > 0 then h.hold = now + max_hold end
 if kind ~= 'p' then
   h.fence = now_us
   if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end
@@ -87,7 +124,7 @@ end
 st.holders[token] = h
 st.alive = st.alive + 1
 if kind == 'x' then
-  redis.call('HSET', KEYS[1], token, encode(h))
+  put(KEYS[1], st, token, h, 'x')
   if st.mfield then redis.call('HDEL', KEYS[1], 'm') end
 elseif kind == 's' then
   redis.call('HSET', KEYS[1], token, encode(h), 'm', kind)

@@ -4,6 +4,9 @@
 -- ARGV     1 waiter id, 2 channel, 3 message
 -- Returns  1 when it was queued, else 0.  When it was at the head, the next
 -- waiter may now go: the message is published so it is woken at once.
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
 local head = queue_head()
 local removed = redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])

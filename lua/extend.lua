@@ -6,12 +6,15 @@
 --                     ttl_ms is the new remaining lease, capped by max-hold
 --          {-1}       nobody holds it
 --          {-2}       held, but not by this token
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
 local st = load(KEYS[1])
 local me, why = holder_of(st, ARGV[1])
 if not me then return {why} end
 local ttl = tonumber(ARGV[2])
 if ttl == 0 then ttl = me.ttl end
 me.exp = cap_exp(me, ttl)
-redis.call('HSET', KEYS[1], ARGV[1], encode(me))
+put(KEYS[1], st, ARGV[1], me, st.mode)
 save_ttl(KEYS[1], st)
 return {1, me.fence, me.count, remaining(me.exp), kind_code[st.mode], st.limit}

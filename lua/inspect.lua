@@ -5,6 +5,9 @@
 --          fence is the highest, ttl_ms the longest remaining lease, count
 --          and owner those of the longest-held holder (lowest fence)
 --          {-1}  nobody holds it
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
 local st = load(KEYS[1])
 if st.alive == 0 then
   save_ttl(KEYS[1], st)

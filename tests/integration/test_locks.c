@@ -204,8 +204,9 @@ static void test_expiry_and_fences(void) {
 }
 
 /* The hash layout (lua/_holders.lua) keeps a held exclusive lock to its
- * holder's one field, so it fits Redisson's allocation class: no mode field
- * for exclusive, f only while no holder carries the last fence. */
+ * holder's one field x, so it fits Redisson's allocation class: no mode
+ * field for exclusive, x's ended record keeps the last fence, f only while
+ * neither a holder nor x carries it. */
 static long long hlen(const char *key) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "HLEN %s", key);
@@ -228,8 +229,9 @@ static void test_hash_layout(void) {
     r = H("DELETE", "/v1/locks/lay", t1, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
-    CHECK_EQ_INT(hlen(key), 1); /* only f, the last fence */
-    CHECK_EQ_INT(atoll(hget(key, "f")), f1);
+    CHECK_EQ_INT(hlen(key), 1); /* only x's ended record: it carries the last fence */
+    CHECK_EQ_STR(hget(key, "f"), "");
+    CHECK_EQ_STR(h_redis_cli(&redis, "HEXISTS lockgate:lock:{lay} x"), "1");
     r = H("POST", "/v1/locks/lay", NULL, "{\"ttl_ms\":5000,\"owner\":\"o\",\"lock_delay_ms\":5}");
     CHECK(h_jint(&r, "fence") > f1);
     char *t2 = strdup(h_header(&r, "Lock-Token"));
@@ -281,6 +283,33 @@ static void test_hash_layout(void) {
     CHECK_EQ_INT(h_jint(&r, "fence"), fb + 1000000001LL);
     h_resp_free(&r);
     free(ta);
+}
+
+/* A released hash expires by itself FENCE_KEEP_MS (10 s) after the lease
+ * would have ended, or, for a long lease, 10 s after the release. */
+static void test_release_expiry(void) {
+    char *t = acquire("/v1/locks/linger", NULL, "{\"ttl_ms\":2000}", 201);
+    struct h_resp r = H("DELETE", "/v1/locks/linger", t, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    long long left = atoll(h_redis_cli(&redis, "PTTL lockgate:lock:{linger}"));
+    CHECK(left > 10000 && left <= 12001);
+    free(t);
+    t = acquire("/v1/locks/linger", NULL, "{\"ttl_ms\":600000}", 201);
+    r = H("DELETE", "/v1/locks/linger", t, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    left = atoll(h_redis_cli(&redis, "PTTL lockgate:lock:{linger}"));
+    CHECK(left > 0 && left <= 10000);
+    free(t);
+    /* Released after its lease ended: not held (the fast path reads the
+     * lease from the hash's expiry). */
+    t = acquire("/v1/locks/linger", NULL, "{\"ttl_ms\":100}", 201);
+    h_sleep_ms(200);
+    r = H("DELETE", "/v1/locks/linger", t, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    free(t);
 }
 
 static void test_fence_survives_redis_restart(void) {
@@ -634,6 +663,7 @@ int main(void) {
     RUN(test_not_yet_offered);
     RUN(test_body_too_large);
     RUN(test_hash_layout);
+    RUN(test_release_expiry);
     RUN(test_fence_survives_redis_restart);
     RUN(test_redis_auth_db_prefix);
     RUN(test_blocking_bridge);

@@ -41,22 +41,18 @@ static void dump_log_tail(const char *path, int lines) {
     if (system(cmd)) {}
 }
 
-/* Holder fields (tokens: 22 characters or more) in the lock's hash on r:
- * the hash itself outlives its holders (it keeps the last fence). */
+/* Holders in the lock's hash on r (lua/_holders.lua: token fields of 22
+ * characters or more, and x unless its token is empty): the hash itself
+ * outlives its holders (it keeps the last fence). */
+#define HOLDERS_LUA                                                                             \
+    "local n = 0 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do "                          \
+    "if #f >= 22 or (f == 'x' and string.byte(redis.call('HGET', KEYS[1], 'x'), 1) ~= 0) then " \
+    "n = n + 1 end end return n"
 static int holders_on(struct h_redis *r, const char *name) {
-    char args[256];
-    snprintf(args, sizeof args, "HKEYS '" PREFIX_KEY "{%s}'", name);
+    char args[512];
+    snprintf(args, sizeof args, "EVAL \"%s\" 1 '" PREFIX_KEY "{%s}'", HOLDERS_LUA, name);
     const char *out = h_redis_cli(r, args);
-    if (!out) return -1;
-    int n = 0;
-    for (const char *p = out; *p;) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
-        if (len >= 22) n++;
-        if (!eol) break;
-        p = eol + 1;
-    }
-    return n;
+    return out ? atoi(out) : -1;
 }
 
 /* --sentinel flags for sentinels order[0..n) (indexes into sen[]). */

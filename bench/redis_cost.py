@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""bench/redis_cost.py -- Redis time per lock operation, lockgate beside Redisson.
+
+Replays each script on a quiet redis-server of its own, pipelined through
+`redis-cli --pipe`, on N fresh names, and reads the time Redis spent inside
+EVALSHA from INFO commandstats (usec_per_call).  Phases, on the same names:
+
+  acquire   lockgate's acquire.lua, exclusive, lock free, nobody waiting
+  release   lockgate's release.lua by the holder
+  cycle     acquire + release
+and the same for Redisson's fenced-lock acquire (EXISTS/HEXISTS, INCR of a
+fence counter, HINCRBY, PEXPIRE) and its classic unlock (HEXISTS, HINCRBY,
+DEL, PUBLISH on every unlock), replayed the same way on as many fresh names.
+
+Each phase runs REPS times, interleaved, and the median is printed, so load
+from elsewhere on the machine falls on both alike.
+
+With --callgrind, Redis runs under valgrind's callgrind, which counts the
+instructions executed inside EVALSHA (evalShaCommand and all it calls: the
+script, its redis.call()s, argument passing): exact and repeatable whatever
+else the machine does, where times on a busy machine are not.  Each phase
+then gets its own server: acquires alone, then acquires + releases, and a
+release is the difference.
+
+  bench/redis_cost.py [--gen DIR] [--ab DIR] [-n N] [--reps R] [--callgrind] [--markdown]
+
+  --gen DIR  the generated scripts (default build/gen/lua)
+  --ab DIR   a second set of generated scripts (an older build) measured in
+             the same run: the A/B of one change
+"""
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# Redisson's fenced lock acquire (RedissonFencedLock.tryLockInnerAsync) and
+# classic unlock (RedissonLock.unlockInnerAsync), as the bench has always
+# compared against: KEYS and ARGV as Redisson passes them.
+REDISSON_FENCED_ACQUIRE = (
+    "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) "
+    "then local token = redis.call('incr', KEYS[2]); redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; "
+    "return {redis.call('pttl', KEYS[1]), -1};")
+REDISSON_UNLOCK = (
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+    "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; "
+    "return nil;")
+RSN_ID = "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
+TOKEN = "Bq3kZr8TqM2xWv9yLp0AbC"
+
+
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+class Redis:
+    """A private redis-server on a free loopback port, stopped by close()."""
+
+    def __init__(self, callgrind=False):
+        self.dir = tempfile.mkdtemp(prefix="lockgate-rcost.")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.cg = self.dir + "/callgrind.out" if callgrind else None
+        pre = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+               "--toggle-collect=evalShaCommand", "--callgrind-out-file=" + self.cg] \
+            if callgrind else []
+        self.proc = subprocess.Popen(
+            pre + ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--logfile", self.dir + "/redis.log"])
+        for _ in range(600):
+            if self.cli("ping").strip() == "PONG":
+                return
+            time.sleep(0.05)
+        raise SystemExit("redis-server did not start")
+
+    def cli(self, *args):
+        r = subprocess.run(["redis-cli", "-p", str(self.port), *args],
+                           capture_output=True, text=True)
+        return r.stdout
+
+    def pipe(self, payload):
+        r = subprocess.run(["redis-cli", "-p", str(self.port), "--pipe"], input=payload,
+                           capture_output=True)
+        if b"errors: 0" not in r.stdout:
+            raise SystemExit("redis-cli --pipe: " + r.stdout.decode() + r.stderr.decode())
+
+    def evalsha_us(self):
+        for line in self.cli("info", "commandstats").splitlines():
+            if line.startswith("cmdstat_evalsha:"):
+                for kv in line.split(":", 1)[1].split(","):
+                    k, v = kv.split("=")
+                    if k == "usec_per_call":
+                        return float(v)
+        return float("nan")
+
+    def close(self):
+        """Stops the server; under callgrind, returns the instructions counted."""
+        self.proc.terminate()
+        self.proc.wait()
+        ir = None
+        if self.cg:
+            with open(self.cg) as f:
+                for line in f:
+                    if line.startswith("totals:") or line.startswith("summary:"):
+                        ir = int(line.split()[1])
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return ir
+
+
+def timed(r, payload):
+    """Redis time per EVALSHA while replaying payload."""
+    r.cli("config", "resetstat")
+    r.pipe(payload)
+    return r.evalsha_us()
+
+
+def lockgate_payloads(r, gen, n, tag):
+    acq = r.cli("script", "load", open(os.path.join(gen, "acquire.lua")).read()).strip()
+    rel = r.cli("script", "load", open(os.path.join(gen, "release.lua")).read()).strip()
+    names = ["lockgate:lock:{%s-%d}" % (tag, i) for i in range(n)]
+    # As the gateway sends the common case: the short form, token and ttl.
+    a = b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 30000) for k in names)
+    d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, "lockgate:released", "lock:" + k)
+                 for k in names)
+    return a, d
+
+
+def redisson_payloads(r, n, tag):
+    acq = r.cli("script", "load", REDISSON_FENCED_ACQUIRE).strip()
+    rel = r.cli("script", "load", REDISSON_UNLOCK).strip()
+    names = ["%s-%d" % (tag, i) for i in range(n)]
+    a = b"".join(resp("EVALSHA", acq, 2, k, "redisson_lock_token:{%s}" % k, 30000, RSN_ID)
+                 for k in names)
+    d = b"".join(resp("EVALSHA", rel, 2, k, "redisson_lock__channel:{%s}" % k, 0, 30000, RSN_ID)
+                 for k in names)
+    return a, d
+
+
+def phases_timed(r, payloads, *args):
+    a, d = payloads(r, *args)
+    return timed(r, a), timed(r, d)
+
+
+def phases_counted(payloads, *args):
+    """Instructions per acquire and per release, under callgrind."""
+    n = args[-2]
+    counts = []
+    for with_release in (False, True):
+        r = Redis(callgrind=True)
+        a, d = payloads(r, *args)
+        r.pipe(a)
+        if with_release:
+            r.pipe(d)
+        counts.append(r.close())
+    return counts[0] / n, (counts[1] - counts[0]) / n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gen", default="build/gen/lua")
+    ap.add_argument("--ab", default=None)
+    ap.add_argument("-n", type=int, default=50000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--markdown", action="store_true")
+    o = ap.parse_args()
+    sets = [("lockgate", o.gen)] + ([("lockgate (A/B: %s)" % o.ab, o.ab)] if o.ab else [])
+    res = {}
+    if o.callgrind:
+        for label, gen in sets:
+            res[label] = [phases_counted(lockgate_payloads, gen, o.n, "c")]
+        res["Redisson"] = [phases_counted(redisson_payloads, o.n, "c")]
+    else:
+        r = Redis()
+        try:
+            for rep in range(o.reps):
+                for label, gen in sets:
+                    r.cli("flushall")
+                    res.setdefault(label, []).append(
+                        phases_timed(r, lockgate_payloads, gen, o.n, "r%d" % rep))
+                r.cli("flushall")
+                res.setdefault("Redisson", []).append(
+                    phases_timed(r, redisson_payloads, o.n, "r%d" % rep))
+        finally:
+            r.close()
+    unit = "instructions" if o.callgrind else "µs"
+    rows = []
+    for label, runs in res.items():
+        acq = statistics.median(x[0] for x in runs)
+        rel = statistics.median(x[1] for x in runs)
+        rows.append((label, acq, rel, acq + rel))
+    rsn = [x for x in rows if x[0] == "Redisson"][0]
+    if o.markdown:
+        how = "callgrind, %d fresh names" % o.n if o.callgrind else \
+            "median of %d × %d fresh names" % (o.reps, o.n)
+        print("| Redis %s inside EVALSHA per call (%s) | acquire | release | cycle"
+              " | cycle ÷ Redisson's |" % (unit, how))
+        print("|---|---|---|---|---|")
+        for label, a, d, c in rows:
+            print("| %s | %.1f | %.1f | %.1f | %.2f |" % (label, a, d, c, c / rsn[3]))
+    else:
+        for label, a, d, c in rows:
+            print("%-40s acquire %8.2f  release %8.2f  cycle %8.2f %s (%.2f x Redisson)"
+                  % (label, a, d, c, unit, c / rsn[3]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
