@@ -396,6 +396,9 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             size_t lens[3] = {strlen(argv[0]), strlen(f), strlen(FENCE_KEEP_MS)};
             eval_everywhere(SCRIPT_FENCE_RAISE, 1, 3, argv, lens);
         }
+        /* A master that said busy kept this waiter's queue entry: it would
+         * hold up that master's queue until its deadline. */
+        if (granted < n) leave_queue(hc);
         long long v[5] = {reentered ? 2 : 1, fence, count, validity, holders};
         on_verdict(hc, v[0], v, NULL);
         return;
