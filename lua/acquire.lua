@@ -5,14 +5,15 @@
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none), 5 lock_delay_ms,
 --          6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
 --          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message
--- Returns  {1, fence, count, ttl_ms, holders, dropped}  acquired by a new holder
+-- Returns  {1, fence, count, ttl_ms, holders[, dropped]}  acquired by a new holder
 --          {2, fence, count, ttl_ms, holders}   re-entered
 --          {0, retry_after_ms, why, dropped}    busy; why: 1 held (or full),
 --                                               2 lock-delay, 3 fair waiters
 --                                               queued ahead and none holds
 --          {-3}                                 token holds it in the other mode
 --          {-4, limit}                          semaphore limit differs
--- dropped: queue entries of dead gateways this call removed (_holders.lua).
+-- dropped: queue entries of dead gateways this call removed (_holders.lua);
+-- a grant carries it only when it is not 0.
 --
 -- Fence: at least the clock in microseconds and more than the name's last
 -- fence (any holder's, or field f), so fences grow across expiry and restarts.
@@ -46,10 +47,10 @@ end
 -- queued waiter's deadline is never past w, so with w gone by the queue is
 -- empty (or holds only the expired) and is not read.
 local head, head_deadline = nil, 0
-local why = st.dl > now and 2 or 1
+local queued = false
 if st.w > now then head, head_deadline = queue_head(waiter) end
 if busy_for < 0 and head and head ~= waiter then
-  why = 3
+  queued = true
   busy_for = head_deadline - now
   -- The head may be one whose dead predecessor was just dropped: wake it.
   if queue_dropped > 0 then redis.call('PUBLISH', ARGV[11], ARGV[12]) end
@@ -75,6 +76,7 @@ if busy_for >= 0 then
     end
   end
   if busy_for < 1 then busy_for = 1 end
+  local why = queued and 3 or st.dl > now and 2 or 1
   return {0, busy_for, why, queue_dropped}
 end
 
@@ -109,4 +111,5 @@ save_ttl(KEYS[1], st)
 if st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit)) then
   redis.call('PUBLISH', ARGV[11], ARGV[12])
 end
-return {1, h.fence, 1, ttl, st.alive, queue_dropped}
+if queue_dropped > 0 then return {1, h.fence, 1, ttl, st.alive, queue_dropped} end
+return {1, h.fence, 1, ttl, st.alive}
