@@ -153,7 +153,8 @@ static void leave_queue(struct hold_call *hc) {
 }
 
 /* why is acquire.lua's: 1 held (or full), 2 lock-delay, 3 nobody holds it
- * (or permits are free) but fair waiters are queued ahead. */
+ * (or permits are free) but fair waiters are queued ahead; or 4: the wait
+ * ended while this gateway was stalled (on_wake), state unknown. */
 static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long why) {
     struct gw_request *req = hc->req;
     if (retry_after_ms < 1) retry_after_ms = 1;
@@ -167,6 +168,8 @@ static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long
     const char *state = why == 3   ? (sem ? "not full, but fair waiters are queued ahead"
                                           : "not held, but fair waiters are queued ahead")
                         : why == 2 ? "in its lock-delay after an expired holder"
+                        : why == 4 ? "still busy as far as this gateway knows: it was stalled "
+                                     "past the request's wait deadline"
                         : sem      ? "full"
                                    : "held";
     reply_problem_with(req, CODE_LOCK_BUSY, extra, "%s '%s' is %s", sem ? "semaphore" : "lock",
@@ -541,9 +544,7 @@ static void on_wake(struct waiter *w) {
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         metrics_observe_wait((now - hc->start_ms) * 1000);
         leave_queue(hc);
-        reply_problem(hc->req, CODE_LOCK_BUSY,
-                      "the wait for %s '%s' ended while this gateway was stalled",
-                      hc->kind == HOLD_PERMIT ? "semaphore" : "lock", hc->req->name);
+        reply_busy(hc, 1, 4);
         return;
     }
     attempt(hc);

@@ -1,9 +1,10 @@
 /* loop.c -- see loop.h.
  *
  * A turn: wait (until the next waiter's timer, at most 50 ms), renew the
- * gateway's liveness key when due, handle the ready descriptors, run the posted tasks, then let the Redis layer write
- * what the turn queued (one write per connection: auto-pipelining) and
- * check its timeouts, then fire due waiter timers. */
+ * gateway's liveness key when due, handle the ready descriptors, run the
+ * posted tasks, then let the Redis layer write what the turn queued (one
+ * write per connection: auto-pipelining) and check its timeouts, then fire
+ * due waiter timers. */
 #include "server/loop.h"
 #include "server/liveness.h"
 #include "server/log.h"
