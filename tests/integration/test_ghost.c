@@ -251,8 +251,13 @@ static void dead_gateway(const struct kind *k, struct h_redis *r, struct h_gw *a
     CHECK_EQ_INT(plain->status, 201);
     CHECK(fair->t_done - base <= BOUND_MS);
     CHECK(plain->t_done - base <= BOUND_MS);
-    CHECK(fair->order < plain->order); /* the plain one does not overtake the fair one */
-    CHECK_EQ_INT(dead->status, 0);     /* its gateway died under it */
+    /* The plain one does not overtake the fair one (shared holders may
+     * overlap: their fences tell who entered first). */
+    if (fair->fence > 0 && plain->fence > 0)
+        CHECK(fair->fence < plain->fence);
+    else
+        CHECK(fair->order < plain->order);
+    CHECK_EQ_INT(dead->status, 0); /* its gateway died under it */
     CHECK(h_metric(b, "lockgate_dead_waiters_total") >= dropped0 + 1);
     for (int i = 0; i < nmasters; i++) {
         CHECK(wait_cli(&masters[i], zcard, "0", 2000));
@@ -547,8 +552,13 @@ static void test_many_waiters(void) {
     CHECK_EQ_INT(busy.evalsha, 0); /* parked waiters send nothing */
     CHECK(busy.other <= idle.other + 4);
     CHECK(busy.cpu <= idle.cpu + 200);
-    for (int i = 0; i < N; i++)
+    /* In batches: 3,000 hang-ups in one loop turn could keep the loop
+     * (under ASan) from reading Redis's answers for longer than
+     * --redis-timeout-ms, which drops the connection. */
+    for (int i = 0; i < N; i++) {
         if (fd[i] >= 0) close(fd[i]);
+        if (i % 200 == 199) h_sleep_ms(50);
+    }
     CHECK(wait_waiting(&a, 0, 20000));
     CHECK(wait_cli(&redis, "exists lockgate:lock:{ghost-many}:q", "0", 20000));
     CHECK_EQ_INT(delete_status(gb.port, p, holder), 200);
@@ -566,10 +576,10 @@ static void test_ttl_setting(void) {
         return;
     }
     /* A's key has at most 900 ms left (B's 2000: look for the short one). */
-    const char *w = h_redis_cli(
-        &redis, "eval \"local n = 0 for _, k in ipairs(redis.call('keys','lockgate:gw:*')) do "
-                "if redis.call('pttl', k) <= 900 then n = n + 1 end end return n\" 0");
-    CHECK(w && atoi(w) >= 1);
+    CHECK(wait_cli(&redis,
+                   "eval \"local n = 0 for _, k in ipairs(redis.call('keys','lockgate:gw:*')) do "
+                   "if redis.call('pttl', k) <= 900 then n = n + 1 end end return n\" 0",
+                   "1", 2000));
     h_gw_kill(&a);
     CHECK(wait_cli(&redis, "eval \"return #redis.call('keys','lockgate:gw:*')\" 0", "1", 1500));
     /* Out of range: refused at start (exit 2), by flag and by environment. */
