@@ -22,7 +22,12 @@ else the machine does, where times on a busy machine are not.  Each phase
 then gets its own server: acquires alone, then acquires + releases, and a
 release is the difference.
 
+--paths prints, by callgrind, what each rarer path costs (long form with
+an owner, re-entry, busy, shared, semaphore, extend, release with a waiter
+mark), and Redis memory per held lock beside Redisson's RLock layout.
+
   bench/redis_cost.py [--gen DIR] [--ab DIR] [-n N] [--reps R] [--callgrind] [--markdown]
+  bench/redis_cost.py --paths [--gen DIR] [-n N]
 
   --gen DIR  the generated scripts (default build/gen/lua)
   --ab DIR   a second set of generated scripts (an older build) measured in
@@ -168,6 +173,89 @@ def phases_counted(payloads, *args):
     return counts[0] / n, (counts[1] - counts[0]) / n
 
 
+def path_costs(gen, n):
+    """(label, instructions per call) of each path, each on a server of its own:
+    the setup's instructions are counted alone and taken off."""
+    def script(r, name):
+        return r.cli("script", "load", open(os.path.join(gen, name + ".lua")).read()).strip()
+
+    def acq(sha, k, tok, *rest):
+        return resp("EVALSHA", sha, 3, k, k + ":q", k + ":qd", tok, 30000, *rest)
+
+    long_args = lambda kind, limit, owner="": (owner, 0, 0, kind, limit, "", 0, 0, "ch", "m")
+    other = "Zz9kZr8TqM2xWv9yLp0AbC"
+    cases = [
+        # label, setup (sha-dict, key) -> payload, measured (sha-dict, key) -> payload
+        ("acquire, long form with an owner", None,
+         lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("x", 0, "cron-42"))),
+        ("acquire, re-entry", lambda s, k: acq(s["acquire"], k, TOKEN),
+         lambda s, k: acq(s["acquire"], k, TOKEN)),
+        ("acquire, busy (held by another)", lambda s, k: acq(s["acquire"], k, other),
+         lambda s, k: acq(s["acquire"], k, TOKEN)),
+        ("acquire, busy, waiting (sets the waiter mark)",
+         lambda s, k: acq(s["acquire"], k, other),
+         lambda s, k: resp("EVALSHA", s["acquire"], 3, k, k + ":q", k + ":qd", TOKEN, 30000, "",
+                           0, 0, "x", 0, "", 5000, 0, "ch", "m")),
+        ("acquire, busy, fair waiter (queued)", lambda s, k: acq(s["acquire"], k, other),
+         lambda s, k: resp("EVALSHA", s["acquire"], 3, k, k + ":q", k + ":qd", TOKEN, 30000, "",
+                           0, 0, "x", 0, "w1", 5000, 1, "ch", "m")),
+        ("acquire, shared", None, lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("s", 0))),
+        ("acquire, semaphore permit", None,
+         lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("p", 5))),
+        ("acquire after a release (x's ended record)",
+         lambda s, k: acq(s["acquire"], k, other) + resp("EVALSHA", s["release"], 1, k, other,
+                                                         "ch", "m"),
+         lambda s, k: acq(s["acquire"], k, TOKEN)),
+        ("extend", lambda s, k: acq(s["acquire"], k, TOKEN),
+         lambda s, k: resp("EVALSHA", s["extend"], 1, k, TOKEN, 30000)),
+        ("release of a re-entered hold (count 2 -> 1)",
+         lambda s, k: acq(s["acquire"], k, TOKEN) + acq(s["acquire"], k, TOKEN),
+         lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
+        ("release with a waiter mark (publishes)",
+         lambda s, k: acq(s["acquire"], k, TOKEN) + resp(
+             "EVALSHA", s["acquire"], 3, k, k + ":q", k + ":qd", other, 30000, "", 0, 0, "x", 0,
+             "", 5000, 0, "ch", "m"),
+         lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
+        ("release of a shared hold",
+         lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("s", 0)),
+         lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
+        ("inspect", lambda s, k: acq(s["acquire"], k, TOKEN),
+         lambda s, k: resp("EVALSHA", s["inspect"], 1, k)),
+    ]
+    out = []
+    for label, setup, measured in cases:
+        counts = []
+        for with_measured in (False, True):
+            r = Redis(callgrind=True)
+            shas = {x: script(r, x) for x in ("acquire", "release", "extend", "inspect")}
+            names = ["lockgate:lock:{p%d}" % i for i in range(n)]
+            if setup:
+                r.pipe(b"".join(setup(shas, k) for k in names))
+            if with_measured:
+                r.pipe(b"".join(measured(shas, k) for k in names))
+            counts.append(r.close())
+        out.append((label, (counts[1] - counts[0]) / n))
+    return out
+
+
+def memory_per_lock(gen, n):
+    """Mean MEMORY USAGE of a held lock's hash: lockgate's and Redisson's RLock."""
+    r = Redis()
+    try:
+        acq = r.cli("script", "load", open(os.path.join(gen, "acquire.lua")).read()).strip()
+        names = ["lockgate:lock:{m%d}" % i for i in range(n)]
+        r.pipe(b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 600000)
+                        for k in names))
+        ours = statistics.mean(int(r.cli("memory", "usage", k)) for k in names[:1000])
+        r.cli("flushall")
+        r.pipe(b"".join(resp("HINCRBY", k, RSN_ID, 1) + resp("PEXPIRE", k, 600000)
+                        for k in names))
+        rlock = statistics.mean(int(r.cli("memory", "usage", k)) for k in names[:1000])
+    finally:
+        r.close()
+    return ours, rlock
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gen", default="build/gen/lua")
@@ -175,8 +263,18 @@ def main():
     ap.add_argument("-n", type=int, default=50000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--paths", action="store_true")
     ap.add_argument("--markdown", action="store_true")
     o = ap.parse_args()
+    if o.paths:
+        print("| path (callgrind, %d names) | Redis instructions inside EVALSHA per call |" % o.n)
+        print("|---|---:|")
+        for label, ir in path_costs(o.gen, o.n):
+            print("| %s | %.0f |" % (label, ir))
+        ours, rlock = memory_per_lock(o.gen, 5000)
+        print("| Redis memory per held lock, mean MEMORY USAGE: lockgate · Redisson's RLock"
+              " | %.0f · %.0f B |" % (ours, rlock))
+        return 0
     sets = [("lockgate", o.gen)] + ([("lockgate (A/B: %s)" % o.ab, o.ab)] if o.ab else [])
     res = {}
     if o.callgrind:

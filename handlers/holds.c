@@ -9,6 +9,7 @@
 #include "handlers/handlers.h"
 #include "server/body.h"
 #include "server/http.h"
+#include "server/liveness.h"
 #include "server/loop.h"
 #include "server/metrics.h"
 #include "server/redis.h"
@@ -22,6 +23,9 @@
 
 #define FENCE_KEEP_MS "10000" /* as in _holders.lua: the last fence outlives use */
 #define KEY_MAX       (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
+
+_Static_assert(sizeof((struct hold_call *)0)->waiter_id >= LIVENESS_WAITER_ID_MAX,
+               "a waiter id fits");
 
 struct hold_keys {
     char hash[KEY_MAX];             /* <prefix>lock:{name} or <prefix>sem:{name} */
@@ -87,6 +91,22 @@ static long long parse_verdict(const struct redis_result *res, long long *v, siz
     return v[0];
 }
 
+/* Element i of a script's array reply when it is an integer, else 0. */
+static long long reply_int(const struct redis_result *res, size_t i) {
+    const redisReply *r = res->ok ? res->reply : NULL;
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
+                   r->element[i]->type == REDIS_REPLY_INTEGER
+               ? r->element[i]->integer
+               : 0;
+}
+
+/* How many queue entries of dead gateways an acquire.lua answer says it
+ * dropped (after the grant's five values, or the busy answer's three). */
+static long long acquire_dropped(const struct redis_result *res) {
+    long long verdict = reply_int(res, 0);
+    return verdict == 1 ? reply_int(res, 5) : verdict == 0 ? reply_int(res, 3) : 0;
+}
+
 /* parse_verdict, answering 503 itself on -100. */
 static long long script_verdict(struct gw_request *req, const struct redis_result *res,
                                 long long *v, size_t n) {
@@ -109,6 +129,19 @@ static void reply_not_held_or_owner(struct gw_request *req, int semaphore, long 
 
 static void attempt(struct hold_call *hc);
 
+/* dequeue.lua answers {removed, dropped}.  In quorum mode every master
+ * holds its own copy of a dead waiter's entry: the most any master dropped
+ * counts, so one waiter counts once. */
+static void dequeued(void *arg, const struct redis_result *res) {
+    metrics_inc(M_DEAD_WAITERS, (uint64_t)reply_int(res, 1));
+}
+static void dequeued_all(void *arg, const struct redis_result *res, int n) {
+    long long most = 0;
+    for (int i = 0; i < n; i++)
+        if (reply_int(&res[i], 1) > most) most = reply_int(&res[i], 1);
+    metrics_inc(M_DEAD_WAITERS, (uint64_t)most);
+}
+
 /* A fair waiter that stops waiting leaves the queue at once, so the next
  * one never waits for its deadline. */
 static void leave_queue(struct hold_call *hc) {
@@ -119,10 +152,16 @@ static void leave_queue(struct hold_call *hc) {
                           k.message};
     size_t lens[6];
     for (int i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
-    eval_everywhere(SCRIPT_DEQUEUE, 3, 6, argv, lens);
+    if (QUORUM)
+        redis_eval_all(SCRIPT_DEQUEUE, 3, 6, argv, lens, dequeued_all, NULL);
+    else
+        redis_eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, dequeued, NULL);
 }
 
-static void reply_busy(struct hold_call *hc, long long retry_after_ms) {
+/* why is acquire.lua's: 1 held (or full), 2 lock-delay, 3 nobody holds it
+ * (or permits are free) but fair waiters are queued ahead; or 4: the wait
+ * ended while this gateway was stalled (on_wake), state unknown. */
+static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long why) {
     struct gw_request *req = hc->req;
     if (retry_after_ms < 1) retry_after_ms = 1;
     char secs[24];
@@ -131,9 +170,16 @@ static void reply_busy(struct hold_call *hc, long long retry_after_ms) {
     cJSON *extra = cJSON_CreateObject();
     json_add_int(extra, "retry_after_ms", retry_after_ms);
     metrics_inc(M_LOCK_BUSY, 1);
-    reply_problem_with(req, CODE_LOCK_BUSY, extra, "%s '%s' is %s",
-                       hc->kind == HOLD_PERMIT ? "semaphore" : "lock", req->name,
-                       hc->kind == HOLD_PERMIT ? "full" : "held");
+    int sem = hc->kind == HOLD_PERMIT;
+    const char *state = why == 3   ? (sem ? "not full, but fair waiters are queued ahead"
+                                          : "not held, but fair waiters are queued ahead")
+                        : why == 2 ? "in its lock-delay after an expired holder"
+                        : why == 4 ? "still busy as far as this gateway knows: it was stalled "
+                                     "past the request's wait deadline"
+                        : sem      ? "full"
+                                   : "held";
+    reply_problem_with(req, CODE_LOCK_BUSY, extra, "%s '%s' is %s", sem ? "semaphore" : "lock",
+                       req->name, state);
 }
 
 /* The client will never learn it got the lock: give it back. */
@@ -211,7 +257,7 @@ static void on_verdict(struct hold_call *hc, long long verdict, const long long 
             metrics_observe_wait((now - hc->start_ms) * 1000);
             leave_queue(hc);
         }
-        reply_busy(hc, v[1]);
+        reply_busy(hc, v[1], v[2]);
         return;
     }
     if (hc->waited && http_client_gone(req)) {
@@ -285,6 +331,8 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     long long v[5] = {0};
     const char *err = NULL;
     long long verdict = acquire_verdict(hc, res, v, &err);
+    if (verdict == 0) v[2] = reply_int(res, 2);
+    metrics_inc(M_DEAD_WAITERS, (uint64_t)acquire_dropped(res));
     if (!hc->acks_wanted) {
         on_verdict(hc, verdict, v, err);
         return;
@@ -325,6 +373,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     struct hold_call *hc = arg;
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
     long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
+    long long cause = 3, dropped = 0; /* held beats queued; one waiter counts once */
     int nbusy = 0;
     const char *err = "no Redis master answered";
     for (int i = 0; i < n; i++) {
@@ -336,6 +385,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             continue;
         }
         answered++;
+        if (acquire_dropped(&res[i]) > dropped) dropped = acquire_dropped(&res[i]);
         if (verdict > 0) {
             granted++;
             reentered |= verdict == 2;
@@ -345,6 +395,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             if (v[4] > holders) holders = v[4];
         } else if (verdict == 0) {
             busy[nbusy++] = v[1];
+            if (reply_int(&res[i], 2) > 0 && reply_int(&res[i], 2) < cause)
+                cause = reply_int(&res[i], 2);
         } else if (verdict == -3) {
             mismatch++;
         } else if (verdict == -4) {
@@ -352,6 +404,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             limit = v[1];
         }
     }
+    metrics_inc(M_DEAD_WAITERS, (uint64_t)dropped);
     long long validity = ttl - (loop_now_ms() - hc->attempt_ms) - DRIFT_MS(hc->ttl_ms);
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
@@ -363,6 +416,9 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             size_t lens[3] = {strlen(argv[0]), strlen(f), strlen(FENCE_KEEP_MS)};
             eval_everywhere(SCRIPT_FENCE_RAISE, 1, 3, argv, lens);
         }
+        /* A master that said busy kept this waiter's queue entry: it would
+         * hold up that master's queue until its deadline. */
+        if (granted < n) leave_queue(hc);
         long long v[5] = {reentered ? 2 : 1, fence, count, validity, holders};
         on_verdict(hc, v[0], v, NULL);
         return;
@@ -392,7 +448,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         if (need > nbusy) need = nbusy;
         retry = busy[need - 1];
     }
-    long long v[2] = {0, retry};
+    long long v[3] = {0, retry, nbusy > 0 ? cause : 1};
     on_verdict(hc, 0, v, NULL);
 }
 
@@ -497,13 +553,26 @@ static void attempt(struct hold_call *hc) {
 static void on_give_up(struct waiter *w, int client_gone);
 
 /* A client that hung up while parked is not tried for: its hang-up and
- * the wake-up can arrive in the same turn, the wake-up first. */
+ * the wake-up can arrive in the same turn, the wake-up first.  A waiter
+ * woken later than its deadline plus the liveness TTL was frozen with its
+ * gateway (SIGSTOP, a stalled host): the others may have counted it dead
+ * and moved on, and its client asked for an answer long ago, so it times
+ * out without another attempt rather than take a lock that late. */
 static void on_wake(struct waiter *w) {
     struct hold_call *hc = (struct hold_call *)w;
-    if (http_client_gone(hc->req))
+    if (http_client_gone(hc->req)) {
         on_give_up(w, 1);
-    else
-        attempt(hc);
+        return;
+    }
+    int64_t now = loop_now_ms();
+    if (now > hc->deadline_ms + handlers_config()->liveness_ttl_ms) {
+        metrics_inc(M_WAIT_TIMEOUTS, 1);
+        metrics_observe_wait((now - hc->start_ms) * 1000);
+        leave_queue(hc);
+        reply_busy(hc, 1, 4);
+        return;
+    }
+    attempt(hc);
 }
 
 static void on_give_up(struct waiter *w, int client_gone) {
@@ -550,7 +619,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
-    if (hc->fair && hc->wait_ms > 0) token_new(hc->waiter_id); /* its place in the queue */
+    if (hc->fair && hc->wait_ms > 0) liveness_waiter_id(hc->waiter_id); /* its place in the queue */
     attempt(hc);
 }
 

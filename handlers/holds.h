@@ -45,7 +45,7 @@ struct hold_call {
     int64_t deadline_ms;     /* start + wait_ms */
     int64_t attempt_ms;      /* when the current attempt was sent */
     struct hold_ack *ack;    /* NULL unless acks_wanted */
-    char waiter_id[24];      /* its id in the fair queue */
+    char waiter_id[32];      /* its id in the fair queue (liveness.h) */
     const char *owner;       /* informational, "" for none (after the struct) */
     /* w.key, "lock:NAME" or "sem:NAME", also sits after the struct. */
 };

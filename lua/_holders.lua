@@ -184,16 +184,63 @@ end
 local kind_code = {x = 1, s = 2, p = 3}
 
 -- The fair queue: KEYS[2] a sorted set of waiter ids by arrival (Redis
--- microseconds), KEYS[3] a hash of their deadlines.  Waiters past their
--- deadline are dropped when they reach the head, so a waiter that died never
--- holds up the queue beyond its own deadline; one that gives up is removed
--- at once (dequeue.lua).
-local function queue_head()
+-- microseconds), KEYS[3] a hash of their deadlines.  A waiter id is
+-- "<gateway id>.<n>", and each gateway keeps <prefix>gw:<gateway id> alive
+-- with a short TTL (server/liveness.c), one key per gateway however many
+-- waiters it has.  An entry is dropped when it reaches the head and its
+-- deadline has passed or its gateway's key is gone: a waiter whose gateway
+-- died or lost Redis holds up the queue for at most that TTL, whatever its
+-- wait_ms.  One that gives up is removed at once (dequeue.lua).
+-- queue_dropped counts the entries dropped for a dead gateway, for the
+-- gateway's metric.
+local queue_dropped = 0
+
+-- <prefix>gw: from KEYS[1], <prefix>lock:{name} or <prefix>sem:{name}
+-- (names hold no '{'), so callers pass no extra argument.
+-- KEYS[1] is <prefix><kind>:{<name>}, kind lock or sem (handlers/holds.c
+-- hold_keys): its parts, for the keys and the release channel a script
+-- derives rather than take as arguments.
+local function key_parts()
+  local p, k, n = string.match(KEYS[1], '^(.*)(lock):{([^{]*)}$')
+  if not p then p, k, n = string.match(KEYS[1], '^(.*)(sem):{([^{]*)}$') end
+  return p or '', k or '', n or ''
+end
+
+local function gateway_key_prefix()
+  return (key_parts()) .. 'gw:'
+end
+
+-- The release channel and message (redis.c, holds.c): ARGV[ci], ARGV[ci+1]
+-- when the call carries them, else derived from KEYS[1] (acquire's short
+-- form carries none).
+local function release_channel(ci)
+  if ARGV[ci] then return ARGV[ci], ARGV[ci + 1] end
+  local p, k, n = key_parts()
+  return p .. 'released', k .. ':' .. n
+end
+
+-- Returns the head's id and the time its turn ends at the latest: its
+-- deadline, or sooner its gateway's key's expiry, when the head would be
+-- found dead.  self, the caller's own waiter id, is alive by definition.
+-- Ids without a gateway part (gateways of older versions) have their
+-- deadline only.
+local function queue_head(self)
+  local gwp = nil
   while true do
     local h = redis.call('ZRANGE', KEYS[2], 0, 0)
     if #h == 0 then return nil, 0 end
     local d = tonumber(redis.call('HGET', KEYS[3], h[1]) or '0')
-    if d > now then return h[1], d end
+    local gw = h[1] ~= self and string.match(h[1], '^([^.]+)%.')
+    local left = -1
+    if gw and d > now then
+      gwp = gwp or gateway_key_prefix()
+      left = redis.call('PTTL', gwp .. gw)
+      if left == -2 then queue_dropped = queue_dropped + 1 end
+    end
+    if d > now and left ~= -2 then
+      if left >= 0 and now + left + 1 < d then d = now + left + 1 end
+      return h[1], d
+    end
     redis.call('ZREM', KEYS[2], h[1])
     redis.call('HDEL', KEYS[3], h[1])
   end

@@ -10,11 +10,15 @@
 -- Returns  fence (a bare integer > 0)           the fast path: acquired by a
 --                                               new holder, count 1, ttl_ms
 --                                               as asked, 1 holder
---          {1, fence, count, ttl_ms, holders}   acquired by a new holder
+--          {1, fence, count, ttl_ms, holders[, dropped]}  acquired by a new holder
 --          {2, fence, count, ttl_ms, holders}   re-entered
---          {0, retry_after_ms}                  busy
+--          {0, retry_after_ms, why, dropped}    busy; why: 1 held (or full),
+--                                               2 lock-delay, 3 fair waiters
+--                                               queued ahead and none holds
 --          {-3}                                 token holds it in the other mode
 --          {-4, limit}                          semaphore limit differs
+-- dropped: queue entries of dead gateways this call removed (_holders.lua);
+-- a grant carries it only when it is not 0.
 --
 -- Fence: at least the clock in microseconds and more than the name's last
 -- fence (any holder's, x's record or field f), so fences grow across expiry
@@ -80,9 +84,13 @@ end
 -- queued waiter's deadline is never past w, so with w gone by the queue is
 -- empty (or holds only the expired) and is not read.
 local head, head_deadline = nil, 0
-if st.w > now then head, head_deadline = queue_head() end
+local queued = false
+if st.w > now then head, head_deadline = queue_head(waiter) end
 if busy_for < 0 and head and head ~= waiter then
+  queued = true
   busy_for = head_deadline - now
+  -- The head may be one whose dead predecessor was just dropped: wake it.
+  if queue_dropped > 0 then redis.call('PUBLISH', release_channel(11)) end
   if st.alive > 0 and st.maxexp - now < busy_for then busy_for = st.maxexp - now end
 end
 
@@ -105,7 +113,8 @@ if busy_for >= 0 then
     end
   end
   if busy_for < 1 then busy_for = 1 end
-  return {0, busy_for}
+  local why = queued and 3 or st.dl > now and 2 or 1
+  return {0, busy_for, why, queue_dropped}
 end
 
 if waiter ~= '' then
@@ -137,6 +146,7 @@ save_ttl(KEYS[1], st)
 -- Room for more (shared, or permits left) and someone waiting: pass the
 -- wake-up on, so waiters enter one after another without a herd.
 if st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit)) then
-  redis.call('PUBLISH', ARGV[11], ARGV[12])
+  redis.call('PUBLISH', release_channel(11))
 end
+if queue_dropped > 0 then return {1, h.fence, 1, ttl, st.alive, queue_dropped} end
 return {1, h.fence, 1, ttl, st.alive}

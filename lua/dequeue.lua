@@ -2,15 +2,17 @@
 --
 -- KEYS     hash, queue zset, queue deadlines hash
 -- ARGV     1 waiter id, 2 channel, 3 message
--- Returns  1 when it was queued, else 0.  When it was at the head, the next
--- waiter may now go: the message is published so it is woken at once.
+-- Returns  {removed, dropped}: removed 1 when it was queued, else 0;
+-- dropped the entries of dead gateways found ahead of it (_holders.lua).
+-- When it was at the head, or dead entries were dropped, the next waiter
+-- may now go: the message is published so it is woken at once.
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
-local head = queue_head()
+local head = queue_head(ARGV[1])
 local removed = redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
-if removed == 1 and head == ARGV[1] then
+if (removed == 1 and head == ARGV[1]) or queue_dropped > 0 then
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
-return removed
+return {removed, queue_dropped}

@@ -55,6 +55,10 @@ static void usage(void) {
            "                         its own blocking call for requests that cannot wait\n"
            "                         (the per-thread bridge, kept to measure against;\n"
            "                         single Redis only) [LOCKGATE_REDIS_IO]\n"
+           "  --liveness-ttl-ms MS   TTL of this gateway's liveness key, renewed every\n"
+           "                         third of it: a fair waiter of a gateway that died or\n"
+           "                         lost Redis stops holding up its queue MS after that\n"
+           "                         [LOCKGATE_LIVENESS_TTL_MS] (300-300000, default 2000)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --help                 print this and exit\n"
@@ -239,6 +243,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
         break;
     case 'A': ok = parse_int(val, 0, 16, &cfg->min_replicas_ack); break;
     case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
+    case 'G': ok = parse_int(val, 300, 300000, &cfg->liveness_ttl_ms); break;
     case 'I':
         if (strcmp(val, "async") == 0)
             cfg->redis_io_blocking = 0;
@@ -264,6 +269,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'A' ? "min replicas ack (0-16)"
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'I' ? "redis io (async or blocking)"
+                 : opt == 'G' ? "liveness ttl (300-300000 ms)"
                               : "log level",
                  val);
     return ok;
@@ -284,6 +290,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->id_epoch = DEFAULT_EPOCH;
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
+    cfg->liveness_ttl_ms = 2000;
 
     static const struct {
         int opt;
@@ -304,6 +311,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'Q', "LOCKGATE_QUORUM"                },
         {'I', "LOCKGATE_REDIS_IO"              },
         {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
+        {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -326,6 +334,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"min-replicas-ack",       required_argument, 0, 'A'},
         {"replica-ack-timeout-ms", required_argument, 0, 'W'},
         {"redis-io",               required_argument, 0, 'I'},
+        {"liveness-ttl-ms",        required_argument, 0, 'G'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

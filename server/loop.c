@@ -1,10 +1,12 @@
 /* loop.c -- see loop.h.
  *
- * A turn: wait (until the next waiter's timer, at most 50 ms), handle the
- * ready descriptors, run the posted tasks, then let the Redis layer write
- * what the turn queued (one write per connection: auto-pipelining) and
- * check its timeouts, then fire due waiter timers. */
+ * A turn: wait (until the next waiter's timer, at most 50 ms), renew the
+ * gateway's liveness key when due, handle the ready descriptors, run the
+ * posted tasks, then let the Redis layer write what the turn queued (one
+ * write per connection: auto-pipelining) and check its timeouts, then fire
+ * due waiter timers. */
 #include "server/loop.h"
+#include "server/liveness.h"
 #include "server/log.h"
 #include "server/redis.h"
 #include "server/waiters.h"
@@ -143,6 +145,9 @@ static void *loop_main(void *unused) {
         int timeout = waiters_next_timeout(loop_now_ms());
         if (timeout < 0 || timeout > 50) timeout = 50;
         int n = epoll_wait(L.epfd, events, 64, timeout);
+        /* First, so that after a stall (SIGSTOP, an overloaded host) the
+         * renewal goes out ahead of the waiters' attempts. */
+        liveness_turn(loop_now_ms());
         for (int i = 0; i < n; i++) {
             struct loop_source *s = events[i].data.ptr;
             if (s->dead) {

@@ -7,6 +7,7 @@
 #include "handlers/handlers.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/liveness.h"
 #include "server/log.h"
 #include "server/redis.h"
 #include "server/scripts.h"
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     scripts_init();
     handlers_init(&cfg);
     ids_init(&cfg);
+    liveness_init(&cfg);
     if (redis_start(&cfg) < 0) return 1;
     if (http_start(&cfg) < 0) {
         redis_stop();

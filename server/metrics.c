@@ -45,6 +45,7 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
     [M_WAIT_STARTED] = {"lockgate_waits_total",            "Requests that waited for a busy lock"},
     [M_WAIT_WAKEUPS] = {"lockgate_wait_wakeups_total",     "Waiters woken to try again"          },
     [M_WAIT_TIMEOUTS] = {"lockgate_wait_timeouts_total",    "Waits that ended without the lock"   },
+    [M_DEAD_WAITERS] = {"lockgate_dead_waiters_total",     "Dead gateways' queue entries dropped"},
 };
 
 void metrics_inc(enum metric_counter c, uint64_t n) {

@@ -20,6 +20,7 @@ enum metric_counter {
     M_WAIT_STARTED,     /* requests that began waiting */
     M_WAIT_WAKEUPS,     /* waiters woken to retry */
     M_WAIT_TIMEOUTS,    /* waits that ended without the lock */
+    M_DEAD_WAITERS,     /* fair-queue entries of dead gateways dropped */
     M_COUNTER_COUNT
 };
 

@@ -77,6 +77,7 @@ static struct {
     int reresolve;                    /* Sentinel mode: ask for the master again */
     char channel[GW_PREFIX_MAX + 16]; /* "<prefix>released" */
     const char *fail_reason;          /* why outstanding commands are failing */
+    struct redis_op *prelude;         /* redis_set_prelude's command, or NULL */
 } R;
 
 #define N0 (&R.node[0]) /* the only node outside quorum mode */
@@ -321,6 +322,9 @@ static void connect_start(struct rconn *c) {
 
 static void cmd_up(struct rconn *c) {
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
+    if (R.prelude)
+        redisAsyncCommandArgv(c->ac, on_reply, NULL, R.prelude->argc, R.prelude->argv,
+                              R.prelude->lens);
 }
 
 /* Each message is ["message", channel, "KIND:NAME"]; the first reply is the
@@ -609,6 +613,11 @@ void redis_command(int argc, const char *const *argv, const size_t *lens, redis_
 }
 
 const char *redis_release_channel(void) { return R.channel; }
+
+void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
+    free(R.prelude);
+    R.prelude = op_new(0, argc, argv, lens, NULL, NULL);
+}
 
 int redis_start(const struct gw_config *cfg) {
     R.cfg = *cfg;

@@ -68,6 +68,12 @@ void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *
 void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
                        void *arg);
 
+/* A command sent first on every new command connection, right after the
+ * scripts are loaded and ahead of anything queued (liveness.c: the
+ * gateway's liveness key).  Its answer is only logged when it is an error.
+ * The words are copied; call before redis_start. */
+void redis_set_prelude(int argc, const char *const *argv, const size_t *lens);
+
 /* The channel releases are published on: "<prefix>released". */
 const char *redis_release_channel(void);
 

@@ -343,6 +343,13 @@ static void test_failover_under_load(void) {
     CHECK_EQ_INT(noscript1, noscript0);
     CHECK(h_metric(&gw, "lockgate_redis_reconnects_total") >= 1);
 
+    /* The gateway's liveness key (fair queues, issue 23) is renewed on the
+     * new master: after more than its 2 s TTL it is still there. */
+    h_sleep_ms(2500);
+    const char *live =
+        h_redis_cli(&replica, "eval \"return #redis.call('keys','lockgate:gw:*')\" 0");
+    CHECK(live && atoi(live) == 1);
+
     h_sleep_ms(500);
     load_stop(&l);
     CHECK(atomic_load(&l.unavailable) > 0);

@@ -1,0 +1,62 @@
+/* liveness.c -- see liveness.h.
+ *
+ * Renewing every third of the TTL lets two renewals in a row fail or come
+ * late before the key lapses, so a gateway that is merely slow keeps its
+ * waiters' places.  A renewal that fails needs no retry of its own: it
+ * fails because the connection is down or was dropped for a timeout, and
+ * the next connection sets the key before anything else (the prelude). */
+#include "server/liveness.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/redis.h"
+#include "server/token.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct {
+    char id[LIVENESS_ID_LEN + 1];     /* this gateway's id */
+    char key[GW_PREFIX_MAX + 4 + 16]; /* <prefix>gw:<id> */
+    char value[300];                  /* listen address: who owns the key */
+    char ttl[16];                     /* the TTL in ms, as text */
+    int period_ms;                    /* renewal interval */
+    int64_t next_ms;                  /* next renewal due (loop thread) */
+    atomic_ullong seq;                /* waiter ids handed out */
+} V;
+
+void liveness_init(const struct gw_config *cfg) {
+    char t[TOKEN_NEW_LEN + 1];
+    token_new(t);
+    memcpy(V.id, t, LIVENESS_ID_LEN);
+    V.id[LIVENESS_ID_LEN] = '\0';
+    snprintf(V.key, sizeof V.key, "%sgw:%s", cfg->key_prefix, V.id);
+    snprintf(V.value, sizeof V.value, "%s:%d", cfg->listen_host, cfg->listen_port);
+    snprintf(V.ttl, sizeof V.ttl, "%d", cfg->liveness_ttl_ms);
+    V.period_ms = cfg->liveness_ttl_ms / 3;
+    const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
+    size_t lens[5];
+    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
+    redis_set_prelude(5, argv, lens);
+    log_info("liveness: gateway id %s, key %s, ttl %d ms", V.id, V.key, cfg->liveness_ttl_ms);
+}
+
+void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]) {
+    unsigned long long n = atomic_fetch_add_explicit(&V.seq, 1, memory_order_relaxed) + 1;
+    snprintf(out, LIVENESS_WAITER_ID_MAX, "%s.%llx", V.id, n);
+}
+
+static void ignore_one(void *arg, const struct redis_result *res) {}
+static void ignore_all(void *arg, const struct redis_result *res, int n) {}
+
+void liveness_turn(int64_t now_ms) {
+    if (now_ms < V.next_ms) return;
+    V.next_ms = now_ms + V.period_ms;
+    const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
+    size_t lens[5];
+    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
+    if (redis_nodes() > 1)
+        redis_command_all(5, argv, lens, ignore_all, NULL);
+    else
+        redis_command(5, argv, lens, ignore_one, NULL);
+}

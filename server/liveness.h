@@ -1,0 +1,32 @@
+/* liveness.h -- this gateway's liveness key in Redis, so that fair queues
+ * can drop the waiters of a gateway that died or lost Redis
+ * (lua/_holders.lua, queue_head).
+ *
+ * One key per gateway, <prefix>gw:<id>, set with PX --liveness-ttl-ms and
+ * renewed every third of that from the loop thread: on every master in
+ * quorum mode, and first thing on every new command connection, so a
+ * restarted or failed-over Redis has it before any waiter's attempt.  Fair
+ * waiters' ids are "<id>.<n>", from which the scripts find the key: the
+ * cost is one SET per gateway per renewal, nothing per waiter. */
+#ifndef LOCKGATE_LIVENESS_H
+#define LOCKGATE_LIVENESS_H
+
+#include <stdint.h>
+
+#include "server/config.h"
+
+#define LIVENESS_ID_LEN        12 /* characters of a gateway id (72 random bits) */
+#define LIVENESS_WAITER_ID_MAX 32 /* room for a waiter id and its NUL */
+
+/* Makes this gateway's id and key, and registers the key's SET as the
+ * first command of every new Redis connection.  Before redis_start. */
+void liveness_init(const struct gw_config *cfg);
+
+/* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
+ * life; any thread. */
+void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]);
+
+/* Renews the key when it is due (loop thread, early in every turn). */
+void liveness_turn(int64_t now_ms);
+
+#endif
