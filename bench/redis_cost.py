@@ -133,11 +133,15 @@ def timed(r, payload):
 
 
 def lockgate_payloads(r, gen, n, tag):
-    acq = r.cli("script", "load", open(os.path.join(gen, "acquire.lua")).read()).strip()
+    src = open(os.path.join(gen, "acquire.lua")).read()
+    acq = r.cli("script", "load", src).strip()
     rel = r.cli("script", "load", open(os.path.join(gen, "release.lua")).read()).strip()
     names = ["lockgate:lock:{%s-%d}" % (tag, i) for i in range(n)]
-    # As the gateway sends the common case: the short form, token and ttl.
-    a = b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 30000) for k in names)
+    # As the gateway sends the common case: the short form, token and ttl
+    # (scripts from before the fast path take every argument).
+    rest = () if "#ARGV == 2" in src else ("", 0, 0, "x", 0, "", 0, 0, "lockgate:released", "m")
+    a = b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 30000, *rest)
+                 for k in names)
     d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, "lockgate:released", "lock:" + k)
                  for k in names)
     return a, d
