@@ -33,7 +33,7 @@ CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null)
 LUA      := $(sort $(wildcard lua/*.lua))
 # Scripts that work on the holder hash get lua/_holders.lua in front.
 LUA_WITH_HOLDERS := acquire extend release inspect dequeue
-CORE_SRC := $(sort $(wildcard server/*.c handlers/*.c idgen/*.c))
+CORE_SRC := $(sort $(wildcard common/*.c server/*.c handlers/*.c idgen/*.c))
 CORE_SRC := $(filter-out server/main.c,$(CORE_SRC))
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
 GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h
@@ -66,7 +66,7 @@ $(BUILD)/gen/openapi_yaml.h: openapi.yaml
 	@xxd -i openapi.yaml > $@.tmp && mv $@.tmp $@
 
 # ---- objects ----------------------------------------------------------------
-$(BUILD)/obj/%.o: %.c $(GEN) $(wildcard server/*.h handlers/*.h idgen/*.h tests/*.h tests/integration/*.h)
+$(BUILD)/obj/%.o: %.c $(GEN) $(wildcard common/*.h server/*.h handlers/*.h idgen/*.h cli/*.h tests/*.h tests/integration/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -4,8 +4,8 @@
  * config_load). */
 #include "server/config.h"
 #include "server/log.h"
-#include "server/names.h"
-#include "server/token.h"
+#include "common/names.h"
+#include "common/token.h"
 #include "tests/check.h"
 
 #include <stdint.h>

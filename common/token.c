@@ -1,5 +1,5 @@
 /* token.c -- see token.h. */
-#include "server/token.h"
+#include "common/token.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* names.c -- see names.h. */
-#include "server/names.h"
+#include "common/names.h"
 
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
