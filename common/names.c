@@ -13,6 +13,13 @@ static int name_byte_ok(unsigned char c) {
            c == '_' || c == ':' || c == '-';
 }
 
+int name_valid(const char *s, size_t len) {
+    if (len == 0 || len > NAME_MAX_LEN) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!name_byte_ok((unsigned char)s[i])) return 0;
+    return 1;
+}
+
 int name_decode(const char *raw, size_t raw_len, char out[NAME_MAX_LEN + 1]) {
     size_t o = 0;
     for (size_t i = 0; i < raw_len; i++) {
