@@ -36,6 +36,9 @@ LUA_WITH_HOLDERS := acquire extend release inspect dequeue
 CORE_SRC := $(sort $(wildcard common/*.c server/*.c handlers/*.c idgen/*.c))
 CORE_SRC := $(filter-out server/main.c,$(CORE_SRC))
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
+# lockctl links cli/ and common/ only: the rules it shares with the gateway.
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard cli/*.c)))
+COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard common/*.c)))
 GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -48,7 +51,7 @@ HARNESS  := $(BUILD)/obj/tests/integration/harness.o
 .SECONDARY:
 
 .PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check
-all: $(BUILD)/lockgate $(if $(wildcard cli/lockctl.c),$(BUILD)/lockctl)
+all: $(BUILD)/lockgate $(BUILD)/lockctl
 
 deps:
 	@scripts/deps.sh
@@ -73,7 +76,7 @@ $(BUILD)/obj/%.o: %.c $(GEN) $(wildcard common/*.h server/*.h handlers/*.h idgen
 $(BUILD)/lockgate: $(BUILD)/obj/server/main.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-$(BUILD)/lockctl: $(BUILD)/obj/cli/lockctl.o
+$(BUILD)/lockctl: $(CLI_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(CURL_LIBS) $(shell pkg-config --libs libcjson) -o $@
 
 # ---- tests ------------------------------------------------------------------

@@ -1,0 +1,21 @@
+/* fds.h -- lockctl's descriptors versus the caller's. */
+#ifndef LOCKCTL_FDS_H
+#define LOCKCTL_FDS_H
+
+/* Marks fd close-on-exec and, when nonblock, non-blocking.  Returns 0 or
+ * -1 (errno). */
+int fds_cloexec(int fd, int nonblock);
+
+/* Calls fn on every open descriptor (from /proc/self/fd, or by probing). */
+void fds_each(void (*fn)(int fd));
+
+/* At startup: remembers the descriptors lockctl was given. */
+void fds_remember_inherited(void);
+
+/* Before a fork: marks every descriptor but those close-on-exec. */
+void fds_seal_others(void);
+
+/* Frees what fds_remember_inherited kept. */
+void fds_forget(void);
+
+#endif
