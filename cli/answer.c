@@ -50,7 +50,6 @@ enum outcome call_outcome(const struct call *c) {
     return OUT_REFUSED;
 }
 
-/* Says in a few words why a call failed, into out. */
 void call_why(const struct call *c, char *out, size_t cap) {
     if (c->rc != CURLE_OK) {
         if (c->rc == CURLE_OPERATION_TIMEDOUT)
@@ -69,8 +68,6 @@ void call_why(const struct call *c, char *out, size_t cap) {
         snprintf(out, cap, "HTTP %ld from the gateway", c->status);
 }
 
-/* Prints the one-line error for a call that did not succeed and returns
- * the exit status it means.  what names the request ("acquire 'x'"). */
 int call_report(const struct call *c, const char *what) {
     char why[768];
     call_why(c, why, sizeof why);

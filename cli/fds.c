@@ -26,7 +26,6 @@ int fds_cloexec(int fd, int nonblock) {
     return 0;
 }
 
-/* Calls fn on every open descriptor (from /proc/self/fd, or by probing). */
 void fds_each(void (*fn)(int fd)) {
     DIR *d = opendir("/proc/self/fd");
     if (d) {

@@ -50,8 +50,6 @@ void call_free(struct call *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* Starts method on path (below the gateway URL) with an optional Lock-Token
- * and JSON body (taken over and freed), to finish within timeout_ms. */
 void call_start(struct call *c, const char *method, const char *path, const char *token,
                 cJSON *body, long long timeout_ms) {
     memset(c, 0, sizeof *c);
@@ -96,8 +94,6 @@ void call_start(struct call *c, const char *method, const char *path, const char
     if (curl_multi_add_handle(multi, e) != CURLM_OK) fatal("libcurl cannot start a transfer");
 }
 
-/* Waits up to timeout_ms for the gateway, a signal or a timer; drives the
- * transfers and marks the finished ones done. */
 void http_wait(long long timeout_ms) {
     int sig_fd = signals_fd();
     struct curl_waitfd extra = {.fd = sig_fd, .events = CURL_WAIT_POLLIN};
@@ -121,8 +117,6 @@ void http_wait(long long timeout_ms) {
     signals_drain();
 }
 
-/* Runs a started call to its end.  Returns 0, or the number of a signal
- * asking lockctl to stop (then the call is abandoned, still to be freed). */
 int call_finish(struct call *c) {
     while (!c->done) {
         http_wait(1000);
@@ -132,7 +126,6 @@ int call_finish(struct call *c) {
     return 0;
 }
 
-/* Sleeps ms, or less when a stop signal comes (returned, else 0). */
 int sleep_ms(long long ms) {
     long long end = now_ms() + ms;
     for (long long left = ms; left > 0; left = end - now_ms()) {

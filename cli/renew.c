@@ -9,7 +9,6 @@
 
 #include <stdio.h>
 
-/* An extension has come back: move the lease on, retry, or give up. */
 void renewal_done(struct watch *w) {
     struct call *c = &w->ext;
     enum outcome out = call_outcome(c);
@@ -107,10 +106,6 @@ void release_unheard(const struct opts *o, const char *token) {
     call_free(&c);
 }
 
-/* Dates a lease that was granted at an unknown moment: an extension sent
- * now counts from now.  Tries until `until` (after which the lease is over
- * in any case).  Returns OUT_OK with w->lease_end set, another outcome with
- * c holding the failed call, or -sig when a stop signal came. */
 int lease_date(struct watch *w, long long until, struct call *c) {
     char path[256];
     lock_path(path, sizeof path, w->o->name);

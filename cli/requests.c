@@ -15,7 +15,6 @@ void add_int(cJSON *o, const char *key, long long v) {
     alloc_check(cJSON_AddNumberToObject(o, key, (double)v));
 }
 
-/* The body of a POST /v1/locks/{name} from the options; wait_ms as given. */
 cJSON *acquire_body(const struct opts *o, long long wait_ms) {
     cJSON *b = alloc_check(cJSON_CreateObject());
     if (o->ttl >= 0) add_int(b, "ttl_ms", o->ttl);

@@ -50,14 +50,12 @@ void signals_drain(void) {
             if (buf[i] < sizeof sig_pending) sig_pending[buf[i]] = 1;
 }
 
-/* Takes a pending signal off the list: returns 1 if sig was pending. */
 int sig_take(int sig) {
     if (!sig_pending[sig]) return 0;
     sig_pending[sig] = 0;
     return 1;
 }
 
-/* Takes the first pending signal that asks lockctl to stop, or 0. */
 int sig_take_stop(void) {
     static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++)

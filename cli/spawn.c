@@ -18,8 +18,6 @@
 
 extern char **environ;
 
-/* Finds the program as execvp would, before the lock is taken, so that a
- * typo costs no lock.  Returns 0 with its path in out, or an errno. */
 int spawn_find_program(const char *cmd, char *out, size_t cap) {
     struct stat st;
     if (strchr(cmd, '/')) {
@@ -101,7 +99,6 @@ pid_t spawn_command(char *path, char **argv, char **sh_argv, int tty, int *err, 
     return pid;
 }
 
-/* The terminal, if lockctl is in its foreground: then the command gets it. */
 int spawn_terminal(void) {
     int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return -1;
