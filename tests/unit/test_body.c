@@ -147,7 +147,7 @@ static void test_parse_nul_bytes(void) {
     parse_bad_len("{\"ttl_ms\":1000}\0\0\0\0", 19);
 }
 
-/* API.md: bodies are JSON in UTF-8.  cJSON takes any bytes inside a string,
+/* openapi.yaml: bodies are JSON in UTF-8.  cJSON takes any bytes inside a string,
  * so a raw NUL silently cuts the string short and invalid UTF-8 is stored
  * and later echoed (GET's owner) as JSON that is not UTF-8.  Both must be
  * 400 invalid_json. */
