@@ -12,9 +12,8 @@
 #define CTL_REQUEST_MS      10000  /* one-shot requests: answer within this */
 #define CTL_CONNECT_MS      5000   /* connecting may take at most this */
 
-/* ---- exit statuses ------------------------------------------------------------
- * lockctl's own statuses sit where sysexits.h puts them (64 and up), away
- * from the small numbers commands use; `run` otherwise exits with the
+/* Exit statuses: lockctl's own sit where sysexits.h puts them (64 and up),
+ * away from the small numbers commands use; `run` otherwise exits with the
  * command's status.  The table is repeated in --help and lockctl.1. */
 enum {
     CTL_EXIT_OK = 0,            /* done; run: the command exited 0 */

@@ -26,7 +26,8 @@ int fds_cloexec(int fd, int nonblock) {
     return 0;
 }
 
-void fds_each(void (*fn)(int fd)) {
+/* Calls fn on every open descriptor (from /proc/self/fd, or by probing). */
+static void fds_each(void (*fn)(int fd)) {
     DIR *d = opendir("/proc/self/fd");
     if (d) {
         int self = dirfd(d);

@@ -6,9 +6,6 @@
  * -1 (errno). */
 int fds_cloexec(int fd, int nonblock);
 
-/* Calls fn on every open descriptor (from /proc/self/fd, or by probing). */
-void fds_each(void (*fn)(int fd));
-
 /* At startup: remembers the descriptors lockctl was given. */
 void fds_remember_inherited(void);
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int sig_pipe[2] = {-1, -1};    /* [0] polled by engine_wait, [1] handlers */
+static int sig_pipe[2] = {-1, -1};    /* [0] polled by http_wait, [1] handlers */
 static unsigned char sig_pending[65]; /* signals read from the pipe, not yet handled */
 static const int sig_forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 static const int sig_caught[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,

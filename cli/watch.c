@@ -26,7 +26,6 @@ static void suspend_together(struct watch *w) {
     kill(-w->pid, SIGCONT);
 }
 
-/* The lease is gone: SIGTERM to the command's group now, SIGKILL later. */
 void lose(struct watch *w, int known_gone, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -51,10 +50,6 @@ int watch_exit_status(int st) {
     return CTL_EXIT_INTERNAL;
 }
 
-/* The watchdog: one loop until the command has exited, waking for the
- * command (SIGCHLD), a signal, a renewal that came back, or a timer (next
- * renewal, end of lease, SIGKILL after the grace).  Returns the command's
- * wait status. */
 int watch_command(struct watch *w) {
     for (;;) {
         /* The command: exited (left unreaped until its group is dealt
