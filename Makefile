@@ -31,9 +31,12 @@ CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null)
 
 # ---- sources ---------------------------------------------------------------
 LUA      := $(sort $(wildcard lua/*.lua))
-CORE_SRC := $(sort $(wildcard server/*.c handlers/*.c idgen/*.c))
+CORE_SRC := $(sort $(wildcard common/*.c server/*.c handlers/*.c idgen/*.c))
 CORE_SRC := $(filter-out server/main.c,$(CORE_SRC))
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
+# lockctl links cli/ and common/ only: the rules it shares with the gateway.
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard cli/*.c)))
+COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard common/*.c)))
 GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -46,7 +49,7 @@ HARNESS  := $(BUILD)/obj/tests/integration/harness.o
 .SECONDARY:
 
 .PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check
-all: $(BUILD)/lockgate $(if $(wildcard cli/lockctl.c),$(BUILD)/lockctl)
+all: $(BUILD)/lockgate $(BUILD)/lockctl
 
 deps:
 	@scripts/deps.sh
@@ -65,14 +68,14 @@ $(BUILD)/gen/openapi_yaml.h: openapi.yaml
 	@xxd -i openapi.yaml > $@.tmp && mv $@.tmp $@
 
 # ---- objects ----------------------------------------------------------------
-$(BUILD)/obj/%.o: %.c $(GEN) $(wildcard server/*.h handlers/*.h idgen/*.h tests/*.h tests/integration/*.h)
+$(BUILD)/obj/%.o: %.c $(GEN) $(wildcard common/*.h server/*.h handlers/*.h idgen/*.h cli/*.h tests/*.h tests/integration/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/lockgate: $(BUILD)/obj/server/main.o $(CORE_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
-$(BUILD)/lockctl: $(BUILD)/obj/cli/lockctl.o
+$(BUILD)/lockctl: $(CLI_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) $^ $(CURL_LIBS) $(shell pkg-config --libs libcjson) -o $@
 
 # ---- tests ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 /* common.c -- what every handler needs: settings, names and tokens. */
 #include "handlers/handlers.h"
+#include "common/alloc.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/reply.h"
@@ -12,15 +13,7 @@ static const struct gw_config *config;
 void handlers_init(const struct gw_config *cfg) { config = cfg; }
 const struct gw_config *handlers_config(void) { return config; }
 
-char *copy_bytes(const void *src, size_t len) {
-    char *p = malloc(len + 1);
-    if (!p) abort();
-    memcpy(p, src, len);
-    p[len] = '\0';
-    return p;
-}
-
-static char *copy_or_die(const char *s) { return copy_bytes(s, strlen(s)); }
+static char *copy_string(const char *s) { return alloc_copy(s, strlen(s)); }
 
 int name_param_or_reply(struct gw_request *req, int i) {
     char name[NAME_MAX_LEN + 1];
@@ -30,14 +23,14 @@ int name_param_or_reply(struct gw_request *req, int i) {
                       NAME_MAX_LEN);
         return GW_REPLIED;
     }
-    req->name = copy_or_die(name);
+    req->name = copy_string(name);
     return GW_OK;
 }
 
 void token_issue(struct gw_request *req) {
     char tok[TOKEN_NEW_LEN + 1];
     token_new(tok);
-    req->token = copy_or_die(tok);
+    req->token = copy_string(tok);
 }
 
 int token_header_or_reply(struct gw_request *req, int required, int *present) {
@@ -53,6 +46,6 @@ int token_header_or_reply(struct gw_request *req, int required, int *present) {
                       TOKEN_MIN_LEN, TOKEN_MAX_LEN);
         return GW_REPLIED;
     }
-    req->token = copy_or_die(tok);
+    req->token = copy_string(tok);
     return GW_OK;
 }

@@ -21,9 +21,6 @@ int name_param_or_reply(struct gw_request *req, int i);
  * and absent, 400 missing_token. */
 int token_header_or_reply(struct gw_request *req, int required, int *present);
 
-/* A malloc'd, NUL-terminated copy of len bytes; aborts when out of memory. */
-char *copy_bytes(const void *src, size_t len);
-
 /* Sets req->token to a new token made by the server. */
 void token_issue(struct gw_request *req);
 

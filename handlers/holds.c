@@ -6,6 +6,7 @@
  * its own deadline comes; then another attempt.  No polling: between
  * attempts the request costs a parked struct and a suspended connection. */
 #include "handlers/holds.h"
+#include "common/alloc.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -590,8 +591,7 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
     const char *prefix = kind == HOLD_PERMIT ? "sem:" : "lock:";
     if (!owner) owner = "";
     size_t owner_len = strlen(owner), key_len = strlen(prefix) + strlen(req->name);
-    struct hold_call *hc = calloc(1, sizeof *hc + owner_len + 1 + key_len + 1);
-    if (!hc) abort();
+    struct hold_call *hc = alloc_check(calloc(1, sizeof *hc + owner_len + 1 + key_len + 1));
     char *owner_copy = (char *)(hc + 1), *key = owner_copy + owner_len + 1;
     memcpy(owner_copy, owner, owner_len + 1);
     snprintf(key, key_len + 1, "%s%s", prefix, req->name);
@@ -613,7 +613,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     req->ctx_free = hold_call_free;
     hc->start_ms = loop_now_ms();
     hc->acks_wanted = QUORUM ? 0 : handlers_config()->min_replicas_ack;
-    if (hc->acks_wanted && !(hc->ack = calloc(1, sizeof *hc->ack))) abort();
+    if (hc->acks_wanted) hc->ack = alloc_check(calloc(1, sizeof *hc->ack));
     hc->deadline_ms = hc->start_ms + hc->wait_ms;
     hc->w.fd = http_client_fd(req);
     hc->w.fair = hc->fair;
@@ -672,8 +672,7 @@ static void extend_done(void *arg, const struct redis_result *res) {
         extend_reply(req, v);
         return;
     }
-    long long *kept = malloc(sizeof v);
-    if (!kept) abort();
+    long long *kept = alloc_check(malloc(sizeof v));
     memcpy(kept, v, sizeof v);
     req->ctx = kept;
     req->ctx_free = free;

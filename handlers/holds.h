@@ -5,7 +5,7 @@
 #ifndef LOCKGATE_HOLDS_H
 #define LOCKGATE_HOLDS_H
 
-#include "server/names.h"
+#include "common/names.h"
 #include "server/waiters.h"
 
 struct gw_request;

@@ -6,6 +6,9 @@
  * namespace takes the insert mutex.  Leasing a block is the one place an
  * HTTP thread waits on Redis (idgen's slow path, about once per block). */
 #include "handlers/handlers.h"
+#include "common/alloc.h"
+#include "common/decimal.h"
+#include "common/fnv.h"
 #include "idgen/idgen.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -175,23 +178,17 @@ int ids_init(const struct gw_config *cfg) {
 
 /* ---- namespaces ---------------------------------------------------------------- */
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 /* Finds or adds the namespace; NULL when the table is full. */
 static struct idgen_ns *ns_get(const char *name) {
-    uint64_t h = name_hash(name);
+    uint64_t h = fnv1a_64(name, strlen(name));
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < NS_SLOTS; i++) {
             size_t slot = (h + i) % NS_SLOTS;
             struct idgen_ns *ns = atomic_load_explicit(&table[slot], memory_order_acquire);
             if (!ns) {
                 if (pass == 0) break; /* not there: insert under the mutex */
-                ns = malloc(sizeof *ns);
-                if (!ns || idgen_ns_init(ns, name, &ops, IDGEN_DEFAULT_MAX_AGE_MS) < 0) abort();
+                ns = alloc_check(malloc(sizeof *ns));
+                if (idgen_ns_init(ns, name, &ops, IDGEN_DEFAULT_MAX_AGE_MS) < 0) abort();
                 atomic_store_explicit(&table[slot], ns, memory_order_release);
                 pthread_mutex_unlock(&insert_mu);
                 return ns;
@@ -218,7 +215,7 @@ void ids_next(struct gw_request *req) {
     long long count = 1;
     const char *q = http_query(req, "count");
     if (name_param_or_reply(req, 0) || body_parse_or_reply(req)) return;
-    if (q && parse_decimal(q, 1, IDGEN_MAX_COUNT, &count) < 0) {
+    if (q && decimal_parse(q, strlen(q), 1, IDGEN_MAX_COUNT, &count) < 0) {
         reply_problem(req, CODE_INVALID_FIELD, "count must be an integer from 1 to %d",
                       IDGEN_MAX_COUNT);
         return;
@@ -230,8 +227,7 @@ void ids_next(struct gw_request *req) {
         return;
     }
     uint64_t stack_ids[64];
-    uint64_t *ids = count <= 64 ? stack_ids : malloc((size_t)count * sizeof *ids);
-    if (!ids) abort();
+    uint64_t *ids = count <= 64 ? stack_ids : alloc_check(malloc((size_t)count * sizeof *ids));
     if (idgen_next(ns, (uint32_t)count, ids) < 0) {
         if (ids != stack_ids) free(ids);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "cannot lease ids from Redis");
@@ -243,8 +239,7 @@ void ids_next(struct gw_request *req) {
      * 10000 nodes to print it. */
     int text = wants_text(req);
     size_t cap = (size_t)count * (IDGEN_DEC_MAX + 3) + NAME_MAX_LEN + 48, len = 0;
-    char *out = malloc(cap);
-    if (!out) abort();
+    char *out = alloc_check(malloc(cap));
     if (!text) len += (size_t)sprintf(out, "{\"namespace\":\"%s\",\"ids\":[", req->name);
     for (long long i = 0; i < count; i++) {
         if (!text) {

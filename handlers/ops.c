@@ -1,5 +1,6 @@
 /* ops.c -- /healthz, /readyz, /metrics, /openapi.yaml. */
 #include "handlers/handlers.h"
+#include "common/alloc.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/redis.h"
@@ -15,7 +16,7 @@
  * orchestrator does not restart gateways for a Redis outage. */
 void ops_healthz(struct gw_request *req) {
     static const char ok[] = "{\"status\":\"ok\"}";
-    reply_raw(req, 200, "application/json", copy_bytes(ok, sizeof ok - 1), sizeof ok - 1);
+    reply_raw(req, 200, "application/json", alloc_copy(ok, sizeof ok - 1), sizeof ok - 1);
 }
 
 static void readyz_done(void *arg, const struct redis_result *res) {
@@ -25,7 +26,7 @@ static void readyz_done(void *arg, const struct redis_result *res) {
         return;
     }
     static const char ready[] = "{\"status\":\"ready\"}";
-    reply_raw(req, 200, "application/json", copy_bytes(ready, sizeof ready - 1), sizeof ready - 1);
+    reply_raw(req, 200, "application/json", alloc_copy(ready, sizeof ready - 1), sizeof ready - 1);
 }
 
 /* Quorum mode: ready when a quorum of masters answers. */
@@ -57,6 +58,6 @@ void ops_metrics(struct gw_request *req) {
 }
 
 void ops_openapi(struct gw_request *req) {
-    reply_raw(req, 200, "application/yaml", copy_bytes(openapi_yaml, openapi_yaml_len),
+    reply_raw(req, 200, "application/yaml", alloc_copy(openapi_yaml, openapi_yaml_len),
               openapi_yaml_len);
 }

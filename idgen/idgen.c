@@ -49,6 +49,7 @@
  * however long Redis stays down and requests keep arriving.
  */
 #include "idgen/idgen.h"
+#include "common/decimal.h"
 
 #include <string.h>
 #include <time.h>
@@ -71,18 +72,13 @@ int idgen_unpack(uint64_t id, int64_t epoch_unix, struct idgen_decoded *out) {
     return 0;
 }
 
-/* 19 digits are below 10^19 < 2^64, so the accumulation cannot overflow and
- * one comparison with INT64_MAX at the end is the whole range check. */
+/* The digits themselves are decimal.h's; an id adds only "no leading
+ * zero", so that each id has exactly one spelling. */
 int idgen_parse_decimal(const char *s, size_t len, uint64_t *out) {
-    if (s == NULL || len == 0 || len > 19 || s[0] == '0') return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned d = (unsigned char)s[i] - (unsigned)'0';
-        if (d > 9) return -1;
-        v = v * 10 + d;
-    }
-    if (v > (uint64_t)INT64_MAX) return -1;
-    *out = v;
+    long long v;
+    if (s == NULL || len == 0 || s[0] == '0') return -1;
+    if (decimal_parse(s, len, 1, INT64_MAX, &v) < 0) return -1;
+    *out = (uint64_t)v;
     return 0;
 }
 

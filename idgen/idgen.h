@@ -4,7 +4,7 @@
  * lua/id_lease.lua) are passed in through struct idgen_ops, so all of this is
  * unit-tested with a fake clock and a fake lease (tests/unit/test_idgen.c).
  *
- * An ID is a positive signed 64-bit integer (API.md, "IDs"):
+ * An ID is a positive signed 64-bit integer (openapi.yaml, "decodeId"):
  *
  *   bit 63       0
  *   bits 62..32  seconds since the epoch (default 2024-01-01T00:00:00Z)
@@ -35,7 +35,7 @@
 #define IDGEN_BLOCK_MIN          16          /* smallest lease size asked for */
 #define IDGEN_BLOCK_MAX          (1u << 20)  /* largest lease size asked for */
 #define IDGEN_SECOND_MAX         0x7fffffffu /* 31 bits of seconds: until 2092 */
-#define IDGEN_NAME_MAX           200         /* namespace name, bytes (API.md) */
+#define IDGEN_NAME_MAX           200         /* namespace name, bytes (NAME_MAX_LEN) */
 #define IDGEN_DEC_MAX            21          /* idgen_format buffer: 20 digits + NUL */
 #define IDGEN_TIME_MAX           21          /* "YYYY-MM-DDTHH:MM:SSZ" + NUL */
 #define IDGEN_RING               4           /* published block slots, see idgen.c */

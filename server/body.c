@@ -141,16 +141,3 @@ int body_string_or_reply(struct gw_request *req, const char *field, size_t maxle
     *out = v->valuestring;
     return GW_OK;
 }
-
-int parse_decimal(const char *s, long long lo, long long hi, long long *out) {
-    if (!s || !*s) return -1;
-    long long v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9') return -1;
-        if (v > (hi - (*p - '0')) / 10) return -1; /* would pass hi */
-        v = v * 10 + (*p - '0');
-    }
-    if (v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}

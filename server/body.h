@@ -30,8 +30,4 @@ int body_bool_or_reply(struct gw_request *req, const char *field, int def, int *
 int body_string_or_reply(struct gw_request *req, const char *field, size_t maxlen,
                          const char **out);
 
-/* Parses a decimal integer in [lo, hi] from a query argument or header;
- * returns 0 or -1.  Rejects signs, spaces and anything after the digits. */
-int parse_decimal(const char *s, long long lo, long long hi, long long *out);
-
 #endif

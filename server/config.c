@@ -1,8 +1,8 @@
 /* config.c -- see config.h. */
 #include "server/config.h"
 #include "server/log.h"
+#include "common/decimal.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -65,17 +65,9 @@ static void usage(void) {
            "  --version              print the version and exit\n");
 }
 
-/* Digits only (no sign, no space), within [lo, hi]. */
+/* A whole string of digits within [lo, hi] (decimal.h). */
 static int parse_digits(const char *s, long long lo, long long hi, long long *out) {
-    long long v = 0;
-    if (!*s) return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > (hi + 9) / 10) return -1;
-        v = v * 10 + (*s - '0');
-    }
-    if (v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
+    return decimal_parse(s, strlen(s), lo, hi, out);
 }
 
 int config_parse_endpoint(struct gw_endpoint *e, const char *s) {
@@ -164,16 +156,14 @@ int config_parse_redis_url(struct gw_config *cfg, const char *url) {
     memcpy(cfg->redis_host, p, hlen);
     cfg->redis_host[hlen] = '\0';
     cfg->redis_port = 6379;
-    char *end;
+    long long v;
     if (colon) {
-        long port = strtol(colon + 1, &end, 10);
-        if (end != hostend || end == colon + 1 || port <= 0 || port > 65535) return -1;
-        cfg->redis_port = (int)port;
+        if (decimal_parse(colon + 1, (size_t)(hostend - colon - 1), 1, 65535, &v) < 0) return -1;
+        cfg->redis_port = (int)v;
     }
     if (slash && slash[1]) {
-        long db = strtol(slash + 1, &end, 10);
-        if (*end || db < 0 || db > 1000000) return -1;
-        cfg->redis_db = (int)db;
+        if (parse_digits(slash + 1, 0, 1000000, &v) < 0) return -1;
+        cfg->redis_db = (int)v;
     }
     return 0;
 }
@@ -206,10 +196,8 @@ int config_parse_epoch(const char *s, int64_t *out) {
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !*s || *end || v < lo || v > hi) return -1;
+    long long v;
+    if (parse_digits(s, lo, hi, &v) < 0) return -1;
     *out = (int)v;
     return 0;
 }

@@ -13,9 +13,9 @@
 #include <stdint.h>
 
 #include "server/config.h"
-#include "server/names.h"
+#include "common/names.h"
 #include "server/router.h"
-#include "server/token.h"
+#include "common/token.h"
 
 #define HTTP_BODY_MAX    (16 * 1024)
 #define HTTP_MAX_HEADERS 4

@@ -9,7 +9,7 @@
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/redis.h"
-#include "server/token.h"
+#include "common/token.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

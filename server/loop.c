@@ -7,6 +7,7 @@
  * due waiter timers. */
 #include "server/loop.h"
 #include "server/liveness.h"
+#include "common/alloc.h"
 #include "server/log.h"
 #include "server/redis.h"
 #include "server/waiters.h"
@@ -99,11 +100,7 @@ static void fd_set_source(int fd, uint32_t events, loop_fd_fn fn, void *arg) {
     }
     int op = s ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     if (!s) {
-        s = calloc(1, sizeof *s);
-        if (!s) {
-            fprintf(stderr, "lockgate: out of memory\n");
-            abort();
-        }
+        s = alloc_check(calloc(1, sizeof *s));
         sources[fd] = s;
     }
     s->fn = fn;

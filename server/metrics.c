@@ -4,6 +4,7 @@
  * and fixed, and the statuses the API uses are a short fixed list, so a flat
  * array of atomics needs no locking and no allocation. */
 #include "server/metrics.h"
+#include "common/alloc.h"
 #include "server/http.h"
 #include "handlers/routes.h"
 
@@ -91,11 +92,7 @@ static void ab_printf(struct abuf *ab, const char *fmt, ...) {
             return;
         }
         ab->cap = ab->cap * 2 + (size_t)n + 64;
-        ab->b = realloc(ab->b, ab->cap);
-        if (!ab->b) {
-            fprintf(stderr, "lockgate: out of memory\n");
-            abort();
-        }
+        ab->b = alloc_check(realloc(ab->b, ab->cap));
     }
 }
 
@@ -114,11 +111,7 @@ static void render_histogram(struct abuf *ab, const char *name, const char *help
 }
 
 char *metrics_render(size_t *len) {
-    struct abuf ab = {malloc(8192), 0, 8192};
-    if (!ab.b) {
-        fprintf(stderr, "lockgate: out of memory\n");
-        abort();
-    }
+    struct abuf ab = {alloc_check(malloc(8192)), 0, 8192};
 
     ab_printf(&ab, "# HELP lockgate_http_requests_total HTTP requests by route and status\n"
                    "# TYPE lockgate_http_requests_total counter\n");

@@ -11,6 +11,7 @@
  * dropped, which fails every outstanding command at once, and a new one is
  * made with a back-off growing to 1 s.  Nothing here blocks. */
 #include "server/redis.h"
+#include "common/alloc.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/metrics.h"
@@ -82,14 +83,6 @@ static struct {
 
 #define N0 (&R.node[0]) /* the only node outside quorum mode */
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "lockgate: out of memory\n");
-        abort();
-    }
-    return p;
-}
 
 /* ------------------------------------------------------------------------
  * Operations
@@ -105,7 +98,7 @@ static struct redis_op *op_new(int extra, int argc, const char *const *argv, con
     for (int i = 0; i < argc; i++) bytes += lens[i] + 1;
     int total = extra + argc;
     struct redis_op *op =
-        xmalloc(sizeof *op + (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes);
+        alloc_check(malloc(sizeof *op + (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes));
     memset(op, 0, sizeof *op);
     op->argv = (const char **)(op + 1);
     op->lens = (size_t *)(op->argv + total);
@@ -537,18 +530,16 @@ struct fanout {
 };
 
 static redisReply *reply_copy(const redisReply *r) {
-    redisReply *c = calloc(1, sizeof *c);
-    if (!c) abort();
+    redisReply *c = alloc_check(calloc(1, sizeof *c));
     c->type = r->type;
     c->integer = r->integer;
     c->len = r->len;
     if (r->str) {
-        c->str = xmalloc(r->len + 1);
+        c->str = alloc_check(malloc(r->len + 1));
         memcpy(c->str, r->str, r->len + 1);
     }
     if (r->elements) {
-        c->element = calloc(r->elements, sizeof *c->element);
-        if (!c->element) abort();
+        c->element = alloc_check(calloc(r->elements, sizeof *c->element));
         c->elements = r->elements;
         for (size_t i = 0; i < r->elements; i++) c->element[i] = reply_copy(r->element[i]);
     }
@@ -574,8 +565,7 @@ static void fan_child_done(void *arg, const struct redis_result *res) {
 }
 
 static struct fanout *fanout_new(redis_all_cb cb, void *arg) {
-    struct fanout *f = calloc(1, sizeof *f);
-    if (!f) abort();
+    struct fanout *f = alloc_check(calloc(1, sizeof *f));
     f->n = f->left = R.nnodes;
     f->cb = cb;
     f->arg = arg;

@@ -1,6 +1,7 @@
 /* reply.c -- see reply.h.  Exactly one function builds error bodies
  * (problem_body), from one table of codes. */
 #include "server/reply.h"
+#include "common/alloc.h"
 #include "server/http.h"
 
 #include <cjson/cJSON.h>
@@ -32,19 +33,11 @@ static const struct problem_info problems[CODE_COUNT] = {
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }
 
-static void *xmalloc_check(void *p) {
-    if (!p) {
-        fprintf(stderr, "lockgate: out of memory\n");
-        abort();
-    }
-    return p;
-}
-
 char *problem_body(enum gw_code code, cJSON *extra, const char *detail) {
     const struct problem_info *pi = &problems[code];
     char type[64];
     snprintf(type, sizeof type, "urn:lockgate:problem:%s", pi->code);
-    cJSON *o = xmalloc_check(cJSON_CreateObject());
+    cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "type", type);
     cJSON_AddStringToObject(o, "title", pi->title);
     cJSON_AddNumberToObject(o, "status", pi->status);
@@ -57,7 +50,7 @@ char *problem_body(enum gw_code code, cJSON *extra, const char *detail) {
         }
         cJSON_Delete(extra);
     }
-    char *s = xmalloc_check(cJSON_PrintUnformatted(o));
+    char *s = alloc_check(cJSON_PrintUnformatted(o));
     cJSON_Delete(o);
     return s;
 }
@@ -66,7 +59,7 @@ void reply_header(struct gw_request *req, const char *name, const char *value) {
     if (req->nheaders >= HTTP_MAX_HEADERS) return;
     struct gw_header *h = &req->headers[req->nheaders++];
     snprintf(h->name, sizeof h->name, "%s", name);
-    h->value = xmalloc_check(strdup(value));
+    h->value = alloc_check(strdup(value));
 }
 
 void reply_raw(struct gw_request *req, int status, const char *content_type, char *body,
@@ -79,7 +72,7 @@ void reply_raw(struct gw_request *req, int status, const char *content_type, cha
 }
 
 void reply_json(struct gw_request *req, int status, cJSON *body) {
-    char *s = xmalloc_check(cJSON_PrintUnformatted(body));
+    char *s = alloc_check(cJSON_PrintUnformatted(body));
     cJSON_Delete(body);
     reply_raw(req, status, "application/json", s, strlen(s));
 }
@@ -99,5 +92,5 @@ void reply_problem_with(struct gw_request *req, enum gw_code code, cJSON *extra,
 void json_add_int(cJSON *obj, const char *key, long long v) {
     char buf[24];
     snprintf(buf, sizeof buf, "%lld", v);
-    cJSON_AddItemToObject(obj, key, xmalloc_check(cJSON_CreateRaw(buf)));
+    cJSON_AddItemToObject(obj, key, alloc_check(cJSON_CreateRaw(buf)));
 }

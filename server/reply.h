@@ -10,8 +10,9 @@
 struct gw_request;
 struct cJSON;
 
-/* The stable error codes of API.md; problem_info() maps each to its HTTP
- * status and title.  Keep in step with openapi.yaml's Problem.code enum. */
+/* The stable error codes of the contract (openapi.yaml, the Problem schema's
+ * code enum: keep in step with it); problem_info() maps each to its HTTP
+ * status and title. */
 enum gw_code {
     CODE_INVALID_NAME,
     CODE_INVALID_FIELD,

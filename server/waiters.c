@@ -9,6 +9,8 @@
  * release is announced after the attempt was sent but before its busy
  * answer parks the waiter (the two arrive on different connections). */
 #include "server/waiters.h"
+#include "common/alloc.h"
+#include "common/fnv.h"
 #include "server/loop.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -52,11 +54,7 @@ static void heap_down(size_t i) {
 static void heap_push(struct waiter *w) {
     if (heap_len == heap_cap) {
         heap_cap = heap_cap ? heap_cap * 2 : 256;
-        heap = realloc(heap, heap_cap * sizeof *heap);
-        if (!heap) {
-            fprintf(stderr, "lockgate: out of memory\n");
-            abort();
-        }
+        heap = alloc_check(realloc(heap, heap_cap * sizeof *heap));
     }
     heap[heap_len] = w;
     w->heap_i = heap_len++;
@@ -85,14 +83,8 @@ struct bucket_entry {
 #define NBUCKETS 4096
 static struct bucket_entry *buckets[NBUCKETS];
 
-static uint64_t key_hash(const char *s, size_t len) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
 static struct bucket_entry **entry_slot(const char *key, size_t len) {
-    struct bucket_entry **e = &buckets[key_hash(key, len) % NBUCKETS];
+    struct bucket_entry **e = &buckets[fnv1a_64(key, len) % NBUCKETS];
     while (*e && !(strlen((*e)->key) == len && memcmp((*e)->key, key, len) == 0)) e = &(*e)->next;
     return e;
 }
@@ -106,7 +98,7 @@ static atomic_ullong release_seq;
 uint64_t waiters_release_seq(void) { return atomic_load(&release_seq); }
 
 static int released_since(const char *key, uint64_t seen) {
-    uint64_t h = key_hash(key, strlen(key)), last = atomic_load(&release_seq);
+    uint64_t h = fnv1a_64(key, strlen(key)), last = atomic_load(&release_seq);
     for (uint64_t s = last; s > seen && last - s < RING; s--)
         if (ring[s % RING].seq == s && ring[s % RING].hash == h) return 1;
     return last - seen >= RING; /* too many to tell: assume so */
@@ -123,11 +115,7 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     size_t len = strlen(w->key);
     struct bucket_entry **slot = entry_slot(w->key, len);
     if (!*slot) {
-        struct bucket_entry *e = calloc(1, sizeof *e + len + 1);
-        if (!e) {
-            fprintf(stderr, "lockgate: out of memory\n");
-            abort();
-        }
+        struct bucket_entry *e = alloc_check(calloc(1, sizeof *e + len + 1));
         memcpy(e->key, w->key, len + 1);
         *slot = e;
     }
@@ -187,7 +175,7 @@ static void wake(struct waiter *w) {
 void waiters_on_release(const char *key, size_t len) {
     uint64_t s = atomic_fetch_add(&release_seq, 1) + 1;
     ring[s % RING].seq = s;
-    ring[s % RING].hash = key_hash(key, len);
+    ring[s % RING].hash = fnv1a_64(key, len);
 
     struct bucket_entry *e = *entry_slot(key, len);
     log_debug("waiters: release of %.*s, %s", (int)len, key, e ? "waking" : "nobody waits here");

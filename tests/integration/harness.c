@@ -127,12 +127,17 @@ static pid_t spawn(const char *cmd, const char *logfile) {
 
 /* ---- redis ------------------------------------------------------------------ */
 
-static int redis_launch(struct h_redis *r) {
-    char cmd[512];
+/* The one way a redis-server is started: on r's port and directory, with
+ * --repl-diskless-sync-delay 0 so that a replica syncs at once (Redis 7
+ * with --save '' syncs disklessly, by default after a 5 s delay), and extra
+ * flags appended.  Waits until it answers PING. */
+static int redis_launch(struct h_redis *r, const char *extra) {
+    char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "exec redis-server --bind 127.0.0.1 --port %d --dir '%s' --save '' "
-             "--appendonly %s --appendfsync always --protected-mode no --daemonize no",
-             r->port, r->dir, r->aof ? "yes" : "no");
+             "--appendonly %s --appendfsync always --protected-mode no --daemonize no "
+             "--repl-diskless-sync-delay 0 %s",
+             r->port, r->dir, r->aof ? "yes" : "no", extra ? extra : "");
     char log[96];
     snprintf(log, sizeof log, "%s/redis.log", r->dir);
     r->pid = spawn(cmd, log);
@@ -145,7 +150,7 @@ static int redis_launch(struct h_redis *r) {
     return -1;
 }
 
-int h_redis_start(struct h_redis *r, int aof) {
+int h_redis_start(struct h_redis *r, int aof, const char *extra) {
     harness_init();
     memset(r, 0, sizeof *r);
     r->aof = aof;
@@ -153,12 +158,12 @@ int h_redis_start(struct h_redis *r, int aof) {
     if (!mkdtemp(r->dir)) return -1;
     if (ndirs < MAX_CHILDREN) strcpy(dirs[ndirs++], r->dir);
     r->port = h_free_port();
-    return redis_launch(r);
+    return redis_launch(r, extra);
 }
 
-int h_redis_restart(struct h_redis *r) {
+int h_redis_restart(struct h_redis *r, const char *extra) {
     if (r->pid) h_redis_kill(r);
-    return redis_launch(r);
+    return redis_launch(r, extra);
 }
 
 static void reap(pid_t *pid, int sig) {
@@ -274,13 +279,13 @@ static size_t header_write(char *p, size_t size, size_t n, void *ud) {
     return add;
 }
 
-struct h_resp h_http(const char *method, int port, const char *path, const char *token,
-                     const char *body, const char *extra_header) {
-    harness_init();
-    struct h_resp r;
-    memset(&r, 0, sizeof r);
+/* The one HTTP client: a request on the curl handle c, which keeps its
+ * connection from one request to the next (h_client) or is used once
+ * (h_http).  seconds is wall time, also when no answer came. */
+static void request(struct h_resp *r, CURL *c, const char *method, int port, const char *path,
+                    const char *token, const char *body, const char *extra_header) {
+    memset(r, 0, sizeof *r);
     struct sink s = {calloc(1, 256), 0, 256};
-    CURL *c = curl_easy_init();
     char url[1024];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
     struct curl_slist *hs = NULL;
@@ -292,33 +297,43 @@ struct h_resp h_http(const char *method, int port, const char *path, const char 
     if (extra_header) hs = curl_slist_append(hs, extra_header);
     hs = curl_slist_append(hs, "Expect:");
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    } else if (strcmp(method, "GET") != 0) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    if (strcmp(method, "GET") == 0 && !body) {
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
     }
-    if (strcmp(method, "GET") == 0 && !body) curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_write);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (curl_easy_perform(c) == CURLE_OK) {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-        curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &r.seconds);
-    }
+    long long t0 = h_now_ms();
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    r->seconds = (h_now_ms() - t0) / 1000.0;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(hs);
+    r->body = s.b;
+    r->body_len = s.len;
+    r->json = cJSON_Parse(r->body);
+}
+
+struct h_resp h_http(const char *method, int port, const char *path, const char *token,
+                     const char *body, const char *extra_header) {
+    harness_init();
+    struct h_resp r;
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+    request(&r, c, method, port, path, token, body, extra_header);
     curl_easy_cleanup(c);
-    r.body = s.b;
-    r.body_len = s.len;
-    r.json = cJSON_Parse(r.body);
     return r;
+}
+
+const char *h_token(struct h_resp *r) {
+    const char *t = h_header(r, "Lock-Token");
+    return t ? t : "";
 }
 
 void h_resp_free(struct h_resp *r) {
@@ -466,41 +481,6 @@ void h_gw_kill_tree(struct h_gw *g) {
 
 /* ---- replication, Sentinel, keep-alive clients (see harness.h) ------------------ */
 
-static int redis_launch_with(struct h_redis *r, const char *extra) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "exec redis-server --bind 127.0.0.1 --port %d --dir '%s' --save '' "
-             "--appendonly %s --appendfsync always --protected-mode no --daemonize no "
-             "--repl-diskless-sync-delay 0 %s",
-             r->port, r->dir, r->aof ? "yes" : "no", extra ? extra : "");
-    char log[96];
-    snprintf(log, sizeof log, "%s/redis.log", r->dir);
-    r->pid = spawn(cmd, log);
-    for (int i = 0; i < 500; i++) {
-        const char *pong = h_redis_cli(r, "PING");
-        if (pong && strcmp(pong, "PONG") == 0) return 0;
-        h_sleep_ms(10);
-    }
-    fprintf(stderr, "harness: redis-server did not start on %d\n", r->port);
-    return -1;
-}
-
-int h_redis_start_with(struct h_redis *r, int aof, const char *extra) {
-    harness_init();
-    memset(r, 0, sizeof *r);
-    r->aof = aof;
-    strcpy(r->dir, "/tmp/lockgate-test-XXXXXX");
-    if (!mkdtemp(r->dir)) return -1;
-    if (ndirs < MAX_CHILDREN) strcpy(dirs[ndirs++], r->dir);
-    r->port = h_free_port();
-    return redis_launch_with(r, extra);
-}
-
-int h_redis_restart_with(struct h_redis *r, const char *extra) {
-    if (r->pid) h_redis_kill(r);
-    return redis_launch_with(r, extra);
-}
-
 long long h_redis_info_int(struct h_redis *r, const char *section, const char *field) {
     char args[96];
     snprintf(args, sizeof args, "INFO %s", section);
@@ -527,7 +507,7 @@ int h_replica_wait_link(struct h_redis *r, int timeout_ms) {
 int h_replica_start(struct h_redis *r, struct h_redis *master) {
     char extra[64];
     snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", master->port);
-    if (h_redis_start_with(r, 0, extra) < 0) return -1;
+    if (h_redis_start(r, 0, extra) < 0) return -1;
     if (h_replica_wait_link(r, 10000) < 0) {
         fprintf(stderr, "harness: replica on %d did not sync with %d\n", r->port, master->port);
         return -1;
@@ -629,96 +609,26 @@ int h_sentinel_master_port(struct h_redis *s, const char *name) {
     return nl ? atoi(nl + 1) : -1;
 }
 
-static size_t client_body(char *p, size_t size, size_t n, void *ud) {
-    struct h_client *cl = ud;
-    size_t add = size * n, room = sizeof cl->body - 1 - cl->len;
-    memcpy(cl->body + cl->len, p, add < room ? add : room);
-    cl->len += add < room ? add : room;
-    cl->body[cl->len] = '\0';
-    return add;
-}
-
-static size_t client_header(char *p, size_t size, size_t n, void *ud) {
-    struct h_client *cl = ud;
-    size_t len = size * n;
-    if (len > 12 && strncasecmp(p, "Lock-Token:", 11) == 0) {
-        const char *v = p + 11;
-        while (*v == ' ') v++;
-        size_t vl = (size_t)(p + len - v);
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n')) vl--;
-        if (vl >= sizeof cl->token) vl = sizeof cl->token - 1;
-        memcpy(cl->token, v, vl);
-        cl->token[vl] = '\0';
-    }
-    return len;
-}
-
 void h_client_init(struct h_client *cl, long timeout_ms) {
     harness_init();
     memset(cl, 0, sizeof *cl);
     CURL *c = curl_easy_init();
     cl->curl = c;
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, client_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, cl);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, client_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, cl);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 }
 
 void h_client_free(struct h_client *cl) {
     if (cl->curl) curl_easy_cleanup(cl->curl);
     cl->curl = NULL;
+    h_resp_free(&cl->last);
 }
 
 long h_client_do(struct h_client *cl, const char *method, int port, const char *path,
                  const char *token, const char *body) {
-    CURL *c = cl->curl;
-    char url[512], th[200];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    struct curl_slist *hs = curl_slist_append(NULL, "Expect:");
-    if (token) {
-        snprintf(th, sizeof th, "Lock-Token: %s", token);
-        hs = curl_slist_append(hs, th);
-    }
-    cl->len = 0;
-    cl->body[0] = '\0';
-    cl->token[0] = '\0';
-    cl->seconds = 0;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (strcmp(method, "GET") == 0 && !body) {
-        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-    } else {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
-    }
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
-    long status = 0;
-    long long t0 = h_now_ms();
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    cl->seconds = (h_now_ms() - t0) / 1000.0;
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-    curl_slist_free_all(hs);
-    return status;
-}
-
-long long h_client_jint(struct h_client *cl, const char *key) {
-    cJSON *o = cJSON_ParseWithLength(cl->body, cl->len);
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    long long r = cJSON_IsNumber(v) ? (long long)v->valuedouble : -1;
-    cJSON_Delete(o);
-    return r;
-}
-
-const char *h_client_jstr(struct h_client *cl, const char *key, char *out, size_t cap) {
-    cJSON *o = cJSON_ParseWithLength(cl->body, cl->len);
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    snprintf(out, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
-    cJSON_Delete(o);
-    return out;
+    h_resp_free(&cl->last);
+    request(&cl->last, cl->curl, method, port, path, token, body, NULL);
+    return cl->last.status;
 }
 
 int h_gw_up(struct h_gw *g, struct h_redis *r, const char *flags) {

@@ -30,10 +30,15 @@ struct h_gw {
 /* A TCP port that was free on 127.0.0.1 a moment ago. */
 int h_free_port(void);
 
-/* Starts redis-server (aof: with appendonly) and waits until it answers. */
-int h_redis_start(struct h_redis *r, int aof);
-/* Starts it again on the same port and directory (after a stop or kill). */
-int h_redis_restart(struct h_redis *r);
+/* Starts redis-server (aof: with appendonly; extra: more redis-server
+ * flags, or NULL) in a new directory on a free port, and waits until it
+ * answers.  Every server gets --repl-diskless-sync-delay 0, so that a
+ * replica syncs at once (Redis 7 with --save '' syncs disklessly, by
+ * default after a 5 s delay). */
+int h_redis_start(struct h_redis *r, int aof, const char *extra);
+/* Starts it again on the same port and directory (after a stop or kill),
+ * with these extra flags. */
+int h_redis_restart(struct h_redis *r, const char *extra);
 void h_redis_kill(struct h_redis *r); /* SIGKILL, no shutdown save */
 void h_redis_stop(struct h_redis *r); /* SHUTDOWN, then remove dir */
 /* Runs redis-cli with the arguments (a shell word list); returns its
@@ -74,6 +79,8 @@ const char *h_header(struct h_resp *r, const char *name);
 long long h_jint(struct h_resp *r, const char *key);
 const char *h_jstr(struct h_resp *r, const char *key);
 const char *h_jcode(struct h_resp *r); /* problem+json "code" */
+/* The answer's Lock-Token header, or "". */
+const char *h_token(struct h_resp *r);
 
 /* Sends raw bytes on a new connection and returns what came back (up to
  * cap bytes in out, NUL-terminated) within timeout_ms. */
@@ -100,12 +107,6 @@ void h_gw_kill_tree(struct h_gw *g);
  * would start a redis-server).
  * ======================================================================= */
 
-/* Like h_redis_start / h_redis_restart, with extra redis-server flags
- * appended (may be NULL).  Every server started this way also gets
- * --repl-diskless-sync-delay 0, so a replica syncs at once (Redis 7 with
- * --save '' syncs disklessly, by default after a 5 s delay). */
-int h_redis_start_with(struct h_redis *r, int aof, const char *extra);
-int h_redis_restart_with(struct h_redis *r, const char *extra);
 /* Starts r as a replica of master and waits (up to 15 s) until its link
  * is up, it has synced, and the master counts it as online. */
 int h_replica_start(struct h_redis *r, struct h_redis *master);
@@ -126,22 +127,18 @@ int h_sentinel_master_port(struct h_redis *s, const char *name);
 long long h_redis_info_int(struct h_redis *r, const char *section, const char *field);
 
 /* A keep-alive HTTP client for one thread (a new connection per request
- * would spend thousands of loopback ports in TIME_WAIT).  After h_client_do:
- * status (0: no answer), body, the Lock-Token header, and the time spent. */
+ * would spend thousands of loopback ports in TIME_WAIT): the same client
+ * as h_http, on a connection kept between requests.  h_client_do returns
+ * the status (0: no answer) and keeps the whole answer in last, until the
+ * next request or h_client_free. */
 struct h_client {
-    void *curl;      /* CURL *, reused: keeps its connection */
-    char body[4096]; /* body of the last response, NUL-terminated */
-    size_t len;      /* bytes in body */
-    char token[160]; /* Lock-Token header of the last response, or "" */
-    double seconds;  /* how long the last request took */
+    void *curl;         /* CURL *, reused: keeps its connection */
+    struct h_resp last; /* the last answer */
 };
 void h_client_init(struct h_client *cl, long timeout_ms);
 void h_client_free(struct h_client *cl);
 long h_client_do(struct h_client *cl, const char *method, int port, const char *path,
                  const char *token, const char *body);
-/* A member of the last JSON body: integer (or -1), string (into out, or ""). */
-long long h_client_jint(struct h_client *cl, const char *key);
-const char *h_client_jstr(struct h_client *cl, const char *key, char *out, size_t cap);
 /* Starts the gateway retrying on fresh ports like the suites do (3 tries). */
 int h_gw_up(struct h_gw *g, struct h_redis *r, const char *flags);
 /* A counter or gauge from /metrics, or -1. */

@@ -628,7 +628,7 @@ static void test_escaped_nul_in_string(void) {
     still_serving();
 }
 
-/* Bodies are UTF-8 (API.md).  Invalid UTF-8 in a string is refused, so
+/* Bodies are UTF-8 (openapi.yaml).  Invalid UTF-8 in a string is refused, so
  * it can never come back out of GET as JSON that is not UTF-8. */
 static void test_invalid_utf8(void) {
     static const char *bodies[] = {
@@ -1039,7 +1039,7 @@ int main(void) {
     int up = 0;
     for (int i = 0; i < 3 && !up; i++) {
         memset(&gw, 0, sizeof gw);
-        up = h_redis_start(&redis, 0) == 0 && h_gw_start(&gw, &redis, NULL) == 0;
+        up = h_redis_start(&redis, 0, NULL) == 0 && h_gw_start(&gw, &redis, NULL) == 0;
         if (!up) {
             h_gw_kill(&gw);
             h_redis_stop(&redis);

@@ -50,7 +50,7 @@ static void dump_log_tail(struct h_gw *g, int lines) {
  * server binds it.  So each start gets three tries on fresh ports. */
 static int redis_up(struct h_redis *r, int aof) {
     for (int i = 0; i < 3; i++) {
-        if (h_redis_start(r, aof) == 0) return 0;
+        if (h_redis_start(r, aof, NULL) == 0) return 0;
         h_redis_stop(r);
     }
     return -1;
@@ -265,7 +265,7 @@ static void test_redis_killed_and_restarted(void) {
     CHECK(rounds >= 3);
 
     /* Back: served again by the same gateway process. */
-    CHECK_EQ_INT(h_redis_restart(&redis), 0);
+    CHECK_EQ_INT(h_redis_restart(&redis, NULL), 0);
     atomic_store(&l.mark, 1);
     long long took = wait_served(&gw, "/v1/locks/after", 5000);
     fprintf(stderr, "  served again %lld ms after Redis came back\n", took);
@@ -651,7 +651,7 @@ static void test_redis_down_at_start(void) {
         h_resp_free(&r);
         h_sleep_ms(400);
     }
-    CHECK_EQ_INT(h_redis_restart(&redis), 0);
+    CHECK_EQ_INT(h_redis_restart(&redis, NULL), 0);
     long long took = wait_served(&gw, "/v1/locks/late", 3000);
     fprintf(stderr, "  served %lld ms after Redis came up\n", took);
     CHECK(took >= 0);

@@ -291,7 +291,7 @@ static void test_dead_gateway_semaphore(void) { scenario(&k_sem); }
 static void test_redis_restart(void) {
     struct h_redis r;
     struct h_gw a, b;
-    if (h_redis_start(&r, 1) < 0 || h_gw_up(&a, &r, NULL) < 0 || h_gw_up(&b, &r, NULL) < 0) {
+    if (h_redis_start(&r, 1, NULL) < 0 || h_gw_up(&a, &r, NULL) < 0 || h_gw_up(&b, &r, NULL) < 0) {
         CHECK(0);
         return;
     }
@@ -310,7 +310,7 @@ static void test_redis_restart(void) {
     long long t_kill = h_now_ms();
     h_sleep_ms(1200); /* appendfsync everysec */
     h_redis_kill(&r);
-    CHECK(h_redis_restart(&r) == 0);
+    CHECK(h_redis_restart(&r, NULL) == 0);
     CHECK(wait_cli(&r, "zcard lockgate:lock:{ghost-restart}:q", "2", 3000));
     long long t_rel = 0;
     for (long long end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(50)) {
@@ -345,7 +345,7 @@ static void test_quorum(void) {
     struct h_gw a, b;
     memset(m, 0, sizeof m);
     for (int i = 0; i < 3; i++)
-        if (h_redis_start(&m[i], 0) < 0) {
+        if (h_redis_start(&m[i], 0, NULL) < 0) {
             CHECK(0);
             return;
         }
@@ -606,7 +606,7 @@ int main(int argc, char **argv) {
         rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    if (h_redis_start(&redis, 0) < 0 || h_gw_up(&gb, &redis, NULL) < 0) return 2;
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gb, &redis, NULL) < 0) return 2;
     RUN_SOME(test_dead_gateway_lock);
     RUN_SOME(test_dead_gateway_shared);
     RUN_SOME(test_dead_gateway_semaphore);

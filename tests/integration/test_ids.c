@@ -1,4 +1,4 @@
-/* test_ids.c -- /v1/ids (API.md, "IDs") against the real binary and a real
+/* test_ids.c -- /v1/ids (openapi.yaml: nextIds, decodeId) against the real binary and a real
  * redis-server: the response shape and the id layout, --id-epoch, uniqueness
  * across gateways whose clocks are a day behind and an hour ahead (faketime)
  * while one gateway and Redis restart, many threads on one gateway, Redis
@@ -545,7 +545,7 @@ static void test_unique_across_gateways_and_clocks(void) {
                  asan ? asan : "", asan && *asan ? ":" : "", faked[i]);
     memset(&U, 0, sizeof U);
     atexit(u_atexit);
-    if (h_redis_start(&U.redis, 1) < 0) {
+    if (h_redis_start(&U.redis, 1, NULL) < 0) {
         CHECK(!"redis started");
         return;
     }
@@ -591,7 +591,7 @@ static void test_unique_across_gateways_and_clocks(void) {
     if (sleep_ms > 0) h_sleep_ms((int)sleep_ms);
     atomic_store(&U.redis_window, 1);
     long long r_down = h_now_ms() - t0;
-    CHECK_EQ_INT(h_redis_restart(&U.redis), 0);
+    CHECK_EQ_INT(h_redis_restart(&U.redis, NULL), 0);
     long long r_up = h_now_ms() - t0;
     /* The gateways reconnect with a back-off of at most 1 s (server/redis.c):
      * 2.5 s after Redis answers again, 503s are no longer excused. */
@@ -819,7 +819,7 @@ static void test_redis_down(void) {
     /* Redis back (from its AOF): ids again, above all before.  The gateway
      * reconnects with a back-off of at most 1 s (server/redis.c), so ids
      * should come back within about that; waited for up to 10 s. */
-    CHECK_EQ_INT(h_redis_restart(&redis), 0);
+    CHECK_EQ_INT(h_redis_restart(&redis, NULL), 0);
     long long t1 = h_now_ms();
     int got = -1;
     while (got != 5 && h_now_ms() - t1 < 10000) {
@@ -863,7 +863,7 @@ static void test_big_batch(void) {
 
 int main(void) {
     long long t0 = h_now_ms();
-    if (h_redis_start(&redis, 1) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
+    if (h_redis_start(&redis, 1, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
     RUN(test_api_shape);
     RUN(test_decode);
     RUN(test_freshness);

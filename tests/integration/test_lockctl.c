@@ -640,7 +640,7 @@ int main(void) {
         printf("lockctl: 0 passed, 1 failed\n");
         return 1;
     }
-    if (h_redis_start(&redis, 0) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
     atexit(procs_kill_all);
     snprintf(dir, sizeof dir, "%.50s/lockctl", redis.dir); /* removed with redis's */
     mkdir(dir, 0755);

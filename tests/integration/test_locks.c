@@ -1,4 +1,4 @@
-/* test_locks.c -- the lock API of API.md, status by status, against the
+/* test_locks.c -- the lock API of openapi.yaml, status by status, against the
  * real binary and a real redis-server. */
 #include "tests/integration/harness.h"
 
@@ -319,7 +319,7 @@ static void test_fence_survives_redis_restart(void) {
     h_redis_cli(&redis, "HSET lockgate:lock:{persist} f 9000000000000000");
     h_sleep_ms(150);
     /* Restart Redis (AOF on): the fence key comes back. */
-    h_redis_restart(&redis);
+    h_redis_restart(&redis, NULL);
     long long f2 = 0;
     for (int i = 0; i < 50 && f2 <= 0; i++) {
         r = H("POST", "/v1/locks/persist", NULL, NULL);
@@ -528,7 +528,7 @@ static void test_body_too_large(void) {
  * with the flags and environment given; 0, or -1 with nothing left running. */
 static int start_with_password(struct h_redis *r, struct h_gw *g, const char *pw, int db,
                                const char *flags, const char *env) {
-    if (h_redis_start(r, 0) < 0) return -1;
+    if (h_redis_start(r, 0, NULL) < 0) return -1;
     char cmd[128];
     snprintf(cmd, sizeof cmd, "CONFIG SET requirepass %s", pw);
     h_redis_cli(r, cmd);
@@ -616,7 +616,7 @@ static void test_blocking_bridge(void) {
     CHECK_EQ_INT(b.status, 503);
     CHECK_EQ_STR(h_jcode(&b), "backend_unavailable");
     h_resp_free(&b);
-    if (h_redis_restart_with(&r, NULL) < 0) {
+    if (h_redis_restart(&r, NULL) < 0) {
         CHECK(0);
     } else {
         h_redis_cli(&r, "CONFIG SET requirepass bridge-pw");
@@ -647,7 +647,7 @@ static void test_blocking_bridge(void) {
 }
 
 int main(void) {
-    if (h_redis_start(&redis, 1) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
+    if (h_redis_start(&redis, 1, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
     RUN(test_acquire_new);
     RUN(test_empty_body_defaults);
     RUN(test_busy);

@@ -69,8 +69,8 @@ static void *worker_main(void *arg) {
         for (int attempt = 0;; attempt++) {
             long st = h_client_do(&cl, "POST", acq_port, LOCK_PATH, NULL, "{\"ttl_ms\":10000}");
             if (st == 201) {
-                snprintf(token, sizeof token, "%s", cl.token);
-                fence = h_client_jint(&cl, "fence");
+                snprintf(token, sizeof token, "%s", h_token(&cl.last));
+                fence = h_jint(&cl.last, "fence");
                 break;
             }
             if (st == 409) {
@@ -81,7 +81,7 @@ static void *worker_main(void *arg) {
                 continue;
             }
             atomic_fetch_add(&errors, 1);
-            fprintf(stderr, "  thread %d: acquire answered %ld: %s\n", w->id, st, cl.body);
+            fprintf(stderr, "  thread %d: acquire answered %ld: %s\n", w->id, st, cl.last.body);
             if (attempt > 20) goto out;
             h_sleep_ms(10);
         }
@@ -96,9 +96,9 @@ static void *worker_main(void *arg) {
         atomic_fetch_sub(&inside, 1);
 
         long st = h_client_do(&cl, "DELETE", rel_port, LOCK_PATH, token, NULL);
-        if (st != 200 || strstr(cl.body, "\"released\":true") == NULL) {
+        if (st != 200 || strstr(cl.last.body, "\"released\":true") == NULL) {
             atomic_fetch_add(&bad_releases, 1);
-            fprintf(stderr, "  thread %d: release answered %ld: %s\n", w->id, st, cl.body);
+            fprintf(stderr, "  thread %d: release answered %ld: %s\n", w->id, st, cl.last.body);
         }
     }
 out:
@@ -177,7 +177,7 @@ int main(void) {
     int up = 0;
     for (int i = 0; i < 3 && !up; i++) {
         memset(gws, 0, sizeof gws);
-        up = h_redis_start(&redis, 0) == 0 && h_gw_start(&gws[0], &redis, NULL) == 0 &&
+        up = h_redis_start(&redis, 0, NULL) == 0 && h_gw_start(&gws[0], &redis, NULL) == 0 &&
              h_gw_start(&gws[1], &redis, NULL) == 0;
         if (!up) {
             h_gw_kill(&gws[0]);

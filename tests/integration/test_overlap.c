@@ -101,8 +101,8 @@ static void *worker_main(void *arg) {
         long st = h_client_do(&cl, "POST", r->port[g], LOCK_PATH, NULL, body);
         long long got = now_us();
         if (st == 201) {
-            long long ttl = h_client_jint(&cl, "ttl_ms"), fence = h_client_jint(&cl, "fence");
-            snprintf(tok, sizeof tok, "%s", cl.token);
+            long long ttl = h_jint(&cl.last, "ttl_ms"), fence = h_jint(&cl.last, "fence");
+            snprintf(tok, sizeof tok, "%s", h_token(&cl.last));
             atomic_fetch_add(&r->granted[g], 1);
             struct timespec ts = {0, (long)r->hold_us * 1000};
             nanosleep(&ts, NULL);
@@ -132,7 +132,7 @@ static void *worker_main(void *arg) {
             h_sleep_ms(10);
         } else {
             atomic_fetch_add(&r->other, 1);
-            fprintf(stderr, "  thread %d: acquire answered %ld: %.200s\n", w->id, st, cl.body);
+            fprintf(stderr, "  thread %d: acquire answered %ld: %.200s\n", w->id, st, cl.last.body);
             h_sleep_ms(10);
         }
     }
@@ -175,8 +175,8 @@ static int hold_without_release(struct run *r, int g, int ttl_ms, int timeout_ms
         long st = h_client_do(&cl, "POST", r->port[g], LOCK_PATH, NULL, body);
         long long got = now_us();
         if (st == 201) {
-            long long ttl = h_client_jint(&cl, "ttl_ms");
-            record(h_client_jint(&cl, "fence"), got, sent + ttl * 1000, g);
+            long long ttl = h_jint(&cl.last, "ttl_ms");
+            record(h_jint(&cl.last, "fence"), got, sent + ttl * 1000, g);
             atomic_fetch_add(&r->granted[g], 1);
             rc = 0;
             break;
@@ -271,7 +271,7 @@ struct topo {
 static int sentinel_topology(struct topo *t, int replicas) {
     memset(t, 0, sizeof *t);
     t->replicas = replicas;
-    if (h_redis_start_with(&t->master, 0, NULL) < 0 || h_replica_start(&t->replica, &t->master) < 0)
+    if (h_redis_start(&t->master, 0, NULL) < 0 || h_replica_start(&t->replica, &t->master) < 0)
         return -1;
     if (replicas > 1 && h_replica_start(&t->replica2, &t->master) < 0) return -1;
     for (int i = 0; i < 3; i++)
@@ -313,7 +313,7 @@ static void test_a_quorum(void) {
     struct h_redis m[5];
     struct h_gw g[2] = {{0}};
     int ok = 1;
-    for (int i = 0; i < 5 && ok; i++) ok = h_redis_start(&m[i], 0) == 0;
+    for (int i = 0; i < 5 && ok; i++) ok = h_redis_start(&m[i], 0, NULL) == 0;
     char flags[512];
     size_t len = 0;
     for (int i = 1; i < 5 && ok; i++)
@@ -331,14 +331,14 @@ static void test_a_quorum(void) {
     h_redis_kill(&m[1]);
     h_redis_kill(&m[3]);
     h_sleep_ms(2000); /* down for longer than the 1 s lease */
-    CHECK_EQ_INT(h_redis_restart(&m[1]), 0);
-    CHECK_EQ_INT(h_redis_restart(&m[3]), 0);
+    CHECK_EQ_INT(h_redis_restart(&m[1], NULL), 0);
+    CHECK_EQ_INT(h_redis_restart(&m[3], NULL), 0);
     h_sleep_ms(1500);
     h_redis_kill(&m[0]);
     h_redis_kill(&m[4]);
     h_sleep_ms(2000);
-    CHECK_EQ_INT(h_redis_restart(&m[0]), 0);
-    CHECK_EQ_INT(h_redis_restart(&m[4]), 0);
+    CHECK_EQ_INT(h_redis_restart(&m[0], NULL), 0);
+    CHECK_EQ_INT(h_redis_restart(&m[4], NULL), 0);
     h_sleep_ms(1500);
     run_stop(&r);
     struct result *res =
@@ -391,7 +391,7 @@ static void sentinel_killed(int ack) {
          * nothing can be acknowledged.  The old master comes back as one. */
         char extra[64];
         snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", t.replica.port);
-        CHECK_EQ_INT(h_redis_restart_with(&t.master, extra), 0);
+        CHECK_EQ_INT(h_redis_restart(&t.master, extra), 0);
         CHECK_EQ_INT(h_replica_wait_link(&t.master, 10000), 0);
     }
     int before = atomic_load(&r.granted[0]) + atomic_load(&r.granted[1]);
@@ -496,7 +496,7 @@ static void test_c2_sentinel_partitioned(void) { sentinel_partitioned(0); }
 static void test_d_gateway_killed_holding(void) {
     struct h_redis redis;
     struct h_gw g[2] = {{0}};
-    if (h_redis_start(&redis, 0) < 0 || h_gw_up(&g[0], &redis, NULL) < 0 ||
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&g[0], &redis, NULL) < 0 ||
         h_gw_up(&g[1], &redis, NULL) < 0) {
         CHECK(0);
         return;
@@ -533,7 +533,8 @@ static void test_d_gateway_killed_holding(void) {
 static void test_e_redis_frozen(void) {
     struct h_redis redis;
     struct h_gw g[2] = {{0}};
-    if (h_redis_start(&redis, 0) < 0 || h_gw_up(&g[0], &redis, "--redis-timeout-ms 500") < 0 ||
+    if (h_redis_start(&redis, 0, NULL) < 0 ||
+        h_gw_up(&g[0], &redis, "--redis-timeout-ms 500") < 0 ||
         h_gw_up(&g[1], &redis, "--redis-timeout-ms 500") < 0) {
         CHECK(0);
         return;

@@ -61,7 +61,7 @@ static long long fence_on(struct h_redis *r, const char *name) {
 
 static void kill_master(int i) { h_redis_kill(&m[i]); }
 
-static void restart_master(int i) { CHECK_EQ_INT(h_redis_restart(&m[i]), 0); }
+static void restart_master(int i) { CHECK_EQ_INT(h_redis_restart(&m[i], NULL), 0); }
 
 /* Polls POST path on g until 201 (then releases it); ms it took, or -1. */
 static long long wait_served(struct h_gw *g, const char *path, int timeout_ms) {
@@ -100,7 +100,7 @@ static void wait_all_connected(void) {
 
 static int start_all(void) {
     for (int i = 0; i < N_MASTERS; i++)
-        if (h_redis_start(&m[i], 0) < 0) return -1;
+        if (h_redis_start(&m[i], 0, NULL) < 0) return -1;
     char flags[512];
     size_t len = 0;
     for (int i = 1; i < N_MASTERS; i++)
@@ -401,12 +401,12 @@ static void *ids_main(void *arg) {
         long st = h_client_do(&cl, "POST", gws[w->id % 2].port, path, NULL, NULL);
         if (st != 200) {
             w->errors++;
-            fprintf(stderr, "  ids thread %d: %ld %.200s\n", w->id, st, cl.body);
+            fprintf(stderr, "  ids thread %d: %ld %.200s\n", w->id, st, cl.last.body);
             h_sleep_ms(20);
             continue;
         }
         int before = w->n;
-        if (parse_ids(cl.body, w->ids, &w->n, ID_CAP) < 0) {
+        if (parse_ids(cl.last.body, w->ids, &w->n, ID_CAP) < 0) {
             w->errors++;
             break;
         }
@@ -511,7 +511,7 @@ static void *race_main(void *arg) {
         pthread_barrier_wait(&race_barrier);
         long st = h_client_do(&cl, "POST", gws[a->g].port, path, NULL, NULL);
         a->n[round] = 0;
-        if (st != 200 || parse_ids(cl.body, a->ids[round], &a->n[round], 16) < 0) a->errors++;
+        if (st != 200 || parse_ids(cl.last.body, a->ids[round], &a->n[round], 16) < 0) a->errors++;
     }
     h_client_free(&cl);
     return NULL;
@@ -591,13 +591,13 @@ static void *mx_main(void *arg) {
         }
         if (st != 201) {
             atomic_fetch_add(&mx_errors, 1);
-            fprintf(stderr, "  mutex thread %d: acquire %ld %.200s\n", id, st, cl.body);
+            fprintf(stderr, "  mutex thread %d: acquire %ld %.200s\n", id, st, cl.last.body);
             h_sleep_ms(20);
             continue;
         }
         char tok[160];
-        snprintf(tok, sizeof tok, "%s", cl.token);
-        long long fence = h_client_jint(&cl, "fence");
+        snprintf(tok, sizeof tok, "%s", h_token(&cl.last));
+        long long fence = h_jint(&cl.last, "fence");
         pthread_mutex_lock(&order_mu);
         if (mx_holds < MX_MAX_HOLDS) mx_fences[mx_holds++] = fence;
         pthread_mutex_unlock(&order_mu);
@@ -616,7 +616,7 @@ static void *mx_main(void *arg) {
         }
         if (st != 200) {
             atomic_fetch_add(&mx_bad_release, 1);
-            fprintf(stderr, "  mutex thread %d: release %ld %.200s\n", id, st, cl.body);
+            fprintf(stderr, "  mutex thread %d: release %ld %.200s\n", id, st, cl.last.body);
         }
     }
     h_client_free(&cl);

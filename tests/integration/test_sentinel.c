@@ -98,8 +98,7 @@ static long long wait_served(struct h_gw *g, const char *path, int timeout_ms) {
 }
 
 static int topology_up(void) {
-    if (h_redis_start_with(&master, 0, NULL) < 0 || h_replica_start(&replica, &master) < 0)
-        return -1;
+    if (h_redis_start(&master, 0, NULL) < 0 || h_replica_start(&replica, &master) < 0) return -1;
     for (int i = 0; i < 3; i++)
         if (h_sentinel_start(&sen[i], &master, MASTER_NAME, 2, 1000, 3000) < 0) return -1;
     /* Each must know the replica and the two others before a failover can
@@ -141,22 +140,22 @@ struct load_arg {
 static struct load_arg load_args[4];
 
 static void load_count(struct load *l, long st, struct h_client *cl, int release) {
-    long long ms = (long long)(cl->seconds * 1000);
+    long long ms = (long long)(cl->last.seconds * 1000);
     long long prev = atomic_load(&l->max_ms);
     while (ms > prev && !atomic_compare_exchange_weak(&l->max_ms, &prev, ms)) {}
-    if (cl->seconds >= 3.0) atomic_fetch_add(&l->slow, 1);
+    if (cl->last.seconds >= 3.0) atomic_fetch_add(&l->slow, 1);
     if (st == 0)
         atomic_fetch_add(&l->failed, 1);
     else if ((st >= 200 && st < 300) || (release && st == 404)) {
         atomic_fetch_add(&l->ok, 1);
         if (atomic_load(&l->mark)) atomic_fetch_add(&l->ok_after_mark, 1);
-    } else if (st == 503 && strstr(cl->body, "backend_unavailable"))
+    } else if (st == 503 && strstr(cl->last.body, "backend_unavailable"))
         atomic_fetch_add(&l->unavailable, 1);
     else if (st == 409 && !release)
         atomic_fetch_add(&l->busy, 1);
     else {
         atomic_fetch_add(&l->other, 1);
-        fprintf(stderr, "  load: unexpected %ld: %.200s\n", st, cl->body);
+        fprintf(stderr, "  load: unexpected %ld: %.200s\n", st, cl->last.body);
     }
 }
 
@@ -171,7 +170,7 @@ static void *load_main(void *arg) {
         long st = h_client_do(&cl, "POST", l->g->port, path, NULL, "{\"ttl_ms\":2000}");
         load_count(l, st, &cl, 0);
         if (st == 201) {
-            snprintf(tok, sizeof tok, "%s", cl.token);
+            snprintf(tok, sizeof tok, "%s", h_token(&cl.last));
             st = h_client_do(&cl, "DELETE", l->g->port, path, tok, NULL);
             load_count(l, st, &cl, 1);
         }
@@ -408,7 +407,7 @@ static void test_first_sentinel_frozen(void) {
 static void test_replica_ack(void) {
     struct h_redis m, rep;
     struct h_gw g = {0};
-    if (h_redis_start_with(&m, 0, NULL) < 0 || h_replica_start(&rep, &m) < 0 ||
+    if (h_redis_start(&m, 0, NULL) < 0 || h_replica_start(&rep, &m) < 0 ||
         h_gw_up(&g, &m, "--min-replicas-ack 1 --replica-ack-timeout-ms 300") < 0) {
         CHECK(0);
         return;

@@ -1241,7 +1241,7 @@ int main(int argc, char **argv) {
         snprintf(gw.log, sizeof gw.log, "%s/gw1.log", getenv("WAIT_LOGDIR"));
         snprintf(gw2.log, sizeof gw2.log, "%s/gw2.log", getenv("WAIT_LOGDIR"));
     }
-    if (h_redis_start(&redis, 0) < 0 || h_gw_start(&gw, &redis, NULL) < 0 ||
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0 ||
         h_gw_start(&gw2, &redis, NULL) < 0)
         return 2;
     long long t0 = h_now_ms();

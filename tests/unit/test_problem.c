@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The contract's list (API.md), with the status each code is sent with,
- * plus not_implemented (501) that openapi.yaml adds. */
+/* The contract's list of codes (openapi.yaml, Problem), with the status
+ * each is sent with. */
 static const struct {
     enum gw_code code;
     const char *name;
@@ -84,7 +84,7 @@ static void test_table(void) {
  * problem_body
  * ========================================================================= */
 
-/* Parses a body and checks the five members RFC 9457 + API.md ask for. */
+/* Parses a body and checks the five members RFC 9457 and openapi.yaml ask for. */
 static cJSON *check_shape(const char *body, enum gw_code code, const char *detail) {
     cJSON *o = cJSON_Parse(body);
     CHECK(cJSON_IsObject(o));

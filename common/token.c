@@ -1,9 +1,9 @@
 /* token.c -- see token.h. */
-#include "server/token.h"
+#include "common/token.h"
+
+#include "common/fatal.h"
 
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -12,7 +12,8 @@ static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 /* Randomness is read from the kernel 32 tokens at a time, per thread: one
  * getrandom() per acquire was a tenth of the syscalls of a lock request.
  * Bytes are wiped from the buffer as they are handed out.  (The gateway
- * never forks, so no two processes can share a buffer.) */
+ * never forks, and lockctl's child only execs, so no two processes ever
+ * hand out tokens from one buffer.) */
 #define RANDOM_BATCH 512
 
 static void random_bytes(unsigned char *out, size_t n) {
@@ -23,10 +24,7 @@ static void random_bytes(unsigned char *out, size_t n) {
         while (got < sizeof buf) {
             ssize_t r = getrandom(buf + got, sizeof buf - got, 0);
             if (r < 0 && errno == EINTR) continue;
-            if (r < 0) {
-                fprintf(stderr, "lockgate: getrandom failed: %s\n", strerror(errno));
-                abort();
-            }
+            if (r < 0) fatal("getrandom failed: %s", strerror(errno));
             got += (size_t)r;
         }
         left = sizeof buf;

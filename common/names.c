@@ -1,5 +1,5 @@
 /* names.c -- see names.h. */
-#include "server/names.h"
+#include "common/names.h"
 
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -11,6 +11,13 @@ static int hexval(char c) {
 static int name_byte_ok(unsigned char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == ':' || c == '-';
+}
+
+int name_valid(const char *s, size_t len) {
+    if (len == 0 || len > NAME_MAX_LEN) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!name_byte_ok((unsigned char)s[i])) return 0;
+    return 1;
 }
 
 int name_decode(const char *raw, size_t raw_len, char out[NAME_MAX_LEN + 1]) {

@@ -1,0 +1,14 @@
+/* commands.h -- each command: takes the parsed command line, returns the
+ * exit status.  `run` is run.h's. */
+#ifndef LOCKCTL_COMMANDS_H
+#define LOCKCTL_COMMANDS_H
+
+#include "cli/options.h"
+
+int cmd_acquire(struct opts *o);
+int cmd_extend(struct opts *o);
+int cmd_release(struct opts *o);
+int cmd_status(struct opts *o);
+int cmd_id(struct opts *o);
+
+#endif

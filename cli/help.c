@@ -1,0 +1,138 @@
+/* help.c -- the help texts (each command's --help, `lockctl help`) and the
+ * exit-status table that ends each of them.  The table is repeated in
+ * lockctl.1: change both. */
+#include "cli/help.h"
+#include "cli/ctl.h"
+
+#include <stdio.h>
+
+const char help_exit[] =
+    "Exit status:\n"
+    "  0      success; for run: the command exited 0\n"
+    "  1      status: nobody holds the lock\n"
+    "  64     usage error: unknown option, missing argument, malformed number\n"
+    "  65     the gateway refused the request: invalid name, field or token, lock\n"
+    "         not held or held by another token, feature not offered (4xx, 501)\n"
+    "  69     the gateway could not be reached, or answered with a server error (5xx)\n"
+    "  70     internal error (out of memory, cannot fork, unreadable answer)\n"
+    "  75     busy: the lock is held by someone else and --wait was 0 or ran out\n"
+    "  76     run: the lease was lost while the command ran; it was stopped\n"
+    "  126    run: the command could not be executed\n"
+    "  127    run: the command was not found\n"
+    "  other  run: the command's own exit status; 128+N if signal N killed it\n";
+
+const char help_main[] =
+    "Usage: lockctl [--url URL] [-v] COMMAND [ARGS...]\n"
+    "A client for lockgate, the HTTP lock gateway: run a command under a\n"
+    "distributed lock, kept renewed while it runs, or use the API from the shell.\n"
+    "\n"
+    "Commands:\n"
+    "  run NAME [OPTIONS] [--] CMD [ARGS...]  run CMD while holding lock NAME\n"
+    "  acquire NAME [OPTIONS]   take lock NAME; print the answer (JSON), or with\n"
+    "                           -q just the token\n"
+    "  extend NAME [OPTIONS]    extend a lease (token: --token or $LOCKGATE_TOKEN)\n"
+    "  release NAME [OPTIONS]   release a lock (token: --token or $LOCKGATE_TOKEN)\n"
+    "  status NAME              show who holds lock NAME (exit 1: nobody does)\n"
+    "  id NAMESPACE [-n N]      print N new unique ids, one per line\n"
+    "  help [COMMAND]           this text, or a command's\n"
+    "\n"
+    "Options of every command:\n"
+    "  -u, --url URL     the gateway (default: $LOCKGATE_URL, else " CTL_DEFAULT_URL ")\n"
+    "  -v, --ctl_verbose     report what lockctl does on stderr\n"
+    "  -h, --help        help; `lockctl COMMAND --help` for a command's\n"
+    "      --version     print the version\n"
+    "\n"
+    "Durations (MS) are milliseconds; a suffix ms, s, m or h may be given (30s, 5m).\n"
+    "Errors are one line on stderr, starting with \"lockctl: \".\n"
+    "\n";
+
+const char help_run[] =
+    "Usage: lockctl run NAME [OPTIONS] [--] COMMAND [ARGS...]\n"
+    "Take lock NAME (waiting up to --wait), run COMMAND while holding it, renew\n"
+    "the lease every third of the TTL for as long as COMMAND runs, release the\n"
+    "lock when it exits, and exit with its exit status.\n"
+    "\n"
+    "  -t, --ttl MS        lease length (default 30000); renewed every MS/3\n"
+    "  -w, --wait MS       wait this long for a busy lock (default 0: try once;\n"
+    "                      \"forever\": no limit)\n"
+    "      --shared        take it in shared (reader) mode\n"
+    "      --fair          wait in line: first come, first served\n"
+    "      --owner TEXT    shown by `lockctl status` (default \"lockctl on HOST, pid N\")\n"
+    "      --max-hold MS   never hold it longer than this, renewals included; when\n"
+    "                      it runs out the lease is lost (see below)\n"
+    "      --lock-delay MS if the lease is lost, nobody may take the lock for MS\n"
+    "      --grace MS      after SIGTERM on a lost lease, wait this long before\n"
+    "                      SIGKILL (default 5000)\n"
+    "  -q, --quiet         no message when the lock is busy (the status tells)\n"
+    "  -u, --url URL, -v, --ctl_verbose, -h, --help: as for every command\n"
+    "\n"
+    "COMMAND gets LOCKGATE_NAME, LOCKGATE_FENCE (the fencing token), LOCKGATE_TOKEN\n"
+    "and LOCKGATE_URL in its environment; it is looked up in $PATH.\n"
+    "\n"
+    "When the lock is busy and the wait is over: exit 75 and, unless -q, one line\n"
+    "  lockctl: lock 'NAME' is held by someone else (try again in N s)\n"
+    "\n"
+    "Lease lost: when a renewal is answered not_held or not_owner (the lease ran\n"
+    "out or the lock was taken away), or the gateway cannot be reached until the\n"
+    "lease ends (errors and 5xx are retried with backoff, never past the lease),\n"
+    "COMMAND's process group gets SIGTERM, SIGKILL after --grace, and lockctl\n"
+    "exits 76 whatever COMMAND's status was.\n"
+    "\n"
+    "Signals: COMMAND runs in a process group of its own, so that lockctl can\n"
+    "stop all of it; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent\n"
+    "to lockctl are passed on to that whole group, and lockctl releases the lock\n"
+    "once COMMAND has exited.  When lockctl runs in the foreground of a terminal,\n"
+    "it hands the terminal to COMMAND's group (Ctrl-C reaches COMMAND, which can\n"
+    "read the terminal) and takes it back at the end; Ctrl-Z suspends COMMAND\n"
+    "and lockctl together.  While lockctl is suspended it cannot renew: suspended\n"
+    "past the lease, the lease is lost, and COMMAND is stopped on resumption.  If\n"
+    "lockctl is killed (SIGKILL), COMMAND gets SIGTERM (Linux) and the lock\n"
+    "expires at the end of its lease.  Processes COMMAND leaves running in the\n"
+    "background after it exits are not waited for: the lock ends with COMMAND.\n"
+    "\n";
+
+const char help_acquire[] =
+    "Usage: lockctl acquire NAME [OPTIONS]\n"
+    "Take lock NAME and print the gateway's answer (JSON: name, token, fence,\n"
+    "mode, count, ttl_ms), or with -q only the token.  Nothing renews this\n"
+    "lease: extend it with `lockctl extend`, end it with `lockctl release`.\n"
+    "\n"
+    "  -t, --ttl MS        lease length (default 30000)\n"
+    "  -w, --wait MS       wait this long for a busy lock (default 0: try once;\n"
+    "                      \"forever\": no limit)\n"
+    "      --token TOKEN   the holder's token (22-128 of A-Z a-z 0-9 _ -): re-enter\n"
+    "                      a lock this token holds, or take it under this token\n"
+    "      --shared, --fair, --owner TEXT, --max-hold MS, --lock-delay MS: as for run\n"
+    "  -q, --quiet         print only the token\n"
+    "\n";
+
+const char help_extend[] =
+    "Usage: lockctl extend NAME [--token TOKEN] [--ttl MS]\n"
+    "Extend the lease of lock NAME held by TOKEN (default $LOCKGATE_TOKEN) to MS\n"
+    "from now (default: the TTL it was taken with); print the answer (JSON).\n"
+    "  -q, --quiet         print nothing\n"
+    "\n";
+
+const char help_release[] =
+    "Usage: lockctl release NAME [--token TOKEN]\n"
+    "Release one level of lock NAME held by TOKEN (default $LOCKGATE_TOKEN);\n"
+    "print the answer (JSON: released, count).\n"
+    "  -q, --quiet         print nothing\n"
+    "\n";
+
+const char help_status[] =
+    "Usage: lockctl status NAME\n"
+    "Print who holds lock NAME (JSON: mode, holders, count, fence, ttl_ms, owner),\n"
+    "or exit 1 with a message when nobody does.\n"
+    "  -q, --quiet         print nothing: only the exit status tells\n"
+    "\n";
+
+const char help_id[] =
+    "Usage: lockctl id NAMESPACE [-n N]\n"
+    "Print N (default 1, at most 10000) new unique ids of NAMESPACE, one per line.\n"
+    "\n";
+
+void help_print(const char *text) {
+    fputs(text, stdout);
+    fputs(help_exit, stdout);
+}

@@ -1,0 +1,149 @@
+/* http.c -- the HTTP engine: libcurl's multi interface, so that one
+ * poll(2), in curl_multi_poll, waits on the gateway's sockets, the renewal
+ * timer and the signal self-pipe.  `run` is therefore one loop with no
+ * threads: a renewal in flight never delays noticing that the command
+ * exited or that a signal arrived.  Connections are kept in the multi
+ * handle and reused from one call to the next. */
+#include "cli/http.h"
+#include "cli/ctl.h"
+#include "cli/signals.h"
+#include "common/alloc.h"
+#include "common/fatal.h"
+#include "common/token.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static CURLM *multi;
+
+static size_t call_write(char *p, size_t size, size_t n, void *ud) {
+    struct call *c = ud;
+    size_t add = size * n;
+    if (c->len + add + 1 > c->cap) {
+        size_t cap = (c->len + add + 1) * 2;
+        char *b = alloc_check(realloc(c->body, cap));
+        c->body = b;
+        c->cap = cap;
+    }
+    memcpy(c->body + c->len, p, add);
+    c->len += add;
+    c->body[c->len] = '\0';
+    return add;
+}
+
+static curl_socket_t open_cloexec(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+void call_free(struct call *c) {
+    if (c->easy) {
+        if (!c->done) curl_multi_remove_handle(multi, c->easy);
+        curl_easy_cleanup(c->easy);
+    }
+    curl_slist_free_all(c->headers);
+    free(c->req_body);
+    free(c->body);
+    cJSON_Delete(c->json);
+    memset(c, 0, sizeof *c);
+}
+
+void call_start(struct call *c, const char *method, const char *path, const char *token,
+                cJSON *body, long long timeout_ms) {
+    memset(c, 0, sizeof *c);
+    c->easy = alloc_check(curl_easy_init());
+    char url[sizeof ctl_url + 512];
+    snprintf(url, sizeof url, "%s%s", ctl_url, path);
+    char th[TOKEN_MAX_LEN + 16];
+    c->headers = curl_slist_append(c->headers, "Accept: application/json");
+    c->headers = curl_slist_append(c->headers, "Expect:");
+    if (token) {
+        snprintf(th, sizeof th, "Lock-Token: %s", token);
+        c->headers = curl_slist_append(c->headers, th);
+    }
+    if (body) {
+        c->req_body = alloc_check(cJSON_PrintUnformatted(body));
+        cJSON_Delete(body);
+        c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
+    }
+    alloc_check(c->headers); /* NULL once any append failed */
+    CURL *e = c->easy;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->req_body ? c->req_body : "");
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, c->req_body ? (long)strlen(c->req_body) : 0L);
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    }
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "lockctl/" CTL_VERSION);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, call_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, c);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->err);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_cloexec);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    timeout_ms = max_ll(timeout_ms, 1);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)min_ll(timeout_ms, LONG_MAX));
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)min_ll(timeout_ms, CTL_CONNECT_MS));
+    c->sent_at = now_ms();
+    if (curl_multi_add_handle(multi, e) != CURLM_OK) fatal("libcurl cannot start a transfer");
+}
+
+void http_wait(long long timeout_ms) {
+    int sig_fd = signals_fd();
+    struct curl_waitfd extra = {.fd = sig_fd, .events = CURL_WAIT_POLLIN};
+    int nfds = 0, running = 0;
+    timeout_ms = max_ll(0, min_ll(timeout_ms, INT_MAX));
+    curl_multi_poll(multi, sig_fd >= 0 ? &extra : NULL, sig_fd >= 0 ? 1 : 0, (int)timeout_ms,
+                    &nfds);
+    curl_multi_perform(multi, &running);
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(multi, &left))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        struct call *c = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+        c->rc = m->data.result;
+        if (c->rc == CURLE_OK) curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->status);
+        if (c->body) c->json = cJSON_ParseWithLength(c->body, c->len);
+        curl_multi_remove_handle(multi, c->easy);
+        c->done = 1;
+    }
+    signals_drain();
+}
+
+int call_finish(struct call *c) {
+    while (!c->done) {
+        http_wait(1000);
+        int sig = sig_take_stop();
+        if (sig) return sig;
+    }
+    return 0;
+}
+
+int sleep_ms(long long ms) {
+    long long end = now_ms() + ms;
+    for (long long left = ms; left > 0; left = end - now_ms()) {
+        http_wait(left);
+        int sig = sig_take_stop();
+        if (sig) return sig;
+    }
+    return 0;
+}
+
+int http_init(void) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return -1;
+    multi = curl_multi_init();
+    return multi ? 0 : -1;
+}
+
+void http_cleanup(void) {
+    curl_multi_cleanup(multi);
+    multi = NULL;
+    curl_global_cleanup();
+}

@@ -1,0 +1,50 @@
+/* http.h -- one request to the gateway is a call.  call_start adds it to
+ * the engine; http_wait waits (at most timeout_ms) for any socket, the
+ * signal pipe or a timer, and marks finished calls done; answer.h reads
+ * them. */
+#ifndef LOCKCTL_HTTP_H
+#define LOCKCTL_HTTP_H
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <stddef.h>
+
+struct call {
+    CURL *easy;                 /* libcurl's handle, NULL when not started */
+    struct curl_slist *headers; /* the request's headers */
+    char *req_body;             /* the request's body, NULL for none */
+    char *body;                 /* the answer's body, NUL-terminated */
+    size_t len;                 /* its length */
+    size_t cap;                 /* its allocation */
+    long status;                /* HTTP status, 0 when nothing came back */
+    CURLcode rc;                /* the transfer's result, once done */
+    int done;                   /* 1 once the transfer has ended */
+    char err[CURL_ERROR_SIZE];  /* libcurl's words for rc */
+    cJSON *json;                /* the body parsed, or NULL */
+    long long sent_at;          /* now_ms() when the request started */
+};
+
+/* Sets up libcurl and the engine.  Returns 0 or -1. */
+int http_init(void);
+void http_cleanup(void);
+
+/* Starts method on path (below the gateway URL) with an optional Lock-Token
+ * and JSON body (taken over and freed), to finish within timeout_ms. */
+void call_start(struct call *c, const char *method, const char *path, const char *token,
+                cJSON *body, long long timeout_ms);
+
+/* Ends the call, finished or not, and frees what it holds; c is zeroed. */
+void call_free(struct call *c);
+
+/* Waits up to timeout_ms for the gateway, a signal or a timer; drives the
+ * transfers and marks the finished ones done. */
+void http_wait(long long timeout_ms);
+
+/* Runs a started call to its end.  Returns 0, or the number of a signal
+ * asking lockctl to stop (then the call is abandoned, still to be freed). */
+int call_finish(struct call *c);
+
+/* Sleeps ms, or less when a stop signal comes (returned, else 0). */
+int sleep_ms(long long ms);
+
+#endif

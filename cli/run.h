@@ -1,0 +1,10 @@
+/* run.h -- `lockctl run NAME CMD...`: take the lock, run the command while
+ * renewing the lease, release, exit with the command's status. */
+#ifndef LOCKCTL_RUN_H
+#define LOCKCTL_RUN_H
+
+#include "cli/options.h"
+
+int cmd_run(struct opts *o);
+
+#endif

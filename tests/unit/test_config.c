@@ -1,0 +1,228 @@
+/* test_config.c -- the settings the gateway is started with: each parser
+ * (config_parse_*) on good and bad spellings, and config_load over flags
+ * and the environment. */
+#include "server/config.h"
+#include "tests/check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_config_redis_url(void) {
+    struct gw_config c;
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://127.0.0.1:6379"), 0);
+    CHECK_EQ_STR(c.redis_host, "127.0.0.1");
+    CHECK_EQ_INT(c.redis_port, 6379);
+    CHECK_EQ_STR(c.redis_password, "");
+    CHECK_EQ_INT(c.redis_db, 0);
+
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://localhost"), 0);
+    CHECK_EQ_STR(c.redis_host, "localhost");
+    CHECK_EQ_INT(c.redis_port, 6379);
+
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://:s3cret@redis.internal:7000/3"), 0);
+    CHECK_EQ_STR(c.redis_password, "s3cret");
+    CHECK_EQ_STR(c.redis_host, "redis.internal");
+    CHECK_EQ_INT(c.redis_port, 7000);
+    CHECK_EQ_INT(c.redis_db, 3);
+
+    /* A user name is accepted and only the password kept. */
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://default:pw@h:1"), 0);
+    CHECK_EQ_STR(c.redis_password, "pw");
+    CHECK_EQ_STR(c.redis_host, "h");
+    CHECK_EQ_INT(c.redis_port, 1);
+
+    /* A later URL resets what an earlier one set. */
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://h2/"), 0);
+    CHECK_EQ_STR(c.redis_password, "");
+    CHECK_EQ_INT(c.redis_db, 0);
+    CHECK_EQ_INT(c.redis_port, 6379);
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://h:65535/15"), 0);
+    CHECK_EQ_INT(c.redis_port, 65535);
+    CHECK_EQ_INT(c.redis_db, 15);
+
+    char longhost[400] = "redis://";
+    memset(longhost + 8, 'h', 300);
+    longhost[308] = '\0';
+    char longpw[400] = "redis://:";
+    memset(longpw + 9, 'p', 300);
+    strcpy(longpw + 309, "@h");
+    const char *bad[] = {
+        "",
+        "127.0.0.1:6379",
+        "http://h:6379",
+        "rediss://h",
+        "redis:/h",
+        "redis://",
+        "redis://:6379",
+        "redis://h:",
+        "redis://h:0",
+        "redis://h:65536",
+        "redis://h:-1",
+        "redis://h:abc",
+        "redis://h:63 79",
+        "redis://h:6379x",
+        "redis://h/x",
+        "redis://h/-1",
+        "redis://h/1x",
+        "redis://:pw@",
+        "redis://:pw@:1",
+        longhost,
+        longpw,
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (config_parse_redis_url(&c, bad[i]) != -1)
+            fprintf(stderr, "  accepted redis URL '%.40s'\n", bad[i]);
+        CHECK_EQ_INT(config_parse_redis_url(&c, bad[i]), -1);
+    }
+}
+
+static void test_config_listen(void) {
+    struct gw_config c;
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(config_parse_listen(&c, "127.0.0.1:8080"), 0);
+    CHECK_EQ_STR(c.listen_host, "127.0.0.1");
+    CHECK_EQ_INT(c.listen_port, 8080);
+    CHECK_EQ_INT(config_parse_listen(&c, "0.0.0.0:1"), 0);
+    CHECK_EQ_STR(c.listen_host, "0.0.0.0");
+    CHECK_EQ_INT(c.listen_port, 1);
+    CHECK_EQ_INT(config_parse_listen(&c, "localhost:65535"), 0);
+    CHECK_EQ_STR(c.listen_host, "localhost");
+    CHECK_EQ_INT(c.listen_port, 65535);
+    CHECK_EQ_INT(config_parse_listen(&c, "[::1]:9000"), 0);
+    CHECK_EQ_STR(c.listen_host, "::1");
+    CHECK_EQ_INT(c.listen_port, 9000);
+    CHECK_EQ_INT(config_parse_listen(&c, "[::]:80"), 0);
+    CHECK_EQ_STR(c.listen_host, "::");
+
+    char longhost[400];
+    memset(longhost, 'h', 300);
+    strcpy(longhost + 300, ":80");
+    const char *bad[] = {"",     "8080",  ":8080", "h:",      "h:abc", "h:65536",
+                         "h:-1", "h:80 ", "[]:80", "h:8080:", longhost};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        strcpy(c.listen_host, "unchanged");
+        if (config_parse_listen(&c, bad[i]) != -1)
+            fprintf(stderr, "  accepted listen address '%.40s'\n", bad[i]);
+        CHECK_EQ_INT(config_parse_listen(&c, bad[i]), -1);
+        CHECK_EQ_STR(c.listen_host, "unchanged");
+    }
+}
+
+static void test_config_epoch(void) {
+    int64_t e = -1;
+    CHECK_EQ_INT(config_parse_epoch("0", &e), 0);
+    CHECK_EQ_INT(e, 0);
+    CHECK_EQ_INT(config_parse_epoch("1704067200", &e), 0);
+    CHECK_EQ_INT(e, 1704067200);
+    CHECK_EQ_INT(config_parse_epoch("2024-01-01T00:00:00Z", &e), 0);
+    CHECK_EQ_INT(e, 1704067200);
+    CHECK_EQ_INT(config_parse_epoch("2026-01-01T00:00:00Z", &e), 0);
+    CHECK_EQ_INT(e, 1767225600);
+    CHECK_EQ_INT(config_parse_epoch("1970-01-01T00:00:00Z", &e), 0);
+    CHECK_EQ_INT(e, 0);
+    CHECK_EQ_INT(config_parse_epoch("2024-02-29T12:34:56Z", &e), 0);
+    CHECK_EQ_INT(e, 1709210096);
+    CHECK_EQ_INT(config_parse_epoch("4102444800", &e), 0);
+
+    e = 42;
+    const char *bad[] = {"",
+                         "-1",
+                         "4102444801",
+                         "99999999999999999999",
+                         "1e9",
+                         "12ab",
+                         "2024-01-01",
+                         "2024-01-01T00:00:00",
+                         "2024-01-01 00:00:00Z",
+                         "2024-01-01T00:00Z",
+                         "yesterday",
+                         "1969-12-31T23:59:59Z"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (config_parse_epoch(bad[i], &e) != -1)
+            fprintf(stderr, "  accepted epoch '%s'\n", bad[i]);
+        CHECK_EQ_INT(config_parse_epoch(bad[i], &e), -1);
+    }
+    CHECK_EQ_INT(e, 42); /* untouched by a refusal */
+}
+
+/* A date that does not exist, or text after the 'Z', is not an epoch: it
+ * must not be silently moved to another instant by timegm's normalising. */
+static void test_config_epoch_strict(void) {
+    int64_t e = 42;
+    const char *bad[] = {"2024-13-01T00:00:00Z", "2024-02-30T00:00:00Z",
+                         "2024-01-01T24:00:00Z", "2024-01-01T00:60:00Z",
+                         "2024-00-10T00:00:00Z", "2024-01-01T00:00:00Zjunk"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (config_parse_epoch(bad[i], &e) != -1)
+            fprintf(stderr, "  accepted epoch '%s'\n", bad[i]);
+        CHECK_EQ_INT(config_parse_epoch(bad[i], &e), -1);
+    }
+}
+
+static void test_config_load(void) {
+    struct gw_config c;
+    char err[256] = "";
+    unsetenv("LOCKGATE_LISTEN");
+    unsetenv("LOCKGATE_REDIS");
+    unsetenv("LOCKGATE_KEY_PREFIX");
+    unsetenv("LOCKGATE_REDIS_TIMEOUT_MS");
+
+    /* Defaults. */
+    char *argv0[] = {"lockgate", NULL};
+    CHECK_EQ_INT(config_load(&c, 1, argv0, err, sizeof err), 0);
+    CHECK_EQ_STR(c.listen_host, "127.0.0.1");
+    CHECK_EQ_INT(c.listen_port, 8080);
+    CHECK_EQ_STR(c.redis_host, "127.0.0.1");
+    CHECK_EQ_INT(c.redis_port, 6379);
+    CHECK_EQ_STR(c.key_prefix, "lockgate:");
+    CHECK_EQ_INT(c.redis_timeout_ms, 2000);
+    CHECK_EQ_INT(c.id_epoch, 1704067200);
+
+    /* The environment, then a flag that wins over it. */
+    setenv("LOCKGATE_LISTEN", "127.0.0.1:9001", 1);
+    setenv("LOCKGATE_REDIS", "redis://envhost:7001", 1);
+    setenv("LOCKGATE_KEY_PREFIX", "env:", 1);
+    char *argv1[] = {"lockgate", "--listen", "127.0.0.1:9002", "--redis-timeout-ms", "500", NULL};
+    CHECK_EQ_INT(config_load(&c, 5, argv1, err, sizeof err), 0);
+    CHECK_EQ_INT(c.listen_port, 9002);
+    CHECK_EQ_STR(c.redis_host, "envhost");
+    CHECK_EQ_INT(c.redis_port, 7001);
+    CHECK_EQ_STR(c.key_prefix, "env:");
+    CHECK_EQ_INT(c.redis_timeout_ms, 500);
+
+    /* A bad setting names itself. */
+    char *argv2[] = {"lockgate", "--redis", "http://x", NULL};
+    err[0] = '\0';
+    CHECK_EQ_INT(config_load(&c, 3, argv2, err, sizeof err), -1);
+    CHECK(strstr(err, "Redis URL") != NULL);
+    setenv("LOCKGATE_LISTEN", "nonsense", 1);
+    CHECK_EQ_INT(config_load(&c, 1, argv0, err, sizeof err), -1);
+    unsetenv("LOCKGATE_LISTEN");
+    char *argv3[] = {"lockgate", "--no-such-flag", NULL};
+    CHECK_EQ_INT(config_load(&c, 2, argv3, err, sizeof err), -1);
+    char *argv4[] = {"lockgate", "stray", NULL};
+    CHECK_EQ_INT(config_load(&c, 2, argv4, err, sizeof err), -1);
+    char *argv5[] = {"lockgate", "--redis-timeout-ms", "5", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, argv5, err, sizeof err), -1);
+    char prefix[100];
+    memset(prefix, 'p', 65);
+    prefix[65] = '\0';
+    char *argv6[] = {"lockgate", "--key-prefix", prefix, NULL};
+    CHECK_EQ_INT(config_load(&c, 3, argv6, err, sizeof err), -1);
+    prefix[64] = '\0';
+    CHECK_EQ_INT(config_load(&c, 3, argv6, err, sizeof err), 0);
+    CHECK_EQ_INT((int)strlen(c.key_prefix), 64);
+    unsetenv("LOCKGATE_REDIS");
+    unsetenv("LOCKGATE_KEY_PREFIX");
+}
+
+int main(void) {
+    RUN(test_config_redis_url);
+    RUN(test_config_listen);
+    RUN(test_config_epoch);
+    RUN(test_config_epoch_strict);
+    RUN(test_config_load);
+    return check_summary("config");
+}
