@@ -40,6 +40,7 @@ struct gw_config {
     int min_replicas_ack;                           /* WAIT for this many replicas after a write */
     int replica_ack_timeout_ms;                     /* WAIT's timeout */
     int redis_io_blocking;                          /* --redis-io blocking: the measured "before" */
+    int id_namespaces;                              /* id namespaces live at once (idtable) */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

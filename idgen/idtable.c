@@ -1,0 +1,252 @@
+/* idtable.c -- see idtable.h.
+ *
+ * Why it is shaped so
+ * -------------------
+ * Readers never take a lock, so an entry they found may be evicted and
+ * reused for another namespace while they look at it.  Two things make that
+ * harmless:
+ *
+ * - Entries are never freed while the table lives (they come from one pool
+ *   of `max` and are recycled), so a stale pointer always points at an
+ *   entry, never at freed memory.
+ * - A reader holds an entry through its `state` word:
+ *   (incarnation << 32) | dead | references.  It takes a reference with a
+ *   compare-and-swap that fails if the entry is dead or was recycled since
+ *   it read the word, and only then compares the name (stable while held).
+ *   Eviction turns a word with no references into a dead one, with one
+ *   compare-and-swap, so it never waits for a reader and a held entry is
+ *   never evicted: a request keeps its namespace from start to reply.
+ *
+ * The slots are striped: each shard is its own linear-probing table with a
+ * mutex that only inserts and evictions in it take.  Removal shifts later
+ * entries back (no tombstones, so a table that sees a million namespaces
+ * come and go never fills with them).  A lock-free reader racing with such a
+ * shift may miss an entry that is there; a miss is therefore confirmed under
+ * the shard's mutex before anything is inserted, so a namespace is never
+ * live twice (which would break the order of its ids).
+ *
+ * Choosing whom to evict: a CLOCK hand sweeps the slots; a namespace used
+ * since the hand last passed gets a second chance (its bit is cleared), one
+ * held by a request is skipped, and a stripe whose mutex is busy is skipped
+ * too (trylock: eviction never waits).  Each request on a namespace sets its
+ * bit only when clear, so a busy namespace costs no extra writes. */
+#include "idgen/idtable.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IDTABLE_DEAD       (1ull << 31)
+#define IDTABLE_REFS       (IDTABLE_DEAD - 1)
+#define IDTABLE_SHARDS     64 /* stripes at most */
+#define IDTABLE_SHARD_MIN  32 /* slots per stripe at least */
+#define IDTABLE_SHARD_FILL 2  /* a stripe takes at most 1/2 its slots */
+
+static void *idtable_check(void *p) {
+    if (!p) {
+        fprintf(stderr, "lockgate: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+/* FNV-1a: the shard is chosen by the high half, the home slot by the low. */
+static uint64_t idtable_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+static size_t idtable_shard_of(const struct idtable *t, uint64_t h) {
+    return (size_t)(h >> 40) & (t->nshards - 1);
+}
+
+static size_t idtable_home(const struct idtable *t, uint64_t h) {
+    return (size_t)h & (t->shard_slots - 1);
+}
+
+/* ============================================================================
+ * Holding an entry
+ * ========================================================================= */
+
+static int idtable_ref(struct idtable_entry *e) {
+    uint64_t w = atomic_load_explicit(&e->state, memory_order_acquire);
+    for (;;) {
+        if ((w & IDTABLE_DEAD) || (w & IDTABLE_REFS) == IDTABLE_REFS) return 0;
+        if (atomic_compare_exchange_weak_explicit(&e->state, &w, w + 1, memory_order_acquire,
+                                                  memory_order_acquire))
+            return 1;
+    }
+}
+
+void idtable_release(struct idtable_entry *e) {
+    atomic_fetch_sub_explicit(&e->state, 1, memory_order_release);
+}
+
+/* Dead only if nobody holds it: one compare-and-swap, never a wait. */
+static int idtable_kill(struct idtable_entry *e) {
+    uint64_t w = atomic_load_explicit(&e->state, memory_order_acquire);
+    if ((w & IDTABLE_DEAD) || (w & IDTABLE_REFS) != 0) return 0;
+    return atomic_compare_exchange_strong_explicit(&e->state, &w, w | IDTABLE_DEAD,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
+/* ============================================================================
+ * Slots
+ * ========================================================================= */
+
+static _Atomic(struct idtable_entry *) *idtable_stripe(struct idtable *t, size_t shard) {
+    return t->slot + shard * t->shard_slots;
+}
+
+/* Probe shard `shard` for `name`; returns it held, or NULL.  Lock-free; under
+ * the shard's mutex it is exact (no writer moves entries meanwhile). */
+static struct idtable_entry *idtable_find(struct idtable *t, size_t shard, uint64_t h,
+                                          const char *name) {
+    _Atomic(struct idtable_entry *) *s = idtable_stripe(t, shard);
+    size_t mask = t->shard_slots - 1, i = idtable_home(t, h);
+    for (size_t n = 0; n < t->shard_slots; n++, i = (i + 1) & mask) {
+        struct idtable_entry *e = atomic_load_explicit(&s[i], memory_order_acquire);
+        if (!e) return NULL;
+        if (atomic_load_explicit(&e->hash, memory_order_relaxed) != h || !idtable_ref(e)) continue;
+        if (strcmp(e->ns.name, name) == 0) return e;
+        idtable_release(e); /* recycled since we read its hash */
+    }
+    return NULL;
+}
+
+/* Remove slot `hole` of shard `shard` (its mutex held) and shift back the
+ * entries after it that would otherwise become unreachable. */
+static void idtable_remove(struct idtable *t, size_t shard, size_t hole) {
+    _Atomic(struct idtable_entry *) *s = idtable_stripe(t, shard);
+    size_t mask = t->shard_slots - 1, j = hole;
+    for (;;) {
+        j = (j + 1) & mask;
+        struct idtable_entry *e = atomic_load_explicit(&s[j], memory_order_relaxed);
+        if (!e) break;
+        size_t home = idtable_home(t, atomic_load_explicit(&e->hash, memory_order_relaxed));
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            atomic_store_explicit(&s[hole], e, memory_order_release);
+            hole = j;
+        }
+    }
+    atomic_store_explicit(&s[hole], NULL, memory_order_release);
+    t->shard[shard].count--;
+}
+
+/* Find an entry to give way and take it out of the table, dead.  The caller
+ * holds shard `own`'s mutex.  Two full turns of the hand clear every bit
+ * once and look at every entry twice; if all that time each entry was held
+ * (or its stripe busy), give up: NULL. */
+static struct idtable_entry *idtable_evict(struct idtable *t, size_t own) {
+    for (size_t n = 0; n < 2 * t->nslots; n++) {
+        size_t i = atomic_fetch_add_explicit(&t->hand, 1, memory_order_relaxed) & (t->nslots - 1);
+        struct idtable_entry *e = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+        if (!e) continue;
+        if (atomic_load_explicit(&e->used, memory_order_relaxed)) {
+            atomic_store_explicit(&e->used, 0, memory_order_relaxed);
+            continue;
+        }
+        size_t shard = i / t->shard_slots;
+        if (shard != own && pthread_mutex_trylock(&t->shard[shard].mu) != 0) continue;
+        int ok = atomic_load_explicit(&t->slot[i], memory_order_relaxed) == e && idtable_kill(e);
+        if (ok) idtable_remove(t, shard, i % t->shard_slots);
+        if (shard != own) pthread_mutex_unlock(&t->shard[shard].mu);
+        if (ok) {
+            atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+            idgen_ns_free(&e->ns);
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* A fresh entry from the pool while it lasts, then an evicted one. */
+static struct idtable_entry *idtable_take(struct idtable *t, size_t own) {
+    size_t n = atomic_load_explicit(&t->made, memory_order_relaxed);
+    while (n < t->max) {
+        if (atomic_compare_exchange_weak_explicit(&t->made, &n, n + 1, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            struct idtable_entry *e = &t->pool[n];
+            atomic_init(&e->state, IDTABLE_DEAD);
+            atomic_init(&e->hash, 0);
+            atomic_init(&e->used, 0);
+            return e;
+        }
+    }
+    return idtable_evict(t, own);
+}
+
+/* ============================================================================
+ * Acquire
+ * ========================================================================= */
+
+struct idtable_entry *idtable_acquire(struct idtable *t, const char *name) {
+    size_t len = strlen(name);
+    if (len == 0 || len > IDGEN_NAME_MAX) return NULL;
+    uint64_t h = idtable_hash(name);
+    size_t shard = idtable_shard_of(t, h);
+    struct idtable_entry *e = idtable_find(t, shard, h, name);
+    if (e) goto found;
+
+    struct idtable_shard *sh = &t->shard[shard];
+    pthread_mutex_lock(&sh->mu);
+    e = idtable_find(t, shard, h, name); /* exact now: a lock-free miss may be false */
+    if (e) goto unlock;
+    if (sh->count >= t->shard_slots / IDTABLE_SHARD_FILL || !(e = idtable_take(t, shard)))
+        goto unlock; /* e is NULL: full */
+    if (idgen_ns_init(&e->ns, name, &t->ops, t->max_age_ms) != 0) abort(); /* mutex init */
+    atomic_store_explicit(&e->hash, h, memory_order_relaxed);
+    /* Alive, held by us, a new incarnation: a reader that read the old word
+     * cannot take a reference on this one. */
+    uint64_t inc = (atomic_load_explicit(&e->state, memory_order_relaxed) >> 32) + 1;
+    atomic_store_explicit(&e->state, inc << 32 | 1, memory_order_release);
+    _Atomic(struct idtable_entry *) *s = idtable_stripe(t, shard);
+    size_t i = idtable_home(t, h);
+    while (atomic_load_explicit(&s[i], memory_order_relaxed)) i = (i + 1) & (t->shard_slots - 1);
+    atomic_store_explicit(&s[i], e, memory_order_release);
+    sh->count++;
+    atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
+unlock:
+    pthread_mutex_unlock(&sh->mu);
+    if (!e) return NULL;
+found:
+    if (!atomic_load_explicit(&e->used, memory_order_relaxed))
+        atomic_store_explicit(&e->used, 1, memory_order_relaxed);
+    return e;
+}
+
+/* ============================================================================
+ * Lifecycle
+ * ========================================================================= */
+
+int idtable_init(struct idtable *t, size_t max, const struct idgen_ops *ops, int64_t max_age_ms) {
+    if (max < IDTABLE_MIN || max > IDTABLE_MAX || !ops || !ops->now_ms || !ops->lease) return -1;
+    memset(t, 0, sizeof *t);
+    t->max = max;
+    t->nslots = IDTABLE_SHARD_MIN;
+    while (t->nslots < 4 * max) t->nslots *= 2;
+    t->nshards = t->nslots / IDTABLE_SHARD_MIN < IDTABLE_SHARDS ? t->nslots / IDTABLE_SHARD_MIN
+                                                                 : IDTABLE_SHARDS;
+    t->shard_slots = t->nslots / t->nshards;
+    t->slot = idtable_check(calloc(t->nslots, sizeof *t->slot));
+    t->shard = idtable_check(calloc(t->nshards, sizeof *t->shard));
+    for (size_t i = 0; i < t->nshards; i++)
+        if (pthread_mutex_init(&t->shard[i].mu, NULL) != 0) abort();
+    /* Untouched pages cost no memory: the pool grows in RSS as it is used. */
+    t->pool = idtable_check(calloc(max, sizeof *t->pool));
+    t->ops = *ops;
+    t->max_age_ms = max_age_ms;
+    return 0;
+}
+
+void idtable_free(struct idtable *t) {
+    size_t made = atomic_load(&t->made);
+    for (size_t i = 0; i < made; i++)
+        if (!(atomic_load(&t->pool[i].state) & IDTABLE_DEAD)) idgen_ns_free(&t->pool[i].ns);
+    for (size_t i = 0; i < t->nshards; i++) pthread_mutex_destroy(&t->shard[i].mu);
+    free(t->pool);
+    free(t->shard);
+    free(t->slot);
+}
