@@ -23,12 +23,12 @@
  * come and go never fills with them).  A lock-free reader racing with such a
  * shift may miss an entry that is there; a miss is therefore confirmed under
  * the shard's mutex before anything is inserted, so a namespace is never
- * live twice (which would break the order of its ids).
+ * live twice (which would break the order of its ids).  At most one stripe
+ * mutex is held at a time, each for a few slot writes.
  *
  * Choosing whom to evict: a CLOCK hand sweeps the slots; a namespace used
  * since the hand last passed gets a second chance (its bit is cleared), one
- * held by a request is skipped, and a stripe whose mutex is busy is skipped
- * too (trylock: eviction never waits).  Each request on a namespace sets its
+ * held by a request is skipped.  Each request on a namespace sets its
  * bit only when clear, so a busy namespace costs no extra writes. */
 #include "idgen/idtable.h"
 
@@ -134,24 +134,27 @@ static void idtable_remove(struct idtable *t, size_t shard, size_t hole) {
     t->shard[shard].count--;
 }
 
-/* Find an entry to give way and take it out of the table, dead.  The caller
- * holds shard `own`'s mutex.  Two full turns of the hand clear every bit
- * once and look at every entry twice; if all that time each entry was held
- * (or its stripe busy), give up: NULL. */
-static struct idtable_entry *idtable_evict(struct idtable *t, size_t own) {
-    for (size_t n = 0; n < 2 * t->nslots; n++) {
+/* Find an entry to give way and take it out of the table, dead; the caller
+ * holds no shard mutex.  Four turns of the hand give every entry a second
+ * chance (a busy namespace is used again before the hand comes back); a
+ * fifth ignores the bits, so NULL means every entry was held by a request
+ * in flight all along.  The victim's stripe mutex is held for the kill and
+ * the removal only. */
+static struct idtable_entry *idtable_evict(struct idtable *t) {
+    for (size_t n = 0; n < 5 * t->nslots; n++) {
         size_t i = atomic_fetch_add_explicit(&t->hand, 1, memory_order_relaxed) & (t->nslots - 1);
         struct idtable_entry *e = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
         if (!e) continue;
-        if (atomic_load_explicit(&e->used, memory_order_relaxed)) {
+        if (n < 4 * t->nslots && atomic_load_explicit(&e->used, memory_order_relaxed)) {
             atomic_store_explicit(&e->used, 0, memory_order_relaxed);
             continue;
         }
+        if (atomic_load_explicit(&e->state, memory_order_relaxed) & IDTABLE_REFS) continue;
         size_t shard = i / t->shard_slots;
-        if (shard != own && pthread_mutex_trylock(&t->shard[shard].mu) != 0) continue;
+        pthread_mutex_lock(&t->shard[shard].mu);
         int ok = atomic_load_explicit(&t->slot[i], memory_order_relaxed) == e && idtable_kill(e);
         if (ok) idtable_remove(t, shard, i % t->shard_slots);
-        if (shard != own) pthread_mutex_unlock(&t->shard[shard].mu);
+        pthread_mutex_unlock(&t->shard[shard].mu);
         if (ok) {
             atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
             atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
@@ -162,8 +165,9 @@ static struct idtable_entry *idtable_evict(struct idtable *t, size_t own) {
     return NULL;
 }
 
-/* A fresh entry from the pool while it lasts, then an evicted one. */
-static struct idtable_entry *idtable_take(struct idtable *t, size_t own) {
+/* A dead entry for a new namespace: from the pool while it lasts, else one
+ * left over by a lost insert race, else an evicted one.  No mutex held. */
+static struct idtable_entry *idtable_take(struct idtable *t) {
     size_t n = atomic_load_explicit(&t->made, memory_order_relaxed);
     while (n < t->max) {
         if (atomic_compare_exchange_weak_explicit(&t->made, &n, n + 1, memory_order_relaxed,
@@ -175,7 +179,19 @@ static struct idtable_entry *idtable_take(struct idtable *t, size_t own) {
             return e;
         }
     }
-    return idtable_evict(t, own);
+    pthread_mutex_lock(&t->spare_mu);
+    struct idtable_entry *e = t->spare;
+    if (e) t->spare = e->next_spare;
+    pthread_mutex_unlock(&t->spare_mu);
+    return e ? e : idtable_evict(t);
+}
+
+/* Keep an entry taken but not used (the name was inserted meanwhile). */
+static void idtable_put_spare(struct idtable *t, struct idtable_entry *e) {
+    pthread_mutex_lock(&t->spare_mu);
+    e->next_spare = t->spare;
+    t->spare = e;
+    pthread_mutex_unlock(&t->spare_mu);
 }
 
 /* ============================================================================
@@ -190,27 +206,33 @@ struct idtable_entry *idtable_acquire(struct idtable *t, const char *name) {
     struct idtable_entry *e = idtable_find(t, shard, h, name);
     if (e) goto found;
 
+    /* Taken before the stripe's mutex, so that no two stripe mutexes are
+     * ever held at once and the search for a victim holds none. */
+    struct idtable_entry *fresh = idtable_take(t);
+    if (!fresh) return NULL; /* every live namespace is held */
     struct idtable_shard *sh = &t->shard[shard];
     pthread_mutex_lock(&sh->mu);
     e = idtable_find(t, shard, h, name); /* exact now: a lock-free miss may be false */
-    if (e) goto unlock;
-    if (sh->count >= t->shard_slots / IDTABLE_SHARD_FILL || !(e = idtable_take(t, shard)))
-        goto unlock; /* e is NULL: full */
-    if (idgen_ns_init(&e->ns, name, &t->ops, t->max_age_ms) != 0) abort(); /* mutex init */
-    atomic_store_explicit(&e->hash, h, memory_order_relaxed);
-    /* Alive, held by us, a new incarnation: a reader that read the old word
-     * cannot take a reference on this one. */
-    uint64_t inc = (atomic_load_explicit(&e->state, memory_order_relaxed) >> 32) + 1;
-    atomic_store_explicit(&e->state, inc << 32 | 1, memory_order_release);
-    _Atomic(struct idtable_entry *) *s = idtable_stripe(t, shard);
-    size_t i = idtable_home(t, h);
-    while (atomic_load_explicit(&s[i], memory_order_relaxed)) i = (i + 1) & (t->shard_slots - 1);
-    atomic_store_explicit(&s[i], e, memory_order_release);
-    sh->count++;
-    atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
-unlock:
+    if (!e && sh->count < t->shard_slots / IDTABLE_SHARD_FILL) {
+        e = fresh;
+        fresh = NULL;
+        if (idgen_ns_init(&e->ns, name, &t->ops, t->max_age_ms) != 0) abort(); /* mutex init */
+        atomic_store_explicit(&e->hash, h, memory_order_relaxed);
+        /* Alive, held by us, a new incarnation: a reader that read the old
+         * word cannot take a reference on this one. */
+        uint64_t inc = (atomic_load_explicit(&e->state, memory_order_relaxed) >> 32) + 1;
+        atomic_store_explicit(&e->state, inc << 32 | 1, memory_order_release);
+        _Atomic(struct idtable_entry *) *s = idtable_stripe(t, shard);
+        size_t i = idtable_home(t, h);
+        while (atomic_load_explicit(&s[i], memory_order_relaxed))
+            i = (i + 1) & (t->shard_slots - 1);
+        atomic_store_explicit(&s[i], e, memory_order_release);
+        sh->count++;
+        atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&sh->mu);
-    if (!e) return NULL;
+    if (fresh) idtable_put_spare(t, fresh);
+    if (!e) return NULL; /* the stripe is full (hash skew; not seen in practice) */
 found:
     if (!atomic_load_explicit(&e->used, memory_order_relaxed))
         atomic_store_explicit(&e->used, 1, memory_order_relaxed);
@@ -228,12 +250,13 @@ int idtable_init(struct idtable *t, size_t max, const struct idgen_ops *ops, int
     t->nslots = IDTABLE_SHARD_MIN;
     while (t->nslots < 4 * max) t->nslots *= 2;
     t->nshards = t->nslots / IDTABLE_SHARD_MIN < IDTABLE_SHARDS ? t->nslots / IDTABLE_SHARD_MIN
-                                                                 : IDTABLE_SHARDS;
+                                                                : IDTABLE_SHARDS;
     t->shard_slots = t->nslots / t->nshards;
     t->slot = idtable_check(calloc(t->nslots, sizeof *t->slot));
     t->shard = idtable_check(calloc(t->nshards, sizeof *t->shard));
     for (size_t i = 0; i < t->nshards; i++)
         if (pthread_mutex_init(&t->shard[i].mu, NULL) != 0) abort();
+    if (pthread_mutex_init(&t->spare_mu, NULL) != 0) abort();
     /* Untouched pages cost no memory: the pool grows in RSS as it is used. */
     t->pool = idtable_check(calloc(max, sizeof *t->pool));
     t->ops = *ops;
@@ -246,6 +269,7 @@ void idtable_free(struct idtable *t) {
     for (size_t i = 0; i < made; i++)
         if (!(atomic_load(&t->pool[i].state) & IDTABLE_DEAD)) idgen_ns_free(&t->pool[i].ns);
     for (size_t i = 0; i < t->nshards; i++) pthread_mutex_destroy(&t->shard[i].mu);
+    pthread_mutex_destroy(&t->spare_mu);
     free(t->pool);
     free(t->shard);
     free(t->slot);

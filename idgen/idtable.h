@@ -31,10 +31,11 @@
 /* One live (or recyclable) namespace.  Entries are never freed while the
  * table lives: an evicted one is reused for the next new namespace. */
 struct idtable_entry {
-    _Atomic uint64_t state; /* (incarnation << 32) | dead bit 31 | references */
-    _Atomic uint64_t hash;  /* hash of the name, for probing and moving */
-    _Atomic uint32_t used;  /* CLOCK bit: set by use, cleared by the hand */
-    struct idgen_ns ns;     /* the namespace's hand-out state */
+    _Atomic uint64_t state;           /* (incarnation << 32) | dead bit 31 | references */
+    _Atomic uint64_t hash;            /* hash of the name, for probing and moving */
+    _Atomic uint32_t used;            /* CLOCK bit: set by use, cleared by the hand */
+    struct idtable_entry *next_spare; /* in idtable.spare (dead entries only) */
+    struct idgen_ns ns;               /* the namespace's hand-out state */
 };
 
 /* A stripe of the slot array: inserts and evictions in it hold its mutex. */
@@ -45,19 +46,21 @@ struct idtable_shard {
 };
 
 struct idtable {
-    size_t max;                          /* live namespaces at most */
-    size_t nslots;                       /* slots, a power of 2, >= 4 * max */
-    size_t shard_slots;                  /* slots per shard, a power of 2 */
-    size_t nshards;                      /* nslots / shard_slots */
+    size_t max;                            /* live namespaces at most */
+    size_t nslots;                         /* slots, a power of 2, >= 4 * max */
+    size_t shard_slots;                    /* slots per shard, a power of 2 */
+    size_t nshards;                        /* nslots / shard_slots */
     _Atomic(struct idtable_entry *) *slot; /* linear probing within a shard */
-    struct idtable_shard *shard;         /* nshards stripes */
-    struct idtable_entry *pool;          /* max entries, handed out in order */
-    _Atomic size_t made;                 /* entries of pool taken so far */
-    _Atomic size_t hand;                 /* CLOCK hand over the slots */
-    _Atomic uint64_t evictions;          /* stat: namespaces evicted */
-    _Atomic size_t live;                 /* stat: namespaces in the table */
-    struct idgen_ops ops;                /* given to every namespace */
-    int64_t max_age_ms;                  /* given to every namespace */
+    struct idtable_shard *shard;           /* nshards stripes */
+    struct idtable_entry *pool;            /* max entries, handed out in order */
+    _Atomic size_t made;                   /* entries of pool taken so far */
+    _Atomic size_t hand;                   /* CLOCK hand over the slots */
+    _Atomic uint64_t evictions;            /* stat: namespaces evicted */
+    _Atomic size_t live;                   /* stat: namespaces in the table */
+    pthread_mutex_t spare_mu;              /* guards spare */
+    struct idtable_entry *spare;           /* dead entries left by lost insert races */
+    struct idgen_ops ops;                  /* given to every namespace */
+    int64_t max_age_ms;                    /* given to every namespace */
 };
 
 /* Set up `t` for at most `max` (IDTABLE_MIN..IDTABLE_MAX) live namespaces;
