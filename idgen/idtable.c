@@ -165,6 +165,29 @@ static struct idtable_entry *idtable_evict(struct idtable *t) {
     return NULL;
 }
 
+/* Make room in stripe `shard` (its mutex held) when it is at its fill
+ * limit: the hash put more than its share of the live namespaces there, so
+ * the victim must come from it.  Prefers one not used since the hand
+ * passed.  Returns the dead entry, or NULL when all of the stripe's are
+ * held. */
+static struct idtable_entry *idtable_evict_in(struct idtable *t, size_t shard) {
+    _Atomic(struct idtable_entry *) *s = idtable_stripe(t, shard);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < t->shard_slots; i++) {
+            struct idtable_entry *e = atomic_load_explicit(&s[i], memory_order_relaxed);
+            if (!e || (pass == 0 && atomic_load_explicit(&e->used, memory_order_relaxed)) ||
+                !idtable_kill(e))
+                continue;
+            idtable_remove(t, shard, i);
+            atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+            idgen_ns_free(&e->ns);
+            return e;
+        }
+    }
+    return NULL;
+}
+
 /* A dead entry for a new namespace: from the pool while it lasts, else one
  * left over by a lost insert race, else an evicted one.  No mutex held. */
 static struct idtable_entry *idtable_take(struct idtable *t) {
@@ -213,6 +236,9 @@ struct idtable_entry *idtable_acquire(struct idtable *t, const char *name) {
     struct idtable_shard *sh = &t->shard[shard];
     pthread_mutex_lock(&sh->mu);
     e = idtable_find(t, shard, h, name); /* exact now: a lock-free miss may be false */
+    struct idtable_entry *extra = NULL;
+    if (!e && sh->count >= t->shard_slots / IDTABLE_SHARD_FILL)
+        extra = idtable_evict_in(t, shard); /* kept as a spare: live stays <= max */
     if (!e && sh->count < t->shard_slots / IDTABLE_SHARD_FILL) {
         e = fresh;
         fresh = NULL;
@@ -232,7 +258,8 @@ struct idtable_entry *idtable_acquire(struct idtable *t, const char *name) {
     }
     pthread_mutex_unlock(&sh->mu);
     if (fresh) idtable_put_spare(t, fresh);
-    if (!e) return NULL; /* the stripe is full (hash skew; not seen in practice) */
+    if (extra) idtable_put_spare(t, extra);
+    if (!e) return NULL; /* the stripe's namespaces are all held */
 found:
     if (!atomic_load_explicit(&e->used, memory_order_relaxed))
         atomic_store_explicit(&e->used, 1, memory_order_relaxed);

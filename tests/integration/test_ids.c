@@ -2,7 +2,9 @@
  * redis-server: the response shape and the id layout, --id-epoch, uniqueness
  * across gateways whose clocks are a day behind and an hour ahead (faketime)
  * while one gateway and Redis restart, many threads on one gateway, Redis
- * down, and the largest batch. */
+ * down, the largest batch, and eviction of idle namespaces (--id-namespaces):
+ * a namespace evicted and used again, many namespaces interleaved across two
+ * gateways, and 100,000 namespaces through one gateway. */
 #include "tests/integration/harness.h"
 
 #include <inttypes.h>
@@ -861,6 +863,173 @@ static void test_big_batch(void) {
     free(ids);
 }
 
+/* ---- 7. eviction of idle namespaces (--id-namespaces) --------------------------------------- */
+
+/* The ids of the keep-alive client's last 200 answer for `ns`, into out.
+ * Returns how many, -1 when it was not a well-formed 200 of increasing ids. */
+static int client_ids(struct h_client *cl, int port, const char *ns, int count, uint64_t *out,
+                      long *status) {
+    char path[300];
+    snprintf(path, sizeof path, "/v1/ids/%s?count=%d", ns, count);
+    *status = h_client_do(cl, "POST", port, path, NULL, NULL);
+    if (*status != 200) return -1;
+    cJSON *o = cJSON_ParseWithLength(cl->body, cl->len);
+    cJSON *nsv = cJSON_GetObjectItemCaseSensitive(o, "namespace");
+    cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "ids");
+    int n = -1;
+    if (cJSON_IsString(nsv) && strcmp(nsv->valuestring, ns) == 0 && cJSON_IsArray(arr) &&
+        cJSON_GetArraySize(arr) == count) {
+        n = 0;
+        cJSON *v;
+        cJSON_ArrayForEach(v, arr) {
+            if (!cJSON_IsString(v) ||
+                parse_id(v->valuestring, strlen(v->valuestring), &out[n]) < 0 ||
+                (n > 0 && out[n] <= out[n - 1])) {
+                n = -1;
+                break;
+            }
+            n++;
+        }
+    }
+    cJSON_Delete(o);
+    return n;
+}
+
+/* With room for 16 namespaces: one used, pushed out by 40 others, used
+ * again, five times; its ids keep increasing (the next lease starts above
+ * Redis's mark), and the gateway never holds more than 16. */
+static void test_evict_and_return(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &redis, "--id-namespaces 16"), 0);
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    uint64_t ids[4], last = 0;
+    long st;
+    char ns[64];
+    long long evicted0 = h_metric(&g, "lockgate_id_namespaces_evicted_total");
+    CHECK_EQ_INT(evicted0, 0);
+    for (int round = 0; round < 5; round++) {
+        CHECK_EQ_INT(client_ids(&cl, g.port, "comeback", 3, ids, &st), 3);
+        CHECK_EQ_INT(st, 200);
+        CHECK(ids[0] > last);
+        last = ids[2];
+        long long before = h_metric(&g, "lockgate_id_namespaces_evicted_total");
+        for (int k = 0; k < 40; k++) {
+            snprintf(ns, sizeof ns, "filler-%d-%d", round, k);
+            CHECK_EQ_INT(client_ids(&cl, g.port, ns, 1, ids, &st), 1);
+            CHECK_EQ_INT(st, 200);
+        }
+        CHECK(h_metric(&g, "lockgate_id_namespaces_evicted_total") >= before + 40 - 16);
+        long long live = h_metric(&g, "lockgate_id_namespaces");
+        CHECK(live > 0 && live <= 16);
+    }
+    /* Redis's mark is the one state that survives: it lies above every id. */
+    const char *seq = h_redis_cli(&redis, "HGET lockgate:id:{comeback} seq");
+    CHECK(seq && (uint64_t)atoll(seq) >= (uint32_t)last);
+    h_client_free(&cl);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+}
+
+/* 60 namespaces, each asked in turn through one gateway and then the other,
+ * both with room for 16, so nearly every request finds its namespace
+ * evicted.  No id of a namespace repeats; per gateway and namespace, ids
+ * increase. */
+#define IL_NS     60
+#define IL_ROUNDS 12
+static void test_interleaved_two_gateways(void) {
+    struct h_gw g[2];
+    CHECK_EQ_INT(h_gw_up(&g[0], &redis, "--id-namespaces 16"), 0);
+    CHECK_EQ_INT(h_gw_up(&g[1], &redis, "--id-namespaces 16"), 0);
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    static uint64_t got[IL_NS][IL_ROUNDS * 2 * 2];
+    uint64_t last[IL_NS][2] = {{0}};
+    int ngot[IL_NS] = {0}, bad = 0, down = 0;
+    char ns[64];
+    for (int round = 0; round < IL_ROUNDS; round++) {
+        for (int k = 0; k < IL_NS; k++) {
+            snprintf(ns, sizeof ns, "mix-%d", k);
+            for (int j = 0; j < 2; j++) {
+                int gi = (k + round + j) % 2;
+                uint64_t ids[2];
+                long st;
+                if (client_ids(&cl, g[gi].port, ns, 2, ids, &st) != 2) {
+                    bad++;
+                    down += st == 503;
+                    continue;
+                }
+                if (ids[0] <= last[k][gi]) bad++;
+                last[k][gi] = ids[1];
+                got[k][ngot[k]++] = ids[0];
+                got[k][ngot[k]++] = ids[1];
+            }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(down, 0);
+    size_t dups = 0;
+    for (int k = 0; k < IL_NS; k++) dups += duplicates(got[k], (size_t)ngot[k]);
+    CHECK_EQ_INT(dups, 0);
+    for (int i = 0; i < 2; i++) {
+        long long ev = h_metric(&g[i], "lockgate_id_namespaces_evicted_total");
+        CHECK(ev >= (IL_NS - 16) * IL_ROUNDS);
+        CHECK(h_metric(&g[i], "lockgate_id_namespaces") <= 16);
+    }
+    h_client_free(&cl);
+    for (int i = 0; i < 2; i++) CHECK_EQ_INT(h_gw_stop(&g[i], 5000), 0);
+}
+
+/* 100,000 distinct namespaces through one gateway with room for 64 (the
+ * old cap was 16,384 in a gateway's life): every answer is 200. */
+#define HK_THREADS 2
+#define HK_TOTAL   100000
+static struct h_gw hk_gw;
+struct hk_arg {
+    int id;      /* thread number */
+    int non200;  /* answers other than 200 */
+    int unavail; /* of which 503 */
+};
+
+static void *hk_client(void *p) {
+    struct hk_arg *a = p;
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    char path[64];
+    for (int i = a->id; i < HK_TOTAL; i += HK_THREADS) {
+        snprintf(path, sizeof path, "/v1/ids/tenant-%d", i);
+        long st = h_client_do(&cl, "POST", hk_gw.port, path, NULL, NULL);
+        if (st != 200) {
+            if (a->non200++ < 3) fprintf(stderr, "  %s: %ld %s\n", path, st, cl.body);
+            a->unavail += st == 503;
+        }
+    }
+    h_client_free(&cl);
+    return NULL;
+}
+
+static void test_hundred_thousand_namespaces(void) {
+    CHECK_EQ_INT(h_gw_up(&hk_gw, &redis, "--id-namespaces 64"), 0);
+    long long t0 = h_now_ms();
+    pthread_t th[HK_THREADS];
+    struct hk_arg args[HK_THREADS];
+    for (int i = 0; i < HK_THREADS; i++) {
+        args[i] = (struct hk_arg){.id = i};
+        CHECK_EQ_INT(pthread_create(&th[i], NULL, hk_client, &args[i]), 0);
+    }
+    int non200 = 0, unavail = 0;
+    for (int i = 0; i < HK_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        non200 += args[i].non200;
+        unavail += args[i].unavail;
+    }
+    CHECK_EQ_INT(non200, 0);
+    CHECK_EQ_INT(unavail, 0);
+    CHECK(h_metric(&hk_gw, "lockgate_id_namespaces_evicted_total") >= HK_TOTAL - 64);
+    CHECK(h_metric(&hk_gw, "lockgate_id_namespaces") <= 64);
+    fprintf(stderr, "  %d namespaces in %lld ms\n", HK_TOTAL, h_now_ms() - t0);
+    CHECK_EQ_INT(h_gw_stop(&hk_gw, 5000), 0);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
     if (h_redis_start(&redis, 1) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
@@ -872,6 +1041,9 @@ int main(void) {
     RUN(test_many_threads_one_gateway);
     RUN(test_redis_down);
     RUN(test_unique_across_gateways_and_clocks);
+    RUN(test_evict_and_return);
+    RUN(test_interleaved_two_gateways);
+    RUN(test_hundred_thousand_namespaces);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     h_redis_stop(&redis);
     fprintf(stderr, "  ids suite: %lld ms\n", h_now_ms() - t0);
