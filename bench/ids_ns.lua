@@ -1,11 +1,16 @@
 -- ids_ns.lua -- wrk: POST /v1/ids/<fresh namespace>, every request a
--- namespace never used before (thread t, request k: "ns-t-k"), until
--- NS_TOTAL requests were sent over all threads (NS_THREADS of them); then
--- each thread stops.  Prints "NS sent=N non200=M" per thread, and
--- report.lua's RESULT line.
+-- namespace never used before (thread t, request k: "<NS_PREFIX>-t-k",
+-- prefix "ns" by default), until NS_TOTAL requests were answered over all
+-- threads (NS_THREADS of them); then
+-- each thread stops and, when NS_DONE_DIR is set, leaves a file
+-- "done-<thread>" there (wrk runs for its -d whatever the threads do, so
+-- bench/namespaces.sh interrupts it once all are there).  Prints
+-- "NS answered=N non200=M" and report.lua's RESULT line.
 dofile((os.getenv("BENCH_DIR") or "bench") .. "/report.lua")
 local total = tonumber(os.getenv("NS_TOTAL") or "1000000")
 local nthreads = tonumber(os.getenv("NS_THREADS") or "2")
+local done_dir = os.getenv("NS_DONE_DIR")
+local prefix = os.getenv("NS_PREFIX") or "ns"
 local threads, counter = {}, 1
 
 function setup(thread)
@@ -22,13 +27,19 @@ end
 
 function request()
   sent = sent + 1
-  return wrk.format(nil, string.format("/v1/ids/ns-%d-%d", id, sent))
+  return wrk.format(nil, string.format("/v1/ids/%s-%d-%d", prefix, id, sent))
 end
 
 function response(status, headers, body)
   answered = answered + 1
   if status ~= 200 then non200 = non200 + 1 end
-  if answered >= quota then wrk.thread:stop() end
+  if answered == quota then
+    if done_dir then
+      local f = io.open(done_dir .. "/done-" .. id, "w")
+      if f then f:close() end
+    end
+    wrk.thread:stop()
+  end
 end
 
 local base_done = done
