@@ -19,9 +19,10 @@
 #                          phase; top symbols go to bench/results/profile-*.txt
 #   BENCH_KEEP=1           keep the temporary directory (logs, wrk output)
 #   BENCH_ID_NAMESPACES=1024  the gateway's --id-namespaces: it is filled
-#                          with twice that many before the ids rows, and
-#   BENCH_CHURN=1000       every 1000th ids request is for a new namespace,
-#                          so the ids rows run with eviction active
+#                          with twice that many before the main phases, and
+#   BENCH_CHURN_RATE=50    bench/churn.py asks for that many new namespaces
+#                          a second during them, so the ids rows run with
+#                          eviction active
 #   BENCH_NS_TOTAL=1000000 namespaces of bench/namespaces.sh's step (0: skip)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,7 +99,7 @@ curl -s -X POST "$ETCD/v3/lock/unlock" -d "{\"key\":\"$probe_key\"}" >/dev/null
 export ETCD_LEASE
 
 ID_NAMESPACES=${BENCH_ID_NAMESPACES:-1024}
-CHURN=${BENCH_CHURN:-1000}
+CHURN_RATE=${BENCH_CHURN_RATE:-50}
 "$BUILD/lockgate" --listen "127.0.0.1:$GPORT" --redis "redis://127.0.0.1:$RPORT" \
     --threads "$THREADS" --id-namespaces "$ID_NAMESPACES" --log-level warn > "$TMP/gateway.log" 2>&1 &
 GW_PID=$!
@@ -226,8 +227,10 @@ RSS_IDLE=$(status_kib "$GW_PID" VmRSS)
 THREADS_IDLE=$(status_kib "$GW_PID" Threads)
 
 # The ids rows run with eviction active: the gateway's namespaces are
-# filled to twice --id-namespaces first, and 1 ids request in CHURN asks
-# for a new one (so evicts one) while "bench" is measured.
+# filled to twice --id-namespaces first, and during the ids rows
+# bench/churn.py asks for CHURN_RATE new ones a second (each evicts one; a
+# few percent of a core, not spent during the /healthz row they are
+# compared with).  Its keys are deleted before Redis's memory is measured.
 NS_DONE=$TMP/ns-fill
 mkdir -p "$NS_DONE"
 NS_TOTAL=$((2 * ID_NAMESPACES)) NS_THREADS=2 NS_PREFIX=fill NS_DONE_DIR=$NS_DONE \
@@ -261,10 +264,16 @@ for round in $(seq "$ROUNDS"); do
     WRK_GW_PID=$BGW_PID run_wrk before1 1 "$DUR" locks.lua "$BGW/"
     run_wrk etcd 50 "$DUR" etcd.lua "$ETCD/"
     EVICT_A=$(gw_metric lockgate_id_namespaces_evicted_total)
-    IDS_CHURN=$CHURN run_wrk ids1 50 "$DUR" ids.lua "$GW/"
-    IDS_COUNT=1000 IDS_CHURN=$CHURN run_wrk ids1000 50 "$DUR" ids.lua "$GW/"
+    python3 bench/churn.py "127.0.0.1:$GPORT" "$CHURN_RATE" "churn-$round" >> "$TMP/churn.txt" &
+    CHURN_PID=$!
+    PIDS+=("$CHURN_PID")
+    run_wrk ids1 50 "$DUR" ids.lua "$GW/"
+    IDS_COUNT=1000 run_wrk ids1000 50 "$DUR" ids.lua "$GW/"
+    kill -TERM "$CHURN_PID"
+    wait "$CHURN_PID" || true
     EVICT_IDS=$(( ${EVICT_IDS:-0} + $(gw_metric lockgate_id_namespaces_evicted_total) - EVICT_A ))
 done
+"${RCLI[@]}" --scan --pattern 'lockgate:id:{churn-*' | xargs -r -n 1000 "${RCLI[@]}" del >/dev/null
 for l in healthz locks before locks1 before1 etcd ids1 ids1000; do finish $l; done
 R[ids1000.ids]=$(calc %.0f "${R[ids1000.rps]} * 1000")
 EVAL_US=$(evalsha_us)
@@ -390,9 +399,9 @@ row etcd "etcd $ETCD_VERSION: lock+unlock (v3 HTTP), 50 conns" "$(f0 "${R[etcd.r
 echo "| Redis ceiling: redis-benchmark EVALSHA acquire.lua, 50 clients | $(f0 "${R[redis_acq.rps]}") calls/s | ${R[redis_acq.p50]} | ${R[redis_acq.p99]} | | - · ${R[redis_acq.redis_us]} · - · ${R[redis_acq.client_us]} |"
 echo "| (reference) Redisson's tryLock script, same way | $(f0 "${R[redisson.rps]}") calls/s | ${R[redisson.p50]} | ${R[redisson.p99]} | | - · ${R[redisson.redis_us]} · - · ${R[redisson.client_us]} |"
 echo "| Redis time inside EVALSHA (INFO commandstats): locks run (acquire+release) · acquire alone · Redisson's | ${EVAL_US} · ${R[redis_acq.eval_us]} · ${R[redisson.eval_us]} µs | | | | |"
-row ids1 "ids: POST /v1/ids/bench, 50 conns, eviction active (1 in $CHURN requests a new namespace)" "$(f0 "${R[ids1.rps]}") req/s"
+row ids1 "ids: POST /v1/ids/bench, 50 conns, eviction active ($CHURN_RATE new namespaces/s)" "$(f0 "${R[ids1.rps]}") req/s"
 row ids1000 "ids: count=1000, 50 conns, eviction active (the same)" "$(f0 "${R[ids1000.ids]}") ids/s ($(f0 "${R[ids1000.rps]}") req/s)"
-echo "| id namespaces evicted during the ids rows (--id-namespaces $ID_NAMESPACES, filled with $((2 * ID_NAMESPACES)) before: $((${EVICT0:-0})) evicted by the fill) | ${EVICT_IDS:-0} | | | | |"
+echo "| id namespaces evicted during the ids rows (--id-namespaces $ID_NAMESPACES, filled with $((2 * ID_NAMESPACES)) before: ${EVICT0:-0} evicted by the fill; churn.py: $(awk '{s += substr($2, 6); n += substr($3, 8)} END {printf "%d sent, %d not 200", s, n}' "$TMP/churn.txt" 2>/dev/null)) | ${EVICT_IDS:-0} | | | | |"
 echo "| gateway RSS idle / after load / after sweep / at end | $(mib "$RSS_IDLE") / $(mib "$RSS_LOAD") / $(mib "$RSS_SWEEP") / $(mib "$RSS_END") MiB | | | | |"
 echo "| gateway threads idle / after sweep | $THREADS_IDLE / $THREADS_SWEEP | | | | |"
 echo "| Redis memory per held lock (100,000 held: one hash each): used_memory ÷ locks (mean MEMORY USAGE of 1000) | $MEM_PER_LOCK B ($HASH_BYTES B) | | | | |"
