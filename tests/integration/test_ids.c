@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -985,6 +986,70 @@ static void test_interleaved_two_gateways(void) {
     for (int i = 0; i < 2; i++) CHECK_EQ_INT(h_gw_stop(&g[i], 5000), 0);
 }
 
+/* The one capacity limit left, and its honest error: Redis frozen, so every
+ * new namespace's lease hangs and its request holds its namespace; with
+ * room for 16 and 22 such requests in flight at once, the ones that find
+ * all 16 held get 503 too_many_namespaces at once (not backend_unavailable),
+ * the others 503 backend_unavailable when the Redis timeout ends (a late
+ * one may take a namespace let go by an early failure, so those need not
+ * be exactly 16).  Served again after. */
+#define TM_CLIENTS 22
+static struct h_gw tm_gw;
+struct tm_arg {
+    int id;        /* client number */
+    long status;   /* answer's status */
+    char code[40]; /* its problem code, or "" */
+    double secs;   /* how long it took */
+};
+
+static void *tm_client(void *p) {
+    struct tm_arg *a = p;
+    char path[64];
+    snprintf(path, sizeof path, "/v1/ids/frozen-%d", a->id);
+    struct h_resp r = h_http("POST", tm_gw.port, path, NULL, NULL, NULL);
+    a->status = r.status;
+    a->secs = r.seconds;
+    snprintf(a->code, sizeof a->code, "%s", h_jcode(&r) ? h_jcode(&r) : "");
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void test_too_many_namespaces(void) {
+    CHECK_EQ_INT(h_gw_up(&tm_gw, &redis, "--id-namespaces 16 --threads 24 --redis-timeout-ms 4000"),
+                 0);
+    kill(redis.pid, SIGSTOP);
+    pthread_t th[TM_CLIENTS];
+    struct tm_arg args[TM_CLIENTS];
+    for (int i = 0; i < TM_CLIENTS; i++) {
+        args[i] = (struct tm_arg){.id = i};
+        pthread_create(&th[i], NULL, tm_client, &args[i]);
+    }
+    for (int i = 0; i < TM_CLIENTS; i++) pthread_join(th[i], NULL);
+    kill(redis.pid, SIGCONT);
+    int full = 0, unavailable = 0, other = 0;
+    for (int i = 0; i < TM_CLIENTS; i++) {
+        if (args[i].status == 503 && strcmp(args[i].code, "too_many_namespaces") == 0) {
+            full++;
+            CHECK(args[i].secs < 3.0); /* at once, not after the Redis timeout */
+        } else if (args[i].status == 503 && strcmp(args[i].code, "backend_unavailable") == 0) {
+            unavailable++;
+        } else {
+            other++;
+            fprintf(stderr, "  client %d: %ld %s\n", i, args[i].status, args[i].code);
+        }
+    }
+    fprintf(stderr, "  %d too_many_namespaces, %d backend_unavailable\n", full, unavailable);
+    CHECK(full >= 1);
+    CHECK_EQ_INT(other, 0);
+    long st = 0;
+    uint64_t id;
+    for (int i = 0; i < 50 && st != 200; i++) { /* Redis back: a new namespace is served */
+        if (take_ids(tm_gw.port, "POST", "thawed", 1, &id, 1, &st) != 1) h_sleep_ms(100);
+    }
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(h_gw_stop(&tm_gw, 5000), 0);
+}
+
 /* 100,000 distinct namespaces through one gateway with room for 64 (the
  * old cap was 16,384 in a gateway's life): every answer is 200.  Each new
  * namespace waits for one lease from Redis on its HTTP thread, so the
@@ -1104,6 +1169,7 @@ int main(void) {
     RUN(test_unique_across_gateways_and_clocks);
     RUN(test_evict_and_return);
     RUN(test_interleaved_two_gateways);
+    RUN(test_too_many_namespaces);
     RUN(test_hundred_thousand_namespaces);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     h_redis_stop(&redis);
