@@ -28,8 +28,14 @@
  *
  * Choosing whom to evict: a CLOCK hand sweeps the slots; a namespace used
  * since the hand last passed gets a second chance (its bit is cleared), one
- * held by a request is skipped.  Each request on a namespace sets its
- * bit only when clear, so a busy namespace costs no extra writes. */
+ * held by a request is skipped.  Each request on a namespace sets its bit
+ * only when clear, so a busy namespace costs no extra writes.  The victim
+ * is found before the new namespace's stripe mutex is taken; if the name
+ * turns out to have been inserted meanwhile, the dead entry waits on a
+ * short spare list for the next new namespace.  A stripe that the hash has
+ * given more than its share (half its slots) makes room from its own
+ * entries instead, so a full stripe never refuses a namespace that some
+ * other stripe could have made room for. */
 #include "idgen/idtable.h"
 
 #include <stdio.h>
