@@ -34,8 +34,8 @@
  * turns out to have been inserted meanwhile, the dead entry waits on a
  * short spare list for the next new namespace.  A stripe that the hash has
  * given more than its share (half its slots) makes room from its own
- * entries instead, so a full stripe never refuses a namespace that some
- * other stripe could have made room for. */
+ * entries instead: it refuses a new namespace only when every one of its
+ * own is held by a request. */
 #include "idgen/idtable.h"
 
 #include <stdio.h>
