@@ -1015,14 +1015,17 @@ static void *tm_client(void *p) {
 }
 
 static void test_too_many_namespaces(void) {
-    CHECK_EQ_INT(h_gw_up(&tm_gw, &redis, "--id-namespaces 16 --threads 24 --redis-timeout-ms 4000"),
+    CHECK_EQ_INT(h_gw_up(&tm_gw, &redis, "--id-namespaces 16 --threads 24 --redis-timeout-ms 8000"),
                  0);
     kill(redis.pid, SIGSTOP);
     pthread_t th[TM_CLIENTS];
     struct tm_arg args[TM_CLIENTS];
+    /* One at a time: a worker thread that accepted two connections at once
+     * would serve the second only after the first's lease timed out. */
     for (int i = 0; i < TM_CLIENTS; i++) {
         args[i] = (struct tm_arg){.id = i};
         pthread_create(&th[i], NULL, tm_client, &args[i]);
+        h_sleep_ms(100);
     }
     for (int i = 0; i < TM_CLIENTS; i++) pthread_join(th[i], NULL);
     kill(redis.pid, SIGCONT);
