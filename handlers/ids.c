@@ -1,15 +1,15 @@
 /* ids.c -- /v1/ids/{namespace}: unique 64-bit ids from blocks leased out
  * of Redis (idgen/ does the hand-out; this file wires it to HTTP and Redis).
  *
- * Namespaces live in a fixed open-addressing table whose slots are atomic
- * pointers: lookups take no lock, and only the first request of a new
- * namespace takes the insert mutex.  Leasing a block is the one place an
- * HTTP thread waits on Redis (idgen's slow path, about once per block). */
+ * Namespaces live in idgen/idtable.c: at most --id-namespaces at once, idle
+ * ones evicted; a request on a live one takes no lock.  Leasing a block is
+ * the one place an HTTP thread waits on Redis (idgen's slow path, about once
+ * per block). */
 #include "handlers/handlers.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
-#include "common/fnv.h"
 #include "idgen/idgen.h"
+#include "idgen/idtable.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/loop.h"
@@ -25,10 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NS_SLOTS 16384 /* namespaces one gateway serves */
-
-static _Atomic(struct idgen_ns *) table[NS_SLOTS];
-static pthread_mutex_t insert_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct idtable table; /* the live namespaces, bounded (--id-namespaces) */
 static char epoch_arg[24];
 
 /* ---- leasing a block: one id_lease.lua call, waited for ----------------------- */
@@ -171,37 +168,18 @@ static int64_t now_ms(void *ctx) { return loop_now_ms(); }
 
 static const struct idgen_ops ops = {.now_ms = now_ms, .lease = lease_block, .ctx = NULL};
 
+static uint64_t namespaces_live(void) { return atomic_load(&table.live); }
+static uint64_t namespaces_evicted(void) { return atomic_load(&table.evictions); }
+
 int ids_init(const struct gw_config *cfg) {
     snprintf(epoch_arg, sizeof epoch_arg, "%lld", (long long)cfg->id_epoch);
+    size_t max = cfg->id_namespaces ? (size_t)cfg->id_namespaces : IDTABLE_DEFAULT_MAX;
+    if (idtable_init(&table, max, &ops, IDGEN_DEFAULT_MAX_AGE_MS) != 0) return -1;
+    metrics_add_source("lockgate_id_namespaces", "Id namespaces live in this gateway", "gauge",
+                       namespaces_live);
+    metrics_add_source("lockgate_id_namespaces_evicted_total",
+                       "Idle id namespaces evicted to make room", "counter", namespaces_evicted);
     return 0;
-}
-
-/* ---- namespaces ---------------------------------------------------------------- */
-
-/* Finds or adds the namespace; NULL when the table is full. */
-static struct idgen_ns *ns_get(const char *name) {
-    uint64_t h = fnv1a_64(name, strlen(name));
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < NS_SLOTS; i++) {
-            size_t slot = (h + i) % NS_SLOTS;
-            struct idgen_ns *ns = atomic_load_explicit(&table[slot], memory_order_acquire);
-            if (!ns) {
-                if (pass == 0) break; /* not there: insert under the mutex */
-                ns = alloc_check(malloc(sizeof *ns));
-                if (idgen_ns_init(ns, name, &ops, IDGEN_DEFAULT_MAX_AGE_MS) < 0) abort();
-                atomic_store_explicit(&table[slot], ns, memory_order_release);
-                pthread_mutex_unlock(&insert_mu);
-                return ns;
-            }
-            if (strcmp(ns->name, name) == 0) {
-                if (pass == 1) pthread_mutex_unlock(&insert_mu);
-                return ns;
-            }
-        }
-        if (pass == 0) pthread_mutex_lock(&insert_mu);
-    }
-    pthread_mutex_unlock(&insert_mu);
-    return NULL;
 }
 
 /* ---- handlers -------------------------------------------------------------------- */
@@ -220,15 +198,18 @@ void ids_next(struct gw_request *req) {
                       IDGEN_MAX_COUNT);
         return;
     }
-    struct idgen_ns *ns = ns_get(req->name);
-    if (!ns) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "this gateway serves %d namespaces at most",
-                      NS_SLOTS);
+    struct idtable_entry *e = idtable_acquire(&table, req->name);
+    if (!e) {
+        reply_problem(req, CODE_TOO_MANY_NAMESPACES,
+                      "all %zu id namespaces of this gateway are in use by requests in flight",
+                      table.max);
         return;
     }
     uint64_t stack_ids[64];
     uint64_t *ids = count <= 64 ? stack_ids : alloc_check(malloc((size_t)count * sizeof *ids));
-    if (idgen_next(ns, (uint32_t)count, ids) < 0) {
+    int rc = idgen_next(&e->ns, (uint32_t)count, ids);
+    idtable_release(e);
+    if (rc < 0) {
         if (ids != stack_ids) free(ids);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "cannot lease ids from Redis");
         return;

@@ -2,6 +2,7 @@
 #include "server/config.h"
 #include "server/log.h"
 #include "common/decimal.h"
+#include "idgen/idtable.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -41,6 +42,9 @@ static void usage(void) {
            "                         (default 4: request headers up to about 3 KiB)\n"
            "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
            "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
+           "  --id-namespaces N      id namespaces kept live at once; beyond that the least\n"
+           "                         recently used is evicted (about 0.6 KiB each)\n"
+           "                         [LOCKGATE_ID_NAMESPACES] (default 16384, 16-4194304)\n"
            "  --sentinel HOST:PORT   a Redis Sentinel to ask for the master; repeat for\n"
            "                         several [LOCKGATE_SENTINELS, comma-separated]\n"
            "  --sentinel-master NAME the master's name at the sentinels\n"
@@ -221,6 +225,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'm': ok = parse_int(val, 16, 1000000, &cfg->max_connections); break;
     case 'C': ok = parse_int(val, 4, 1024, &cfg->connection_memory_kib); break;
     case 'e': ok = config_parse_epoch(val, &cfg->id_epoch); break;
+    case 'N': ok = parse_int(val, IDTABLE_MIN, IDTABLE_MAX, &cfg->id_namespaces); break;
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
     case 's': ok = add_sentinels(cfg, val); break;
     case 'M':
@@ -251,6 +256,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'm' ? "max connections (16-1000000)"
                  : opt == 'C' ? "connection memory (4-1024 KiB)"
                  : opt == 'e' ? "id epoch"
+                 : opt == 'N' ? "id namespaces (16-4194304)"
                  : opt == 's' ? "sentinel (HOST:PORT, at most 8)"
                  : opt == 'Q' ? "quorum"
                  : opt == 'M' ? "sentinel master name"
@@ -276,6 +282,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->max_connections = 20000;
     cfg->connection_memory_kib = 4;
     cfg->id_epoch = DEFAULT_EPOCH;
+    cfg->id_namespaces = IDTABLE_DEFAULT_MAX;
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
@@ -300,6 +307,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'I', "LOCKGATE_REDIS_IO"              },
         {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
         {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
+        {'N', "LOCKGATE_ID_NAMESPACES"         },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -315,6 +323,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"max-connections",        required_argument, 0, 'm'},
         {"connection-memory-kib",  required_argument, 0, 'C'},
         {"id-epoch",               required_argument, 0, 'e'},
+        {"id-namespaces",          required_argument, 0, 'N'},
         {"log-level",              required_argument, 0, 'L'},
         {"sentinel",               required_argument, 0, 's'},
         {"quorum",                 required_argument, 0, 'Q'},

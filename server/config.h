@@ -41,6 +41,7 @@ struct gw_config {
     int replica_ack_timeout_ms;                     /* WAIT's timeout */
     int redis_io_blocking;                          /* --redis-io blocking: the measured "before" */
     int liveness_ttl_ms;                            /* TTL of the gateway's liveness key */
+    int id_namespaces;                              /* id namespaces live at once (idtable) */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

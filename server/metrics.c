@@ -32,6 +32,12 @@ static atomic_ullong requests[MAX_ROUTES + 2][NSTATUS + 1]; /* +2: 404/405, +1: 
 static struct histogram latency, wait_time;
 static atomic_long waiting;
 
+static struct {
+    const char *name, *help, *type; /* static strings */
+    uint64_t (*read)(void);         /* the value now */
+} sources[METRICS_SOURCES];
+static size_t nsources;
+
 static const char *const counter_names[M_COUNTER_COUNT][2] = {
     [M_LOCK_ACQUIRED] = {"lockgate_lock_acquired_total",    "Locks acquired by a new holder"      },
     [M_LOCK_REENTERED] = {"lockgate_lock_reentered_total",   "Re-entries by the holder"            },
@@ -51,6 +57,18 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
 
 void metrics_inc(enum metric_counter c, uint64_t n) {
     atomic_fetch_add_explicit(&counters[c], n, memory_order_relaxed);
+}
+
+void metrics_add_source(const char *name, const char *help, const char *type,
+                        uint64_t (*read)(void)) {
+    if (nsources == METRICS_SOURCES) {
+        fprintf(stderr, "lockgate: too many metric sources\n");
+        abort();
+    }
+    sources[nsources].name = name;
+    sources[nsources].help = help;
+    sources[nsources].type = type;
+    sources[nsources++].read = read;
 }
 
 void metrics_waiting_add(long delta) { atomic_fetch_add(&waiting, delta); }
@@ -149,6 +167,10 @@ char *metrics_render(size_t *len) {
               "# HELP lockgate_http_in_flight Requests being served\n"
               "# TYPE lockgate_http_in_flight gauge\nlockgate_http_in_flight %ld\n",
               http_in_flight());
+    for (size_t i = 0; i < nsources; i++)
+        ab_printf(&ab, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", sources[i].name, sources[i].help,
+                  sources[i].name, sources[i].type, sources[i].name,
+                  (unsigned long long)sources[i].read());
     *len = ab.len;
     return ab.b;
 }

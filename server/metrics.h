@@ -36,6 +36,14 @@ void metrics_observe_request(int route, int status, int64_t latency_us);
 /* Records how long a waiter waited (acquired or not). */
 void metrics_observe_wait(int64_t wait_us);
 
+/* Adds a metric that another module keeps, read when /metrics is rendered:
+ * `type` is "gauge" or "counter", name and help are static strings.  At
+ * most METRICS_SOURCES, registered at start-up, before serving (aborts when
+ * more are added: a programming error). */
+#define METRICS_SOURCES 8
+void metrics_add_source(const char *name, const char *help, const char *type,
+                        uint64_t (*read)(void));
+
 /* Returns the Prometheus text; the caller frees it. */
 char *metrics_render(size_t *len);
 

@@ -29,6 +29,7 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_SHUTTING_DOWN] = {"shutting_down",       503, "Shutting down"             },
     [CODE_UNAUTHORIZED] = {"unauthorized",        401, "Unauthorized"              },
     [CODE_NOT_IMPLEMENTED] = {"not_implemented",     501, "Not implemented"           },
+    [CODE_TOO_MANY_NAMESPACES] = {"too_many_namespaces", 503, "Id namespaces all in use"  },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }

@@ -2,15 +2,24 @@
  * redis-server: the response shape and the id layout, --id-epoch, uniqueness
  * across gateways whose clocks are a day behind and an hour ahead (faketime)
  * while one gateway and Redis restart, many threads on one gateway, Redis
- * down, and the largest batch. */
+ * down, the largest batch, and eviction of idle namespaces (--id-namespaces):
+ * a namespace evicted and used again, many namespaces interleaved across two
+ * gateways, and 100,000 namespaces through one gateway. */
 #include "tests/integration/harness.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #define EPOCH_2024 1704067200LL /* the default --id-epoch, 2024-01-01T00:00:00Z */
@@ -861,6 +870,295 @@ static void test_big_batch(void) {
     free(ids);
 }
 
+/* ---- 7. eviction of idle namespaces (--id-namespaces) --------------------------------------- */
+
+/* The ids of the keep-alive client's last 200 answer for `ns`, into out.
+ * Returns how many, -1 when it was not a well-formed 200 of increasing ids. */
+static int client_ids(struct h_client *cl, int port, const char *ns, int count, uint64_t *out,
+                      long *status) {
+    char path[300];
+    snprintf(path, sizeof path, "/v1/ids/%s?count=%d", ns, count);
+    *status = h_client_do(cl, "POST", port, path, NULL, NULL);
+    if (*status != 200) return -1;
+    cJSON *o = cJSON_ParseWithLength(cl->last.body, cl->last.body_len);
+    cJSON *nsv = cJSON_GetObjectItemCaseSensitive(o, "namespace");
+    cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "ids");
+    int n = -1;
+    if (cJSON_IsString(nsv) && strcmp(nsv->valuestring, ns) == 0 && cJSON_IsArray(arr) &&
+        cJSON_GetArraySize(arr) == count) {
+        n = 0;
+        cJSON *v;
+        cJSON_ArrayForEach(v, arr) {
+            if (!cJSON_IsString(v) ||
+                parse_id(v->valuestring, strlen(v->valuestring), &out[n]) < 0 ||
+                (n > 0 && out[n] <= out[n - 1])) {
+                n = -1;
+                break;
+            }
+            n++;
+        }
+    }
+    cJSON_Delete(o);
+    return n;
+}
+
+/* With room for 16 namespaces: one used, pushed out by 40 others, used
+ * again, five times; its ids keep increasing (the next lease starts above
+ * Redis's mark), and the gateway never holds more than 16. */
+static void test_evict_and_return(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &redis, "--id-namespaces 16"), 0);
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    uint64_t ids[4], last = 0;
+    long st;
+    char ns[64];
+    long long evicted0 = h_metric(&g, "lockgate_id_namespaces_evicted_total");
+    CHECK_EQ_INT(evicted0, 0);
+    for (int round = 0; round < 5; round++) {
+        CHECK_EQ_INT(client_ids(&cl, g.port, "comeback", 3, ids, &st), 3);
+        CHECK_EQ_INT(st, 200);
+        CHECK(ids[0] > last);
+        last = ids[2];
+        long long before = h_metric(&g, "lockgate_id_namespaces_evicted_total");
+        for (int k = 0; k < 40; k++) {
+            snprintf(ns, sizeof ns, "filler-%d-%d", round, k);
+            CHECK_EQ_INT(client_ids(&cl, g.port, ns, 1, ids, &st), 1);
+            CHECK_EQ_INT(st, 200);
+        }
+        CHECK(h_metric(&g, "lockgate_id_namespaces_evicted_total") >= before + 40 - 16);
+        long long live = h_metric(&g, "lockgate_id_namespaces");
+        CHECK(live > 0 && live <= 16);
+    }
+    /* Redis's mark is the one state that survives: it lies above every id. */
+    const char *seq = h_redis_cli(&redis, "HGET lockgate:id:{comeback} seq");
+    CHECK(seq && (uint64_t)atoll(seq) >= (uint32_t)last);
+    h_client_free(&cl);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+}
+
+/* 60 namespaces, each asked in turn through one gateway and then the other,
+ * both with room for 16, so nearly every request finds its namespace
+ * evicted.  No id of a namespace repeats; per gateway and namespace, ids
+ * increase. */
+#define IL_NS     60
+#define IL_ROUNDS 12
+static void test_interleaved_two_gateways(void) {
+    struct h_gw g[2];
+    CHECK_EQ_INT(h_gw_up(&g[0], &redis, "--id-namespaces 16"), 0);
+    CHECK_EQ_INT(h_gw_up(&g[1], &redis, "--id-namespaces 16"), 0);
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    static uint64_t got[IL_NS][IL_ROUNDS * 2 * 2];
+    uint64_t last[IL_NS][2] = {{0}};
+    int ngot[IL_NS] = {0}, bad = 0, down = 0;
+    char ns[64];
+    for (int round = 0; round < IL_ROUNDS; round++) {
+        for (int k = 0; k < IL_NS; k++) {
+            snprintf(ns, sizeof ns, "mix-%d", k);
+            for (int j = 0; j < 2; j++) {
+                int gi = (k + round + j) % 2;
+                uint64_t ids[2];
+                long st;
+                if (client_ids(&cl, g[gi].port, ns, 2, ids, &st) != 2) {
+                    bad++;
+                    down += st == 503;
+                    continue;
+                }
+                if (ids[0] <= last[k][gi]) bad++;
+                last[k][gi] = ids[1];
+                got[k][ngot[k]++] = ids[0];
+                got[k][ngot[k]++] = ids[1];
+            }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(down, 0);
+    size_t dups = 0;
+    for (int k = 0; k < IL_NS; k++) dups += duplicates(got[k], (size_t)ngot[k]);
+    CHECK_EQ_INT(dups, 0);
+    for (int i = 0; i < 2; i++) {
+        long long ev = h_metric(&g[i], "lockgate_id_namespaces_evicted_total");
+        CHECK(ev >= (IL_NS - 16) * IL_ROUNDS);
+        CHECK(h_metric(&g[i], "lockgate_id_namespaces") <= 16);
+    }
+    h_client_free(&cl);
+    for (int i = 0; i < 2; i++) CHECK_EQ_INT(h_gw_stop(&g[i], 5000), 0);
+}
+
+/* The one capacity limit left, and its honest error: Redis frozen, so every
+ * new namespace's lease hangs and its request holds its namespace; with
+ * room for 16 and 22 such requests in flight at once, the ones that find
+ * all 16 held get 503 too_many_namespaces at once (not backend_unavailable),
+ * the others 503 backend_unavailable when the Redis timeout ends (a late
+ * one may take a namespace let go by an early failure, so those need not
+ * be exactly 16).  Served again after. */
+#define TM_CLIENTS 22
+static struct h_gw tm_gw;
+struct tm_arg {
+    int id;        /* client number */
+    long status;   /* answer's status */
+    char code[40]; /* its problem code, or "" */
+    double secs;   /* how long it took */
+};
+
+static void *tm_client(void *p) {
+    struct tm_arg *a = p;
+    char path[64];
+    snprintf(path, sizeof path, "/v1/ids/frozen-%d", a->id);
+    struct h_resp r = h_http("POST", tm_gw.port, path, NULL, NULL, NULL);
+    a->status = r.status;
+    a->secs = r.seconds;
+    snprintf(a->code, sizeof a->code, "%s", h_jcode(&r) ? h_jcode(&r) : "");
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void test_too_many_namespaces(void) {
+    CHECK_EQ_INT(h_gw_up(&tm_gw, &redis, "--id-namespaces 16 --threads 24 --redis-timeout-ms 8000"),
+                 0);
+    kill(redis.pid, SIGSTOP);
+    pthread_t th[TM_CLIENTS];
+    struct tm_arg args[TM_CLIENTS];
+    /* One at a time: a worker thread that accepted two connections at once
+     * would serve the second only after the first's lease timed out. */
+    for (int i = 0; i < TM_CLIENTS; i++) {
+        args[i] = (struct tm_arg){.id = i};
+        pthread_create(&th[i], NULL, tm_client, &args[i]);
+        h_sleep_ms(100);
+    }
+    for (int i = 0; i < TM_CLIENTS; i++) pthread_join(th[i], NULL);
+    kill(redis.pid, SIGCONT);
+    int full = 0, unavailable = 0, other = 0;
+    for (int i = 0; i < TM_CLIENTS; i++) {
+        if (args[i].status == 503 && strcmp(args[i].code, "too_many_namespaces") == 0) {
+            full++;
+            CHECK(args[i].secs < 3.0); /* at once, not after the Redis timeout */
+        } else if (args[i].status == 503 && strcmp(args[i].code, "backend_unavailable") == 0) {
+            unavailable++;
+        } else {
+            other++;
+            fprintf(stderr, "  client %d: %ld %s\n", i, args[i].status, args[i].code);
+        }
+    }
+    fprintf(stderr, "  %d too_many_namespaces, %d backend_unavailable\n", full, unavailable);
+    CHECK(full >= 1);
+    CHECK_EQ_INT(other, 0);
+    long st = 0;
+    uint64_t id;
+    for (int i = 0; i < 50 && st != 200; i++) { /* Redis back: a new namespace is served */
+        if (take_ids(tm_gw.port, "POST", "thawed", 1, &id, 1, &st) != 1) h_sleep_ms(100);
+    }
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(h_gw_stop(&tm_gw, 5000), 0);
+}
+
+/* 100,000 distinct namespaces through one gateway with room for 64 (the
+ * old cap was 16,384 in a gateway's life): every answer is 200.  Each new
+ * namespace waits for one lease from Redis on its HTTP thread, so the
+ * gateway gets 8 threads and 4 clients keep them busy, each pipelining
+ * HK_DEPTH requests on one plain keep-alive connection (curl would cost
+ * more than the gateway). */
+#define HK_THREADS 4
+#define HK_TOTAL   100000
+#define HK_DEPTH   32
+static struct h_gw hk_gw;
+struct hk_arg {
+    int id;      /* thread number */
+    int answers; /* responses read */
+    int non200;  /* answers other than 200 */
+    int unavail; /* of which 503 */
+};
+
+/* The end of the header block in buf[0..len), or NULL. */
+static char *hk_head_end(char *buf, size_t len) {
+    for (size_t i = 0; i + 4 <= len; i++)
+        if (memcmp(buf + i, "\r\n\r\n", 4) == 0) return buf + i;
+    return NULL;
+}
+
+/* Reads HK_DEPTH-or-fewer (`want`) responses from fd, counting statuses. */
+static int hk_read(int fd, int want, struct hk_arg *a) {
+    static _Thread_local char buf[1 << 16];
+    static _Thread_local size_t have;
+    while (want > 0) {
+        char *end = hk_head_end(buf, have);
+        if (end) {
+            size_t head = (size_t)(end + 4 - buf), body = 0;
+            long st = strtol(buf + 9, NULL, 10);
+            for (char *p = buf; p < end; p++)
+                if (strncasecmp(p, "\nContent-Length:", 16) == 0) body = strtoul(p + 16, NULL, 10);
+            if (have < head + body) goto more;
+            a->answers++;
+            if (st != 200) {
+                if (a->non200++ < 3) fprintf(stderr, "  %.*s\n", (int)(head + body), buf);
+                a->unavail += st == 503;
+            }
+            memmove(buf, buf + head + body, have - head - body);
+            have -= head + body;
+            want--;
+            continue;
+        }
+    more:;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 10000) <= 0) return -1;
+        ssize_t n = recv(fd, buf + have, sizeof buf - have, 0);
+        if (n <= 0) return -1;
+        have += (size_t)n;
+    }
+    return 0;
+}
+
+static void *hk_client(void *p) {
+    struct hk_arg *a = p;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)hk_gw.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        close(fd);
+        return NULL;
+    }
+    char req[HK_DEPTH * 128];
+    for (int i = a->id; i < HK_TOTAL;) {
+        size_t len = 0;
+        int n = 0;
+        for (; n < HK_DEPTH && i < HK_TOTAL; n++, i += HK_THREADS)
+            len += (size_t)snprintf(req + len, sizeof req - len,
+                                    "POST /v1/ids/tenant-%d HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                    "Content-Length: 0\r\n\r\n",
+                                    i);
+        if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len || hk_read(fd, n, a) < 0) break;
+    }
+    close(fd);
+    return NULL;
+}
+
+static void test_hundred_thousand_namespaces(void) {
+    CHECK_EQ_INT(h_gw_up(&hk_gw, &redis, "--id-namespaces 64 --threads 8"), 0);
+    long long t0 = h_now_ms();
+    pthread_t th[HK_THREADS];
+    struct hk_arg args[HK_THREADS];
+    for (int i = 0; i < HK_THREADS; i++) {
+        args[i] = (struct hk_arg){.id = i};
+        CHECK_EQ_INT(pthread_create(&th[i], NULL, hk_client, &args[i]), 0);
+    }
+    int answers = 0, non200 = 0, unavail = 0;
+    for (int i = 0; i < HK_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        answers += args[i].answers;
+        non200 += args[i].non200;
+        unavail += args[i].unavail;
+    }
+    CHECK_EQ_INT(answers, HK_TOTAL);
+    CHECK_EQ_INT(non200, 0);
+    CHECK_EQ_INT(unavail, 0);
+    CHECK(h_metric(&hk_gw, "lockgate_id_namespaces_evicted_total") >= HK_TOTAL - 64);
+    CHECK(h_metric(&hk_gw, "lockgate_id_namespaces") <= 64);
+    fprintf(stderr, "  %d namespaces in %lld ms\n", HK_TOTAL, h_now_ms() - t0);
+    CHECK_EQ_INT(h_gw_stop(&hk_gw, 5000), 0);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
     if (h_redis_start(&redis, 1, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
@@ -872,6 +1170,10 @@ int main(void) {
     RUN(test_many_threads_one_gateway);
     RUN(test_redis_down);
     RUN(test_unique_across_gateways_and_clocks);
+    RUN(test_evict_and_return);
+    RUN(test_interleaved_two_gateways);
+    RUN(test_too_many_namespaces);
+    RUN(test_hundred_thousand_namespaces);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     h_redis_stop(&redis);
     fprintf(stderr, "  ids suite: %lld ms\n", h_now_ms() - t0);

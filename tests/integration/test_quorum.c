@@ -670,6 +670,59 @@ static void test_mutual_exclusion_while_masters_die(void) {
     h_resp_free(&r);
 }
 
+/* Eviction in quorum mode: two more gateways on the same masters, each with
+ * room for 16 namespaces, asked in turn for 40 namespaces, so nearly every
+ * request finds its namespace evicted and leases anew (read a quorum's
+ * marks, claim above them).  No id of a namespace repeats; per gateway and
+ * namespace, ids increase. */
+#define EV_NS     40
+#define EV_ROUNDS 5
+static void test_ids_evicted_namespaces(void) {
+    CHECK(up_ok);
+    if (!up_ok) return;
+    char flags[512];
+    size_t len = 0;
+    for (int i = 1; i < N_MASTERS; i++)
+        len += (size_t)snprintf(flags + len, sizeof flags - len, "--redis redis://127.0.0.1:%d ",
+                                m[i].port);
+    snprintf(flags + len, sizeof flags - len, "--redis-timeout-ms 500 --id-namespaces 16");
+    struct h_gw eg[2];
+    for (int g = 0; g < 2; g++) CHECK_EQ_INT(h_gw_up(&eg[g], &m[0], flags), 0);
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    static uint64_t got[EV_NS][EV_ROUNDS * 2 * 2];
+    uint64_t last[EV_NS][2] = {{0}};
+    int ngot[EV_NS] = {0}, errors = 0, down = 0;
+    for (int round = 0; round < EV_ROUNDS; round++)
+        for (int k = 0; k < EV_NS; k++)
+            for (int j = 0; j < 2; j++) {
+                int g = (k + round + j) % 2, n = 0;
+                uint64_t ids[2];
+                char path[96];
+                snprintf(path, sizeof path, "/v1/ids/q-evict-%d?count=2", k);
+                long st = h_client_do(&cl, "POST", eg[g].port, path, NULL, NULL);
+                if (st != 200 || parse_ids(cl.last.body, ids, &n, 2) < 0 || n != 2 ||
+                    ids[1] <= ids[0] || ids[0] <= last[k][g]) {
+                    errors++;
+                    down += st == 503;
+                    continue;
+                }
+                last[k][g] = ids[1];
+                got[k][ngot[k]++] = ids[0];
+                got[k][ngot[k]++] = ids[1];
+            }
+    CHECK_EQ_INT(errors, 0);
+    CHECK_EQ_INT(down, 0);
+    int dups = 0;
+    for (int k = 0; k < EV_NS; k++) dups += duplicates(got[k], ngot[k]);
+    CHECK_EQ_INT(dups, 0);
+    for (int g = 0; g < 2; g++) {
+        CHECK(h_metric(&eg[g], "lockgate_id_namespaces_evicted_total") >= (EV_NS - 16) * EV_ROUNDS);
+        CHECK_EQ_INT(h_gw_stop(&eg[g], 6000), 0);
+    }
+    h_client_free(&cl);
+}
+
 static void test_clean_stop(void) {
     for (int g = 0; g < 2; g++)
         if (gws[g].pid > 0) CHECK_EQ_INT(h_gw_stop(&gws[g], 6000), 0);
@@ -690,6 +743,7 @@ int main(void) {
     RUN_IF(test_ids_while_masters_restart);
     RUN_IF(test_ids_simultaneous_first_lease);
     RUN_IF(test_mutual_exclusion_while_masters_die);
+    RUN_IF(test_ids_evicted_namespaces);
     RUN(test_clean_stop);
     for (int i = 0; i < N_MASTERS; i++) h_redis_stop(&m[i]);
     fprintf(stderr, "  (%.1f s)\n", (h_now_ms() - t0) / 1000.0);

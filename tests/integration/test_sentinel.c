@@ -231,6 +231,53 @@ static void test_sentinel_finds_master(void) {
     h_resp_free(&r);
 }
 
+/* Eviction in Sentinel mode: a gateway with room for 16 namespaces, asked
+ * in turn for 40, so each comes back evicted and leases anew from the master
+ * the sentinels name: its ids keep increasing, and the master's mark lies
+ * above them. */
+static void test_ids_evicted_namespaces(void) {
+    CHECK(topology_ok);
+    if (!topology_ok) return;
+    char flags[512];
+    int order[3] = {0, 1, 2};
+    sentinel_flags(flags, sizeof flags, order, 3, "--id-namespaces 16");
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &master, flags), 0);
+    if (!g.pid) return;
+    CHECK(wait_ready(&g, 10000) >= 0);
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    unsigned long long last[40] = {0};
+    int errors = 0;
+    for (int round = 0; round < 4; round++)
+        for (int k = 0; k < 40; k++) {
+            char path[64], id[32];
+            snprintf(path, sizeof path, "/v1/ids/s-evict-%d?count=1", k);
+            if (h_client_do(&cl, "POST", g.port, path, NULL, NULL) != 200) {
+                errors++;
+                continue;
+            }
+            cJSON *o = cJSON_ParseWithLength(cl.last.body, cl.last.body_len);
+            cJSON *v = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "ids"), 0);
+            snprintf(id, sizeof id, "%s", cJSON_IsString(v) ? v->valuestring : "0");
+            cJSON_Delete(o);
+            unsigned long long n = strtoull(id, NULL, 10);
+            if (n <= last[k]) errors++;
+            last[k] = n;
+        }
+    CHECK_EQ_INT(errors, 0);
+    CHECK(h_metric(&g, "lockgate_id_namespaces_evicted_total") >= 3 * (40 - 16));
+    /* After the failover test the master is the old replica: ask the first
+     * sentinel that answers who it is. */
+    int port = -1;
+    for (int i = 0; i < 3 && port <= 0; i++) port = h_sentinel_master_port(&sen[i], MASTER_NAME);
+    struct h_redis *now = port == replica.port ? &replica : &master;
+    const char *seq = h_redis_cli(now, "HGET lockgate:id:{s-evict-0} seq");
+    CHECK(port > 0 && seq && strtoull(seq, NULL, 10) >= (last[0] & 0xffffffffULL));
+    h_client_free(&cl);
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+}
+
 static void test_failover_under_load(void) {
     CHECK(topology_ok && gw.pid > 0);
     if (!topology_ok || gw.pid <= 0) return;
@@ -513,6 +560,7 @@ int main(void) {
         RUN(test_failover_under_load);
         RUN(test_first_sentinel_down);
         RUN(test_first_sentinel_frozen);
+        RUN(test_ids_evicted_namespaces);
         RUN(test_clean_stop);
         for (int i = 0; i < 3; i++) h_redis_stop(&sen[i]);
         h_redis_stop(&replica);

@@ -2,6 +2,7 @@
  * a fake lease that keeps its high-water mark in memory exactly as
  * lua/id_lease.lua keeps it in Redis. */
 #include "idgen/idgen.h"
+#include "idgen/idtable.h"
 #include "tests/check.h"
 
 #include <inttypes.h>
@@ -762,6 +763,251 @@ static void test_threads_churn(void) {
     run_threads(20, 1, 5); /* a block lasts 20 calls: leases all the time */
 }
 
+/* ============================================================================
+ * The table of live namespaces (idtable): eviction
+ * ========================================================================= */
+
+/* A Redis of many namespaces: one mark per name "ns-<k>", kept like
+ * id_lease.lua keeps it, so an evicted namespace that comes back continues
+ * above its mark. */
+#define TB_NAMES 512
+struct tb_redis {
+    pthread_mutex_t mu;        /* guards the marks */
+    uint64_t mark[TB_NAMES];   /* last id granted per namespace, 0: none */
+    unsigned leases[TB_NAMES]; /* leases per namespace */
+    _Atomic int64_t now_ms;    /* the gateway's clock */
+    uint32_t sec;              /* Redis's second */
+};
+
+static int tb_index(const char *ns) { return atoi(ns + 3) % TB_NAMES; }
+
+static int64_t tb_now(void *ctx) { return atomic_load(&((struct tb_redis *)ctx)->now_ms); }
+
+static int tb_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
+    struct tb_redis *r = ctx;
+    int k = tb_index(ns);
+    pthread_mutex_lock(&r->mu);
+    uint64_t m = r->mark[k];
+    if (m == 0 || (uint32_t)(m >> 32) < r->sec) {
+        out->second = r->sec;
+        out->first = 0;
+    } else {
+        out->second = (uint32_t)(m >> 32);
+        out->first = (uint32_t)m + 1; /* tests never use up a second */
+    }
+    out->last = out->first + want - 1;
+    r->mark[k] = idgen_pack(out->second, out->last);
+    r->leases[k]++;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+static void tb_init(struct tb_redis *r, struct idtable *t, size_t max) {
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    r->sec = 1000;
+    struct idgen_ops ops = {.now_ms = tb_now, .lease = tb_lease, .ctx = r};
+    CHECK_EQ_INT(idtable_init(t, max, &ops, 1000), 0);
+}
+
+static uint64_t tb_one(struct idtable *t, const char *name) {
+    struct idtable_entry *e = idtable_acquire(t, name);
+    CHECK(e != NULL);
+    if (!e) return 0;
+    CHECK_EQ_STR(e->ns.name, name);
+    uint64_t id = 0;
+    CHECK_EQ_INT(idgen_next(&e->ns, 1, &id), 0);
+    idtable_release(e);
+    return id;
+}
+
+static void test_table_bounds(void) {
+    struct tb_redis r;
+    struct idtable t;
+    struct idgen_ops ops = {.now_ms = tb_now, .lease = tb_lease, .ctx = &r};
+    CHECK_EQ_INT(idtable_init(&t, IDTABLE_MIN - 1, &ops, 1000), -1);
+    CHECK_EQ_INT(idtable_init(&t, IDTABLE_MAX + 1, &ops, 1000), -1);
+    tb_init(&r, &t, IDTABLE_MIN);
+    CHECK(idtable_acquire(&t, "") == NULL);
+    char longname[IDGEN_NAME_MAX + 2];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    CHECK(idtable_acquire(&t, longname) == NULL);
+    /* One name, one entry: asking twice gives the same namespace. */
+    struct idtable_entry *a = idtable_acquire(&t, "ns-1"), *b = idtable_acquire(&t, "ns-1");
+    CHECK(a != NULL && a == b);
+    if (a) idtable_release(a);
+    if (b) idtable_release(b);
+    CHECK_EQ_INT(atomic_load(&t.live), 1);
+    idtable_free(&t);
+}
+
+/* A namespace used, evicted by 16x its bound of others, used again: its ids
+ * keep increasing and none repeats; the table never holds more than max. */
+static void test_table_evict_and_return(void) {
+    struct tb_redis r;
+    struct idtable t;
+    tb_init(&r, &t, 16);
+    uint64_t first = tb_one(&t, "ns-0"), second = tb_one(&t, "ns-0");
+    CHECK(second > first);
+    char name[32];
+    for (int round = 0; round < 3; round++) {
+        for (int k = 1; k < 257; k++) {
+            snprintf(name, sizeof name, "ns-%d", k);
+            tb_one(&t, name);
+            CHECK(atomic_load(&t.live) <= 16);
+        }
+        uint64_t again = tb_one(&t, "ns-0");
+        CHECK(again > second); /* above Redis's mark: the abandoned ids are skipped */
+        second = again;
+    }
+    CHECK(atomic_load(&t.evictions) >= 3 * 256 - 16);
+    CHECK(atomic_load(&t.made) == 16); /* entries are recycled, never more */
+    CHECK(r.leases[0] == 4);           /* one lease per incarnation: it really was evicted */
+    idtable_free(&t);
+}
+
+/* 20,000 names through room for 64: the hash puts more than their share in
+ * some stripes now and then, and those make room themselves; never NULL. */
+static void test_table_many_names(void) {
+    struct tb_redis r;
+    struct idtable t;
+    tb_init(&r, &t, 64);
+    char name[32];
+    int nulls = 0;
+    for (int k = 0; k < 20000; k++) {
+        snprintf(name, sizeof name, "ns-%d", k);
+        struct idtable_entry *e = idtable_acquire(&t, name);
+        if (!e) {
+            nulls++;
+            continue;
+        }
+        CHECK_EQ_STR(e->ns.name, name);
+        idtable_release(e);
+    }
+    CHECK_EQ_INT(nulls, 0);
+    CHECK(atomic_load(&t.live) <= 64);
+    CHECK(atomic_load(&t.made) <= 64);
+    CHECK(atomic_load(&t.evictions) >= 20000 - 64);
+    idtable_free(&t);
+}
+
+/* A recently used namespace gets a second chance; a held one is never
+ * evicted; when every entry is held, a new namespace gets NULL (503), and
+ * gets in once one is let go. */
+static void test_table_held_and_full(void) {
+    struct tb_redis r;
+    struct idtable t;
+    tb_init(&r, &t, 16);
+    struct idtable_entry *held[16];
+    char name[32];
+    for (int k = 0; k < 16; k++) {
+        snprintf(name, sizeof name, "ns-%d", k);
+        held[k] = idtable_acquire(&t, name);
+        CHECK(held[k] != NULL);
+    }
+    CHECK(idtable_acquire(&t, "ns-100") == NULL);
+    CHECK_EQ_INT(atomic_load(&t.evictions), 0);
+    idtable_release(held[5]);
+    struct idtable_entry *e = idtable_acquire(&t, "ns-100");
+    CHECK(e != NULL);
+    if (e) {
+        CHECK_EQ_STR(e->ns.name, "ns-100");
+        CHECK(e == held[5]); /* the only one not held gave way */
+        idtable_release(e);
+    }
+    for (int k = 0; k < 16; k++) {
+        if (k == 5) continue;
+        CHECK_EQ_STR(held[k]->ns.name, (snprintf(name, sizeof name, "ns-%d", k), name));
+        idtable_release(held[k]);
+    }
+    /* ns-1 is used between every new namespace: CLOCK keeps it live. */
+    struct idtable_entry *hot = idtable_acquire(&t, "ns-1");
+    if (hot) idtable_release(hot);
+    for (int k = 200; k < 400; k++) {
+        snprintf(name, sizeof name, "ns-%d", k);
+        tb_one(&t, name);
+        struct idtable_entry *again = idtable_acquire(&t, "ns-1");
+        CHECK(again == hot);
+        if (again) idtable_release(again);
+    }
+    idtable_free(&t);
+}
+
+/* Threads hammer 300 namespaces through a table of 16: every lookup races
+ * with evictions and re-insertions.  Per namespace, each thread sees its ids
+ * increase, and no id is ever handed out twice. */
+#define TT_THREADS 4
+#define TT_OPS     40000
+struct tt_arg {
+    struct idtable *t;
+    unsigned seed;
+    uint64_t (*got)[2]; /* (namespace, id) per op */
+    int bad;            /* acquire failed, wrong name or ids went down */
+};
+
+static void *tt_worker(void *p) {
+    struct tt_arg *a = p;
+    uint64_t last[300] = {0};
+    char name[32];
+    for (int i = 0; i < TT_OPS; i++) {
+        a->seed = a->seed * 1103515245u + 12345u;
+        unsigned k = (a->seed >> 16) % 300;
+        snprintf(name, sizeof name, "ns-%u", k);
+        struct idtable_entry *e = idtable_acquire(a->t, name);
+        uint64_t ids[3];
+        if (!e || strcmp(e->ns.name, name) != 0 || idgen_next(&e->ns, 3, ids) != 0) {
+            fprintf(stderr, "  op %d on %s: %s\n", i, name, !e ? "no entry" : "wrong or failed");
+            a->bad++;
+            a->got[i][0] = 1000 + (uint64_t)i; /* not a namespace: no false duplicate */
+            if (e) idtable_release(e);
+            continue;
+        }
+        idtable_release(e);
+        if (ids[0] <= last[k] || ids[1] <= ids[0] || ids[2] <= ids[1]) a->bad++;
+        last[k] = ids[2];
+        a->got[i][0] = k;
+        a->got[i][1] = ids[0];
+    }
+    return NULL;
+}
+
+static int cmp_pair(const void *x, const void *y) {
+    const uint64_t *a = x, *b = y;
+    return a[0] != b[0] ? (a[0] < b[0] ? -1 : 1) : a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+static void test_table_threads(void) {
+    struct tb_redis r;
+    struct idtable t;
+    tb_init(&r, &t, 16);
+    uint64_t(*all)[2] = calloc((size_t)TT_THREADS * TT_OPS, sizeof *all);
+    CHECK(all != NULL);
+    if (!all) return;
+    struct tt_arg args[TT_THREADS];
+    pthread_t th[TT_THREADS];
+    for (int i = 0; i < TT_THREADS; i++) {
+        args[i] = (struct tt_arg){
+            .t = &t, .seed = 11u + 977u * (unsigned)i, .got = all + (size_t)i * TT_OPS};
+        CHECK_EQ_INT(pthread_create(&th[i], NULL, tt_worker, &args[i]), 0);
+    }
+    for (int i = 0; i < TT_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(args[i].bad, 0);
+    }
+    qsort(all, (size_t)TT_THREADS * TT_OPS, sizeof *all, cmp_pair);
+    size_t dups = 0;
+    for (size_t i = 1; i < (size_t)TT_THREADS * TT_OPS; i++)
+        if (all[i][0] == all[i - 1][0] && all[i][1] == all[i - 1][1]) dups++;
+    CHECK_EQ_INT(dups, 0);
+    CHECK(atomic_load(&t.live) <= 16);
+    CHECK(atomic_load(&t.evictions) > 1000);
+    fprintf(stderr, "  table threads: %llu evictions\n",
+            (unsigned long long)atomic_load(&t.evictions));
+    free(all);
+    idtable_free(&t);
+}
+
 int main(void) {
     RUN(test_pack_unpack);
     RUN(test_parse_decimal);
@@ -778,5 +1024,10 @@ int main(void) {
     RUN(test_failed_lease_fails_waiters);
     RUN(test_threads);
     RUN(test_threads_churn);
+    RUN(test_table_bounds);
+    RUN(test_table_evict_and_return);
+    RUN(test_table_many_names);
+    RUN(test_table_held_and_full);
+    RUN(test_table_threads);
     return check_summary("idgen");
 }

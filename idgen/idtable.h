@@ -1,0 +1,85 @@
+/* idtable.h -- the live id namespaces of one gateway: a bounded table with
+ * eviction of idle ones.
+ *
+ * Pure C like idgen.h: no sockets, no Redis (the lease is in the idgen_ops
+ * given at init), unit-tested in tests/unit/test_idgen.c.
+ *
+ * At most `max` namespaces are live at once.  A new namespace beyond that
+ * takes the place of one not used lately (CLOCK, an approximation of LRU).
+ * An evicted namespace's unused ids are abandoned; when it comes back it
+ * starts from nothing, so its next lease starts above Redis's mark, as after
+ * a gateway restart.  Nothing about a namespace outlives its eviction, so
+ * the table's memory is bounded by `max`, whatever the gateway's lifetime.
+ *
+ * A request on a live namespace takes no lock: a lock-free lookup and one
+ * compare-and-swap on that namespace's own reference count.  See idtable.c
+ * for why memory is never freed under a reader. */
+#ifndef LOCKGATE_IDTABLE_H
+#define LOCKGATE_IDTABLE_H
+
+#include "idgen/idgen.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define IDTABLE_DEFAULT_MAX 16384   /* live namespaces, --id-namespaces */
+#define IDTABLE_MIN         16      /* smallest setting accepted */
+#define IDTABLE_MAX         4194304 /* largest setting accepted */
+
+/* One live (or recyclable) namespace.  Entries are never freed while the
+ * table lives: an evicted one is reused for the next new namespace. */
+struct idtable_entry {
+    _Atomic uint64_t state;           /* (incarnation << 32) | dead bit 31 | references */
+    _Atomic uint64_t hash;            /* hash of the name, for probing and moving */
+    _Atomic uint32_t used;            /* CLOCK bit: set by use, cleared by the hand */
+    struct idtable_entry *next_spare; /* in idtable.spare (dead entries only) */
+    struct idgen_ns ns;               /* the namespace's hand-out state */
+};
+
+/* A stripe of the slot array: inserts and evictions in it hold its mutex. */
+struct idtable_shard {
+    pthread_mutex_t mu; /* guards this stripe's slots against writers */
+    size_t count;       /* live entries in the stripe (under mu) */
+    char pad_[64];      /* keeps neighbouring mutexes off one cache line */
+};
+
+struct idtable {
+    size_t max;                            /* live namespaces at most */
+    size_t nslots;                         /* slots, a power of 2, >= 4 * max */
+    size_t shard_slots;                    /* slots per shard, a power of 2 */
+    size_t nshards;                        /* nslots / shard_slots */
+    _Atomic(struct idtable_entry *) *slot; /* linear probing within a shard */
+    struct idtable_shard *shard;           /* nshards stripes */
+    struct idtable_entry *pool;            /* max entries, handed out in order */
+    _Atomic size_t made;                   /* entries of pool taken so far */
+    _Atomic size_t hand;                   /* CLOCK hand over the slots */
+    _Atomic uint64_t evictions;            /* stat: namespaces evicted */
+    _Atomic size_t live;                   /* stat: namespaces in the table */
+    pthread_mutex_t spare_mu;              /* guards spare */
+    struct idtable_entry *spare;           /* dead entries left by lost insert races */
+    struct idgen_ops ops;                  /* given to every namespace */
+    int64_t max_age_ms;                    /* given to every namespace */
+};
+
+/* Set up `t` for at most `max` (IDTABLE_MIN..IDTABLE_MAX) live namespaces;
+ * ops and max_age_ms are passed to idgen_ns_init.  Aborts on out of memory
+ * (with one line).  Returns 0, or -1 when an argument is out of range. */
+int idtable_init(struct idtable *t, size_t max, const struct idgen_ops *ops, int64_t max_age_ms);
+
+/* Find or add namespace `name` (1..IDGEN_NAME_MAX bytes) and hold it: it is
+ * not evicted until idtable_release(e).  Returns the entry (use &e->ns), or
+ * NULL when every live namespace is held by a request in flight, so none
+ * can give way, or the name is not 1..IDGEN_NAME_MAX bytes.  Never waits on
+ * another namespace's lease; a new namespace may wait for a stripe mutex
+ * held only for a few slot writes. */
+struct idtable_entry *idtable_acquire(struct idtable *t, const char *name);
+
+/* Let go of what idtable_acquire returned. */
+void idtable_release(struct idtable_entry *e);
+
+/* Release everything; no thread may use the table any more. */
+void idtable_free(struct idtable *t);
+
+#endif
