@@ -34,6 +34,8 @@ static const struct {
     {CODE_SHUTTING_DOWN,       "shutting_down",       503},
     {CODE_UNAUTHORIZED,        "unauthorized",        401},
     {CODE_NOT_IMPLEMENTED,     "not_implemented",     501},
+    {CODE_INVALID_REQUEST,     "invalid_request",     400},
+    {CODE_NOT_ACCEPTABLE,      "not_acceptable",      406},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
