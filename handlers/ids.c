@@ -209,9 +209,9 @@ static struct idgen_ns *ns_get(const char *name) {
 
 /* ---- handlers -------------------------------------------------------------------- */
 
+/* Chosen before the handler from the route's types and Accept (accept.h). */
 static int wants_text(struct gw_request *req) {
-    const char *accept = http_header(req, "Accept");
-    return accept && strstr(accept, "text/plain") && !strstr(accept, "application/json");
+    return req->media && strcmp(req->media, "text/plain") == 0;
 }
 
 void ids_next(struct gw_request *req) {
