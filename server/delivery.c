@@ -2,8 +2,12 @@
  *
  * The evidence is the socket's own: SIOCOUTQ is the number of bytes written
  * and not yet acknowledged (write_seq - snd_una), and TCP_INFO's state is
- * TCP_CLOSE once a reset came in.  Zero unacknowledged bytes: delivered.
- * Closed with bytes unacknowledged: reset, not delivered.  A timerfd ticks
+ * TCP_CLOSE once a reset came in.  At most one unacknowledged byte:
+ * delivered -- that byte is our FIN once libmicrohttpd has closed (a
+ * client whose TCP took the whole answer and then reset instead of
+ * acknowledging the FIN did get the answer), and an answer is never split
+ * so that only its last byte is left.  Closed with more unacknowledged:
+ * the answer met a closed socket, not delivered.  A timerfd ticks
  * every WATCH_TICK_MS on the loop until one of the two, or the deadline.
  * Watches are rare (only grants answered after the client's FIN), so one
  * timerfd each is simpler than a shared timer list. */
@@ -44,11 +48,14 @@ int delivery_peer_shut(int fd) {
 /* 1 delivered, 0 reset, -1 not known yet. */
 static int judge(struct watch *w) {
     int outq = 0;
-    if (ioctl(w->fd, SIOCOUTQ, &outq) < 0 || outq == 0) return 1;
+    if (ioctl(w->fd, SIOCOUTQ, &outq) < 0 || outq <= 1) return 1;
     struct tcp_info ti;
     socklen_t len = sizeof ti;
-    if (getsockopt(w->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE)
+    if (getsockopt(w->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE) {
+        log_info("delivery: reset with %d bytes unacknowledged (%lld ms into the watch)", outq,
+                 (long long)(loop_now_ms() - (w->deadline_ms - DELIVERY_WATCH_MS)));
         return 0;
+    }
     return loop_now_ms() >= w->deadline_ms ? 1 : -1;
 }
 

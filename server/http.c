@@ -121,14 +121,15 @@ static void request_free(struct gw_request *req) {
 
 /* ---- the end of a request ----------------------------------------------------- */
 
-static void give_back(struct gw_request *req) {
+static void give_back(struct gw_request *req, const char *why) {
+    log_info("http: giving back '%s': %s", req->name ? req->name : "?", why);
     metrics_inc(M_GIVEN_BACK, 1);
     req->on_undelivered(req);
 }
 
 static void on_delivery(void *arg, int delivered) {
     struct gw_request *req = arg;
-    if (!delivered) give_back(req);
+    if (!delivered) give_back(req, "the client's TCP reset the answer");
     request_free(req);
 }
 
@@ -141,7 +142,8 @@ static void request_end(struct gw_request *req, int delivered, int fd) {
     if (req->dispatched) atomic_fetch_sub(&in_flight, 1);
     req->conn = NULL;
     if (req->on_undelivered && !delivered) {
-        give_back(req);
+        give_back(req,
+                  req->sent ? "the answer could not be sent" : "the client left before the answer");
     } else if (req->on_undelivered && delivery_peer_shut(fd)) {
         delivery_watch(fd, on_delivery, req);
         return;
