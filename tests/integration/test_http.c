@@ -617,5 +617,5 @@ int main(void) {
     RUN(test_pipelined_quorum_mode);
     CHECK_EQ_INT(h_gw_stop(&gw, 8000), 0);
     h_redis_stop(&redis);
-    return check_summary("test_http");
+    return check_summary("http");
 }

@@ -53,5 +53,5 @@ int main(void) {
     RUN(test_most_specific_range_wins);
     RUN(test_nothing_acceptable);
     RUN(test_bad_elements_are_skipped);
-    return check_summary("test_accept");
+    return check_summary("accept");
 }
