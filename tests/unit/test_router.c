@@ -137,7 +137,8 @@ static void test_allow_list_bounded(void) {
         "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "SEARCH", "REPORT",  "CHECKOUT", "MERGE"};
     enum { N = sizeof methods / sizeof methods[0] };
     struct gw_route many[N];
-    for (int i = 0; i < N; i++) many[i] = (struct gw_route){.method = methods[i], .path = "/r/{x}", .handler = h};
+    for (int i = 0; i < N; i++)
+        many[i] = (struct gw_route){.method = methods[i], .path = "/r/{x}", .handler = h};
     struct route_match m;
     memset(&m, 0x5a, sizeof m);
     CHECK_EQ_INT(router_match(many, N, "BREW", "/r/1", &m), ROUTER_BAD_METHOD);
