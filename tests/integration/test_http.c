@@ -619,6 +619,17 @@ static void test_pipelined_sentinel_acks(void) {
                  "--replica-ack-timeout-ms 2000",
                  sen.port);
         CHECK_EQ_INT(h_gw_up(&g, &m, flags), 0);
+        /* Ready once the sentinel has named the master and the replica
+         * acknowledges: until then an acquire is 503. */
+        long st = 0;
+        for (long long end = h_now_ms() + 20000; st != 201 && h_now_ms() < end;) {
+            struct h_resp r =
+                h_http("POST", g.port, "/v1/locks/sentinel-ready", NULL, "{\"ttl_ms\":1000}", NULL);
+            st = r.status;
+            h_resp_free(&r);
+            if (st != 201) h_sleep_ms(200);
+        }
+        CHECK_EQ_INT(st, 201);
         pipelined_mix(g.port, "sentinel", 0);
         pipelined_mix(g.port, "sentinel", 1);
         CHECK_EQ_INT(h_gw_stop(&g, 8000), 0);
