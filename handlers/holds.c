@@ -183,6 +183,17 @@ static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long
                        req->name, state);
 }
 
+/* What an undelivered grant undoes: a new hold, or one level of a lock's
+ * re-entry (release.lua takes one level).  A permit's re-entry is not
+ * undone: releasing a permit ends the whole hold, which an earlier,
+ * delivered answer gave.  The same whether the server made the token or
+ * the client chose it (openapi.yaml, Lock-Token): each undelivered grant
+ * is undone exactly once, so a retry with the same token that arrives
+ * before the give-back re-enters and is left holding one level. */
+static int gives_back(const struct hold_call *hc, long long verdict) {
+    return verdict == 1 || (verdict == 2 && hc->kind != HOLD_PERMIT);
+}
+
 /* The client will never learn it got the lock: give it back. */
 static void release_undelivered(struct gw_request *req) {
     struct hold_call *hc = req->ctx;
@@ -214,7 +225,7 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     }
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == 1 ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
-    if (verdict == 1) req->on_undelivered = release_undelivered;
+    if (gives_back(hc, verdict)) req->on_undelivered = release_undelivered;
     reply_json(req, verdict == 1 ? 201 : 200, o);
 }
 
@@ -263,7 +274,10 @@ static void on_verdict(struct hold_call *hc, long long verdict, const long long 
     }
     if (hc->waited && http_client_gone(req)) {
         /* It left while this attempt was on its way: it must not hold. */
-        release_undelivered(req);
+        if (gives_back(hc, verdict)) {
+            release_undelivered(req);
+            metrics_inc(M_GIVEN_BACK, 1);
+        }
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         reply_problem(req, CODE_LOCK_BUSY, "the client went away while waiting");
         return;

@@ -184,9 +184,9 @@ int ids_init(const struct gw_config *cfg) {
 
 /* ---- handlers -------------------------------------------------------------------- */
 
+/* Chosen before the handler from the route's types and Accept (accept.h). */
 static int wants_text(struct gw_request *req) {
-    const char *accept = http_header(req, "Accept");
-    return accept && strstr(accept, "text/plain") && !strstr(accept, "application/json");
+    return req->media && strcmp(req->media, "text/plain") == 0;
 }
 
 void ids_next(struct gw_request *req) {

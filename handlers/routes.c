@@ -3,25 +3,34 @@
 #include "handlers/routes.h"
 #include "handlers/handlers.h"
 
+/* The media types a route answers in (accept.h), preferred first. */
+static const char *const JSON[] = {"application/json", NULL};
+static const char *const JSON_TEXT[] = {"application/json", "text/plain", NULL};
+static const char *const TEXT[] = {"text/plain", NULL};
+static const char *const YAML[] = {"application/yaml", NULL};
+
+/* One row a route; clang-format would break the rows over 100 columns. */
+// clang-format off
 const struct gw_route gw_routes[] = {
-    {.method = "POST",   .path = "/v1/locks/{name}",         .handler = locks_acquire     },
-    {.method = "PATCH",  .path = "/v1/locks/{name}",         .handler = locks_extend      },
-    {.method = "DELETE", .path = "/v1/locks/{name}",         .handler = locks_release     },
-    {.method = "GET",    .path = "/v1/locks/{name}",         .handler = locks_inspect     },
+    {.method = "POST",   .path = "/v1/locks/{name}",         .handler = locks_acquire,      .produces = JSON},
+    {.method = "PATCH",  .path = "/v1/locks/{name}",         .handler = locks_extend,       .produces = JSON},
+    {.method = "DELETE", .path = "/v1/locks/{name}",         .handler = locks_release,      .produces = JSON},
+    {.method = "GET",    .path = "/v1/locks/{name}",         .handler = locks_inspect,      .produces = JSON},
 
-    {.method = "POST",   .path = "/v1/semaphores/{name}",    .handler = semaphores_acquire},
-    {.method = "PATCH",  .path = "/v1/semaphores/{name}",    .handler = semaphores_extend },
-    {.method = "DELETE", .path = "/v1/semaphores/{name}",    .handler = semaphores_release},
-    {.method = "GET",    .path = "/v1/semaphores/{name}",    .handler = semaphores_inspect},
+    {.method = "POST",   .path = "/v1/semaphores/{name}",    .handler = semaphores_acquire, .produces = JSON},
+    {.method = "PATCH",  .path = "/v1/semaphores/{name}",    .handler = semaphores_extend,  .produces = JSON},
+    {.method = "DELETE", .path = "/v1/semaphores/{name}",    .handler = semaphores_release, .produces = JSON},
+    {.method = "GET",    .path = "/v1/semaphores/{name}",    .handler = semaphores_inspect, .produces = JSON},
 
-    {.method = "POST",   .path = "/v1/ids/{namespace}",      .handler = ids_next          },
-    {.method = "GET",    .path = "/v1/ids/{namespace}",      .handler = ids_next          },
-    {.method = "GET",    .path = "/v1/ids/{namespace}/{id}", .handler = ids_decode        },
+    {.method = "POST",   .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},
+    {.method = "GET",    .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},
+    {.method = "GET",    .path = "/v1/ids/{namespace}/{id}", .handler = ids_decode,         .produces = JSON},
 
-    {.method = "GET",    .path = "/healthz",                 .handler = ops_healthz       },
-    {.method = "GET",    .path = "/readyz",                  .handler = ops_readyz        },
-    {.method = "GET",    .path = "/metrics",                 .handler = ops_metrics       },
-    {.method = "GET",    .path = "/openapi.yaml",            .handler = ops_openapi       },
+    {.method = "GET",    .path = "/healthz",                 .handler = ops_healthz,        .produces = JSON},
+    {.method = "GET",    .path = "/readyz",                  .handler = ops_readyz,         .produces = JSON},
+    {.method = "GET",    .path = "/metrics",                 .handler = ops_metrics,        .produces = TEXT},
+    {.method = "GET",    .path = "/openapi.yaml",            .handler = ops_openapi,        .produces = YAML},
 };
+// clang-format on
 
 const size_t gw_routes_count = sizeof gw_routes / sizeof gw_routes[0];

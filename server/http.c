@@ -8,9 +8,19 @@
  * there when the handler returns, the response is queued at once; if not,
  * the connection is suspended *while holding mu*, and the reply side
  * resumes it.  A request with a Redis call outstanding is therefore always
- * suspended, and libmicrohttpd never frees it under the callback's feet. */
-#define _GNU_SOURCE /* POLLRDHUP */
+ * suspended, and libmicrohttpd never frees it under the callback's feet
+ * -- except in the one poll turn described at on_request's end, which is
+ * why on_completed leaves a request whose reply is still owed to
+ * http_reply_ready (orphaned).
+ *
+ * An answer that grants a hold and cannot be delivered is given back
+ * (req->on_undelivered): when libmicrohttpd ends the request with an error,
+ * and when the client had sent its FIN before the answer went out and its
+ * TCP then resets the connection (delivery.h). */
 #include "server/http.h"
+#include "server/accept.h"
+#include "server/body.h"
+#include "server/delivery.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/reply.h"
@@ -20,7 +30,6 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <netdb.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,13 +79,16 @@ static enum MHD_Result send_reply(struct gw_request *req) {
     return ret;
 }
 
+static void request_end(struct gw_request *req, int delivered, int fd);
+
 void http_reply_ready(struct gw_request *req) {
     pthread_mutex_lock(&req->mu);
     req->done = 1;
-    int resume = req->suspended;
+    int resume = req->suspended, orphaned = req->orphaned;
     req->suspended = 0;
     if (resume) MHD_resume_connection(req->conn);
     pthread_mutex_unlock(&req->mu);
+    if (orphaned) request_end(req, 0, -1);
 }
 
 static struct gw_request *request_new(struct MHD_Connection *conn, const char *url) {
@@ -104,11 +116,62 @@ static void request_free(struct gw_request *req) {
     free(req->name);
     free(req->token);
     pthread_mutex_destroy(&req->mu);
-    if (req->dispatched) atomic_fetch_sub(&in_flight, 1);
     free(req);
 }
 
-/* Routes req and runs its handler, or answers 404/405/413 itself. */
+/* ---- the end of a request ----------------------------------------------------- */
+
+static void give_back(struct gw_request *req, const char *why) {
+    log_info("http: giving back '%s': %s", req->name ? req->name : "?", why);
+    metrics_inc(M_GIVEN_BACK, 1);
+    req->on_undelivered(req);
+}
+
+static void on_delivery(void *arg, int delivered) {
+    struct gw_request *req = arg;
+    if (!delivered) give_back(req, "the client's TCP reset the answer");
+    request_free(req);
+}
+
+/* The request is over for libmicrohttpd (delivered: it wrote the whole
+ * reply).  A grant the client cannot have got is given back; one written
+ * after the client's FIN is watched until its TCP takes it or resets. */
+static void request_end(struct gw_request *req, int delivered, int fd) {
+    if (req->status)
+        metrics_observe_request(req->route, req->status, (now_ns() - req->start_ns) / 1000);
+    if (req->dispatched) atomic_fetch_sub(&in_flight, 1);
+    req->conn = NULL;
+    if (req->on_undelivered && !delivered) {
+        give_back(req,
+                  req->sent ? "the answer could not be sent" : "the client left before the answer");
+    } else if (req->on_undelivered && delivery_peer_shut(fd)) {
+        delivery_watch(fd, on_delivery, req);
+        return;
+    }
+    request_free(req);
+}
+
+/* Picks the route's media type the client's Accept prefers into
+ * req->media, or answers 406 when it accepts none (before the handler
+ * acts: nothing is acquired for an answer the client refuses). */
+static int media_or_reply(struct gw_request *req) {
+    static const char *const json[] = {"application/json", NULL};
+    const char *const *types = gw_routes[req->route].produces;
+    if (!types) types = json;
+    int i = accept_choose(http_header(req, MHD_HTTP_HEADER_ACCEPT), types);
+    if (i >= 0) {
+        req->media = types[i];
+        return GW_OK;
+    }
+    char offered[128] = "";
+    for (int k = 0; types[k]; k++)
+        snprintf(offered + strlen(offered), sizeof offered - strlen(offered), "%s%s", k ? ", " : "",
+                 types[k]);
+    reply_problem(req, CODE_NOT_ACCEPTABLE, "%.200s answers in %s only", req->path, offered);
+    return GW_REPLIED;
+}
+
+/* Routes req and runs its handler, or answers 404/405/406/413 itself. */
 static void dispatch(struct gw_request *req, const char *method) {
     req->dispatched = 1;
     atomic_fetch_add(&in_flight, 1);
@@ -121,7 +184,7 @@ static void dispatch(struct gw_request *req, const char *method) {
                       req->match.allow);
     } else if (req->body_too_large) {
         reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
-    } else {
+    } else if (media_or_reply(req) == GW_OK) {
         gw_routes[req->route].handler(req);
     }
     /* Handlers copy what they need out of the body while they run: a
@@ -132,29 +195,109 @@ static void dispatch(struct gw_request *req, const char *method) {
     req->body = NULL;
 }
 
-/* Content-Length headers seen on a request: how many, whether they
- * disagree, and whether the (first) one passes the cap.  libmicrohttpd
- * rejects non-numeric values itself. */
-struct length_check {
-    int count;
-    int differ;
-    int too_large;
-    char first[32];
+/* What the request's header fields say about its framing and Host, read
+ * once when the headers are in.  libmicrohttpd 0.9.75 frames a body by
+ * Transfer-Encoding when one is present (ignoring Content-Length), reads a
+ * coding list like "gzip, chunked" as a body without end, and takes the
+ * first Host; RFC 9112 wants these refused instead (see framing_problem). */
+struct header_scan {
+    int cl_count;        /* Content-Length fields */
+    int cl_differ;       /* two of them disagree */
+    int cl_too_large;    /* the first passes the cap */
+    char cl_first[32];   /* the first, without leading zeros */
+    int te_count;        /* Transfer-Encoding fields */
+    char te[256];        /* their values, joined with ", " (cut when long) */
+    int host_count;      /* Host fields */
+    int host_bad;        /* a Host value with bytes no uri-host has */
+    int name_whitespace; /* a field name with whitespace ("Host : x") */
 };
 
-static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value) {
-    struct length_check *lc = cls;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 || !value) return MHD_YES;
-    while (*value == '0' && value[1]) value++; /* leading zeros mean nothing */
-    if (lc->count++ == 0) {
-        snprintf(lc->first, sizeof lc->first, "%s", value);
-        lc->too_large = strspn(value, "0123456789") == strlen(value) &&
-                        (strlen(value) > 9 || atol(value) > HTTP_BODY_MAX);
-    } else if (strcmp(lc->first, value) != 0) {
-        lc->differ = 1;
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+    struct header_scan *h = cls;
+    if (!value) value = "";
+    if (strpbrk(key, " \t")) h->name_whitespace = 1;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        while (*value == '0' && value[1]) value++; /* leading zeros mean nothing */
+        if (h->cl_count++ == 0) {
+            snprintf(h->cl_first, sizeof h->cl_first, "%s", value);
+            h->cl_too_large = strspn(value, "0123456789") == strlen(value) &&
+                              (strlen(value) > 9 || atol(value) > HTTP_BODY_MAX);
+        } else if (strcmp(h->cl_first, value) != 0) {
+            h->cl_differ = 1;
+        }
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        size_t used = strlen(h->te);
+        snprintf(h->te + used, sizeof h->te - used, "%s%s", h->te_count++ ? ", " : "", value);
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+        h->host_count++;
+        /* uri-host [":" port]: unreserved, sub-delims, '%', ':', '[', ']' */
+        for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+            if (*p <= ' ' || *p >= 0x7f || strchr("\"#/<>?@\\^`{|}", *p)) h->host_bad = 1;
     }
     return MHD_YES;
+}
+
+/* 1 when the comma-separated coding list is exactly "chunked". */
+static int te_is_chunked(const char *te, int *last_chunked) {
+    const char *last = strrchr(te, ',');
+    last = last ? last + 1 : te;
+    last += strspn(last, " \t");
+    size_t n = strcspn(last, " \t;");
+    *last_chunked =
+        n == 7 && strncasecmp(last, "chunked", 7) == 0 && !last[n + strspn(last + n, " \t")];
+    const char *first = te + strspn(te, " \t");
+    return *last_chunked && first == last;
+}
+
+/* The status a request with these fields gets before anything runs, or 0.
+ * Framing errors close the connection after the answer (the caller adds
+ * Connection: close): what follows on it cannot be told from the body. */
+static int framing_problem(const struct header_scan *h, const char *version, char *why,
+                           size_t why_len, int *close_after) {
+    int http11 = strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
+    *close_after = 1;
+    if (h->te_count) {
+        int last_chunked;
+        int chunked = te_is_chunked(h->te, &last_chunked);
+        if (!http11) {
+            snprintf(why, why_len, "Transfer-Encoding in an %.16s request", version);
+            return 400;
+        }
+        if (h->cl_count) {
+            snprintf(why, why_len, "both Content-Length and Transfer-Encoding frame this body");
+            return 400;
+        }
+        if (!last_chunked) {
+            snprintf(why, why_len, "Transfer-Encoding '%.100s' does not end in chunked", h->te);
+            return 400;
+        }
+        if (!chunked) {
+            snprintf(why, why_len, "transfer coding '%.100s' is not supported (only chunked)",
+                     h->te);
+            return 501;
+        }
+    }
+    if (h->cl_count > 1 && h->cl_differ) {
+        snprintf(why, why_len, "conflicting Content-Length headers");
+        return 400;
+    }
+    *close_after = 0;
+    if (h->name_whitespace) {
+        snprintf(why, why_len, "whitespace between a header field name and its colon");
+        return 400;
+    }
+    if (http11 && h->host_count != 1) {
+        snprintf(why, why_len,
+                 h->host_count ? "more than one Host header"
+                               : "an HTTP/1.1 request needs a Host header");
+        return 400;
+    }
+    if (h->host_bad) {
+        snprintf(why, why_len, "the Host header is not a host[:port]");
+        return 400;
+    }
+    return 0;
 }
 
 /* A reply made before the body is read counts as dispatched. */
@@ -172,16 +315,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req = request_new(conn, url);
         if (!req) return MHD_NO;
         *con_cls = req;
-        struct length_check lc = {0};
-        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_lengths, &lc);
-        if (lc.count > 1 && lc.differ) {
-            /* Two framings of one body: refuse, and close (RFC 9112 6.3). */
+        struct header_scan h = {0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &h);
+        char why[200];
+        int close_after, status = framing_problem(&h, version, why, sizeof why, &close_after);
+        if (status) {
             dispatch_early(req);
-            reply_header(req, "Connection", "close");
-            reply_problem(req, CODE_INVALID_FIELD, "conflicting Content-Length headers");
+            if (close_after) reply_header(req, "Connection", "close");
+            reply_problem(req, status == 501 ? CODE_NOT_IMPLEMENTED : CODE_INVALID_REQUEST, "%s",
+                          why);
             return send_reply(req);
         }
-        if (lc.count && lc.too_large) {
+        if (h.cl_count && h.cl_too_large) {
             req->body_too_large = 1; /* answer before reading it */
             dispatch_early(req);
             reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
@@ -223,6 +368,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (req->sent) return MHD_YES; /* already sent (413) */
         return send_reply(req);
     }
+    if (!req->deferred) {
+        /* Not suspended on the first return without a reply, but on the
+         * next.  libmicrohttpd 0.9.75 leaves a suspended connection's poll
+         * interest as it was when it was suspended, and uses it again on
+         * resume.  Suspended now, that is "read" (left from reading the
+         * request): on resume a client's FIN (a half-close, or the end of
+         * a pipelined batch) is read first, and in this state a read of
+         * EOF closes the connection with the reply unsent -- the lock
+         * granted, nobody told.  Returning without a reply makes it record
+         * "block" (no read), and marks data pending, so it calls again at
+         * once, without waiting in poll; suspended on that call, the
+         * connection is resumed into "block", the reply goes out, and only
+         * then is the FIN read.  Between the two calls the request is not
+         * suspended: see on_completed. */
+        req->deferred = 1;
+        pthread_mutex_unlock(&req->mu);
+        return MHD_YES;
+    }
     req->suspended = 1;
     MHD_suspend_connection(conn);
     pthread_mutex_unlock(&req->mu);
@@ -234,11 +397,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct gw_request *req = *con_cls;
     if (!req) return;
     *con_cls = NULL;
-    if (req->sent && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->on_undelivered)
-        req->on_undelivered(req);
-    if (req->status)
-        metrics_observe_request(req->route, req->status, (now_ns() - req->start_ns) / 1000);
-    request_free(req);
+    /* Closed (the client reset, the gateway stopping) while its reply is
+     * still owed, between on_request's two calls: the callback still has
+     * it, so http_reply_ready ends it. */
+    pthread_mutex_lock(&req->mu);
+    int owed = req->dispatched && !req->done;
+    if (owed) req->orphaned = 1;
+    pthread_mutex_unlock(&req->mu);
+    if (owed) return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    request_end(req, req->sent && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
+                ci ? ci->connect_fd : -1);
 }
 
 /* The path arrives percent-encoded: names are decoded segment by segment
@@ -297,16 +467,20 @@ int http_start(const struct gw_config *cfg) {
 }
 
 int http_client_fd(struct gw_request *req) {
+    pthread_mutex_lock(&req->mu);
     const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
+        req->orphaned ? NULL
+                      : MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = ci ? ci->connect_fd : -1;
+    pthread_mutex_unlock(&req->mu);
+    return fd;
 }
 
 int http_client_gone(struct gw_request *req) {
-    int fd = http_client_fd(req);
-    if (fd < 0) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    pthread_mutex_lock(&req->mu);
+    int orphaned = req->orphaned;
+    pthread_mutex_unlock(&req->mu);
+    return orphaned || delivery_peer_shut(http_client_fd(req));
 }
 
 void http_quiesce(void) {

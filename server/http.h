@@ -40,6 +40,8 @@ struct gw_request {
     int body_too_large;          /* body passed HTTP_BODY_MAX */
     struct cJSON *json;          /* parsed body (body_parse_or_reply) */
     int64_t start_ns;            /* arrival, for the latency histogram */
+    const char *media;           /* the route's type the client accepts best
+                                    (accept.h), chosen before the handler */
 
     /* Filled by handlers: what they copied out of the request, so that a
      * callback on another thread never reads the connection.  name and
@@ -51,7 +53,9 @@ struct gw_request {
     int aux;                     /* a small handler value across a call */
     void (*ctx_free)(void *ctx); /* frees ctx at the end, may be NULL */
     /* Called when the reply could not be delivered (client gone), e.g. to
-     * give back a lock the client will never know it got.  May be NULL. */
+     * give back a lock the client will never know it got.  May be NULL.
+     * It may run on any thread after the connection is gone: it reads
+     * only what the request copied (name, token, ctx). */
     void (*on_undelivered)(struct gw_request *req);
 
     /* The reply, built by reply_* (reply.h). */
@@ -68,6 +72,9 @@ struct gw_request {
     int dispatched;     /* the handler was called */
     int done;           /* a reply is ready */
     int suspended;      /* the connection is suspended, waiting */
+    int deferred;       /* the handler's first return found no reply */
+    int orphaned;       /* libmicrohttpd closed the connection before the
+                           reply was ready: http_reply_ready frees it */
 };
 
 /* Starts serving on cfg's address; returns 0 or -1 (logged). */

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define MAX_ROUTES 32
-static const int statuses[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 501, 503};
+static const int statuses[] = {200, 201, 400, 401, 404, 405, 406, 409, 413, 500, 501, 503};
 #define NSTATUS  (sizeof statuses / sizeof statuses[0])
 #define NBUCKETS 14
 static const double bucket_le_s[NBUCKETS] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
@@ -53,6 +53,8 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
     [M_WAIT_WAKEUPS] = {"lockgate_wait_wakeups_total",     "Waiters woken to try again"          },
     [M_WAIT_TIMEOUTS] = {"lockgate_wait_timeouts_total",    "Waits that ended without the lock"   },
     [M_DEAD_WAITERS] = {"lockgate_dead_waiters_total",     "Dead gateways' queue entries dropped"},
+    [M_GIVEN_BACK] = {"lockgate_given_back_total",
+                         "Grants given back: the client never got the answer"                     },
 };
 
 void metrics_inc(enum metric_counter c, uint64_t n) {

@@ -21,6 +21,7 @@ enum metric_counter {
     M_WAIT_WAKEUPS,     /* waiters woken to retry */
     M_WAIT_TIMEOUTS,    /* waits that ended without the lock */
     M_DEAD_WAITERS,     /* fair-queue entries of dead gateways dropped */
+    M_GIVEN_BACK,       /* grants given back: the client never got the answer */
     M_COUNTER_COUNT
 };
 

@@ -30,6 +30,8 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_UNAUTHORIZED] = {"unauthorized",        401, "Unauthorized"              },
     [CODE_NOT_IMPLEMENTED] = {"not_implemented",     501, "Not implemented"           },
     [CODE_TOO_MANY_NAMESPACES] = {"too_many_namespaces", 503, "Id namespaces all in use"  },
+    [CODE_INVALID_REQUEST] = {"invalid_request",     400, "Malformed HTTP request"    },
+    [CODE_NOT_ACCEPTABLE] = {"not_acceptable",      406, "No acceptable media type"  },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }

@@ -31,6 +31,7 @@ int router_match(const struct gw_route *routes, size_t n, const char *method, co
                  struct route_match *m) {
     int path_seen = 0;
     m->allow[0] = '\0';
+    if (strcmp(method, "HEAD") == 0) method = "GET";
     for (size_t i = 0; i < n; i++) {
         struct route_match tmp;
         if (!path_matches(routes[i].path, path, &tmp)) continue;
@@ -41,9 +42,10 @@ int router_match(const struct gw_route *routes, size_t n, const char *method, co
         }
         size_t used = strlen(m->allow);
         if (!strstr(m->allow, routes[i].method) &&
-            used + strlen(routes[i].method) + 3 < sizeof m->allow) {
+            used + strlen(routes[i].method) + 9 < sizeof m->allow) {
             if (path_seen) strcat(m->allow, ", ");
             strcat(m->allow, routes[i].method);
+            if (strcmp(routes[i].method, "GET") == 0) strcat(m->allow, ", HEAD");
         }
         path_seen = 1;
     }

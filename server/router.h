@@ -15,6 +15,9 @@ struct gw_route {
     const char *method; /* "GET", "POST", ... */
     const char *path;   /* e.g. "/v1/locks/{name}" */
     gw_handler handler; /* called with the whole body accumulated */
+    /* The media types it answers in, preferred first, NULL-terminated
+     * (accept.h); NULL: application/json only. */
+    const char *const *produces;
 };
 
 #define ROUTER_MAX_PARAMS 2
@@ -29,7 +32,9 @@ struct route_match {
 
 /* Returns the index of the matching route, ROUTER_NOT_FOUND when no route
  * has this path, or ROUTER_BAD_METHOD (m->allow lists the methods the path
- * has).  path is the request path without the query string. */
+ * has).  path is the request path without the query string.  HEAD matches
+ * the GET route of the path (RFC 9110 9.3.2), and "HEAD" follows "GET" in
+ * m->allow. */
 int router_match(const struct gw_route *routes, size_t n, const char *method, const char *path,
                  struct route_match *m);
 

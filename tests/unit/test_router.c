@@ -106,16 +106,20 @@ static void test_not_found(void) {
 static void test_bad_method(void) {
     struct route_match m;
     CHECK_EQ_INT(match("PUT", "/v1/locks/x", &m), ROUTER_BAD_METHOD);
-    CHECK_EQ_STR(m.allow, "POST, PATCH, DELETE, GET");
+    CHECK_EQ_STR(m.allow, "POST, PATCH, DELETE, GET, HEAD");
     CHECK_EQ_INT(match("get", "/v1/locks/x", &m),
                  ROUTER_BAD_METHOD); /* methods are case-sensitive */
     CHECK_EQ_INT(match("", "/v1/locks/x", &m), ROUTER_BAD_METHOD);
     CHECK_EQ_INT(match("POST", "/healthz", &m), ROUTER_BAD_METHOD);
-    CHECK_EQ_STR(m.allow, "GET");
+    CHECK_EQ_STR(m.allow, "GET, HEAD");
     CHECK_EQ_INT(match("DELETE", "/v1/ids/orders", &m), ROUTER_BAD_METHOD);
-    CHECK_EQ_STR(m.allow, "POST, GET");
+    CHECK_EQ_STR(m.allow, "POST, GET, HEAD");
     CHECK_EQ_INT(match("POST", "/v1/ids/orders/12", &m), ROUTER_BAD_METHOD);
-    CHECK_EQ_STR(m.allow, "GET");
+    CHECK_EQ_STR(m.allow, "GET, HEAD");
+    /* HEAD is served by the path's GET route (RFC 9110 9.3.2). */
+    CHECK_EQ_INT(match("HEAD", "/healthz", &m), match("GET", "/healthz", &m));
+    CHECK(match("HEAD", "/v1/locks/x", &m) >= 0);
+    CHECK_EQ_INT(match("HEAD", "/v1/locks/x", &m), match("GET", "/v1/locks/x", &m));
     /* A 400-byte method, and one that is a prefix of a real one. */
     char longm[401];
     memset(longm, 'X', 400);
@@ -133,12 +137,13 @@ static void test_allow_list_bounded(void) {
         "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "SEARCH", "REPORT",  "CHECKOUT", "MERGE"};
     enum { N = sizeof methods / sizeof methods[0] };
     struct gw_route many[N];
-    for (int i = 0; i < N; i++) many[i] = (struct gw_route){methods[i], "/r/{x}", h};
+    for (int i = 0; i < N; i++)
+        many[i] = (struct gw_route){.method = methods[i], .path = "/r/{x}", .handler = h};
     struct route_match m;
     memset(&m, 0x5a, sizeof m);
     CHECK_EQ_INT(router_match(many, N, "BREW", "/r/1", &m), ROUTER_BAD_METHOD);
     CHECK(strlen(m.allow) < sizeof m.allow);
-    CHECK(strncmp(m.allow, "GET, POST, PUT, PATCH", 21) == 0);
+    CHECK(strncmp(m.allow, "GET, HEAD, POST, PUT, PATCH", 27) == 0);
     CHECK(strstr(m.allow, ", GET") == NULL); /* GET is listed once */
     /* Whatever fits is a clean list: no dangling separator. */
     size_t n = strlen(m.allow);
@@ -151,8 +156,8 @@ static void test_edges(void) {
     struct route_match m;
     CHECK_EQ_INT(router_match(table, 0, "GET", "/healthz", &m), ROUTER_NOT_FOUND);
     const struct gw_route two[] = {
-        {"GET", "/{a}/{b}", h},
-        {"GET", "/{a}",     h}
+        {.method = "GET", .path = "/{a}/{b}", .handler = h},
+        {.method = "GET", .path = "/{a}",     .handler = h}
     };
     CHECK_EQ_INT(router_match(two, 2, "GET", "/x/y", &m), 0);
     CHECK_EQ_STR(param(&m, 0), "x");
