@@ -146,7 +146,7 @@ static void dequeued_all(void *arg, const struct redis_result *res, int n) {
 /* A fair waiter that stops waiting leaves the queue at once, so the next
  * one never waits for its deadline. */
 static void leave_queue(struct hold_call *hc) {
-    if (!hc->fair || !hc->waited) return;
+    if (!hc->queued) return;
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
     const char *argv[] = {k.hash,   k.queue, k.qdead, hc->waiter_id, redis_release_channel(),
@@ -189,9 +189,12 @@ static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long
  * delivered answer gave.  The same whether the server made the token or
  * the client chose it (openapi.yaml, Lock-Token): each undelivered grant
  * is undone exactly once, so a retry with the same token that arrives
- * before the give-back re-enters and is left holding one level. */
+ * before the give-back re-enters and is left holding one level.  In
+ * quorum mode a re-entry is not undone either: the release would go to
+ * every master, also to those that did not take the level, and end the
+ * hold there. */
 static int gives_back(const struct hold_call *hc, long long verdict) {
-    return verdict == 1 || (verdict == 2 && hc->kind != HOLD_PERMIT);
+    return verdict == 1 || (verdict == 2 && hc->kind != HOLD_PERMIT && !QUORUM);
 }
 
 /* The client will never learn it got the lock: give it back. */
@@ -240,6 +243,7 @@ static void on_verdict(struct hold_call *hc, long long verdict, const long long 
     }
     int64_t now = loop_now_ms();
     if (hc->waited && verdict != 0) metrics_observe_wait((now - hc->start_ms) * 1000);
+    if (verdict == -3 || verdict == -4) leave_queue(hc); /* other masters may have queued it */
     if (verdict == -3) {
         reply_problem(req, CODE_MODE_MISMATCH, "this token holds lock '%s' in the other mode",
                       req->name);
@@ -438,7 +442,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         on_verdict(hc, v[0], v, NULL);
         return;
     }
-    if (granted > 0) release_undelivered(hc->req); /* give back what we got */
+    /* Give back what we got (a re-entry's level is left, as in gives_back). */
+    if (granted > 0 && !reentered) release_undelivered(hc->req);
     if (answered < q) {
         char why[160];
         snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
@@ -528,6 +533,9 @@ static void attempt(struct hold_call *hc) {
     snprintf(delay, sizeof delay, "%lld", hc->lock_delay_ms);
     snprintf(limit, sizeof limit, "%lld", hc->limit);
     snprintf(left, sizeof left, "%lld", wait_left);
+    /* Queued in Redis by this attempt if it finds the name busy; in quorum
+     * mode some masters may queue it while others grant. */
+    if (hc->fair && hc->wait_ms > 0) hc->queued = 1;
     const char *argv[] = {k.hash,
                           k.queue,
                           k.qdead,

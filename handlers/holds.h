@@ -35,6 +35,7 @@ struct hold_call {
     char kind;               /* enum hold_kind */
     int fair;                /* queue in Redis, first come first served */
     int waited;              /* it was parked at least once */
+    int queued;              /* an attempt went with its waiter id: it may be queued */
     int acks_wanted;         /* replicas that must have the write, 0 off */
     long long ttl_ms;        /* lease length */
     long long wait_ms;       /* how long it may wait, 0 = try once */

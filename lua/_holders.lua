@@ -85,8 +85,12 @@ local function load(key, flat)
       end
     elseif f == 'm' then st.mfield = v
     elseif f == 'lim' then st.limit = tonumber(v)
-    elseif f == 'dl' then if tonumber(v) > st.dl then st.dl = tonumber(v) end
-    elseif f == 'w' then st.w = tonumber(v)
+    elseif f == 'dl' then
+      st.dlfield = tonumber(v)
+      if st.dlfield > st.dl then st.dl = st.dlfield end
+    elseif f == 'w' then
+      st.w = tonumber(v)
+      st.wfield = st.w
     elseif f == 'f' then
       st.ffield = tonumber(v)
       if st.ffield > st.lastfence then st.lastfence = st.ffield end
@@ -96,7 +100,10 @@ local function load(key, flat)
     -- A dead holder may have carried the last fence: f keeps it.
     redis.call('HDEL', key, unpack(dead))
     local keep = {}
-    if st.dl > now then keep = {'dl', st.dl} end
+    if st.dl > now then
+      keep = {'dl', st.dl}
+      st.dlfield = st.dl
+    end
     if st.lastfence > st.maxfence and st.lastfence > st.xfence and st.ffield ~= st.lastfence then
       keep[#keep + 1], keep[#keep + 2] = 'f', int(st.lastfence)
       st.ffield = st.lastfence
@@ -145,6 +152,10 @@ local function save_ttl(key, st, gone)
   end
   local del = {}
   if gone then del[#del + 1] = gone end
+  -- A waiter mark or lock-delay gone by is dropped, so the hash can go
+  -- back to the fast paths' shape (only x).
+  if st.wfield and st.wfield <= now and st.w <= now then del[#del + 1] = 'w' end
+  if st.dlfield and st.dlfield <= now then del[#del + 1] = 'dl' end
   if st.alive == 0 then
     if st.mfield then del[#del + 1] = 'm' end
     if st.limit > 0 then del[#del + 1] = 'lim' end

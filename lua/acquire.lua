@@ -25,7 +25,7 @@
 -- and restarts.
 --@include _layout.lua
 --@include _clock.lua
-local token, ttl = ARGV[1], tonumber(ARGV[2])
+local token, ttl = ARGV[1], ARGV[2] + 0
 local flat = redis.call('HGETALL', KEYS[1])
 
 -- Fast path: the short form on a name nobody holds, with no lock-delay

@@ -285,6 +285,24 @@ static void test_hash_layout(void) {
     free(ta);
 }
 
+/* A waiter mark gone by is dropped by the next call that rewrites the hash,
+ * so a name that once had a waiter goes back to the fast paths' shape (only
+ * x): the Redis cost in bench/RESULTS.md holds for it too. */
+static void test_stale_marks_dropped(void) {
+    char *t = acquire("/v1/locks/stale", NULL, "{\"ttl_ms\":5000}", 201);
+    struct h_resp r = H("POST", "/v1/locks/stale", NULL, "{\"wait_ms\":100}");
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    CHECK_EQ_STR(h_redis_cli(&redis, "HEXISTS lockgate:lock:{stale} w"), "1");
+    h_sleep_ms(150);
+    r = H("DELETE", "/v1/locks/stale", t, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_STR(h_redis_cli(&redis, "HEXISTS lockgate:lock:{stale} w"), "0");
+    CHECK_EQ_INT(hlen("lockgate:lock:{stale}"), 1);
+    free(t);
+}
+
 /* A released hash expires by itself FENCE_KEEP_MS (10 s) after the lease
  * would have ended, or, for a long lease, 10 s after the release. */
 static void test_release_expiry(void) {
@@ -663,6 +681,7 @@ int main(void) {
     RUN(test_not_yet_offered);
     RUN(test_body_too_large);
     RUN(test_hash_layout);
+    RUN(test_stale_marks_dropped);
     RUN(test_release_expiry);
     RUN(test_fence_survives_redis_restart);
     RUN(test_redis_auth_db_prefix);

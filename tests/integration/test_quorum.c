@@ -198,6 +198,31 @@ static void test_basics(void) {
  * 2-3. Two masters down, then three
  * ========================================================================= */
 
+/* A fair waiter granted on its first attempt by a quorum leaves no queue
+ * entry on the master that said busy: it would hold up that master's queue
+ * until its deadline (review of issue 23). */
+static void test_fair_first_attempt_leaves_no_entry(void) {
+    CHECK(up_ok);
+    if (!up_ok) return;
+    struct h_gw one = {0}; /* single mode on the last master only */
+    CHECK_EQ_INT(h_gw_up(&one, &m[N_MASTERS - 1], NULL), 0);
+    struct h_resp r =
+        h_http("POST", one.port, "/v1/locks/q-fairq", NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = h_http("POST", gws[0].port, "/v1/locks/q-fairq", NULL,
+               "{\"ttl_ms\":5000,\"wait_ms\":3000,\"fair\":true}", NULL);
+    CHECK_EQ_INT(r.status, 201); /* four of five masters granted */
+    h_resp_free(&r);
+    long long queued = -1;
+    for (int i = 0; i < 50 && queued != 0; i++) {
+        queued = atoll(h_redis_cli(&m[N_MASTERS - 1], "ZCARD " PREFIX_KEY "{q-fairq}:q"));
+        if (queued != 0) h_sleep_ms(20);
+    }
+    CHECK_EQ_INT(queued, 0);
+    CHECK_EQ_INT(h_gw_stop(&one, 5000), 0);
+}
+
 static void test_two_down(void) {
     CHECK(up_ok);
     if (!up_ok) return;
@@ -737,6 +762,7 @@ int main(void) {
         if (!only || strstr(#fn, only)) RUN(fn); \
     } while (0)
     RUN_IF(test_basics);
+    RUN_IF(test_fair_first_attempt_leaves_no_entry);
     RUN_IF(test_two_down);
     RUN_IF(test_three_down);
     RUN_IF(test_fences_across_majorities);
