@@ -97,14 +97,24 @@ int h_free_port(void) {
     return ntohs(a.sin_port);
 }
 
-static int port_open(int port) {
+int h_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int port_open(int port) {
+    int fd = h_connect(port);
+    if (fd < 0) return 0;
     close(fd);
-    return ok;
+    return 1;
 }
 
 /* Runs argv (via sh -c cmd) with stdout/stderr to logfile; returns pid. */
@@ -378,16 +388,10 @@ const char *h_jstr(struct h_resp *r, const char *key) {
 const char *h_jcode(struct h_resp *r) { return h_jstr(r, "code"); }
 
 size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int timeout_ms) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     size_t got = 0;
     out[0] = '\0';
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return 0;
-    }
+    int fd = h_connect(port);
+    if (fd < 0) return 0;
     size_t sent = 0;
     while (sent < len) {
         ssize_t w = send(fd, (const char *)data + sent, len - sent, MSG_NOSIGNAL);

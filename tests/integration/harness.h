@@ -84,6 +84,8 @@ const char *h_token(struct h_resp *r);
 
 /* Sends raw bytes on a new connection and returns what came back (up to
  * cap bytes in out, NUL-terminated) within timeout_ms. */
+/* A TCP connection to 127.0.0.1:port, or -1. */
+int h_connect(int port);
 size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int timeout_ms);
 
 /* Milliseconds since an arbitrary start, monotonic. */

@@ -667,18 +667,6 @@ static void test_redis_down_at_start(void) {
  * 7. Waiters: a client gone mid-wait, and SIGTERM while waiting
  * ========================================================================= */
 
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Waiters whose clients hang up are dropped at once, and none of them
  * takes the lock when it is released: a fresh client gets it. */
 static void test_client_gone_mid_wait(void) {
@@ -704,7 +692,7 @@ static void test_client_gone_mid_wait(void) {
              "Content-Length: %zu\r\n\r\n%s",
              strlen(body), body);
     for (int i = 0; i < N; i++) {
-        fds[i] = raw_connect(gw.port);
+        fds[i] = h_connect(gw.port);
         CHECK(fds[i] >= 0);
         if (fds[i] >= 0)
             CHECK(send(fds[i], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));

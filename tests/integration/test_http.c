@@ -24,18 +24,6 @@ static struct h_gw gw;
  * Raw connections and a small response reader
  * ========================================================================= */
 
-static int conn_open(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Sends s and closes, the FIN in the same segment as the request's last
  * bytes (TCP_CORK holds the data until close flushes both): the client is
  * gone before the gateway can answer.  A client that closes after the
@@ -196,7 +184,7 @@ static void pipelined_mix(int port, const char *tag, int half_close) {
                   200, 200, 200, 404, 200, 404, 201};
     enum { N = sizeof want / sizeof want[0] };
 
-    int fd = conn_open(port);
+    int fd = h_connect(port);
     CHECK(fd >= 0);
     if (fd < 0) return;
     send_all(fd, req);
@@ -242,7 +230,7 @@ static void test_pipelined_twenty(void) {
         else
             add_req(req, "POST", path, NULL, "{\"ttl_ms\":2000}");
     }
-    int fd = conn_open(gw.port);
+    int fd = h_connect(gw.port);
     send_all(fd, req);
     struct batch b;
     read_batch(fd, 20, 0, 10000, &b);
@@ -269,7 +257,7 @@ static void test_hangups_leave_no_holder(void) {
         char req[512] = "", path[64];
         snprintf(path, sizeof path, "/v1/locks/gone-%d", i);
         add_req(req, "POST", path, NULL, "{\"ttl_ms\":60000}");
-        int fd = conn_open(gw.port);
+        int fd = h_connect(gw.port);
         if (fd < 0) continue;
         send_and_hang_up(fd, req);
     }
@@ -307,7 +295,7 @@ static void test_hangups_other_kinds(void) {
     for (int i = 0; i < 4; i++) {
         char req[512] = "";
         add_req(req, "POST", reqs[i][0], reqs[i][1], reqs[i][2]);
-        int fd = conn_open(gw.port);
+        int fd = h_connect(gw.port);
         send_and_hang_up(fd, req);
     }
     long long after = before;
@@ -332,7 +320,7 @@ static void test_half_close_answered(void) {
     long long before = h_metric(&gw, "lockgate_given_back_total");
     char req[512] = "";
     add_req(req, "POST", "/v1/locks/half", NULL, "{\"ttl_ms\":30000}");
-    int fd = conn_open(gw.port);
+    int fd = h_connect(gw.port);
     send_all(fd, req);
     shutdown(fd, SHUT_WR);
     struct batch b;
@@ -351,7 +339,7 @@ static void test_half_close_answered(void) {
     char req2[512] = "";
     add_req(req2, "GET", "/v1/locks/half", NULL, NULL);
     add_req(req2, "POST", "/v1/locks/half", NULL, "{\"ttl_ms\":1000,\"wait_ms\":5000}");
-    fd = conn_open(gw.port);
+    fd = h_connect(gw.port);
     send_all(fd, req2);
     shutdown(fd, SHUT_WR);
     read_batch(fd, 2, 0, 8000, &b);
@@ -371,7 +359,7 @@ static void test_cl_and_te_not_smuggled(void) {
                       "0\r\n\r\n"
                       "POST /v1/locks/smuggled HTTP/1.1\r\nHost: test\r\n"
                       "Content-Length: 16\r\n\r\n{\"ttl_ms\":60000}";
-    int fd = conn_open(gw.port);
+    int fd = h_connect(gw.port);
     send_all(fd, req);
     struct batch b;
     read_batch(fd, 2, 0, 3000, &b);
@@ -403,7 +391,7 @@ static void test_transfer_codings(void) {
                  "10\r\n{\"ttl_ms\":60000}\r\n0\r\n\r\n"
                  "GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n",
                  i, cases[i].te);
-        int fd = conn_open(gw.port);
+        int fd = h_connect(gw.port);
         send_all(fd, req);
         struct batch b;
         read_batch(fd, 2, 0, 3000, &b);
@@ -419,7 +407,7 @@ static void test_transfer_codings(void) {
     const char *ok =
         "POST /v1/locks/te-ok HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: Chunked\r\n\r\n"
         "10\r\n{\"ttl_ms\":60000}\r\n0\r\n\r\n";
-    int fd = conn_open(gw.port);
+    int fd = h_connect(gw.port);
     send_all(fd, ok);
     struct batch b;
     read_batch(fd, 1, 0, 3000, &b);
@@ -428,7 +416,7 @@ static void test_transfer_codings(void) {
     /* HTTP/1.0 has no Transfer-Encoding. */
     const char *old = "POST /v1/locks/te-10 HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"
                       "10\r\n{\"ttl_ms\":60000}\r\n0\r\n\r\n";
-    fd = conn_open(gw.port);
+    fd = h_connect(gw.port);
     send_all(fd, old);
     read_batch(fd, 1, 0, 3000, &b);
     close(fd);
@@ -451,7 +439,7 @@ static void test_host(void) {
         {"GET /healthz HTTP/1.0\r\n\r\n",                           200}, /* 1.0 needs none */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int fd = conn_open(gw.port);
+        int fd = h_connect(gw.port);
         send_all(fd, cases[i].req);
         struct batch b;
         read_batch(fd, 1, 0, 3000, &b);
@@ -463,7 +451,7 @@ static void test_host(void) {
     /* A POST without Host acquires nothing. */
     const char *post = "POST /v1/locks/no-host HTTP/1.1\r\nContent-Length: 16\r\n\r\n"
                        "{\"ttl_ms\":60000}";
-    int fd = conn_open(gw.port);
+    int fd = h_connect(gw.port);
     send_all(fd, post);
     struct batch b;
     read_batch(fd, 1, 0, 3000, &b);
@@ -491,7 +479,7 @@ static void test_head(void) {
         char req[1024] = "";
         add_req(req, "HEAD", paths[i], NULL, NULL);
         add_req(req, "GET", paths[i], NULL, NULL);
-        int fd = conn_open(gw.port);
+        int fd = h_connect(gw.port);
         send_all(fd, req);
         struct batch b;
         read_batch(fd, 2, 1u, 5000, &b);
@@ -588,7 +576,7 @@ static void test_pipelined_quorum_mode(void) {
         long long before = h_metric(&g, "lockgate_given_back_total");
         char req[512] = "";
         add_req(req, "POST", "/v1/locks/quorum-gone", NULL, "{\"ttl_ms\":60000}");
-        int fd = conn_open(g.port);
+        int fd = h_connect(g.port);
         send_and_hang_up(fd, req);
         long long n = before;
         for (long long end = h_now_ms() + 5000; h_now_ms() < end && n < before + 1;) {

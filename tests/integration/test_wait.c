@@ -174,23 +174,10 @@ static void sleep_until(long long t) {
 
 /* ---- raw-socket clients --------------------------------------------------------- */
 
-static int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Sends a POST on a new connection and returns the socket (still open for
  * writing: a half-close would count as hanging up), or -1. */
 static int raw_post(int port, const char *path, const char *body) {
-    int fd = raw_connect(port);
+    int fd = h_connect(port);
     if (fd < 0) return -1;
     char req[1024];
     int n = snprintf(req, sizeof req,
