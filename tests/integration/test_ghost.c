@@ -364,6 +364,30 @@ static void test_quorum(void) {
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
 
+
+/* ---- 3b. Sentinel mode: the gateways find the master through a sentinel ------- */
+
+static void test_sentinel_mode(void) {
+    struct h_redis m = {0}, sen = {0};
+    struct h_gw a = {0}, b = {0};
+    int up = h_redis_start(&m, 0, NULL) == 0 &&
+             h_sentinel_start(&sen, &m, "ghostmaster", 1, 1000, 3000) == 0;
+    CHECK(up);
+    char flags[160];
+    snprintf(flags, sizeof flags, "--sentinel 127.0.0.1:%d --sentinel-master ghostmaster",
+             sen.port);
+    up = up && h_gw_up(&a, &m, flags) == 0 && h_gw_up(&b, &m, flags) == 0;
+    CHECK(up);
+    if (up) {
+        /* Both gateways have found the master once both liveness keys are there. */
+        CHECK(wait_cli(&m, "eval \"return #redis.call('keys','lockgate:gw:*')\" 0", "2", 10000));
+        dead_gateway(&k_lock, &m, &a, &b, &m, 1);
+        CHECK_EQ_INT(h_gw_stop(&b, 5000), 0);
+    }
+    h_redis_stop(&sen);
+    h_redis_stop(&m);
+}
+
 /* ---- 4. a gateway frozen with SIGSTOP --------------------------------------------- */
 
 /* Holder H on B.  On A: W1 (fair, long wait) and W2 (fair, 2 s).  A is
@@ -613,6 +637,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_sigstop);
     RUN_SOME(test_redis_restart);
     RUN_SOME(test_quorum);
+    RUN_SOME(test_sentinel_mode);
     RUN_SOME(test_ttl_setting);
     RUN_SOME(test_many_waiters);
     h_gw_stop(&gb, 5000);
