@@ -25,6 +25,21 @@ static struct {
     atomic_ullong seq;                /* waiter ids handed out */
 } V;
 
+static void ignore_one(void *arg, const struct redis_result *res) {}
+static void ignore_all(void *arg, const struct redis_result *res, int n) {}
+
+static void liveness_turn(int64_t now_ms) {
+    if (now_ms < V.next_ms) return;
+    V.next_ms = now_ms + V.period_ms;
+    const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
+    size_t lens[5];
+    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
+    if (redis_nodes() > 1)
+        redis_command_all(5, argv, lens, ignore_all, NULL);
+    else
+        redis_command(5, argv, lens, ignore_one, NULL);
+}
+
 void liveness_init(const struct gw_config *cfg) {
     char t[TOKEN_NEW_LEN + 1];
     token_new(t);
@@ -38,25 +53,11 @@ void liveness_init(const struct gw_config *cfg) {
     size_t lens[5];
     for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
     redis_set_prelude(5, argv, lens);
+    loop_on_turn(liveness_turn);
     log_info("liveness: gateway id %s, key %s, ttl %d ms", V.id, V.key, cfg->liveness_ttl_ms);
 }
 
 void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]) {
     unsigned long long n = atomic_fetch_add_explicit(&V.seq, 1, memory_order_relaxed) + 1;
     snprintf(out, LIVENESS_WAITER_ID_MAX, "%s.%llx", V.id, n);
-}
-
-static void ignore_one(void *arg, const struct redis_result *res) {}
-static void ignore_all(void *arg, const struct redis_result *res, int n) {}
-
-void liveness_turn(int64_t now_ms) {
-    if (now_ms < V.next_ms) return;
-    V.next_ms = now_ms + V.period_ms;
-    const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
-    size_t lens[5];
-    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
-    if (redis_nodes() > 1)
-        redis_command_all(5, argv, lens, ignore_all, NULL);
-    else
-        redis_command(5, argv, lens, ignore_one, NULL);
 }

@@ -18,15 +18,13 @@
 #define LIVENESS_ID_LEN        12 /* characters of a gateway id (72 random bits) */
 #define LIVENESS_WAITER_ID_MAX 32 /* room for a waiter id and its NUL */
 
-/* Makes this gateway's id and key, and registers the key's SET as the
- * first command of every new Redis connection.  Before redis_start. */
+/* Makes this gateway's id and key, registers the key's SET as the first
+ * command of every new Redis connection, and its renewal (when due) as a
+ * loop turn hook.  Before redis_start. */
 void liveness_init(const struct gw_config *cfg);
 
 /* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
  * life; any thread. */
 void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]);
-
-/* Renews the key when it is due (loop thread, early in every turn). */
-void liveness_turn(int64_t now_ms);
 
 #endif

@@ -1,13 +1,13 @@
 /* loop.c -- see loop.h.
  *
- * A turn: wait (until the next waiter's timer, at most 50 ms), renew the
- * gateway's liveness key when due, handle the ready descriptors, run the
+ * A turn: wait (until the next waiter's timer, at most 50 ms), run the
+ * turn hooks (the gateway's liveness key, renewed when due), handle the ready descriptors, run the
  * posted tasks, then let the Redis layer write what the turn queued (one
  * write per connection: auto-pipelining) and check its timeouts, then fire
  * due waiter timers. */
 #include "server/loop.h"
-#include "server/liveness.h"
 #include "common/alloc.h"
+#include "common/fatal.h"
 #include "server/log.h"
 #include "server/redis.h"
 #include "server/waiters.h"
@@ -32,20 +32,27 @@ struct loop_source {
 };
 
 static struct {
-    int epfd;                      /* epoll instance */
-    int evfd;                      /* eventfd: tasks posted or stop */
-    pthread_t thread;              /* the loop thread */
-    atomic_int stop;               /* loop_stop was called */
-    pthread_mutex_t mu;            /* guards the task queue */
-    struct loop_task *head, *tail; /* posted, not yet run */
-    struct loop_source wake;       /* the eventfd's source */
-    int closed;                    /* takes no more tasks (under mu) */
-    void (*stop_fn)(void);         /* last words on the loop thread */
+    int epfd;                                            /* epoll instance */
+    int evfd;                                            /* eventfd: tasks posted or stop */
+    pthread_t thread;                                    /* the loop thread */
+    atomic_int stop;                                     /* loop_stop was called */
+    pthread_mutex_t mu;                                  /* guards the task queue */
+    struct loop_task *head, *tail;                       /* posted, not yet run */
+    struct loop_source wake;                             /* the eventfd's source */
+    int closed;                                          /* takes no more tasks (under mu) */
+    void (*stop_fn)(void);                               /* last words on the loop thread */
+    void (*turn_hooks[LOOP_TURN_HOOKS])(int64_t now_ms); /* loop_on_turn */
+    int nturn_hooks;
 } L;
 
 static _Thread_local int on_loop;
 
 int loop_on_thread(void) { return on_loop; }
+
+void loop_on_turn(void (*fn)(int64_t now_ms)) {
+    if (L.nturn_hooks == LOOP_TURN_HOOKS) fatal("too many loop turn hooks");
+    L.turn_hooks[L.nturn_hooks++] = fn;
+}
 
 int64_t loop_now_ms(void) {
     struct timespec ts;
@@ -144,7 +151,7 @@ static void *loop_main(void *unused) {
         int n = epoll_wait(L.epfd, events, 64, timeout);
         /* First, so that after a stall (SIGSTOP, an overloaded host) the
          * renewal goes out ahead of the waiters' attempts. */
-        liveness_turn(loop_now_ms());
+        for (int h = 0; h < L.nturn_hooks; h++) L.turn_hooks[h](loop_now_ms());
         for (int i = 0; i < n; i++) {
             struct loop_source *s = events[i].data.ptr;
             if (s->dead) {

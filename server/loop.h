@@ -36,6 +36,13 @@ void loop_fd(int fd, uint32_t events, loop_fd_fn fn, void *arg);
 void loop_watch_hangup(int fd, struct waiter *w);
 void loop_unwatch(int fd);
 
+/* Calls fn(now_ms) first thing in every turn, on the loop thread, right
+ * after the wait: the place for work that must go out ahead of the turn's
+ * other writes after a stall (liveness.c).  At most LOOP_TURN_HOOKS, all
+ * before loop_start. */
+#define LOOP_TURN_HOOKS 4
+void loop_on_turn(void (*fn)(int64_t now_ms));
+
 /* 1 on the loop thread, else 0. */
 int loop_on_thread(void);
 

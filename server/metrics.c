@@ -4,8 +4,8 @@
  * and fixed, and the statuses the API uses are a short fixed list, so a flat
  * array of atomics needs no locking and no allocation. */
 #include "server/metrics.h"
+#include "common/fatal.h"
 #include "common/alloc.h"
-#include "server/http.h"
 #include "handlers/routes.h"
 
 #include <stdarg.h>
@@ -63,10 +63,7 @@ void metrics_inc(enum metric_counter c, uint64_t n) {
 
 void metrics_add_source(const char *name, const char *help, const char *type,
                         uint64_t (*read)(void)) {
-    if (nsources == METRICS_SOURCES) {
-        fprintf(stderr, "lockgate: too many metric sources\n");
-        abort();
-    }
+    if (nsources == METRICS_SOURCES) fatal("too many metric sources");
     sources[nsources].name = name;
     sources[nsources].help = help;
     sources[nsources].type = type;
@@ -165,10 +162,6 @@ char *metrics_render(size_t *len) {
               atomic_load(&waiting));
     render_histogram(&ab, "lockgate_wait_duration_seconds",
                      "Time requests spent waiting for a busy lock", &wait_time);
-    ab_printf(&ab,
-              "# HELP lockgate_http_in_flight Requests being served\n"
-              "# TYPE lockgate_http_in_flight gauge\nlockgate_http_in_flight %ld\n",
-              http_in_flight());
     for (size_t i = 0; i < nsources; i++)
         ab_printf(&ab, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", sources[i].name, sources[i].help,
                   sources[i].name, sources[i].type, sources[i].name,
