@@ -57,8 +57,10 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
                          "Grants given back: the client never got the answer"                     },
 };
 
+/* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic
+ * add would still take the shared cache line from the other threads. */
 void metrics_inc(enum metric_counter c, uint64_t n) {
-    atomic_fetch_add_explicit(&counters[c], n, memory_order_relaxed);
+    if (n) atomic_fetch_add_explicit(&counters[c], n, memory_order_relaxed);
 }
 
 void metrics_add_source(const char *name, const char *help, const char *type,
