@@ -8,6 +8,7 @@
 #define LOCKGATE_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_passed, check_failed, check_cur_failed __attribute__((unused));
@@ -51,6 +52,15 @@ static int check_passed, check_failed, check_cur_failed __attribute__((unused));
             check_passed++;                        \
             fprintf(stderr, "ok - %s\n", #fn);     \
         }                                          \
+    } while (0)
+
+/* RUN_SOME runs only the tests whose names contain the filter: a test
+ * binary's first argument, or else $ONLY (check_filter sets it). */
+static const char *check_only __attribute__((unused));
+static inline void check_filter(const char *arg) { check_only = arg ? arg : getenv("ONLY"); }
+#define RUN_SOME(fn)                                         \
+    do {                                                     \
+        if (!check_only || strstr(#fn, check_only)) RUN(fn); \
     } while (0)
 
 static inline int check_summary(const char *suite) {

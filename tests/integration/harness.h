@@ -84,6 +84,9 @@ const char *h_token(struct h_resp *r);
 
 /* Sends raw bytes on a new connection and returns what came back (up to
  * cap bytes in out, NUL-terminated) within timeout_ms. */
+/* Raises this process's descriptor limit to want (or the hard limit);
+ * gateways started afterwards inherit it. */
+void h_raise_nofile(unsigned long want);
 /* A TCP connection to 127.0.0.1:port, or -1. */
 int h_connect(int port);
 size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int timeout_ms);

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -591,6 +590,40 @@ static void test_many_waiters(void) {
     free(holder);
 }
 
+/* ---- 7. the short form -------------------------------------------------------------- */
+
+/* A request in acquire.lua's short form (token and ttl only: no release
+ * channel among its arguments) that drops a dead gateway's entry ahead of a
+ * live waiter publishes on the channel it derives from its key, so that
+ * waiter is woken at once (lua/_holders.lua, release_channel). */
+static void test_short_form_wakes_next(void) {
+    const char *build = getenv("BUILD");
+    char cmd[512], sha[64];
+    snprintf(cmd, sizeof cmd, "SCRIPT LOAD \"$(cat %s/gen/lua/acquire.lua)\"",
+             build ? build : "build");
+    snprintf(sha, sizeof sha, "%s", h_redis_cli(&redis, cmd));
+    CHECK_EQ_INT((int)strlen(sha), 40);
+    h_redis_cli(&redis, "HSET lockgate:lock:{sf} w 9999999999999");
+    h_redis_cli(&redis, "ZADD lockgate:lock:{sf}:q 1 deadgw.1 2 livegw.1");
+    h_redis_cli(&redis, "HSET lockgate:lock:{sf}:qd deadgw.1 9999999999999 livegw.1 9999999999999");
+    h_redis_cli(&redis, "SET lockgate:gw:livegw 1 PX 60000");
+    h_redis_cli(&redis, "CONFIG RESETSTAT");
+    snprintf(cmd, sizeof cmd,
+             "EVALSHA %s 3 lockgate:lock:{sf} lockgate:lock:{sf}:q lockgate:lock:{sf}:qd "
+             "Bq3kZr8TqM2xWv9yLp0AbC 1000",
+             sha);
+    long long verdict = -1, retry = -1, why = -1, dropped = -1;
+    int n =
+        sscanf(h_redis_cli(&redis, cmd), "%lld %lld %lld %lld", &verdict, &retry, &why, &dropped);
+    CHECK_EQ_INT(n, 4);
+    CHECK_EQ_INT(verdict, 0); /* busy: the live waiter is first */
+    CHECK_EQ_INT(why, 3);     /* because of queued waiters, not a holder */
+    CHECK_EQ_INT(dropped, 1);
+    CHECK(strstr(h_redis_cli(&redis, "INFO commandstats"), "cmdstat_publish:calls=1,") != NULL);
+    CHECK_EQ_STR(h_redis_cli(&redis, "ZRANGE lockgate:lock:{sf}:q 0 -1"), "livegw.1");
+    h_redis_cli(&redis, "DEL lockgate:lock:{sf} lockgate:lock:{sf}:q lockgate:lock:{sf}:qd");
+}
+
 /* ---- 6. the setting --------------------------------------------------------------- */
 
 static void test_ttl_setting(void) {
@@ -617,19 +650,9 @@ static void test_ttl_setting(void) {
     CHECK_EQ_INT(WEXITSTATUS(system(cmd)), 0);
 }
 
-static const char *only;
-#define RUN_SOME(fn)                             \
-    do {                                         \
-        if (!only || strstr(#fn, only)) RUN(fn); \
-    } while (0)
-
 int main(int argc, char **argv) {
-    if (argc > 1) only = argv[1];
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192) {
-        rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    check_filter(argc > 1 ? argv[1] : NULL);
+    h_raise_nofile(8192);
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gb, &redis, NULL) < 0) return 2;
     RUN_SOME(test_dead_gateway_lock);
     RUN_SOME(test_dead_gateway_shared);
@@ -640,6 +663,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_sentinel_mode);
     RUN_SOME(test_ttl_setting);
     RUN_SOME(test_many_waiters);
+    RUN_SOME(test_short_form_wakes_next);
     h_gw_stop(&gb, 5000);
     h_redis_stop(&redis);
     return check_summary("ghost");

@@ -756,20 +756,16 @@ static void test_clean_stop(void) {
 int main(void) {
     long long t0 = h_now_ms();
     up_ok = start_all() == 0;
-    const char *only = getenv("ONLY");
-#define RUN_IF(fn)                               \
-    do {                                         \
-        if (!only || strstr(#fn, only)) RUN(fn); \
-    } while (0)
-    RUN_IF(test_basics);
-    RUN_IF(test_fair_first_attempt_leaves_no_entry);
-    RUN_IF(test_two_down);
-    RUN_IF(test_three_down);
-    RUN_IF(test_fences_across_majorities);
-    RUN_IF(test_ids_while_masters_restart);
-    RUN_IF(test_ids_simultaneous_first_lease);
-    RUN_IF(test_mutual_exclusion_while_masters_die);
-    RUN_IF(test_ids_evicted_namespaces);
+    check_filter(NULL);
+    RUN_SOME(test_basics);
+    RUN_SOME(test_fair_first_attempt_leaves_no_entry);
+    RUN_SOME(test_two_down);
+    RUN_SOME(test_three_down);
+    RUN_SOME(test_fences_across_majorities);
+    RUN_SOME(test_ids_while_masters_restart);
+    RUN_SOME(test_ids_simultaneous_first_lease);
+    RUN_SOME(test_mutual_exclusion_while_masters_die);
+    RUN_SOME(test_ids_evicted_namespaces);
     RUN(test_clean_stop);
     for (int i = 0; i < N_MASTERS; i++) h_redis_stop(&m[i]);
     fprintf(stderr, "  (%.1f s)\n", (h_now_ms() - t0) / 1000.0);

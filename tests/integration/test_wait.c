@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1209,21 +1208,10 @@ static void test_clean_stop(void) {
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
 }
 
-/* With an argument, only the tests whose names contain it run. */
-static const char *only;
-#define RUN_SOME(fn)                             \
-    do {                                         \
-        if (!only || strstr(#fn, only)) RUN(fn); \
-    } while (0)
-
 int main(int argc, char **argv) {
-    if (argc > 1) only = argv[1];
+    check_filter(argc > 1 ? argv[1] : NULL);
     /* A thousand sockets here and in the gateways (which inherit this). */
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192) {
-        rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    h_raise_nofile(8192);
     if (getenv("WAIT_LOGDIR")) {
         snprintf(gw.log, sizeof gw.log, "%s/gw1.log", getenv("WAIT_LOGDIR"));
         snprintf(gw2.log, sizeof gw2.log, "%s/gw2.log", getenv("WAIT_LOGDIR"));
