@@ -285,6 +285,38 @@ static void test_hash_layout(void) {
     free(ta);
 }
 
+/* A holder written by a gateway from before field x (its record in a field
+ * named by its token) is still a holder: an extend moves it into x, and a
+ * release ends it. */
+static void test_holder_from_before_x(void) {
+    const char *tok = "OldLayoutTokenAAAAAAAA";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "EVAL \"local t = redis.call('TIME') "
+             "redis.call('HSET', KEYS[1], ARGV[1], struct.pack('<I4I7I6I4', 1, 5, "
+             "t[1] * 1000 + 60000, 60000)) redis.call('PEXPIRE', KEYS[1], 70000)\" "
+             "1 lockgate:lock:{old} %s",
+             tok);
+    h_redis_cli(&redis, cmd);
+    struct h_resp r = H("POST", "/v1/locks/old", NULL, NULL);
+    CHECK_EQ_INT(r.status, 409); /* held */
+    h_resp_free(&r);
+    r = H("PATCH", "/v1/locks/old", tok, "{\"ttl_ms\":30000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "fence"), 5);
+    h_resp_free(&r);
+    snprintf(cmd, sizeof cmd, "HEXISTS lockgate:lock:{old} %s", tok);
+    CHECK_EQ_STR(h_redis_cli(&redis, cmd), "0");
+    CHECK_EQ_STR(h_redis_cli(&redis, "HEXISTS lockgate:lock:{old} x"), "1");
+    r = H("DELETE", "/v1/locks/old", tok, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks/old", NULL, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "fence") > 5);
+    h_resp_free(&r);
+}
+
 /* A waiter mark gone by is dropped by the next call that rewrites the hash,
  * so a name that once had a waiter goes back to the fast paths' shape (only
  * x): the Redis cost in bench/RESULTS.md holds for it too. */
@@ -681,6 +713,7 @@ int main(void) {
     RUN(test_not_yet_offered);
     RUN(test_body_too_large);
     RUN(test_hash_layout);
+    RUN(test_holder_from_before_x);
     RUN(test_stale_marks_dropped);
     RUN(test_release_expiry);
     RUN(test_fence_survives_redis_restart);
