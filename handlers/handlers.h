@@ -6,6 +6,8 @@
 
 #include "server/config.h"
 
+#include <stddef.h>
+
 struct gw_request;
 
 /* Settings the handlers read (key prefix, id epoch); set once at start. */
@@ -35,6 +37,23 @@ void semaphores_acquire(struct gw_request *req);
 void semaphores_extend(struct gw_request *req);
 void semaphores_release(struct gw_request *req);
 void semaphores_inspect(struct gw_request *req);
+
+/* sessions.c */
+void sessions_create(struct gw_request *req);
+void sessions_renew(struct gw_request *req);
+void sessions_end(struct gw_request *req);
+void sessions_inspect(struct gw_request *req);
+/* The session's key, "<prefix>session:{token}", into out. */
+void session_key(const char *token, char *out, size_t cap);
+/* A valid `Session` header, copied into *out (malloc'd; NULL when absent),
+ * or GW_REPLIED after 400 invalid_token. */
+int session_header_or_reply(struct gw_request *req, char **out);
+
+/* multi.c: several locks at once, all or nothing (POST, PATCH, DELETE
+ * /v1/locks with {"names": [...]}). */
+void multi_acquire(struct gw_request *req);
+void multi_extend(struct gw_request *req);
+void multi_release(struct gw_request *req);
 
 /* ids.c */
 void ids_next(struct gw_request *req);

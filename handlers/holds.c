@@ -243,7 +243,12 @@ static void on_verdict(struct hold_call *hc, long long verdict, const long long 
     }
     int64_t now = loop_now_ms();
     if (hc->waited && verdict != 0) metrics_observe_wait((now - hc->start_ms) * 1000);
-    if (verdict == -3 || verdict == -4) leave_queue(hc); /* other masters may have queued it */
+    if (verdict == -3 || verdict == -4 || verdict == -6)
+        leave_queue(hc); /* other masters may have queued it */
+    if (verdict == -6) {
+        reply_problem(req, CODE_SESSION_NOT_FOUND, "session '%s' has ended", hc->session);
+        return;
+    }
     if (verdict == -3) {
         reply_problem(req, CODE_MODE_MISMATCH, "this token holds lock '%s' in the other mode",
                       req->name);
@@ -393,7 +398,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
     long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
     long long cause = 3, dropped = 0; /* held beats queued; one waiter counts once */
-    int nbusy = 0;
+    int nbusy = 0, ended = 0;
     const char *err = "no Redis master answered";
     for (int i = 0; i < n; i++) {
         long long v[5] = {0};
@@ -421,6 +426,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         } else if (verdict == -4) {
             limits++;
             limit = v[1];
+        } else if (verdict == -6) {
+            ended++;
         }
     }
     metrics_inc(M_DEAD_WAITERS, (uint64_t)dropped);
@@ -454,6 +461,10 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         on_verdict(hc, -3, NULL, NULL);
         return;
     }
+    if (ended >= q) {
+        on_verdict(hc, -6, NULL, NULL);
+        return;
+    }
     if (limits >= q) {
         long long v[2] = {-4, limit};
         on_verdict(hc, -4, v, NULL);
@@ -481,8 +492,8 @@ static const struct redis_result *
 quorum_pick(const struct redis_result *res, int n, int want,
             int (*better)(const redisReply *a, const redisReply *b), struct redis_result *slot,
             char *why, size_t why_len) {
-    int answered = 0, ok = 0, votes[3] = {0};
-    const struct redis_result *best = NULL, *fail[3] = {NULL};
+    int answered = 0, ok = 0, votes[6] = {0};
+    const struct redis_result *best = NULL, *fail[6] = {NULL};
     for (int i = 0; i < n; i++) {
         long long v[1];
         const char *e;
@@ -492,15 +503,23 @@ quorum_pick(const struct redis_result *res, int n, int want,
         if (verdict > 0) {
             ok++;
             if (!best || better(res[i].reply, best->reply)) best = &res[i];
-        } else if (verdict >= -2) {
+        } else if (verdict >= -5) {
             votes[-verdict]++;
             fail[-verdict] = &res[i];
         }
     }
     if (ok >= want) return best;
     int q = redis_quorum();
-    if (answered >= q) return votes[2] > votes[1] ? fail[2] : fail[1] ? fail[1] : fail[2];
-    snprintf(why, why_len, "only %d of %d Redis masters answered", answered, n);
+    if (answered >= q) {
+        if (votes[5] >= q) return fail[5]; /* session-bound (extend) */
+        if (fail[1] || fail[2]) return votes[2] > votes[1] ? fail[2] : fail[1] ? fail[1] : fail[2];
+        for (int c = 3; c < 6; c++)
+            if (fail[c]) return fail[c];
+    }
+    if (answered < q)
+        snprintf(why, why_len, "only %d of %d Redis masters answered", answered, n);
+    else
+        snprintf(why, why_len, "the Redis masters gave no common answer");
     *slot = (struct redis_result){.ok = 0, .reply = NULL, .error = why};
     return slot;
 }
@@ -536,9 +555,12 @@ static void attempt(struct hold_call *hc) {
     /* Queued in Redis by this attempt if it finds the name busy; in quorum
      * mode some masters may queue it while others grant. */
     if (hc->fair && hc->wait_ms > 0) hc->queued = 1;
+    char skey[KEY_MAX];
+    if (hc->session) session_key(hc->session, skey, sizeof skey);
     const char *argv[] = {k.hash,
                           k.queue,
                           k.qdead,
+                          hc->session ? skey : NULL,
                           req->token,
                           ttl,
                           hc->owner,
@@ -550,26 +572,37 @@ static void attempt(struct hold_call *hc) {
                           left,
                           hc->fair ? "1" : "0",
                           redis_release_channel(),
-                          k.message};
-    /* The common case (exclusive, no owner, max-hold, lock-delay or
-     * waiting) sends the script's short form, token and ttl only: every
-     * argument costs Redis time (bench/RESULTS.md, "Redis fast path"). */
+                          k.message,
+                          hc->session};
+    /* The common case (exclusive, no owner, max-hold, lock-delay, waiting
+     * or session) sends the script's short form, token and ttl only: every
+     * argument costs Redis time (bench/RESULTS.md, "Redis fast path").  A
+     * session-bound hold declares its session's key as KEYS[4] and passes
+     * its token last; the others leave both out (argv[3] is skipped). */
     int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
-                        hc->lock_delay_ms == 0 && wait_left == 0
+                        hc->lock_delay_ms == 0 && wait_left == 0 && !hc->session
                     ? 5
-                    : 15;
-    size_t lens[15];
-    for (int i = 0; i < nargs; i++) lens[i] = strlen(argv[i]);
+                : hc->session ? 17
+                              : 15;
+    int nkeys = hc->session ? 4 : 3;
+    const char *av[17];
+    size_t lens[17];
+    for (int i = 0, j = 0; i < 17 && j < nargs; i++) {
+        if (i == 3 && !hc->session) continue;
+        av[j] = argv[i];
+        lens[j] = strlen(av[j]);
+        j++;
+    }
     hc->w.seen_seq = waiters_release_seq();
     hc->attempt_ms = loop_now_ms();
     if (QUORUM) {
-        redis_eval_all(SCRIPT_ACQUIRE, 3, nargs, argv, lens, quorum_acquire_done, hc);
+        redis_eval_all(SCRIPT_ACQUIRE, nkeys, nargs, av, lens, quorum_acquire_done, hc);
         return;
     }
     if (hc->wait_ms == 0)
-        redis_eval_here(SCRIPT_ACQUIRE, 3, nargs, argv, lens, acquire_done, hc);
+        redis_eval_here(SCRIPT_ACQUIRE, nkeys, nargs, av, lens, acquire_done, hc);
     else
-        redis_eval(SCRIPT_ACQUIRE, 3, nargs, argv, lens, acquire_done, hc);
+        redis_eval(SCRIPT_ACQUIRE, nkeys, nargs, av, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
 
@@ -625,6 +658,7 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
 
 static void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    free(hc->session);
     free(hc->ack);
     free(hc);
 }
@@ -641,6 +675,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
+    if (session_header_or_reply(req, &hc->session)) return;
     if (hc->fair && hc->wait_ms > 0) liveness_waiter_id(hc->waiter_id); /* its place in the queue */
     attempt(hc);
 }
@@ -685,6 +720,13 @@ static void extend_done(void *arg, const struct redis_result *res) {
     long long v[6] = {0};
     long long verdict = script_verdict(req, res, v, 6);
     if (verdict == -100) return;
+    if (verdict == -5) {
+        reply_problem(req, CODE_SESSION_BOUND,
+                      "%s '%s' is bound to a session: renew the session (PATCH "
+                      "/v1/sessions/{token}) instead",
+                      req->aux ? "semaphore" : "lock", req->name);
+        return;
+    }
     if (verdict < 0) {
         reply_not_held_or_owner(req, req->aux, verdict);
         return;

@@ -48,6 +48,8 @@ struct hold_call {
     struct hold_ack *ack;    /* NULL unless acks_wanted */
     char waiter_id[32];      /* its id in the fair queue (liveness.h) */
     const char *owner;       /* informational, "" for none (after the struct) */
+    char *session;           /* Session header: the session it is bound to, or NULL
+                                (malloc'd, freed with it) */
     /* w.key, "lock:NAME" or "sem:NAME", also sits after the struct. */
 };
 

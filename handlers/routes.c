@@ -17,6 +17,15 @@ const struct gw_route gw_routes[] = {
     {.method = "DELETE", .path = "/v1/locks/{name}",         .handler = locks_release,      .produces = JSON},
     {.method = "GET",    .path = "/v1/locks/{name}",         .handler = locks_inspect,      .produces = JSON},
 
+    {.method = "POST",   .path = "/v1/locks",                .handler = multi_acquire,      .produces = JSON},
+    {.method = "PATCH",  .path = "/v1/locks",                .handler = multi_extend,       .produces = JSON},
+    {.method = "DELETE", .path = "/v1/locks",                .handler = multi_release,      .produces = JSON},
+
+    {.method = "POST",   .path = "/v1/sessions",             .handler = sessions_create,    .produces = JSON},
+    {.method = "PATCH",  .path = "/v1/sessions/{token}",     .handler = sessions_renew,     .produces = JSON},
+    {.method = "DELETE", .path = "/v1/sessions/{token}",     .handler = sessions_end,       .produces = JSON},
+    {.method = "GET",    .path = "/v1/sessions/{token}",     .handler = sessions_inspect,   .produces = JSON},
+
     {.method = "POST",   .path = "/v1/semaphores/{name}",    .handler = semaphores_acquire, .produces = JSON},
     {.method = "PATCH",  .path = "/v1/semaphores/{name}",    .handler = semaphores_extend,  .produces = JSON},
     {.method = "DELETE", .path = "/v1/semaphores/{name}",    .handler = semaphores_release, .produces = JSON},

@@ -30,10 +30,19 @@
 -- Integers as decimal strings (f, dl, w): exact up to 2^53.
 local function int(n) return string.format('%d', n) end
 
+-- Per-holder attributes follow the owner's bytes (owners never hold NUL):
+-- "\0" .. <letter> .. <value>, repeated.  s: the session the hold is bound
+-- to (its token).  Letters this version does not know are kept as they are.
 local function encode(h)
-  local rec = struct.pack('<I4I7I6I4', h.count, h.fence, h.exp, h.ttl)
-  if h.hold == 0 and h.delay == 0 and h.owner == '' then return rec end
-  return rec .. struct.pack('<I6I4', h.hold, h.delay) .. h.owner
+  local exp = h.session and SESSION_EXP or h.exp
+  local rec = struct.pack('<I4I7I6I4', h.count, h.fence, exp, h.ttl)
+  if h.hold == 0 and h.delay == 0 and h.owner == '' and not h.session and not h.attrs then
+    return rec
+  end
+  rec = rec .. struct.pack('<I6I4', h.hold, h.delay) .. h.owner
+  if h.session then rec = rec .. '\0s' .. h.session end
+  if h.attrs then rec = rec .. h.attrs end
+  return rec
 end
 
 -- pos: where the record starts in v (after x's token), 1 for a token field.
@@ -42,9 +51,55 @@ local function decode(v, pos)
   h.count, h.fence, h.exp, h.ttl, pos = struct.unpack('<I4I7I6I4', v, pos or 1)
   if pos <= #v then
     h.hold, h.delay, pos = struct.unpack('<I6I4', v, pos)
-    h.owner = string.sub(v, pos)
+    local rest = string.sub(v, pos)
+    local z = string.find(rest, '\0', 1, true)
+    if z then
+      h.owner = string.sub(rest, 1, z - 1)
+      for a in string.gmatch(string.sub(rest, z + 1), '[^%z]+') do
+        if string.sub(a, 1, 1) == 's' then
+          h.session = string.sub(a, 2)
+        else
+          h.attrs = (h.attrs or '') .. '\0' .. a
+        end
+      end
+    else
+      h.owner = rest
+    end
   end
   return h
+end
+
+-- ---- sessions -------------------------------------------------------------
+-- A session is one hash, <prefix>session:{<token>}: e its end (ms, Redis's
+-- clock), t its ttl, d its lock-delay, o its owner, and one field per hold
+-- it carries (the hold's hash key, valued with the hold's token).  Its
+-- PEXPIRE lies d past e, so a hold whose session ran out still finds the
+-- lock-delay to apply.
+--
+-- A session-bound hold's liveness is the session's end, read here from a
+-- key the caller did not declare in KEYS (only the acquire that binds a
+-- hold declares its session).  That is allowed in the modes lockgate has:
+-- one master holds every key (single, Sentinel), or every master holds its
+-- own copy of every key (quorum), so the key is always local.  Cluster
+-- mode (#20) will declare it: a holder record names its session, so the
+-- gateway passes the session keys of a name's holders, read with the
+-- record, or keeps a session's holds in its own slot (README, "Sessions").
+local session_cache = {}
+
+local function session_key(hkey, tok)
+  local p = string.match(hkey, '^(.*)lock:{') or string.match(hkey, '^(.*)sem:{') or ''
+  return p .. 'session:{' .. tok .. '}'
+end
+
+-- The session's end and lock-delay (0, 0 when it is gone).
+local function session_state(hkey, tok)
+  local c = session_cache[tok]
+  if not c then
+    local r = redis.call('HMGET', session_key(hkey, tok), 'e', 'd')
+    c = {tonumber(r[1] or '0'), tonumber(r[2] or '0')}
+    session_cache[tok] = c
+  end
+  return c[1], c[2]
 end
 
 -- Reads the hash (flat: its HGETALL when the caller has it), drops holders
@@ -57,7 +112,7 @@ local function load(key, flat)
               mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
               maxfence = 0, xfence = 0, ffield = 0, xtoken = nil, tfield = {}}
   flat = flat or redis.call('HGETALL', key)
-  local dead = {}
+  local dead, dead_x = {}, false
   for i = 1, #flat, 2 do
     local f, v = flat[i], flat[i + 1]
     local hd
@@ -65,16 +120,29 @@ local function load(key, flat)
       local tok, pos = struct.unpack('<s', v)
       hd = decode(v, pos)
       st.xfence = hd.fence
+      if hd.session then
+        hd.exp, hd.sdelay = session_state(key, hd.session)
+        -- Its session ended: x's record becomes an ended one (as a
+        -- release leaves it), so the fast paths see the name free.
+        if hd.exp <= now and tok ~= '' then
+          redis.call('HSET', key, 'x', struct.pack(X_HEAD, '', 0, hd.fence, 0, 0))
+          dead_x = true
+        end
+      end
       if hd.exp > now then f, st.xtoken = tok, tok end
     elseif #f >= 22 then
       hd = decode(v)
+      if hd.session then hd.exp, hd.sdelay = session_state(key, hd.session) end
       st.tfield[f] = true
     end
     if hd then
       if hd.fence > st.lastfence then st.lastfence = hd.fence end
       if hd.exp <= now then
         if f ~= 'x' then dead[#dead + 1] = f end
-        if hd.delay > 0 and hd.exp + hd.delay > st.dl then st.dl = hd.exp + hd.delay end
+        -- A session that ended by expiry brings its own lock-delay.
+        local delay = hd.delay
+        if hd.sdelay and hd.sdelay > delay then delay = hd.sdelay end
+        if delay > 0 and hd.exp + delay > st.dl then st.dl = hd.exp + delay end
       else
         st.holders[f] = hd
         st.alive = st.alive + 1
@@ -96,9 +164,9 @@ local function load(key, flat)
       if st.ffield > st.lastfence then st.lastfence = st.ffield end
     end
   end
-  if #dead > 0 then
+  if #dead > 0 or dead_x then
     -- A dead holder may have carried the last fence: f keeps it.
-    redis.call('HDEL', key, unpack(dead))
+    if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
     local keep = {}
     if st.dl > now then
       keep = {'dl', st.dl}
@@ -137,8 +205,15 @@ end
 -- gone: a holder field to delete in the same call (a release), or nil.
 local function save_ttl(key, st, gone)
   local target, maxfence = st.dl, st.xfence
+  -- A session-bound holder lives as long as its session, which renews
+  -- without touching this hash: the hash then has no expiry.
+  local persist = false
   for _, h in pairs(st.holders) do
-    if h.exp + h.delay > target then target = h.exp + h.delay end
+    if h.session then
+      persist = true
+    elseif h.exp + h.delay > target then
+      target = h.exp + h.delay
+    end
     if h.fence > maxfence then maxfence = h.fence end
   end
   if st.w > target then target = st.w end
@@ -146,7 +221,7 @@ local function save_ttl(key, st, gone)
     if now > target then target = now end
     target = target + FENCE_KEEP_MS
   end
-  if target <= now then
+  if target <= now and not persist then
     redis.call('DEL', key)
     return
   end
@@ -166,7 +241,11 @@ local function save_ttl(key, st, gone)
     del[#del + 1] = 'f'
   end
   if #del > 0 then redis.call('HDEL', key, unpack(del)) end
-  redis.call('PEXPIRE', key, target - now)
+  if persist then
+    redis.call('PERSIST', key)
+  else
+    redis.call('PEXPIRE', key, target - now)
+  end
 end
 
 -- The token's holder record, or why there is none: -1 nobody holds it,
@@ -235,12 +314,15 @@ end
 -- found dead.  self, the caller's own waiter id, is alive by definition.
 -- Ids without a gateway part (gateways of older versions) have their
 -- deadline only.
-local function queue_head(self)
+-- qkey, dkey: another name's queue and deadlines (multi_acquire.lua);
+-- KEYS[2], KEYS[3] when nil.
+local function queue_head(self, qkey, dkey)
+  qkey, dkey = qkey or KEYS[2], dkey or KEYS[3]
   local gwp = nil
   while true do
-    local h = redis.call('ZRANGE', KEYS[2], 0, 0)
+    local h = redis.call('ZRANGE', qkey, 0, 0)
     if #h == 0 then return nil, 0 end
-    local d = tonumber(redis.call('HGET', KEYS[3], h[1]) or '0')
+    local d = tonumber(redis.call('HGET', dkey, h[1]) or '0')
     local gw = h[1] ~= self and string.match(h[1], '^([^.]+)%.')
     local left = -1
     if gw and d > now then
@@ -252,7 +334,7 @@ local function queue_head(self)
       if left >= 0 and now + left + 1 < d then d = now + left + 1 end
       return h[1], d
     end
-    redis.call('ZREM', KEYS[2], h[1])
-    redis.call('HDEL', KEYS[3], h[1])
+    redis.call('ZREM', qkey, h[1])
+    redis.call('HDEL', dkey, h[1])
   end
 end

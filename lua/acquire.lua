@@ -6,7 +6,8 @@
 --          lock-delay or waiting): 1 token, 2 ttl_ms
 --          long form: 1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none),
 --          5 lock_delay_ms, 6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
---          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message
+--          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message,
+--          13 session token ('' or absent: none; then KEYS[4] is its key)
 -- Returns  fence (a bare integer > 0)           the fast path: acquired by a
 --                                               new holder, count 1, ttl_ms
 --                                               as asked, 1 holder
@@ -17,6 +18,11 @@
 --                                               queued ahead and none holds
 --          {-3}                                 token holds it in the other mode
 --          {-4, limit}                          semaphore limit differs
+--          {-6}                                 the session has ended
+-- A session-bound hold (ARGV 13) has no lease: ttl_ms is ignored, the hold
+-- lives while the session does, and its answer's ttl_ms is the session's
+-- remaining time.  Waiters on a session-bound name get that as their retry
+-- hint, so they try again when the session would expire.
 -- dropped: queue entries of dead gateways this call removed (_holders.lua);
 -- a grant carries it only when it is not 0.
 --
@@ -58,12 +64,20 @@ local kind, limit = ARGV[6] or 'x', tonumber(ARGV[7] or '0')
 local waiter, wait_left, fair = ARGV[8] or '', tonumber(ARGV[9] or '0'), ARGV[10] == '1'
 local owner, max_hold, delay = ARGV[3] or '', tonumber(ARGV[4] or '0'), tonumber(ARGV[5] or '0')
 
+local session = ARGV[13]
+if session == '' then session = nil end
+local session_end = 0
+if session then
+  session_end = tonumber(redis.call('HGET', KEYS[4], 'e') or '0')
+  if session_end <= now then return {-6} end
+end
+
 local st = load(KEYS[1], flat)
 local me = st.holders[token]
 if me then
   if st.mode ~= kind then return {-3} end
   me.count = me.count + 1
-  me.exp = cap_exp(me, ttl)
+  if not me.session then me.exp = cap_exp(me, ttl) end
   put(KEYS[1], st, token, me, st.mode)
   save_ttl(KEYS[1], st)
   return {2, me.fence, me.count, remaining(me.exp), st.alive}
@@ -125,6 +139,11 @@ end
 local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
            delay = delay, owner = owner}
 if max_hold > 0 then h.hold = now + max_hold end
+if session then
+  h.session, h.exp, h.ttl, h.hold = session, session_end, 0, 0
+  ttl = remaining(session_end)
+  redis.call('HSET', KEYS[4], KEYS[1], token)
+end
 if kind ~= 'p' then
   h.fence = now_us
   if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end

@@ -6,12 +6,14 @@
 --                     ttl_ms is the new remaining lease, capped by max-hold
 --          {-1}       nobody holds it
 --          {-2}       held, but not by this token
+--          {-5}       a session-bound hold: its session is what gets extended
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
 local st = load(KEYS[1])
 local me, why = holder_of(st, ARGV[1])
 if not me then return {why} end
+if me.session then return {-5} end
 local ttl = tonumber(ARGV[2])
 if ttl == 0 then ttl = me.ttl end
 me.exp = cap_exp(me, ttl)

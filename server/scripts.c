@@ -17,6 +17,13 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_FENCE_RAISE, "fence_raise.lua", fence_raise_lua),
     SCRIPT(SCRIPT_ID_READ, "id_read.lua", id_read_lua),
     SCRIPT(SCRIPT_ID_CLAIM, "id_claim.lua", id_claim_lua),
+    SCRIPT(SCRIPT_SESSION_CREATE, "session_create.lua", session_create_lua),
+    SCRIPT(SCRIPT_SESSION_RENEW, "session_renew.lua", session_renew_lua),
+    SCRIPT(SCRIPT_SESSION_READ, "session_read.lua", session_read_lua),
+    SCRIPT(SCRIPT_SESSION_END, "session_end.lua", session_end_lua),
+    SCRIPT(SCRIPT_MULTI_ACQUIRE, "multi_acquire.lua", multi_acquire_lua),
+    SCRIPT(SCRIPT_MULTI_RELEASE, "multi_release.lua", multi_release_lua),
+    SCRIPT(SCRIPT_MULTI_EXTEND, "multi_extend.lua", multi_extend_lua),
 };
 
 void scripts_init(void) {

@@ -13,11 +13,18 @@ enum script_id {
     SCRIPT_EXTEND,
     SCRIPT_RELEASE,
     SCRIPT_INSPECT,
-    SCRIPT_DEQUEUE,     /* a fair waiter gives up */
-    SCRIPT_ID_LEASE,    /* a block of id sequence numbers */
-    SCRIPT_FENCE_RAISE, /* quorum mode: lift a name's last fence */
-    SCRIPT_ID_READ,     /* quorum mode: read a namespace's high-water mark */
-    SCRIPT_ID_CLAIM,    /* quorum mode: claim a block above it */
+    SCRIPT_DEQUEUE,        /* a fair waiter gives up */
+    SCRIPT_ID_LEASE,       /* a block of id sequence numbers */
+    SCRIPT_FENCE_RAISE,    /* quorum mode: lift a name's last fence */
+    SCRIPT_ID_READ,        /* quorum mode: read a namespace's high-water mark */
+    SCRIPT_ID_CLAIM,       /* quorum mode: claim a block above it */
+    SCRIPT_SESSION_CREATE, /* sessions (handlers/sessions.c) */
+    SCRIPT_SESSION_RENEW,
+    SCRIPT_SESSION_READ,
+    SCRIPT_SESSION_END,   /* ends it and releases its holds */
+    SCRIPT_MULTI_ACQUIRE, /* several locks, all or nothing (handlers/multi.c) */
+    SCRIPT_MULTI_RELEASE,
+    SCRIPT_MULTI_EXTEND,
     SCRIPT_COUNT
 };
 

@@ -1,0 +1,646 @@
+/* multi.c -- /v1/locks with {"names": [...]}: several locks all or nothing,
+ * under one token (lua/multi_acquire.lua).
+ *
+ * An attempt takes every name or none, atomically in one script on one
+ * master.  While any name is busy the request holds nothing and waits like
+ * a single acquire (holds.c), parked on every one of its names at once: a
+ * release of any of them, or the retry hint (the latest time a busy name
+ * frees up by itself), wakes it for another attempt.  waiters.c parks one
+ * struct waiter per key, so the request parks one per name; whichever
+ * wakes first takes the others out before the attempt.
+ *
+ * Quorum mode runs the script on every master; the set counts as taken
+ * when a quorum took all of it within the lease's validity, as for one
+ * lock (holds.c, "quorum mode"); otherwise what was taken is given back. */
+#include "common/alloc.h"
+#include "common/names.h"
+#include "common/token.h"
+#include "handlers/handlers.h"
+#include "server/body.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/liveness.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/redis.h"
+#include "server/reply.h"
+#include "server/waiters.h"
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MULTI_MAX     64 /* names per request (openapi.yaml) */
+#define KEY_MAX       (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
+#define QUORUM        (redis_nodes() > 1)
+#define DRIFT_MS(ttl) ((ttl) / 100 + 2) /* as holds.c */
+
+struct multi_call;
+
+/* One parked waiter per name. */
+struct multi_waiter {
+    struct waiter w;       /* parked on this name's key (first) */
+    struct multi_call *mc; /* the request it belongs to */
+};
+
+/* One request, alive from the handler to the reply, across waits. */
+struct multi_call {
+    struct gw_request *req;                 /* the request it answers */
+    int n;                                  /* names */
+    char **names;                           /* the names, as given */
+    char **wkeys;                           /* "lock:NAME", what releases announce */
+    struct multi_waiter *ws;                /* n waiters */
+    char kind;                              /* 'x' exclusive, 's' shared */
+    int fair;                               /* queue in Redis on every name */
+    int waited;                             /* parked at least once */
+    int queued;                             /* an attempt went with its waiter id */
+    int parking;                            /* inside park_all: a retry waits for it */
+    int retry_pending;                      /* a retry came while parking */
+    long long ttl_ms;                       /* lease length */
+    long long wait_ms;                      /* how long it may wait, 0 = try once */
+    int64_t start_ms;                       /* arrival (monotonic) */
+    int64_t deadline_ms;                    /* start + wait_ms */
+    int64_t attempt_ms;                     /* when the current attempt was sent */
+    uint64_t seen_seq;                      /* waiters_release_seq() before the attempt */
+    char waiter_id[LIVENESS_WAITER_ID_MAX]; /* its id in the fair queues */
+    char *owner;                            /* "" for none */
+    long long granted[2 * MULTI_MAX];       /* per name: fence, count (a grant) */
+};
+
+static void multi_free(void *ctx) {
+    struct multi_call *mc = ctx;
+    for (int i = 0; i < mc->n; i++) {
+        free(mc->names[i]);
+        free(mc->wkeys[i]);
+    }
+    free(mc->names);
+    free(mc->wkeys);
+    free(mc->ws);
+    free(mc->owner);
+    free(mc);
+}
+
+static void keys_of(const char *name, char *hash, char *queue, char *qdead) {
+    const char *p = handlers_config()->key_prefix;
+    snprintf(hash, KEY_MAX, "%slock:{%s}", p, name);
+    snprintf(queue, KEY_MAX + 8, "%s:q", hash);
+    snprintf(qdead, KEY_MAX + 8, "%s:qd", hash);
+}
+
+/* ---- parsing ------------------------------------------------------------------ */
+
+/* "names": 1 to MULTI_MAX distinct valid names, into a new multi_call
+ * (req->ctx), or an answer 400 and NULL. */
+static struct multi_call *names_or_reply(struct gw_request *req) {
+    cJSON *a = req->json ? cJSON_GetObjectItemCaseSensitive(req->json, "names") : NULL;
+    int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+    if (n < 1 || n > MULTI_MAX) {
+        reply_problem(req, CODE_INVALID_FIELD, "names must be an array of 1 to %d lock names",
+                      MULTI_MAX);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        cJSON *v = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsString(v) || !name_valid(v->valuestring, strlen(v->valuestring))) {
+            reply_problem(req, CODE_INVALID_NAME,
+                          "names[%d]: a name is 1-%d bytes of [A-Za-z0-9._:-]", i, NAME_MAX_LEN);
+            return NULL;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(cJSON_GetArrayItem(a, j)->valuestring, v->valuestring) == 0) {
+                reply_problem(req, CODE_INVALID_FIELD, "names[%d]: '%s' is named twice", i,
+                              v->valuestring);
+                return NULL;
+            }
+    }
+    struct multi_call *mc = alloc_check(calloc(1, sizeof *mc));
+    mc->req = req;
+    mc->n = n;
+    mc->names = alloc_check(calloc((size_t)n, sizeof *mc->names));
+    mc->wkeys = alloc_check(calloc((size_t)n, sizeof *mc->wkeys));
+    mc->ws = alloc_check(calloc((size_t)n, sizeof *mc->ws));
+    for (int i = 0; i < n; i++) {
+        const char *s = cJSON_GetArrayItem(a, i)->valuestring;
+        mc->names[i] = alloc_copy(s, strlen(s));
+        size_t len = strlen(s) + 6;
+        mc->wkeys[i] = alloc_check(malloc(len));
+        snprintf(mc->wkeys[i], len, "lock:%s", s);
+    }
+    mc->owner = alloc_copy("", 0);
+    req->ctx = mc;
+    req->ctx_free = multi_free;
+    /* One of the names stands for the request in logs and problem details. */
+    req->name = alloc_copy(mc->names[0], strlen(mc->names[0]));
+    return mc;
+}
+
+/* ---- scripts over all names ------------------------------------------------------ */
+
+/* Runs id with the names' hashes as KEYS (and, with queues, their two queue
+ * keys each) and args as ARGV, on every master in quorum mode. */
+static void run_names(struct multi_call *mc, enum script_id id, int queues, int nargs,
+                      const char *const *args, redis_cb one, redis_all_cb all, void *arg) {
+    int per = queues ? 3 : 1, nkeys = per * mc->n, total = nkeys + nargs;
+    const char **argv = alloc_check(calloc((size_t)total, sizeof *argv));
+    size_t *lens = alloc_check(calloc((size_t)total, sizeof *lens));
+    char *buf = alloc_check(malloc((size_t)nkeys * (KEY_MAX + 8)));
+    for (int i = 0; i < mc->n; i++) {
+        char *h = buf + (size_t)per * i * (KEY_MAX + 8);
+        char *q = h + (KEY_MAX + 8), *d = q + (KEY_MAX + 8);
+        char qb[KEY_MAX + 8], db[KEY_MAX + 8];
+        keys_of(mc->names[i], h, queues ? q : qb, queues ? d : db);
+        argv[per * i] = h;
+        if (queues) argv[per * i + 1] = q, argv[per * i + 2] = d;
+    }
+    for (int i = 0; i < nargs; i++) argv[nkeys + i] = args[i];
+    for (int i = 0; i < total; i++) lens[i] = strlen(argv[i]);
+    if (all)
+        redis_eval_all(id, nkeys, total, argv, lens, all, arg);
+    else
+        redis_eval(id, nkeys, total, argv, lens, one, arg);
+    free(buf);
+    free(lens);
+    free(argv);
+}
+
+static void ignore_one(void *arg, const struct redis_result *res) {}
+static void ignore_all(void *arg, const struct redis_result *res, int n) {}
+
+/* Releases one level of every name, answer unread (a give-back). */
+static void give_back(struct multi_call *mc) {
+    const char *args[2] = {mc->req->token, redis_release_channel()};
+    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, ignore_one, QUORUM ? ignore_all : NULL, NULL);
+}
+
+static void release_undelivered(struct gw_request *req) {
+    give_back(req->ctx);
+    metrics_inc(M_GIVEN_BACK, 1);
+}
+
+/* A fair waiter that stops waiting leaves every name's queue at once. */
+static void leave_queues(struct multi_call *mc) {
+    if (!mc->queued) return;
+    mc->queued = 0;
+    for (int i = 0; i < mc->n; i++) {
+        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8];
+        keys_of(mc->names[i], h, q, d);
+        const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel(), mc->wkeys[i]};
+        size_t lens[6];
+        for (int k = 0; k < 6; k++) lens[k] = strlen(argv[k]);
+        if (QUORUM)
+            redis_eval_all(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_all, NULL);
+        else
+            redis_eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, NULL);
+    }
+}
+
+/* ---- acquire --------------------------------------------------------------------- */
+
+static void attempt(struct multi_call *mc);
+
+static void unpark_all(struct multi_call *mc) {
+    for (int i = 0; i < mc->n; i++) waiters_unpark(&mc->ws[i].w);
+}
+
+static void on_give_up(struct waiter *w, int client_gone) {
+    struct multi_call *mc = ((struct multi_waiter *)w)->mc;
+    unpark_all(mc);
+    leave_queues(mc);
+    if (client_gone) {
+        metrics_inc(M_WAIT_TIMEOUTS, 1);
+        reply_problem(mc->req, CODE_LOCK_BUSY, "the client went away while waiting");
+    } else {
+        reply_problem(mc->req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+    }
+}
+
+static void reply_busy(struct multi_call *mc, long long retry_after_ms, long long i) {
+    struct gw_request *req = mc->req;
+    if (retry_after_ms < 1) retry_after_ms = 1;
+    char secs[24];
+    snprintf(secs, sizeof secs, "%lld", (retry_after_ms + 999) / 1000);
+    reply_header(req, "Retry-After", secs);
+    cJSON *extra = cJSON_CreateObject();
+    json_add_int(extra, "retry_after_ms", retry_after_ms);
+    const char *busy = i >= 1 && i <= mc->n ? mc->names[i - 1] : "";
+    if (busy[0]) cJSON_AddStringToObject(extra, "busy_name", busy);
+    metrics_inc(M_LOCK_BUSY, 1);
+    reply_problem_with(req, CODE_LOCK_BUSY, extra,
+                       "lock '%s' is busy: none of the %d names was taken", busy, mc->n);
+}
+
+/* A release of one of its names, or its timer: take every name's waiter
+ * out and try again.  While park_all is still parking, only note it. */
+static void on_wake(struct waiter *w) {
+    struct multi_call *mc = ((struct multi_waiter *)w)->mc;
+    if (mc->parking) {
+        mc->retry_pending = 1;
+        return;
+    }
+    unpark_all(mc);
+    if (http_client_gone(mc->req)) {
+        on_give_up(w, 1);
+        return;
+    }
+    int64_t now = loop_now_ms();
+    if (now > mc->deadline_ms + handlers_config()->liveness_ttl_ms) {
+        metrics_inc(M_WAIT_TIMEOUTS, 1);
+        leave_queues(mc);
+        reply_busy(mc, 1, 0);
+        return;
+    }
+    attempt(mc);
+}
+
+static void park_all(struct multi_call *mc, int64_t wake) {
+    mc->parking = 1;
+    mc->retry_pending = 0;
+    for (int i = 0; i < mc->n && !mc->retry_pending; i++) {
+        struct waiter *w = &mc->ws[i].w;
+        mc->ws[i].mc = mc;
+        w->key = mc->wkeys[i];
+        w->fair = mc->fair;
+        w->fd = i == 0 ? http_client_fd(mc->req) : -1; /* one hang-up watch */
+        w->seen_seq = mc->seen_seq;
+        w->retry = on_wake;
+        w->give_up = on_give_up;
+        waiters_park(w, wake);
+    }
+    mc->parking = 0;
+    if (mc->retry_pending) {
+        unpark_all(mc);
+        attempt(mc);
+    }
+}
+
+static void reply_granted(struct multi_call *mc, long long ttl) {
+    struct gw_request *req = mc->req;
+    reply_header(req, "Lock-Token", req->token);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "token", req->token);
+    cJSON_AddStringToObject(o, "mode", mc->kind == 's' ? "shared" : "exclusive");
+    json_add_int(o, "ttl_ms", ttl);
+    cJSON *locks = cJSON_AddArrayToObject(o, "locks");
+    int all_reentered = 1;
+    for (int i = 0; i < mc->n; i++) {
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddStringToObject(l, "name", mc->names[i]);
+        json_add_int(l, "fence", mc->granted[2 * i]);
+        json_add_int(l, "count", mc->granted[2 * i + 1]);
+        if (mc->granted[2 * i + 1] <= 1) all_reentered = 0;
+        cJSON_AddItemToArray(locks, l);
+    }
+    metrics_inc(M_LOCK_ACQUIRED, (uint64_t)mc->n);
+    /* A give-back takes one level of every name: right for a new hold and
+     * a re-entry alike (not in quorum mode, as holds.c's gives_back). */
+    if (!QUORUM || !all_reentered) req->on_undelivered = release_undelivered;
+    reply_json(req, all_reentered ? 200 : 201, o);
+}
+
+/* --min-replicas-ack: a grant is answered once enough replicas have it,
+ * else given back and answered 503 (as holds.c). */
+static void ack_done(void *arg, const struct redis_result *res) {
+    struct multi_call *mc = arg;
+    long long acked = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
+    int wanted = handlers_config()->min_replicas_ack;
+    if (acked < wanted) {
+        give_back(mc);
+        reply_problem(
+            mc->req, CODE_BACKEND_UNAVAILABLE,
+            "only %lld of %d replicas acknowledged the locks in time; they were given back",
+            acked < 0 ? 0 : acked, wanted);
+        return;
+    }
+    reply_granted(mc, mc->ttl_ms - (loop_now_ms() - mc->attempt_ms));
+}
+
+/* One attempt's outcome: verdict 1 (granted: mc->granted filled, ttl),
+ * 0 (busy: retry, busy index), -3 (mode, index), -100 (err). */
+static void on_verdict(struct multi_call *mc, long long verdict, long long a, long long b,
+                       const char *err) {
+    struct gw_request *req = mc->req;
+    if (verdict == -100) {
+        leave_queues(mc);
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err ? err : "unexpected answer");
+        return;
+    }
+    int64_t now = loop_now_ms();
+    if (mc->waited && verdict != 0) metrics_observe_wait((now - mc->start_ms) * 1000);
+    if (verdict == -3) {
+        leave_queues(mc);
+        reply_problem(req, CODE_MODE_MISMATCH, "this token holds lock '%s' in the other mode",
+                      b >= 1 && b <= mc->n ? mc->names[b - 1] : "");
+        return;
+    }
+    if (verdict == 0) {
+        if (http_shutting_down() && mc->wait_ms > 0) {
+            leave_queues(mc);
+            reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+            return;
+        }
+        if (mc->wait_ms > 0 && now < mc->deadline_ms) {
+            if (!mc->waited) metrics_inc(M_WAIT_STARTED, 1);
+            mc->waited = 1;
+            int64_t wake = now + a;
+            if (wake > mc->deadline_ms) wake = mc->deadline_ms;
+            park_all(mc, wake);
+            return;
+        }
+        if (mc->waited) {
+            metrics_inc(M_WAIT_TIMEOUTS, 1);
+            metrics_observe_wait((now - mc->start_ms) * 1000);
+            leave_queues(mc);
+        }
+        reply_busy(mc, a, b);
+        return;
+    }
+    if (mc->waited && http_client_gone(req)) {
+        give_back(mc);
+        metrics_inc(M_GIVEN_BACK, 1);
+        metrics_inc(M_WAIT_TIMEOUTS, 1);
+        reply_problem(req, CODE_LOCK_BUSY, "the client went away while waiting");
+        return;
+    }
+    if (!QUORUM && handlers_config()->min_replicas_ack) {
+        char n[16], timeout[16];
+        snprintf(n, sizeof n, "%d", handlers_config()->min_replicas_ack);
+        snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
+        const char *argv[3] = {"WAIT", n, timeout};
+        size_t lens[3] = {4, strlen(n), strlen(timeout)};
+        redis_command(3, argv, lens, ack_done, mc);
+        return;
+    }
+    reply_granted(mc, a);
+}
+
+static long long elem(const redisReply *r, size_t i) {
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
+                   r->element[i]->type == REDIS_REPLY_INTEGER
+               ? r->element[i]->integer
+               : 0;
+}
+
+/* The script's verdict, -100 when Redis failed or answered otherwise. */
+static long long verdict_of(const struct redis_result *res) {
+    if (!res->ok || res->reply->type != REDIS_REPLY_ARRAY || res->reply->elements < 2 ||
+        res->reply->element[0]->type != REDIS_REPLY_INTEGER)
+        return -100;
+    return res->reply->element[0]->integer;
+}
+
+static void acquire_done(void *arg, const struct redis_result *res) {
+    struct multi_call *mc = arg;
+    long long verdict = verdict_of(res);
+    if (verdict == -100) {
+        on_verdict(mc, -100, 0, 0, res->ok ? NULL : res->error);
+        return;
+    }
+    const redisReply *r = res->reply;
+    if (verdict == 1) {
+        for (int i = 0; i < 2 * mc->n; i++) mc->granted[i] = elem(r, 2 + (size_t)i);
+        on_verdict(mc, 1, elem(r, 1), 0, NULL);
+        return;
+    }
+    on_verdict(mc, verdict, elem(r, 1), verdict == 0 ? elem(r, 3) : elem(r, 1), NULL);
+}
+
+static void fence_raise(struct multi_call *mc) {
+    for (int i = 0; i < mc->n; i++) {
+        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8], f[24];
+        keys_of(mc->names[i], h, q, d);
+        snprintf(f, sizeof f, "%lld", mc->granted[2 * i]);
+        const char *argv[] = {h, f, "10000"}; /* FENCE_KEEP_MS (_layout.lua) */
+        size_t lens[3] = {strlen(h), strlen(f), 5};
+        redis_eval_all(SCRIPT_FENCE_RAISE, 1, 3, argv, lens, ignore_all, NULL);
+    }
+}
+
+static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
+    struct multi_call *mc = arg;
+    int q = redis_quorum(), granted = 0, answered = 0, mismatch = 0, nbusy = 0;
+    long long ttl = -1, retry = 1, busy_i = 0, mode_i = 0;
+    const char *err = "no Redis master answered";
+    memset(mc->granted, 0, sizeof mc->granted);
+    for (int i = 0; i < n; i++) {
+        long long v = verdict_of(&res[i]);
+        if (v == -100) {
+            if (!res[i].ok) err = res[i].error;
+            continue;
+        }
+        answered++;
+        const redisReply *r = res[i].reply;
+        if (v == 1) {
+            granted++;
+            if (ttl < 0 || elem(r, 1) < ttl) ttl = elem(r, 1);
+            for (int k = 0; k < 2 * mc->n; k++)
+                if (elem(r, 2 + (size_t)k) > mc->granted[k])
+                    mc->granted[k] = elem(r, 2 + (size_t)k);
+        } else if (v == 0) {
+            nbusy++;
+            if (elem(r, 1) > retry) retry = elem(r, 1);
+            busy_i = elem(r, 3);
+        } else if (v == -3) {
+            mismatch++;
+            mode_i = elem(r, 1);
+        }
+    }
+    long long validity = ttl - (loop_now_ms() - mc->attempt_ms) - DRIFT_MS(mc->ttl_ms);
+    if (granted >= q && validity > 0) {
+        fence_raise(mc);
+        if (granted < n) leave_queues(mc);
+        on_verdict(mc, 1, validity, 0, NULL);
+        return;
+    }
+    if (granted > 0) give_back(mc);
+    if (answered < q) {
+        char why[160];
+        snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
+        on_verdict(mc, -100, 0, 0, why);
+        return;
+    }
+    if (mismatch >= q) {
+        on_verdict(mc, -3, 0, mode_i, NULL);
+        return;
+    }
+    on_verdict(mc, 0, retry, busy_i, NULL);
+}
+
+static void attempt(struct multi_call *mc) {
+    long long wait_left = 0;
+    if (mc->wait_ms > 0) {
+        wait_left = mc->deadline_ms - loop_now_ms();
+        if (wait_left < 1) wait_left = 1;
+    }
+    char ttl[24], left[24], kind[2] = {mc->kind, 0};
+    snprintf(ttl, sizeof ttl, "%lld", mc->ttl_ms);
+    snprintf(left, sizeof left, "%lld", wait_left);
+    if (mc->fair && mc->wait_ms > 0) mc->queued = 1;
+    const char *args[8] = {mc->req->token,
+                           ttl,
+                           mc->owner,
+                           kind,
+                           mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
+                           left,
+                           mc->fair ? "1" : "0",
+                           redis_release_channel()};
+    mc->seen_seq = waiters_release_seq();
+    mc->attempt_ms = loop_now_ms();
+    run_names(mc, SCRIPT_MULTI_ACQUIRE, 1, 8, args, acquire_done,
+              QUORUM ? quorum_acquire_done : NULL, mc);
+}
+
+void multi_acquire(struct gw_request *req) {
+    long long ttl, wait;
+    int fair, has_token;
+    const char *mode, *owner;
+    if (token_header_or_reply(req, 0, &has_token) || body_parse_or_reply(req) ||
+        body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
+        body_int_or_reply(req, "wait_ms", 0, 0, 300000, &wait, NULL) ||
+        body_string_or_reply(req, "mode", 16, &mode) || body_bool_or_reply(req, "fair", 0, &fair) ||
+        body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner))
+        return;
+    int shared = mode && strcmp(mode, "shared") == 0;
+    if (mode && !shared && strcmp(mode, "exclusive") != 0) {
+        reply_problem(req, CODE_INVALID_FIELD, "mode must be \"exclusive\" or \"shared\"");
+        return;
+    }
+    struct multi_call *mc = names_or_reply(req);
+    if (!mc) return;
+    if (!has_token) token_issue(req);
+    free(mc->owner);
+    mc->owner = alloc_copy(owner ? owner : "", owner ? strlen(owner) : 0);
+    mc->kind = shared ? 's' : 'x';
+    mc->fair = fair;
+    mc->ttl_ms = ttl;
+    mc->wait_ms = wait;
+    mc->start_ms = loop_now_ms();
+    mc->deadline_ms = mc->start_ms + wait;
+    if (fair && wait > 0) liveness_waiter_id(mc->waiter_id);
+    attempt(mc);
+}
+
+/* ---- extend and release ------------------------------------------------------------ */
+
+/* {-1|-2|-5, i}: the problem for name i. */
+static void reply_refused(struct gw_request *req, long long verdict, long long i) {
+    struct multi_call *mc = req->ctx;
+    const char *name = i >= 1 && i <= mc->n ? mc->names[i - 1] : "";
+    if (verdict == -5)
+        reply_problem(req, CODE_SESSION_BOUND,
+                      "lock '%s' is bound to a session: renew the session instead", name);
+    else if (verdict == -1)
+        reply_problem(req, CODE_NOT_HELD, "nobody holds lock '%s': nothing was done", name);
+    else
+        reply_problem(req, CODE_NOT_OWNER,
+                      "lock '%s' is held, but not by this token: nothing was done", name);
+}
+
+/* Quorum mode: a success when `want` masters succeeded, else the
+ * commonest refusal of a quorum, else an error. */
+static const struct redis_result *pick(const struct redis_result *res, int n, int want,
+                                       struct redis_result *slot) {
+    int ok = 0, answered = 0;
+    const struct redis_result *good = NULL, *refused = NULL;
+    for (int i = 0; i < n; i++) {
+        long long v = verdict_of(&res[i]);
+        if (v == -100) continue;
+        answered++;
+        if (v == 1) {
+            ok++;
+            if (!good || elem(res[i].reply, 1) < elem(good->reply, 1)) good = &res[i];
+        } else if (!refused) {
+            refused = &res[i];
+        }
+    }
+    if (ok >= want) return good;
+    if (answered >= redis_quorum() && refused) return refused;
+    *slot =
+        (struct redis_result){.ok = 0, .reply = NULL, .error = "too few Redis masters answered"};
+    return slot;
+}
+
+static void extend_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    struct multi_call *mc = req->ctx;
+    long long v = verdict_of(res);
+    if (v == -100) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
+                      res->ok ? "unexpected answer" : res->error);
+        return;
+    }
+    if (v != 1) {
+        reply_refused(req, v, elem(res->reply, 1));
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    long long ttl = elem(res->reply, 1);
+    if (QUORUM) ttl -= (loop_now_ms() - mc->attempt_ms) + DRIFT_MS(ttl);
+    json_add_int(o, "ttl_ms", ttl < 1 ? 1 : ttl);
+    cJSON *locks = cJSON_AddArrayToObject(o, "locks");
+    for (int i = 0; i < mc->n; i++) {
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddStringToObject(l, "name", mc->names[i]);
+        json_add_int(l, "fence", elem(res->reply, 2 + (size_t)i));
+        cJSON_AddItemToArray(locks, l);
+    }
+    metrics_inc(M_LOCK_EXTENDED, (uint64_t)mc->n);
+    reply_json(req, 200, o);
+}
+
+static void quorum_extend_done(void *arg, const struct redis_result *res, int n) {
+    struct redis_result slot;
+    extend_done(arg, pick(res, n, redis_quorum(), &slot));
+}
+
+void multi_extend(struct gw_request *req) {
+    long long ttl;
+    if (token_header_or_reply(req, 1, NULL) || body_parse_or_reply(req) ||
+        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
+        return;
+    struct multi_call *mc = names_or_reply(req);
+    if (!mc) return;
+    char t[24];
+    snprintf(t, sizeof t, "%lld", ttl);
+    const char *args[2] = {req->token, t};
+    mc->attempt_ms = loop_now_ms();
+    run_names(mc, SCRIPT_MULTI_EXTEND, 0, 2, args, extend_done, QUORUM ? quorum_extend_done : NULL,
+              req);
+}
+
+static void release_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    struct multi_call *mc = req->ctx;
+    long long v = verdict_of(res);
+    if (v == -100) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
+                      res->ok ? "unexpected answer" : res->error);
+        return;
+    }
+    if (v != 1) {
+        reply_refused(req, v, elem(res->reply, 1));
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    json_add_int(o, "released", elem(res->reply, 1));
+    cJSON *names = cJSON_AddArrayToObject(o, "names");
+    for (int i = 0; i < mc->n; i++) cJSON_AddItemToArray(names, cJSON_CreateString(mc->names[i]));
+    metrics_inc(M_LOCK_RELEASED, (uint64_t)mc->n);
+    reply_json(req, 200, o);
+}
+
+/* A release goes to every master; one that released stands for them all. */
+static void quorum_release_done(void *arg, const struct redis_result *res, int n) {
+    struct redis_result slot;
+    release_done(arg, pick(res, n, 1, &slot));
+}
+
+void multi_release(struct gw_request *req) {
+    if (token_header_or_reply(req, 1, NULL) || body_parse_or_reply(req)) return;
+    struct multi_call *mc = names_or_reply(req);
+    if (!mc) return;
+    const char *args[2] = {req->token, redis_release_channel()};
+    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, release_done,
+              QUORUM ? quorum_release_done : NULL, req);
+}

@@ -1,0 +1,329 @@
+/* sessions.c -- /v1/sessions: one lease that many holds share.
+ *
+ * A session is one Redis hash (lua/_holders.lua, "sessions"): its end, ttl,
+ * lock-delay and owner, and one field per hold bound to it.  A hold taken
+ * with `Session: <token>` (holds.c) has no lease of its own; the scripts
+ * read its liveness from the session, so renewing is one key's change
+ * however many holds the session carries, and an expired session's holds
+ * are free for the next acquire without anyone releasing them.
+ *
+ * Quorum mode keeps a copy of the session on every master, like any hold:
+ * a create or renew counts when a quorum did it, an end when any master
+ * ended it (as a release), a read when a quorum knows the session. */
+#include "common/alloc.h"
+#include "common/token.h"
+#include "handlers/handlers.h"
+#include "server/body.h"
+#include "server/http.h"
+#include "server/redis.h"
+#include "server/reply.h"
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void session_key(const char *token, char *out, size_t cap) {
+    snprintf(out, cap, "%ssession:{%s}", handlers_config()->key_prefix, token);
+}
+
+int session_header_or_reply(struct gw_request *req, char **out) {
+    const char *tok = http_header(req, "Session");
+    *out = NULL;
+    if (!tok) return GW_OK;
+    if (!token_valid(tok)) {
+        reply_problem(req, CODE_INVALID_TOKEN,
+                      "a Session token is %d-%d characters of [A-Za-z0-9_-]", TOKEN_MIN_LEN,
+                      TOKEN_MAX_LEN);
+        return GW_REPLIED;
+    }
+    *out = alloc_copy(tok, strlen(tok));
+    return GW_OK;
+}
+
+/* The {token} path parameter into req->token, or 404 session_not_found
+ * (a malformed token names no session). */
+static int path_token_or_reply(struct gw_request *req) {
+    size_t len = req->match.param_len[0];
+    char tok[TOKEN_MAX_LEN + 1];
+    if (len > TOKEN_MAX_LEN) len = TOKEN_MAX_LEN + 1;
+    if (len <= TOKEN_MAX_LEN) {
+        memcpy(tok, req->match.param[0], len);
+        tok[len] = '\0';
+    }
+    if (len > TOKEN_MAX_LEN || !token_valid(tok)) {
+        reply_problem(req, CODE_SESSION_NOT_FOUND,
+                      "a session token is %d-%d characters of [A-Za-z0-9_-]", TOKEN_MIN_LEN,
+                      TOKEN_MAX_LEN);
+        return GW_REPLIED;
+    }
+    req->token = alloc_copy(tok, len);
+    return GW_OK;
+}
+
+static void reply_gone(struct gw_request *req) {
+    reply_problem(req, CODE_SESSION_NOT_FOUND, "no session '%s' (ended or expired)", req->token);
+}
+
+/* The first integer of a script's array reply, -100 when Redis failed. */
+static long long verdict_of(const struct redis_result *res) {
+    if (!res->ok || res->reply->type != REDIS_REPLY_ARRAY || res->reply->elements < 1 ||
+        res->reply->element[0]->type != REDIS_REPLY_INTEGER)
+        return -100;
+    return res->reply->element[0]->integer;
+}
+
+static long long int_at(const struct redis_result *res, size_t i) {
+    const redisReply *r = res->reply;
+    return r->elements > i && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
+                                                                         : 0;
+}
+
+/* Quorum mode: the answer that stands for all: one with verdict 1 when at
+ * least `want` masters gave 1, else a -1 when a quorum answered, else a
+ * failure (ok 0). */
+static const struct redis_result *pick(const struct redis_result *res, int n, int want,
+                                       struct redis_result *slot) {
+    int ok = 0, answered = 0;
+    const struct redis_result *good = NULL, *gone = NULL;
+    for (int i = 0; i < n; i++) {
+        long long v = verdict_of(&res[i]);
+        if (v == -100) continue;
+        answered++;
+        if (v == 1) {
+            ok++;
+            if (!good) good = &res[i];
+        } else if (!gone) {
+            gone = &res[i];
+        }
+    }
+    if (ok >= want) return good;
+    if (answered >= redis_quorum() && gone) return gone;
+    *slot =
+        (struct redis_result){.ok = 0, .reply = NULL, .error = "too few Redis masters answered"};
+    return slot;
+}
+
+#define QUORUM (redis_nodes() > 1)
+
+/* Runs script id on the session's key, on every master in quorum mode,
+ * and calls done with the result that stands for them (pick: `want`
+ * masters must succeed; 0 means a quorum). */
+struct session_call {
+    void (*done)(struct gw_request *req, const struct redis_result *res);
+    struct gw_request *req;
+    int want;
+};
+
+static void one_done(void *arg, const struct redis_result *res) {
+    struct session_call *sc = arg;
+    if (!res->ok) {
+        reply_problem(sc->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
+    } else if (verdict_of(res) == -100) {
+        reply_problem(sc->req, CODE_BACKEND_UNAVAILABLE, "Redis gave an unexpected answer");
+    } else {
+        sc->done(sc->req, res);
+    }
+    free(sc);
+}
+
+static void all_done(void *arg, const struct redis_result *res, int n) {
+    struct session_call *sc = arg;
+    struct redis_result slot;
+    one_done(sc, pick(res, n, sc->want ? sc->want : redis_quorum(), &slot));
+}
+
+static void session_run(struct gw_request *req, enum script_id id, int nargs,
+                        const char *const *args, int want,
+                        void (*done)(struct gw_request *, const struct redis_result *)) {
+    char key[GW_PREFIX_MAX + TOKEN_MAX_LEN + 16];
+    session_key(req->token, key, sizeof key);
+    const char *argv[4] = {key};
+    size_t lens[4] = {strlen(key)};
+    for (int i = 0; i < nargs; i++) {
+        argv[i + 1] = args[i];
+        lens[i + 1] = strlen(args[i]);
+    }
+    struct session_call *sc = alloc_check(calloc(1, sizeof *sc));
+    sc->done = done;
+    sc->req = req;
+    sc->want = want;
+    if (QUORUM)
+        redis_eval_all(id, 1, nargs + 1, argv, lens, all_done, sc);
+    else
+        redis_eval_here(id, 1, nargs + 1, argv, lens, one_done, sc);
+}
+
+/* ---- replica acknowledgement ----------------------------------------------------
+ * With --min-replicas-ack a created or renewed session is answered once
+ * WAIT says enough replicas have it, else 503: after a failover the
+ * session could otherwise be gone, or end sooner, with its holds. */
+
+struct acked_reply {
+    int status;  /* the answer to give when acknowledged */
+    cJSON *body; /* its body */
+};
+
+static void acked_free(void *ctx) {
+    struct acked_reply *a = ctx;
+    cJSON_Delete(a->body);
+    free(a);
+}
+
+static void ack_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    struct acked_reply *a = req->ctx;
+    long long acked = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
+    int wanted = handlers_config()->min_replicas_ack;
+    if (acked < wanted) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "the session was written, but only %lld of %d replicas acknowledged it",
+                      acked < 0 ? 0 : acked, wanted);
+        return;
+    }
+    cJSON *body = a->body;
+    a->body = NULL;
+    reply_json(req, a->status, body);
+}
+
+static void reply_acked(struct gw_request *req, int status, cJSON *body) {
+    int wanted = QUORUM ? 0 : handlers_config()->min_replicas_ack;
+    if (!wanted) {
+        reply_json(req, status, body);
+        return;
+    }
+    struct acked_reply *a = alloc_check(calloc(1, sizeof *a));
+    a->status = status;
+    a->body = body;
+    req->ctx = a;
+    req->ctx_free = acked_free;
+    char n[16], timeout[16];
+    snprintf(n, sizeof n, "%d", wanted);
+    snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
+    const char *argv[3] = {"WAIT", n, timeout};
+    size_t lens[3] = {4, strlen(n), strlen(timeout)};
+    redis_command(3, argv, lens, ack_done, req);
+}
+
+/* ---- POST /v1/sessions ------------------------------------------------------------ */
+
+static void created(struct gw_request *req, const struct redis_result *res) {
+    if (verdict_of(res) != 1) {
+        reply_problem(req, CODE_INVALID_TOKEN, "a session with this token exists");
+        return;
+    }
+    cJSON *o = req->ctx;
+    req->ctx = NULL; /* reply_acked takes it over */
+    char location[TOKEN_MAX_LEN + 24];
+    snprintf(location, sizeof location, "/v1/sessions/%s", req->token);
+    reply_header(req, "Session", req->token);
+    reply_header(req, "Location", location);
+    reply_acked(req, 201, o);
+}
+
+static void json_free(void *ctx) { cJSON_Delete(ctx); }
+
+void sessions_create(struct gw_request *req) {
+    long long ttl, delay;
+    const char *owner;
+    if (body_parse_or_reply(req) ||
+        body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
+        body_int_or_reply(req, "lock_delay_ms", 0, 0, 60000, &delay, NULL) ||
+        body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner))
+        return;
+    token_issue(req);
+    char t[24], d[24];
+    snprintf(t, sizeof t, "%lld", ttl);
+    snprintf(d, sizeof d, "%lld", delay);
+    /* The answer's body, kept until Redis has answered. */
+    cJSON *o = alloc_check(cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "token", req->token);
+    json_add_int(o, "ttl_ms", ttl);
+    json_add_int(o, "lock_delay_ms", delay);
+    if (owner && owner[0]) cJSON_AddStringToObject(o, "owner", owner);
+    req->ctx = o;
+    req->ctx_free = json_free;
+    const char *args[3] = {t, d, owner ? owner : ""};
+    session_run(req, SCRIPT_SESSION_CREATE, 3, args, 0, created);
+}
+
+/* ---- PATCH /v1/sessions/{token} ----------------------------------------------------- */
+
+static void renewed(struct gw_request *req, const struct redis_result *res) {
+    if (verdict_of(res) != 1) {
+        reply_gone(req);
+        return;
+    }
+    cJSON *o = alloc_check(cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "token", req->token);
+    json_add_int(o, "ttl_ms", int_at(res, 1));
+    json_add_int(o, "holds", int_at(res, 2));
+    reply_acked(req, 200, o);
+}
+
+void sessions_renew(struct gw_request *req) {
+    long long ttl;
+    if (path_token_or_reply(req) || body_parse_or_reply(req) ||
+        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
+        return;
+    char t[24];
+    snprintf(t, sizeof t, "%lld", ttl);
+    const char *args[1] = {t};
+    session_run(req, SCRIPT_SESSION_RENEW, 1, args, 0, renewed);
+}
+
+/* ---- DELETE /v1/sessions/{token} ---------------------------------------------------- */
+
+static void ended(struct gw_request *req, const struct redis_result *res) {
+    if (verdict_of(res) != 1) {
+        reply_gone(req);
+        return;
+    }
+    cJSON *o = alloc_check(cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "token", req->token);
+    json_add_int(o, "released", int_at(res, 1));
+    reply_json(req, 200, o);
+}
+
+void sessions_end(struct gw_request *req) {
+    if (path_token_or_reply(req)) return;
+    const char *args[1] = {redis_release_channel()};
+    session_run(req, SCRIPT_SESSION_END, 1, args, 1, ended);
+}
+
+/* ---- GET /v1/sessions/{token} ------------------------------------------------------- */
+
+static void read_done(struct gw_request *req, const struct redis_result *res) {
+    if (verdict_of(res) != 1) {
+        reply_gone(req);
+        return;
+    }
+    const redisReply *r = res->reply;
+    cJSON *o = alloc_check(cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "token", req->token);
+    json_add_int(o, "ttl_ms", int_at(res, 1));
+    json_add_int(o, "ttl_left_ms", int_at(res, 4));
+    json_add_int(o, "lock_delay_ms", int_at(res, 2));
+    if (r->elements > 3 && r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len > 0)
+        cJSON_AddStringToObject(o, "owner", r->element[3]->str);
+    cJSON *holds = alloc_check(cJSON_AddArrayToObject(o, "holds"));
+    for (size_t i = 5; i + 1 < r->elements; i += 2) {
+        const redisReply *what = r->element[i], *tok = r->element[i + 1];
+        if (what->type != REDIS_REPLY_STRING || tok->type != REDIS_REPLY_STRING) continue;
+        const char *colon = strchr(what->str, ':');
+        if (!colon) continue;
+        cJSON *h = alloc_check(cJSON_CreateObject());
+        cJSON_AddStringToObject(h, "kind",
+                                strncmp(what->str, "sem:", 4) == 0 ? "semaphore" : "lock");
+        cJSON_AddStringToObject(h, "name", colon + 1);
+        cJSON_AddStringToObject(h, "token", tok->str);
+        cJSON_AddItemToArray(holds, h);
+    }
+    reply_json(req, 200, o);
+}
+
+void sessions_inspect(struct gw_request *req) {
+    if (path_token_or_reply(req)) return;
+    session_run(req, SCRIPT_SESSION_READ, 0, NULL, 0, read_done);
+}

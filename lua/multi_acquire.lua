@@ -1,0 +1,111 @@
+-- multi_acquire.lua: take several locks all or nothing, under one token.
+-- (The holder layout: _holders.lua.)
+--
+-- KEYS     per name i: 3i-2 its hash, 3i-1 its queue zset, 3i its queue
+--          deadlines hash (as acquire.lua's KEYS)
+-- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
+--          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel
+-- Returns  {1, ttl_ms, fence_1, count_1, fence_2, count_2, ...}  all taken
+--                                 (a name the token held already: re-entered)
+--          {0, retry_after_ms, why, i}  busy: nothing taken; why as
+--                                 acquire.lua's, i the first busy name
+--          {-3, i}                the token holds name i in the other mode
+--
+-- While busy it holds nothing, so two multi-locks over overlapping sets
+-- never deadlock.  A waiter marks every busy name (w), so a release of any
+-- of them is published and wakes it; the retry hint is the latest time a
+-- busy name frees up by itself (lease end, lock-delay, fair turn), past
+-- which the current obstacles are all gone.  Fair waiters join every
+-- name's queue with the same arrival (this call's clock): all queues order
+-- waiters alike, so the earliest is at the head of all of its names'
+-- queues and no two fair waiters wait for each other.
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
+local token, ttl, owner, kind = ARGV[1], ARGV[2] + 0, ARGV[3], ARGV[4]
+local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
+local n = #KEYS / 3
+
+local sts, busy_for, why, first_busy = {}, -1, 1, 0
+for i = 1, n do
+  local hk = KEYS[3 * i - 2]
+  local st = load(hk)
+  sts[i] = st
+  local me = st.holders[token]
+  local b, bw = -1, 1
+  if me then
+    if st.mode ~= kind then return {-3, i} end
+  else
+    if st.dl > now then
+      b, bw = st.dl - now, 2
+    elseif st.alive > 0 and (kind == 'x' or st.mode == 'x') then
+      b = st.maxexp - now
+    end
+    if b < 0 and st.w > now then
+      local head, head_deadline = queue_head(waiter, KEYS[3 * i - 1], KEYS[3 * i])
+      if head and head ~= waiter then b, bw = head_deadline - now, 3 end
+    end
+  end
+  if b >= 0 then
+    st.busy = true
+    if first_busy == 0 then first_busy, why = i, bw end
+    if b > busy_for then busy_for = b end
+  end
+end
+
+if busy_for >= 0 then
+  if wait_left > 0 then
+    local until_ms = now + wait_left
+    for i = 1, n do
+      local st, hk = sts[i], KEYS[3 * i - 2]
+      if fair then
+        redis.call('ZADD', KEYS[3 * i - 1], 'NX', now_us, waiter)
+        redis.call('HSET', KEYS[3 * i], waiter, until_ms)
+        if redis.call('PTTL', KEYS[3 * i]) < wait_left then
+          redis.call('PEXPIRE', KEYS[3 * i - 1], wait_left)
+          redis.call('PEXPIRE', KEYS[3 * i], wait_left)
+        end
+      end
+      if (st.busy or fair) and until_ms > st.w then
+        st.w = until_ms
+        redis.call('HSET', hk, 'w', until_ms)
+        save_ttl(hk, st)
+      end
+    end
+  end
+  if busy_for < 1 then busy_for = 1 end
+  return {0, busy_for, why, first_busy}
+end
+
+local out = {1, ttl}
+local exp = now + ttl + 1
+for i = 1, n do
+  local st, hk = sts[i], KEYS[3 * i - 2]
+  if waiter ~= '' then
+    redis.call('ZREM', KEYS[3 * i - 1], waiter)
+    redis.call('HDEL', KEYS[3 * i], waiter)
+  end
+  local h = st.holders[token]
+  if h then
+    h.count = h.count + 1
+    if not h.session then h.exp = cap_exp(h, ttl) end
+    put(hk, st, token, h, st.mode)
+  else
+    h = {count = 1, fence = now_us, exp = exp, ttl = ttl, hold = 0, delay = 0, owner = owner}
+    if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end
+    st.lastfence = h.fence
+    st.holders[token] = h
+    st.alive = st.alive + 1
+    if kind == 'x' then
+      put(hk, st, token, h, 'x')
+      if st.mfield then redis.call('HDEL', hk, 'm') end
+    else
+      redis.call('HSET', hk, token, encode(h), 'm', kind)
+    end
+    st.mfield = kind ~= 'x' and kind or nil
+  end
+  save_ttl(hk, st)
+  out[#out + 1] = h.fence
+  out[#out + 1] = h.count
+end
+return out

@@ -1,0 +1,45 @@
+-- multi_release.lua: release several holds of one token, all or none: one
+-- level of re-entry each, as release.lua.  (The layout: _holders.lua.)
+--
+-- KEYS     the names' hashes
+-- ARGV     1 token, 2 channel
+-- Returns  {1, released}   released: how many holds ended (count 0)
+--          {-1, i}         nobody holds name i: nothing was released
+--          {-2, i}         name i is held, but not by this token
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
+local token = ARGV[1]
+local sts = {}
+for i = 1, #KEYS do
+  local st = load(KEYS[i])
+  local me, why = holder_of(st, token)
+  if not me then return {why, i} end
+  sts[i] = st
+end
+local ended = 0
+for i = 1, #KEYS do
+  local st, hk = sts[i], KEYS[i]
+  local me = st.holders[token]
+  me.count = me.count - 1
+  if me.count > 0 and st.mode ~= 'p' then
+    put(hk, st, token, me, st.mode)
+  else
+    ended = ended + 1
+    st.holders[token] = nil
+    st.alive = st.alive - 1
+    if me.session then redis.call('HDEL', session_key(hk, me.session), hk) end
+    local gone = token
+    if token == st.xtoken then
+      redis.call('HSET', hk, 'x', struct.pack(X_HEAD, '', 0, me.fence, 0, 0))
+      st.xtoken, gone = nil, nil
+    end
+    save_ttl(hk, st, gone)
+    if st.w > now then
+      local k, n = string.match(hk, '(lock):{([^{]*)}$')
+      if not k then k, n = string.match(hk, '(sem):{([^{]*)}$') end
+      redis.call('PUBLISH', ARGV[2], k .. ':' .. n)
+    end
+  end
+end
+return {1, ended}
