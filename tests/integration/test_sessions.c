@@ -1,0 +1,496 @@
+/* test_sessions.c -- issue 22 against the real binary and a real
+ * redis-server: sessions (one lease for many holds) and multi-lock (several
+ * names all or nothing).
+ *
+ * Time bounds are generous for a busy 2-core machine: "at once" is
+ * SLACK_MS; lower bounds are asserted only where the point is "not before"
+ * (a session's end, its lock-delay).
+ *
+ * `build/tests/test_sessions NAME` runs only the tests whose names contain
+ * NAME. */
+#include "tests/integration/harness.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct h_redis redis;
+static struct h_gw gw, gw2;
+
+#define SLACK_MS 1000
+
+#define H(method, path, token, body) h_http(method, gw.port, path, token, body, NULL)
+
+/* POST /v1/sessions with body; the new session's token (malloc'd), or "". */
+static char *session_new(const char *body) {
+    struct h_resp r = H("POST", "/v1/sessions", NULL, body);
+    CHECK_EQ_INT(r.status, 201);
+    const char *t = h_header(&r, "Session");
+    char *tok = strdup(t ? t : "");
+    if (t) CHECK_EQ_STR(h_jstr(&r, "token"), t);
+    h_resp_free(&r);
+    return tok;
+}
+
+/* Acquires path bound to session on port; returns the status, the hold's
+ * token into tok (when given) and its fence into *fence. */
+static long bound_acquire(int port, const char *path, const char *session, const char *body,
+                          char *tok, long long *fence) {
+    char hdr[200];
+    snprintf(hdr, sizeof hdr, "Session: %s", session);
+    struct h_resp r = h_http("POST", port, path, NULL, body ? body : "{}", hdr);
+    long st = r.status;
+    if (tok) snprintf(tok, 160, "%s", h_token(&r));
+    if (fence) *fence = h_jint(&r, "fence");
+    h_resp_free(&r);
+    return st;
+}
+
+static long status_of(const char *method, int port, const char *path, const char *token,
+                      const char *body) {
+    struct h_resp r = h_http(method, port, path, token, body, NULL);
+    long st = r.status;
+    h_resp_free(&r);
+    return st;
+}
+
+/* ---- sessions ------------------------------------------------------------------- */
+
+static void test_session_routes(void) {
+    struct h_resp r = H("POST", "/v1/sessions", NULL,
+                        "{\"ttl_ms\":5000,\"lock_delay_ms\":100,\"owner\":\"worker 3\"}");
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    CHECK(strlen(tok) == 22);
+    CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 5000);
+    CHECK_EQ_INT(h_jint(&r, "lock_delay_ms"), 100);
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", tok);
+    CHECK_EQ_STR(h_header(&r, "Location"), loc);
+    h_resp_free(&r);
+
+    char held[160];
+    long long f1;
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/sr1", tok, NULL, held, &f1), 201);
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/semaphores/sr2", tok, "{\"limit\":3}", NULL, NULL),
+                 201);
+    /* Re-entry with the hold's token: the same fence, count 2. */
+    char hdr[200];
+    snprintf(hdr, sizeof hdr, "Session: %s", tok);
+    r = h_http("POST", gw.port, "/v1/locks/sr1", held, "{}", hdr);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK_EQ_INT(h_jint(&r, "fence"), f1);
+    h_resp_free(&r);
+
+    r = H("GET", loc, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "owner"), "worker 3");
+    cJSON *holds = cJSON_GetObjectItem(r.json, "holds");
+    CHECK(cJSON_GetArraySize(holds) == 2);
+    CHECK(strstr(r.body, held) != NULL);
+    CHECK(strstr(r.body, "\"semaphore\"") != NULL);
+    h_resp_free(&r);
+
+    /* Extending a bound hold: 409 session_bound; renew the session. */
+    r = H("PATCH", "/v1/locks/sr1", held, "{\"ttl_ms\":9000}");
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "session_bound");
+    h_resp_free(&r);
+    r = H("PATCH", loc, NULL, "{\"ttl_ms\":8000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "ttl_ms"), 8000);
+    CHECK_EQ_INT(h_jint(&r, "holds"), 2);
+    h_resp_free(&r);
+    /* Held as long as the session: GET reports its remaining time. */
+    r = H("GET", "/v1/locks/sr1", NULL, NULL);
+    CHECK(h_jint(&r, "ttl_ms") > 7000 && h_jint(&r, "ttl_ms") <= 8000);
+    h_resp_free(&r);
+
+    /* A release of a bound hold takes it off the session. */
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/sr1", held, NULL), 200);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/sr1", held, NULL), 200);
+    r = H("GET", loc, NULL, NULL);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "holds")) == 1);
+    h_resp_free(&r);
+
+    r = H("DELETE", loc, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "released"), 1);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/semaphores/sr2", NULL, NULL), 404);
+
+    /* An ended session: every route says so, and nothing binds to it. */
+    r = H("GET", loc, NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "session_not_found");
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("PATCH", gw.port, loc, NULL, "{}"), 404);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, loc, NULL, NULL), 404);
+    r = h_http("POST", gw.port, "/v1/locks/sr3", NULL, "{}", hdr);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "session_not_found");
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/sr3", NULL, NULL), 404);
+
+    /* Bad input. */
+    r = h_http("POST", gw.port, "/v1/locks/sr3", NULL, "{}", "Session: short");
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_token");
+    h_resp_free(&r);
+    r = H("POST", "/v1/sessions", NULL, "{\"ttl_ms\":5}");
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_field");
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/sessions/x", NULL, NULL), 404);
+}
+
+/* A session with 1,000 holds: one PATCH keeps them all past the session's
+ * first end. */
+static void test_thousand_holds_one_patch(void) {
+    long long t0 = h_now_ms();
+    char *s = session_new("{\"ttl_ms\":6000}");
+    char path[64];
+    int ok = 0;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(path, sizeof path, "/v1/locks/k%d", i);
+        ok += bound_acquire(gw.port, path, s, NULL, NULL, NULL) == 201;
+    }
+    CHECK_EQ_INT(ok, 1000);
+    long long took = h_now_ms() - t0;
+    fprintf(stderr, "  (1000 bound acquires took %lld ms)\n", took);
+    /* Renew late enough that the first end lies well before the new one. */
+    if (h_now_ms() < t0 + 2000) h_sleep_ms((int)(t0 + 2000 - h_now_ms()));
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    struct h_resp r = H("PATCH", loc, NULL, "{\"ttl_ms\":15000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holds"), 1000);
+    h_resp_free(&r);
+    if (h_now_ms() < t0 + 6500) h_sleep_ms((int)(t0 + 6500 - h_now_ms()));
+    /* Past the session's first end: every hold is still held. */
+    int held = 0;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(path, sizeof path, "/v1/locks/k%d", i);
+        held += status_of("POST", gw.port, path, NULL, "{}") == 409;
+    }
+    CHECK_EQ_INT(held, 1000);
+    r = H("DELETE", loc, NULL, NULL);
+    CHECK_EQ_INT(h_jint(&r, "released"), 1000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("POST", gw.port, "/v1/locks/k999", NULL, "{}"), 201);
+    free(s);
+}
+
+/* A waiter on its own thread. */
+struct waiter_call {
+    pthread_t th;
+    int port;
+    char path[64];
+    char body[128];
+    long status;
+    long long t_done, fence;
+};
+
+static void *waiter_main(void *arg) {
+    struct waiter_call *w = arg;
+    struct h_resp r = h_http("POST", w->port, w->path, NULL, w->body, NULL);
+    w->t_done = h_now_ms();
+    w->status = r.status;
+    w->fence = h_jint(&r, "fence");
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void waiter_start(struct waiter_call *w, int port, const char *path, const char *body) {
+    memset(w, 0, sizeof *w);
+    w->port = port;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->body, sizeof w->body, "%s", body);
+    pthread_create(&w->th, NULL, waiter_main, w);
+}
+
+/* Session expiry frees every hold, wakes waiters on both gateways when it
+ * happens (no request of anyone else needed) and applies the session's
+ * lock-delay; fences keep growing across it. */
+static void test_expiry_wakes_and_delays(void) {
+    long long t0 = h_now_ms();
+    char *s = session_new("{\"ttl_ms\":1500,\"lock_delay_ms\":700}");
+    long long f1 = 0, f2 = 0;
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/ex1", s, NULL, NULL, &f1), 201);
+    CHECK_EQ_INT(bound_acquire(gw2.port, "/v1/locks/ex2", s, "{\"mode\":\"shared\"}", NULL, &f2),
+                 201);
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/semaphores/ex3", s, "{\"limit\":1}", NULL, NULL), 201);
+    struct waiter_call w1, w2, w3;
+    waiter_start(&w1, gw.port, "/v1/locks/ex1", "{\"wait_ms\":10000}");
+    waiter_start(&w2, gw2.port, "/v1/locks/ex2", "{\"wait_ms\":10000,\"fair\":true}");
+    waiter_start(&w3, gw2.port, "/v1/semaphores/ex3", "{\"limit\":1,\"wait_ms\":10000}");
+    pthread_join(w1.th, NULL);
+    pthread_join(w2.th, NULL);
+    pthread_join(w3.th, NULL);
+    long long end = t0 + 1500, free_at = end + 700;
+    CHECK_EQ_INT(w1.status, 201);
+    CHECK_EQ_INT(w2.status, 201);
+    CHECK_EQ_INT(w3.status, 201);
+    fprintf(stderr, "  (waiters got it %lld, %lld, %lld ms after session start; free at %lld)\n",
+            w1.t_done - t0, w2.t_done - t0, w3.t_done - t0, free_at - t0);
+    /* Not before the lock-delay is over (the session began after t0). */
+    CHECK(w1.t_done >= free_at - 50);
+    CHECK(w2.t_done >= free_at - 50);
+    CHECK(w3.t_done >= free_at - 50);
+    CHECK(w1.t_done <= free_at + SLACK_MS);
+    CHECK(w2.t_done <= free_at + SLACK_MS);
+    CHECK(w3.t_done <= free_at + SLACK_MS);
+    CHECK(w1.fence > f1);
+    CHECK(w2.fence > f2);
+    free(s);
+}
+
+/* DELETE of a session whose lock has a fair waiter queued: the waiter gets
+ * it at once, with no lock-delay, and a higher fence. */
+static void test_delete_with_fair_waiter(void) {
+    char *s = session_new("{\"ttl_ms\":20000,\"lock_delay_ms\":5000}");
+    long long f1 = 0;
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/df1", s, NULL, NULL, &f1), 201);
+    struct waiter_call w;
+    waiter_start(&w, gw2.port, "/v1/locks/df1", "{\"wait_ms\":10000,\"fair\":true}");
+    h_sleep_ms(400);
+    /* It is queued: an unfair request that finds the lock free goes behind it. */
+    char *q = strdup(h_redis_cli(&redis, "ZCARD lockgate:lock:{df1}:q") ?: "");
+    CHECK_EQ_STR(q, "1");
+    free(q);
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    long long t = h_now_ms();
+    CHECK_EQ_INT(status_of("DELETE", gw.port, loc, NULL, NULL), 200);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(w.t_done - t < SLACK_MS);
+    CHECK(w.fence > f1);
+    free(s);
+}
+
+/* ---- multi-lock ------------------------------------------------------------------ */
+
+static void test_multi_routes(void) {
+    struct h_resp r = H("POST", "/v1/locks", NULL,
+                        "{\"names\":[\"ma\",\"mb\",\"mc\"],\"ttl_ms\":5000,\"owner\":\"o\"}");
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    CHECK(strlen(tok) == 22);
+    cJSON *locks = cJSON_GetObjectItem(r.json, "locks");
+    CHECK(cJSON_GetArraySize(locks) == 3);
+    long long fb = 0;
+    for (int i = 0; i < cJSON_GetArraySize(locks); i++) {
+        cJSON *l = cJSON_GetArrayItem(locks, i);
+        CHECK(cJSON_GetObjectItem(l, "fence") && cJSON_GetObjectItem(l, "fence")->valuedouble > 0);
+        if (strcmp(cJSON_GetObjectItem(l, "name")->valuestring, "mb") == 0)
+            fb = (long long)cJSON_GetObjectItem(l, "fence")->valuedouble;
+    }
+    h_resp_free(&r);
+    /* Each name is an ordinary lock of that token. */
+    r = H("GET", "/v1/locks/mb", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "owner"), "o");
+    CHECK(h_jint(&r, "fence") / 1000 == fb / 1000);
+    h_resp_free(&r);
+
+    /* PATCH extends them all; a wrong token or name changes nothing. */
+    r = H("PATCH", "/v1/locks", tok, "{\"names\":[\"ma\",\"mb\",\"mc\"],\"ttl_ms\":9000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(h_jint(&r, "ttl_ms") > 8000 && h_jint(&r, "ttl_ms") <= 9000);
+    h_resp_free(&r);
+    r = H("PATCH", "/v1/locks", tok, "{\"names\":[\"ma\",\"zz\"],\"ttl_ms\":20000}");
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_held");
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks/ma", NULL, NULL);
+    CHECK(h_jint(&r, "ttl_ms") <= 9000);
+    h_resp_free(&r);
+    r = H("DELETE", "/v1/locks", "AAAAAAAAAAAAAAAAAAAAAAAA", "{\"names\":[\"ma\",\"mb\"]}");
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "not_owner");
+    h_resp_free(&r);
+    /* Delete two of three, all or nothing per request. */
+    r = H("DELETE", "/v1/locks", tok, "{\"names\":[\"ma\",\"mb\"]}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "released"), 2);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/ma", NULL, NULL), 404);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/mc", NULL, NULL), 200);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/mc", tok, NULL), 200);
+
+    /* Limits and bad input. */
+    char body[2048] = "{\"names\":[";
+    for (int i = 0; i < 65; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s\"n%d\"", i ? "," : "", i);
+    strcat(body, "]}");
+    r = H("POST", "/v1/locks", NULL, body);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_field");
+    h_resp_free(&r);
+    body[strlen(body) - 2] = '\0';
+    *strrchr(body, ',') = '\0';
+    strcat(body, "]}"); /* 64 names: fine */
+    r = H("POST", "/v1/locks", NULL, body);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks", NULL, "{\"names\":[\"d1\",\"d1\"]}");
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_field");
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks", NULL, "{\"names\":[\"ok\",\"bad name\"]}");
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_name");
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("POST", gw.port, "/v1/locks", NULL, "{}"), 400);
+    CHECK_EQ_INT(status_of("POST", gw.port, "/v1/locks", NULL, "{\"names\":\"a\"}"), 400);
+}
+
+/* A multi-lock including a name someone else holds takes nothing. */
+static void test_multi_takes_nothing(void) {
+    struct h_resp r = H("POST", "/v1/locks/tn2", NULL, "{\"ttl_ms\":6000}");
+    CHECK_EQ_INT(r.status, 201);
+    char t2[160];
+    snprintf(t2, sizeof t2, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks", NULL, "{\"names\":[\"tn1\",\"tn2\",\"tn3\"]}");
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "lock_busy");
+    CHECK_EQ_STR(h_jstr(&r, "busy_name"), "tn2");
+    CHECK(h_jint(&r, "retry_after_ms") > 3000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/tn1", NULL, NULL), 404);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/tn3", NULL, NULL), 404);
+    /* Waiting, it still holds nothing; a release of tn2 on the other
+     * gateway wakes it at once, and it takes all three. */
+    struct waiter_call w;
+    waiter_start(&w, gw2.port, "/v1/locks",
+                 "{\"names\":[\"tn3\",\"tn2\",\"tn1\"],\"wait_ms\":8000}");
+    h_sleep_ms(400);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/tn1", NULL, NULL), 404);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/tn3", NULL, NULL), 404);
+    long long t = h_now_ms();
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/tn2", t2, NULL), 200);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(w.t_done - t < SLACK_MS);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/tn1", NULL, NULL), 200);
+}
+
+/* Two clients hammering overlapping, differently ordered multi-locks: a
+ * non-atomic read-modify-write over all the names never loses an update,
+ * no request waits past its wait_ms, and completions never stop. */
+static const char *const SET_A[] = {"h1", "h2", "h3"};
+static const char *const SET_B[] = {"h3", "h2", "h4", "h1"};
+static int counters[5];
+static atomic_int stop_hammer;
+
+struct hammer {
+    pthread_t th;
+    int port;
+    const char *const *names;
+    int n;
+    int ok, busy, other;
+    long long max_ms;
+    long long done_at[4096];
+    int ndone;
+};
+
+static void *hammer_main(void *arg) {
+    struct hammer *hm = arg;
+    struct h_client cl;
+    h_client_init(&cl, 20000);
+    char body[256];
+    int len = snprintf(body, sizeof body, "{\"ttl_ms\":5000,\"wait_ms\":3000,\"names\":[");
+    for (int i = 0; i < hm->n; i++)
+        len += snprintf(body + len, sizeof body - len, "%s\"%s\"", i ? "," : "", hm->names[i]);
+    snprintf(body + len, sizeof body - len, "]}");
+    char names_only[256];
+    snprintf(names_only, sizeof names_only, "{%s", strstr(body, "\"names\""));
+    while (!atomic_load(&stop_hammer)) {
+        long long t = h_now_ms();
+        long st = h_client_do(&cl, "POST", hm->port, "/v1/locks", NULL, body);
+        long long took = h_now_ms() - t;
+        if (took > hm->max_ms) hm->max_ms = took;
+        if (st != 201) {
+            if (st == 409)
+                hm->busy++;
+            else
+                hm->other++;
+            continue;
+        }
+        char tok[160];
+        snprintf(tok, sizeof tok, "%s", h_token(&cl.last));
+        int vals[5];
+        for (int i = 0; i < hm->n; i++) vals[i] = counters[hm->names[i][1] - '0'];
+        usleep(500); /* the race window a lost update needs */
+        for (int i = 0; i < hm->n; i++) counters[hm->names[i][1] - '0'] = vals[i] + 1;
+        st = h_client_do(&cl, "DELETE", hm->port, "/v1/locks", tok, names_only);
+        if (st != 200) hm->other++;
+        hm->ok++;
+        if (hm->ndone < 4096) hm->done_at[hm->ndone++] = h_now_ms();
+    }
+    h_client_free(&cl);
+    return NULL;
+}
+
+static void test_multi_hammer(void) {
+    memset(counters, 0, sizeof counters);
+    atomic_store(&stop_hammer, 0);
+    struct hammer a = {.port = gw.port, .names = SET_A, .n = 3};
+    struct hammer b = {.port = gw2.port, .names = SET_B, .n = 4};
+    long long t0 = h_now_ms();
+    pthread_create(&a.th, NULL, hammer_main, &a);
+    pthread_create(&b.th, NULL, hammer_main, &b);
+    h_sleep_ms(4000);
+    atomic_store(&stop_hammer, 1);
+    pthread_join(a.th, NULL);
+    pthread_join(b.th, NULL);
+    long long t1 = h_now_ms();
+    fprintf(stderr,
+            "  (hammer: %d + %d cycles in %lld ms, busy %d/%d, longest wait %lld/%lld ms)\n", a.ok,
+            b.ok, t1 - t0, a.busy, b.busy, a.max_ms, b.max_ms);
+    CHECK(a.ok > 10 && b.ok > 10);
+    CHECK_EQ_INT(a.other + b.other, 0);
+    CHECK_EQ_INT(counters[1], a.ok + b.ok);
+    CHECK_EQ_INT(counters[2], a.ok + b.ok);
+    CHECK_EQ_INT(counters[3], a.ok + b.ok);
+    CHECK_EQ_INT(counters[4], b.ok);
+    CHECK(a.max_ms <= 3000 + SLACK_MS && b.max_ms <= 3000 + SLACK_MS);
+    /* Throughput never drops to zero: no second without a completion. */
+    long long gap = 0, last = t0;
+    int ia = 0, ib = 0;
+    while (ia < a.ndone || ib < b.ndone) {
+        long long next = ib >= b.ndone || (ia < a.ndone && a.done_at[ia] < b.done_at[ib])
+                             ? a.done_at[ia++]
+                             : b.done_at[ib++];
+        if (next - last > gap) gap = next - last;
+        last = next;
+    }
+    fprintf(stderr, "  (longest gap between completions: %lld ms)\n", gap);
+    CHECK(gap < 1000);
+}
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
+        h_gw_up(&gw2, &redis, NULL) < 0)
+        return 2;
+    RUN_SOME(test_session_routes);
+    RUN_SOME(test_thousand_holds_one_patch);
+    RUN_SOME(test_expiry_wakes_and_delays);
+    RUN_SOME(test_delete_with_fair_waiter);
+    RUN_SOME(test_multi_routes);
+    RUN_SOME(test_multi_takes_nothing);
+    RUN_SOME(test_multi_hammer);
+    CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
+    CHECK_EQ_INT(h_gw_stop(&gw2, 5000), 0);
+    h_redis_stop(&redis);
+    return check_summary("sessions");
+}
