@@ -477,6 +477,107 @@ static void test_multi_hammer(void) {
     CHECK(gap < 1000);
 }
 
+/* ---- the other Redis modes ----------------------------------------------------------- */
+
+/* Quorum mode (three masters): a session lives on every master; a bound
+ * hold outlives a master's loss; DELETE frees it; multi-lock all or
+ * nothing. */
+static void test_quorum_mode(void) {
+    struct h_redis m[3];
+    struct h_gw q = {0};
+    for (int i = 0; i < 3; i++) CHECK(h_redis_start(&m[i], 0, NULL) == 0);
+    char flags[256];
+    snprintf(flags, sizeof flags,
+             "--redis redis://127.0.0.1:%d --redis redis://127.0.0.1:%d --redis-timeout-ms 500",
+             m[1].port, m[2].port);
+    CHECK(h_gw_up(&q, &m[0], flags) == 0);
+    h_sleep_ms(300);
+    struct h_resp r = h_http("POST", q.port, "/v1/sessions", NULL, "{\"ttl_ms\":1500}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char s[160], hdr[200], loc[200], held[160];
+    snprintf(s, sizeof s, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    snprintf(hdr, sizeof hdr, "Session: %s", s);
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    for (int i = 0; i < 3; i++) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "EXISTS lockgate:session:{%s}", s);
+        const char *e = h_redis_cli(&m[i], cmd);
+        CHECK(e && strcmp(e, "1") == 0);
+    }
+    r = h_http("POST", q.port, "/v1/locks/qs1", NULL, "{}", hdr);
+    CHECK_EQ_INT(r.status, 201);
+    long long f1 = h_jint(&r, "fence");
+    snprintf(held, sizeof held, "%s", h_token(&r));
+    h_resp_free(&r);
+    /* One master lost: renewals and the hold go on with the other two. */
+    h_redis_kill(&m[2]);
+    h_sleep_ms(1000);
+    CHECK_EQ_INT(status_of("PATCH", q.port, loc, NULL, "{\"ttl_ms\":3000}"), 200);
+    h_sleep_ms(1000); /* past the first end */
+    CHECK_EQ_INT(status_of("POST", q.port, "/v1/locks/qs1", NULL, "{}"), 409);
+    r = h_http("PATCH", q.port, "/v1/locks/qs1", held, "{}", NULL);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "session_bound");
+    h_resp_free(&r);
+    r = h_http("GET", q.port, loc, NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, held) != NULL);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", q.port, loc, NULL, NULL), 200);
+    r = h_http("POST", q.port, "/v1/locks/qs1", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "fence") > f1);
+    h_resp_free(&r);
+
+    /* Multi-lock: all or nothing, on a quorum. */
+    r = h_http("POST", q.port, "/v1/locks", NULL, "{\"names\":[\"qm1\",\"qs1\"]}", NULL);
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("GET", q.port, "/v1/locks/qm1", NULL, NULL), 404);
+    r = h_http("POST", q.port, "/v1/locks", NULL, "{\"names\":[\"qm1\",\"qm2\"]}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char mt[160];
+    snprintf(mt, sizeof mt, "%s", h_token(&r));
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("PATCH", q.port, "/v1/locks", mt, "{\"names\":[\"qm1\",\"qm2\"]}"), 200);
+    CHECK_EQ_INT(status_of("DELETE", q.port, "/v1/locks", mt, "{\"names\":[\"qm1\",\"qm2\"]}"),
+                 200);
+    CHECK_EQ_INT(status_of("GET", q.port, "/v1/locks/qm2", NULL, NULL), 404);
+    h_gw_stop(&q, 5000);
+    for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
+}
+
+/* --min-replicas-ack: sessions, bound holds and multi-locks are answered
+ * once the replica has them; with the replica gone, 503. */
+static void test_replica_ack_mode(void) {
+    struct h_redis master, replica;
+    struct h_gw a = {0};
+    CHECK(h_redis_start(&master, 0, NULL) == 0);
+    CHECK(h_replica_start(&replica, &master) == 0);
+    CHECK(h_gw_up(&a, &master, "--min-replicas-ack 1 --replica-ack-timeout-ms 300") == 0);
+    struct h_resp r = h_http("POST", a.port, "/v1/sessions", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char hdr[200];
+    snprintf(hdr, sizeof hdr, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    r = h_http("POST", a.port, "/v1/locks/ra1", NULL, "{}", hdr);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("POST", a.port, "/v1/locks", NULL, "{\"names\":[\"ra2\",\"ra3\"]}"),
+                 201);
+    h_redis_kill(&replica);
+    h_sleep_ms(300);
+    CHECK_EQ_INT(status_of("POST", a.port, "/v1/sessions", NULL, "{}"), 503);
+    CHECK_EQ_INT(status_of("POST", a.port, "/v1/locks", NULL, "{\"names\":[\"ra4\",\"ra5\"]}"),
+                 503);
+    /* Given back: nothing stays held. */
+    CHECK_EQ_INT(status_of("GET", a.port, "/v1/locks/ra4", NULL, NULL), 404);
+    h_gw_stop(&a, 5000);
+    h_redis_stop(&master);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
@@ -489,6 +590,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_multi_routes);
     RUN_SOME(test_multi_takes_nothing);
     RUN_SOME(test_multi_hammer);
+    RUN_SOME(test_quorum_mode);
+    RUN_SOME(test_replica_ack_mode);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     CHECK_EQ_INT(h_gw_stop(&gw2, 5000), 0);
     h_redis_stop(&redis);
