@@ -28,8 +28,9 @@ enum {
     CTL_EXIT_NOT_FOUND = 127,   /* run: the command was not found */
 };
 
-extern int ctl_verbose;    /* -v: report steps on stderr */
-extern char ctl_url[2048]; /* gateway base URL, no trailing '/' */
+extern int ctl_verbose;       /* -v: report steps on stderr */
+extern char ctl_url[2048];    /* gateway base URL, no trailing '/' */
+extern char ctl_session[129]; /* run --session: the Session header's token, or "" */
 
 /* Prints "lockctl: <message>" on stderr: every message lockctl writes. */
 void ctl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -63,6 +63,11 @@ void call_start(struct call *c, const char *method, const char *path, const char
         snprintf(th, sizeof th, "Lock-Token: %s", token);
         c->headers = curl_slist_append(c->headers, th);
     }
+    if (ctl_session[0]) {
+        char sh[TOKEN_MAX_LEN + 16];
+        snprintf(sh, sizeof sh, "Session: %s", ctl_session);
+        c->headers = curl_slist_append(c->headers, sh);
+    }
     if (body) {
         c->req_body = alloc_check(cJSON_PrintUnformatted(body));
         cJSON_Delete(body);

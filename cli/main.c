@@ -17,6 +17,7 @@
 #include "cli/http.h"
 #include "cli/options.h"
 #include "cli/run.h"
+#include "cli/session.h"
 #include "common/fatal.h"
 #include "common/names.h"
 
@@ -26,8 +27,8 @@
 
 /* ---- the commands --------------------------------------------------------- */
 
-static const int allow_run[] = {'t',        'w',          O_SHARED, O_FAIR, O_OWNER,
-                                O_MAX_HOLD, O_LOCK_DELAY, O_GRACE,  'q',    0};
+static const int allow_run[] = {'t',          'w',     O_SHARED,  O_FAIR, O_OWNER, O_MAX_HOLD,
+                                O_LOCK_DELAY, O_GRACE, O_SESSION, 'q',    0};
 static const int allow_acquire[] = {'t',        'w',          O_SHARED, O_FAIR, O_OWNER,
                                     O_MAX_HOLD, O_LOCK_DELAY, O_TOKEN,  'q',    0};
 static const int allow_extend[] = {'t', O_TOKEN, 'q', 0};
@@ -120,6 +121,14 @@ int main(int argc, char **argv) {
     const char *env_url = getenv("LOCKGATE_URL");
     options_set_url(env_url && *env_url ? env_url : CTL_DEFAULT_URL);
     setvbuf(stdout, NULL, _IOLBF, 0);
+
+    /* The renewer `run --session` starts (session.h); not for people. */
+    if (argc > 1 && strcmp(argv[1], "_session-renewer") == 0) {
+        if (http_init() < 0) return CTL_EXIT_INTERNAL;
+        int rc = session_renewer(argc, argv);
+        http_cleanup();
+        return rc;
+    }
 
     struct opts o;
     memset(&o, 0, sizeof o);

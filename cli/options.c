@@ -20,6 +20,7 @@ static const struct option long_opts[] = {
     {"lock-delay",  required_argument, 0, O_LOCK_DELAY},
     {"grace",       required_argument, 0, O_GRACE     },
     {"token",       required_argument, 0, O_TOKEN     },
+    {"session",     required_argument, 0, O_SESSION   },
     {"count",       required_argument, 0, 'n'         },
     {"quiet",       no_argument,       0, 'q'         },
     {"ctl_verbose", no_argument,       0, 'v'         },
@@ -102,6 +103,7 @@ static int take_option(const struct subcommand *sc, struct opts *o, int opt, con
     case O_FAIR: o->fair = 1; return 0;
     case O_OWNER: o->owner = arg; return 0;
     case O_TOKEN: o->token = arg; return 0;
+    case O_SESSION: o->session = arg; return 0;
     case 't': dur = &o->ttl; break;
     case 'w':
         dur = &o->wait;

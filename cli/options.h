@@ -5,7 +5,17 @@
 
 #include <getopt.h>
 
-enum { O_SHARED = 256, O_FAIR, O_OWNER, O_MAX_HOLD, O_LOCK_DELAY, O_GRACE, O_TOKEN, O_VERSION };
+enum {
+    O_SHARED = 256,
+    O_FAIR,
+    O_OWNER,
+    O_MAX_HOLD,
+    O_LOCK_DELAY,
+    O_GRACE,
+    O_TOKEN,
+    O_VERSION,
+    O_SESSION
+};
 
 struct opts {
     const char *cmd;      /* the subcommand */
@@ -20,6 +30,7 @@ struct opts {
     long long lock_delay; /* --lock-delay, -1 when not given */
     long long grace;      /* --grace */
     const char *token;    /* --token, or NULL */
+    const char *session;  /* run --session FILE, or NULL (session.h) */
     long long count;      /* id -n */
     int quiet;            /* -q */
 };

@@ -8,11 +8,25 @@
 #include "common/alloc.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void renewal_done(struct watch *w) {
     struct call *c = &w->ext;
     enum outcome out = call_outcome(c);
     long long now = now_ms();
+    /* run --session: the hold has no lease of its own, and this PATCH only
+     * asks whether it is still held: session_bound says it is (until the
+     * session's TTL from now, as the renewer keeps it), not_held that the
+     * session is gone. */
+    const char *code = c->status == 409 ? jstr(c->json, "code") : NULL;
+    if (w->o->session && code && strcmp(code, "session_bound") == 0) {
+        w->lease_end = max_ll(w->lease_end, c->sent_at + w->ttl);
+        w->next_renew = c->sent_at + w->ttl / 3;
+        w->backoff = 100;
+        call_free(c);
+        w->ext_busy = 0;
+        return;
+    }
     if (out == OUT_OK) {
         long long ttl = jint(c->json, "ttl_ms", 0);
         /* The gateway counts the new lease from when Redis ran the

@@ -4,6 +4,7 @@
  * (watch.c) and release.  Each step returns RUN_GO_ON or the status
  * lockctl exits with. */
 #include "cli/run.h"
+#include "cli/session.h"
 #include "cli/answer.h"
 #include "cli/ctl.h"
 #include "cli/requests.h"
@@ -71,6 +72,10 @@ static int run_prepare(struct run *r) {
         r->acquire_opts.owner = r->owner;
     }
     r->acquire_opts.ttl = w->ttl;
+    if (o->session) {
+        int rc = session_join(o->session, w->ttl);
+        if (rc) return rc;
+    }
     return RUN_GO_ON;
 }
 
@@ -96,7 +101,8 @@ static int run_acquire(struct run *r) {
             if (ctl_verbose)
                 ctl_say("acquired lock '%s' (fence %s, ttl %lld ms)", o->name, w->fence, w->ttl);
             w->next_renew = w->acquired_at + w->ttl / 3;
-            if (took <= w->ttl / 3) return RUN_GO_ON;
+            /* A session-bound hold has no lease to date: the session's. */
+            if (took <= w->ttl / 3 || o->session) return RUN_GO_ON;
             out = lease_date(w, now_ms() + w->ttl, &c);
             if (out == OUT_OK) {
                 w->next_renew = now_ms() + w->ttl / 3;

@@ -477,6 +477,57 @@ static void test_multi_hammer(void) {
     CHECK(gap < 1000);
 }
 
+/* ---- lockctl run --session ------------------------------------------------------------ */
+
+/* Two runs share one session and one renewer: both hold their locks past
+ * the session's TTL, and once both are done the renewer ends the session
+ * and empties the file. */
+static void test_lockctl_session(void) {
+    char dir[] = "/tmp/lockgate-sess.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *b = getenv("BUILD") ? getenv("BUILD") : "build";
+    char cmd[1024], file[128];
+    snprintf(file, sizeof file, "%s/session", dir);
+    snprintf(cmd, sizeof cmd,
+             "(%s/lockctl --url http://127.0.0.1:%d run --session %s --ttl 1200 lr1 -- sleep 3 & "
+             " sleep 0.3; %s/lockctl --url http://127.0.0.1:%d run --session %s --ttl 1200 lr2 -- "
+             "sleep 2.5; r2=$?; wait $!; r1=$?; echo $r1$r2 > %s/rc) >/dev/null 2>&1 &",
+             b, gw.port, file, b, gw.port, file, dir);
+    CHECK(system(cmd) == 0);
+    h_sleep_ms(2200); /* both runs started, past the session's 1.2 s */
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/lr1", NULL, NULL), 200);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/lr2", NULL, NULL), 200);
+    char tok[160] = "";
+    FILE *f = fopen(file, "r");
+    if (f) {
+        if (!fgets(tok, sizeof tok, f)) tok[0] = '\0';
+        fclose(f);
+    }
+    tok[strcspn(tok, "\n")] = '\0';
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", tok);
+    struct h_resp r = H("GET", loc, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "holds")) == 2);
+    h_resp_free(&r);
+    /* Both done by 3.3 s; the renewer sees it within a third of the TTL. */
+    char rcfile[160], rc[16] = "";
+    snprintf(rcfile, sizeof rcfile, "%s/rc", dir);
+    long long until = h_now_ms() + 5000;
+    while (h_now_ms() < until && status_of("GET", gw.port, loc, NULL, NULL) != 404) h_sleep_ms(100);
+    CHECK_EQ_INT(status_of("GET", gw.port, loc, NULL, NULL), 404);
+    h_sleep_ms(300);
+    f = fopen(rcfile, "r");
+    if (f) {
+        if (!fgets(rc, sizeof rc, f)) rc[0] = '\0';
+        fclose(f);
+    }
+    CHECK_EQ_STR(rc, "00\n");
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/lr1", NULL, NULL), 404);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 /* ---- the other Redis modes ----------------------------------------------------------- */
 
 /* Quorum mode (three masters): a session lives on every master; a bound
@@ -590,6 +641,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_multi_routes);
     RUN_SOME(test_multi_takes_nothing);
     RUN_SOME(test_multi_hammer);
+    RUN_SOME(test_lockctl_session);
     RUN_SOME(test_quorum_mode);
     RUN_SOME(test_replica_ack_mode);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
