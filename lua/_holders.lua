@@ -27,6 +27,12 @@
 -- so Redis drops an abandoned lock by itself, and a release by the holder
 -- needs no PEXPIRE: the expiry already lies FENCE_KEEP_MS past its lease.
 
+-- A session-bound holder (attribute s, _holders.lua) has no lease of its
+-- own: its record's lease end is this, far past any real time, so the fast
+-- paths (which read the lease end from the record) see the name as held
+-- and leave it to load(), which reads the session's end instead.
+local SESSION_EXP = 140737488355328 -- 2^47 ms
+
 -- Integers as decimal strings (f, dl, w): exact up to 2^53.
 local function int(n) return string.format('%d', n) end
 

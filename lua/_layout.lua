@@ -12,9 +12,3 @@ local LINGER_MS = 60000
 -- '<I4I7I6I4' count, fence, lease end (ms), ttl (ms), then, only when one is
 -- set, '<I6I4' max-hold end (ms), lock-delay (ms) and the owner's bytes.
 local X_HEAD = '<sI4I7I6I4'
-
--- A session-bound holder (attribute s, _holders.lua) has no lease of its
--- own: its record's lease end is this, far past any real time, so the fast
--- paths (which read the lease end from the record) see the name as held
--- and leave it to load(), which reads the session's end instead.
-local SESSION_EXP = 140737488355328 -- 2^47 ms
