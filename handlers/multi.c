@@ -506,6 +506,14 @@ void multi_acquire(struct gw_request *req) {
         reply_problem(req, CODE_INVALID_FIELD, "mode must be \"exclusive\" or \"shared\"");
         return;
     }
+    /* Not offered (yet): binding a multi-lock to a session.  Said rather
+     * than ignored, so nobody believes the set lives with the session. */
+    if (http_header(req, "Session")) {
+        reply_problem(req, CODE_INVALID_FIELD,
+                      "a multi-lock cannot be bound to a session: take the names one by one "
+                      "with the Session header");
+        return;
+    }
     struct multi_call *mc = names_or_reply(req);
     if (!mc) return;
     if (!has_token) token_issue(req);

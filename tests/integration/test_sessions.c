@@ -349,6 +349,10 @@ static void test_multi_routes(void) {
     CHECK_EQ_STR(h_jcode(&r), "invalid_name");
     h_resp_free(&r);
     CHECK_EQ_INT(status_of("POST", gw.port, "/v1/locks", NULL, "{}"), 400);
+    r = h_http("POST", gw.port, "/v1/locks", NULL, "{\"names\":[\"sx\"]}",
+               "Session: AAAAAAAAAAAAAAAAAAAAAAAA");
+    CHECK_EQ_INT(r.status, 400);
+    h_resp_free(&r);
     CHECK_EQ_INT(status_of("POST", gw.port, "/v1/locks", NULL, "{\"names\":\"a\"}"), 400);
 }
 
@@ -629,6 +633,71 @@ static void test_replica_ack_mode(void) {
     h_redis_stop(&master);
 }
 
+/* Sentinel mode: a session and its bound hold live through a failover
+ * (the replica had them), and end as anywhere else. */
+static void test_sentinel_mode(void) {
+    struct h_redis master, replica, sen;
+    struct h_gw g = {0};
+    CHECK(h_redis_start(&master, 0, NULL) == 0);
+    CHECK(h_replica_start(&replica, &master) == 0);
+    CHECK(h_sentinel_start(&sen, &master, "sm", 1, 1000, 3000) == 0);
+    CHECK(h_sentinel_wait_ready(&sen, "sm", 0, 1, 15000) == 0);
+    char flags[160];
+    snprintf(flags, sizeof flags, "--sentinel 127.0.0.1:%d --sentinel-master sm", sen.port);
+    CHECK(h_gw_up(&g, &master, flags) == 0);
+    struct h_resp r = h_http("POST", g.port, "/v1/sessions", NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char hdr[200], loc[200];
+    snprintf(hdr, sizeof hdr, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", h_jstr(&r, "token") ? h_jstr(&r, "token") : "");
+    h_resp_free(&r);
+    r = h_http("POST", g.port, "/v1/locks/sn1", NULL, "{}", hdr);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    h_sleep_ms(300); /* the replica has it */
+    h_redis_kill(&master);
+    /* Sentinel promotes the replica; the gateway follows. */
+    long long until = h_now_ms() + 20000;
+    long st = 0;
+    while (h_now_ms() < until && (st = status_of("PATCH", g.port, loc, NULL, "{}")) != 200)
+        h_sleep_ms(200);
+    CHECK_EQ_INT(st, 200);
+    CHECK_EQ_INT(status_of("POST", g.port, "/v1/locks/sn1", NULL, "{}"), 409);
+    CHECK_EQ_INT(status_of("DELETE", g.port, loc, NULL, NULL), 200);
+    CHECK_EQ_INT(status_of("POST", g.port, "/v1/locks/sn1", NULL, "{}"), 201);
+    h_gw_stop(&g, 5000);
+    h_redis_stop(&sen);
+    h_redis_stop(&replica);
+    h_redis_stop(&master);
+}
+
+/* Fair multi-locks queue on every name with one arrival: the first to come
+ * is served first even when a later one's names free up earlier. */
+static void test_multi_fair(void) {
+    struct h_resp r = H("POST", "/v1/locks/fa", NULL, "{\"ttl_ms\":10000}");
+    char ta[160];
+    snprintf(ta, sizeof ta, "%s", h_token(&r));
+    h_resp_free(&r);
+    struct waiter_call first, second;
+    waiter_start(&first, gw.port, "/v1/locks",
+                 "{\"names\":[\"fa\",\"fb\"],\"wait_ms\":8000,\"fair\":true,\"ttl_ms\":500}");
+    h_sleep_ms(300);
+    /* fb is free, but the first waiter is queued on it: a later fair
+     * multi-lock over fb alone waits its turn. */
+    waiter_start(&second, gw2.port, "/v1/locks",
+                 "{\"names\":[\"fb\"],\"wait_ms\":8000,\"fair\":true}");
+    h_sleep_ms(300);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/fb", NULL, NULL), 404);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/fa", ta, NULL), 200);
+    pthread_join(first.th, NULL);
+    pthread_join(second.th, NULL);
+    CHECK_EQ_INT(first.status, 201);
+    CHECK_EQ_INT(second.status, 201);
+    CHECK(first.t_done <= second.t_done);
+    CHECK(second.t_done - first.t_done >= 400); /* after first's 500 ms lease */
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
@@ -641,9 +710,11 @@ int main(int argc, char **argv) {
     RUN_SOME(test_multi_routes);
     RUN_SOME(test_multi_takes_nothing);
     RUN_SOME(test_multi_hammer);
+    RUN_SOME(test_multi_fair);
     RUN_SOME(test_lockctl_session);
     RUN_SOME(test_quorum_mode);
     RUN_SOME(test_replica_ack_mode);
+    RUN_SOME(test_sentinel_mode);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     CHECK_EQ_INT(h_gw_stop(&gw2, 5000), 0);
     h_redis_stop(&redis);
