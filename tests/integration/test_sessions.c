@@ -645,6 +645,10 @@ static void test_sentinel_mode(void) {
     char flags[160];
     snprintf(flags, sizeof flags, "--sentinel 127.0.0.1:%d --sentinel-master sm", sen.port);
     CHECK(h_gw_up(&g, &master, flags) == 0);
+    /* Ready once it has found the master through Sentinel. */
+    long long ready_by = h_now_ms() + 15000;
+    while (h_now_ms() < ready_by && status_of("GET", g.port, "/readyz", NULL, NULL) != 200)
+        h_sleep_ms(100);
     struct h_resp r = h_http("POST", g.port, "/v1/sessions", NULL, "{\"ttl_ms\":30000}", NULL);
     CHECK_EQ_INT(r.status, 201);
     char hdr[200], loc[200];
