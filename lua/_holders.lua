@@ -27,12 +27,6 @@
 -- so Redis drops an abandoned lock by itself, and a release by the holder
 -- needs no PEXPIRE: the expiry already lies FENCE_KEEP_MS past its lease.
 
--- A session-bound holder (attribute s, _holders.lua) has no lease of its
--- own: its record's lease end is this, far past any real time, so the fast
--- paths (which read the lease end from the record) see the name as held
--- and leave it to load(), which reads the session's end instead.
-local SESSION_EXP = 140737488355328 -- 2^47 ms
-
 -- Integers as decimal strings (f, dl, w): exact up to 2^53.
 local function int(n) return string.format('%d', n) end
 
@@ -97,15 +91,18 @@ local function session_key(hkey, tok)
   return p .. 'session:{' .. tok .. '}'
 end
 
--- The session's end and lock-delay (0, 0 when it is gone).
+-- The session's end, lock-delay and horizon (SESSION_HORIZON_MS; 0, 0, 0
+-- when it is gone).
 local function session_state(hkey, tok)
   local c = session_cache[tok]
   if not c then
-    local r = redis.call('HMGET', session_key(hkey, tok), 'e', 'd')
-    c = {tonumber(r[1] or '0'), tonumber(r[2] or '0')}
+    local r = redis.call('HMGET', session_key(hkey, tok), 'e', 'd', 'h')
+    local e = tonumber(r[1] or '0')
+    c = {e, tonumber(r[2] or '0'), tonumber(r[3] or '0')}
+    if c[3] == 0 and e > 0 then c[3] = e + SESSION_HORIZON_MS end
     session_cache[tok] = c
   end
-  return c[1], c[2]
+  return c[1], c[2], c[3]
 end
 
 -- Reads the hash (flat: its HGETALL when the caller has it), drops holders
@@ -212,14 +209,16 @@ end
 local function save_ttl(key, st, gone)
   local target, maxfence = st.dl, st.xfence
   -- A session-bound holder lives as long as its session, which renews
-  -- without touching this hash: the hash then has no expiry.
-  local persist = false
+  -- without touching this hash: the hash lasts until the session's
+  -- horizon (SESSION_HORIZON_MS), which renewals push ahead of its end.
   for _, h in pairs(st.holders) do
+    local until_ = h.exp
     if h.session then
-      persist = true
-    elseif h.exp + h.delay > target then
-      target = h.exp + h.delay
+      local _, sdelay, hz = session_state(key, h.session)
+      until_ = hz
+      if sdelay > h.delay then until_ = hz + sdelay - h.delay end
     end
+    if until_ + h.delay > target then target = until_ + h.delay end
     if h.fence > maxfence then maxfence = h.fence end
   end
   if st.w > target then target = st.w end
@@ -227,7 +226,7 @@ local function save_ttl(key, st, gone)
     if now > target then target = now end
     target = target + FENCE_KEEP_MS
   end
-  if target <= now and not persist then
+  if target <= now then
     redis.call('DEL', key)
     return
   end
@@ -247,11 +246,7 @@ local function save_ttl(key, st, gone)
     del[#del + 1] = 'f'
   end
   if #del > 0 then redis.call('HDEL', key, unpack(del)) end
-  if persist then
-    redis.call('PERSIST', key)
-  else
-    redis.call('PEXPIRE', key, target - now)
-  end
+  redis.call('PEXPIRE', key, target - now)
 end
 
 -- The token's holder record, or why there is none: -1 nobody holds it,

@@ -7,6 +7,18 @@ local FENCE_KEEP_MS = 10000
 -- A release leaves the hash to expire by itself unless that is further off
 -- than this, when it shortens the expiry to FENCE_KEEP_MS (one PEXPIRE).
 local LINGER_MS = 60000
+-- A hash with a session-bound holder expires at the session's horizon (its
+-- field h: an end the session has not yet passed, plus this), so Redis drops
+-- it by itself once the session is gone.  Renewals move only the session's
+-- key until its end comes within half of this of the horizon; that renewal
+-- pushes the horizon and every held hash's expiry with it: N keys once per
+-- half horizon, not per renewal (session_renew.lua).
+local SESSION_HORIZON_MS = 3600000
+-- A session-bound holder (attribute s) has no lease of its
+-- own: its record's lease end is this, far past any real time, so the fast
+-- paths (which read the lease end from the record) see the name as held
+-- and leave it to load(), which reads the session's end instead.
+local SESSION_EXP = 140737488355328 -- 2^47 ms
 
 -- The exclusive holder's record (field x): its token, zero-terminated, then
 -- '<I4I7I6I4' count, fence, lease end (ms), ttl (ms), then, only when one is

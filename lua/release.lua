@@ -27,7 +27,9 @@ local flat = redis.call('HGETALL', KEYS[1])
 if #flat == 2 and flat[1] == 'x' then
   local v = flat[2]
   local tok, count, fence, exp, ttl, pos = struct.unpack(X_HEAD, v)
-  if tok == ARGV[1] and exp > 0 then
+  -- A session-bound holder (exp SESSION_EXP) has no such expiry: the
+  -- general path reads its session and takes it off the session.
+  if tok == ARGV[1] and exp > 0 and exp < SESSION_EXP then
     local delay = 0
     if pos <= #v then delay = select(2, struct.unpack('<I6I4', v, pos)) end
     local left = redis.call('PTTL', KEYS[1]) - FENCE_KEEP_MS - delay

@@ -4,9 +4,12 @@
 -- ARGV     1 ttl_ms, 2 lock_delay_ms, 3 owner
 -- Returns  {1, ttl_ms}   started
 --          {-1}          a session with this token exists
+--@include _layout.lua
 --@include _clock.lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return {-1} end
 local ttl, delay = ARGV[1] + 0, ARGV[2] + 0
-redis.call('HSET', KEYS[1], 'e', now + ttl + 1, 't', ttl, 'd', delay, 'o', ARGV[3])
+local e = now + ttl + 1
+redis.call('HSET', KEYS[1], 'e', e, 't', ttl, 'd', delay, 'o', ARGV[3], 'h',
+           e + SESSION_HORIZON_MS)
 redis.call('PEXPIRE', KEYS[1], ttl + 1 + delay)
 return {1, ttl}
