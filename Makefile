@@ -37,7 +37,8 @@ CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
 # lockctl links cli/ and common/ only: the rules it shares with the gateway.
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard cli/*.c)))
 COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard common/*.c)))
-GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h
+UI       := $(sort $(wildcard ui/*))
+GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h $(BUILD)/gen/ui_files.h
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -62,6 +63,11 @@ $(BUILD)/gen/lua_scripts.h: $(LUA) Makefile
 	  awk '/^--@include / { f = "lua/" $$2; while ((getline l < f) > 0) print l; close(f); next } \
 	       { print }' $$f > $(BUILD)/gen/lua/$$b.lua; done
 	@(cd $(BUILD)/gen/lua && for f in *.lua; do xxd -i $$f; done) > $@.tmp && mv $@.tmp $@
+
+# The status page (/ui/): every file of ui/, as ui_<name>_<ext>[_len].
+$(BUILD)/gen/ui_files.h: $(UI)
+	@mkdir -p $(dir $@)
+	@(cd ui && for f in *; do xxd -i $$f; done) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/openapi_yaml.h: openapi.yaml
 	@mkdir -p $(dir $@)

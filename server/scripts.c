@@ -17,6 +17,9 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_FENCE_RAISE, "fence_raise.lua", fence_raise_lua),
     SCRIPT(SCRIPT_ID_READ, "id_read.lua", id_read_lua),
     SCRIPT(SCRIPT_ID_CLAIM, "id_claim.lua", id_claim_lua),
+    SCRIPT(SCRIPT_LIST, "list.lua", list_lua),
+    SCRIPT(SCRIPT_FORCE, "force.lua", force_lua),
+    SCRIPT(SCRIPT_WATCH, "watch.lua", watch_lua),
 };
 
 void scripts_init(void) {

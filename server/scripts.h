@@ -18,6 +18,9 @@ enum script_id {
     SCRIPT_FENCE_RAISE, /* quorum mode: lift a name's last fence */
     SCRIPT_ID_READ,     /* quorum mode: read a namespace's high-water mark */
     SCRIPT_ID_CLAIM,    /* quorum mode: claim a block above it */
+    SCRIPT_LIST,        /* a page of held names (listing.c) */
+    SCRIPT_FORCE,       /* end every hold on a name (force.c) */
+    SCRIPT_WATCH,       /* inspect and mark for a watcher (watch.c) */
     SCRIPT_COUNT
 };
 
