@@ -5,6 +5,7 @@
 #   make test         install what is missing, build, run every test
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
 #   make bench        the benchmark tables (bench/RESULTS.md), then each Redis mode
+#   make ui-test      the status page (/ui/) in a real browser (chromium)
 #   make image        the container image, built with buildah
 #   make image-test   run the image and check it from the host
 #   make format       apply .clang-format to every C file
@@ -49,7 +50,7 @@ HARNESS  := $(BUILD)/obj/tests/integration/harness.o
 # Keep test objects: they are not intermediate files to throw away.
 .SECONDARY:
 
-.PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check
+.PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check ui-test
 all: $(BUILD)/lockgate $(BUILD)/lockctl
 
 deps:
@@ -96,6 +97,17 @@ $(INTEG_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(HARNESS)
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(INTEG_BIN)
 	@BUILD=$(BUILD) tests/run.sh
+
+# The status page in a real browser: Debian's chromium, playwright-core
+# from npm (tests/ui/package.json, pinned), a real gateway and Redis.
+# Writes docs/ui.png and docs/ui-phone.png, which README shows.
+ui-test: deps
+	@scripts/deps.sh chromium
+	@command -v node >/dev/null || scripts/deps.sh nodejs
+	@command -v npm >/dev/null || scripts/deps.sh npm
+	@$(MAKE) --no-print-directory all
+	@cd tests/ui && npm install --no-audit --no-fund --silent
+	@BUILD=$(BUILD) node tests/ui/ui_test.js
 
 run: deps
 	@$(MAKE) --no-print-directory all
