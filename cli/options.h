@@ -5,7 +5,17 @@
 
 #include <getopt.h>
 
-enum { O_SHARED = 256, O_FAIR, O_OWNER, O_MAX_HOLD, O_LOCK_DELAY, O_GRACE, O_TOKEN, O_VERSION };
+enum {
+    O_SHARED = 256,
+    O_FAIR,
+    O_OWNER,
+    O_MAX_HOLD,
+    O_LOCK_DELAY,
+    O_GRACE,
+    O_TOKEN,
+    O_VERSION,
+    O_FORCE
+};
 
 struct opts {
     const char *cmd;      /* the subcommand */
@@ -22,6 +32,7 @@ struct opts {
     const char *token;    /* --token, or NULL */
     long long count;      /* id -n */
     int quiet;            /* -q */
+    int force;            /* release --force */
 };
 
 struct subcommand {

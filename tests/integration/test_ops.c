@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct h_redis redis;
@@ -434,6 +435,49 @@ static void test_watch_beside_waiter(void) {
     free(tok);
 }
 
+/* ---- lockctl ls, watch, release --force ---------------------------------------- */
+
+/* Runs lockctl with args against gw; its stdout in out, its exit status. */
+static int ctl(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    const char *b = getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(cmd, sizeof cmd, "%s/lockctl -u http://127.0.0.1:%d %s", b, gw.port, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_lockctl_operator(void) {
+    static char out[65536];
+    free(take("cl.one", "{\"ttl_ms\":60000,\"owner\":\"carol\"}", NULL));
+    free(take("cl.two", "{\"ttl_ms\":60000}", NULL));
+    CHECK_EQ_INT(ctl("ls cl.", out, sizeof out), 0);
+    CHECK(strstr(out, "cl.one") && strstr(out, "carol") && strstr(out, "cl.two"));
+    CHECK_EQ_INT(ctl("ls -q cl.t", out, sizeof out), 0);
+    CHECK_EQ_STR(out, "cl.two\n");
+
+    /* watch: its first line at once, then the forced release, then stopped. */
+    char cmd[512];
+    const char *b = getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(cmd, sizeof cmd, "timeout -s TERM 3 %s/lockctl -u http://127.0.0.1:%d watch cl.one", b,
+             gw.port);
+    FILE *w = popen(cmd, "r");
+    CHECK(w != NULL);
+    h_sleep_ms(700);
+    CHECK_EQ_INT(ctl("release --force cl.one", out, sizeof out), 0);
+    CHECK(strstr(out, "\"holders_ended\":1") != NULL);
+    size_t n = w ? fread(out, 1, sizeof out - 1, w) : 0;
+    out[n] = '\0';
+    if (w) pclose(w);
+    CHECK(strstr(out, "\"owner\":\"carol\"") != NULL);
+    CHECK(strstr(out, "{\"name\":\"cl.one\",\"holders\":0}") != NULL);
+    CHECK(strstr(out, "carol") < strstr(out, "\"holders\":0"));
+    CHECK(ctl("release --force cl.one", out, sizeof out) != 0); /* nobody holds it */
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
@@ -450,6 +494,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_watch_timeout_and_expiry);
     RUN_SOME(test_watch_disconnect_forgotten);
     RUN_SOME(test_watch_beside_waiter);
+    RUN_SOME(test_lockctl_operator);
     h_gw_stop(&gw, 5000);
     h_gw_stop(&gw2, 5000);
     h_redis_stop(&redis);
