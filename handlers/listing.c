@@ -1,5 +1,6 @@
 /* listing.c -- see listing.h. */
 #include "handlers/listing.h"
+#include "common/alloc.h"
 #include "common/decimal.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
@@ -10,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -141,9 +143,30 @@ static cJSON *id_entry(const redisReply *e) {
     return o;
 }
 
+/* One page being gathered: list.lua calls of LISTING_COUNT keys each,
+ * until the page holds limit entries, the SCAN ends, or max_calls. */
+struct list_call {
+    enum listing_what what; /* locks, semaphores or ids */
+    long long limit;        /* entries wanted on the page */
+    int calls, max_calls;   /* list.lua calls made, and allowed */
+    cJSON *page;            /* the answer being built */
+    cJSON *items;           /* its array */
+    int nitems;             /* entries in it */
+    char cursor[24];        /* Redis's SCAN cursor to go on from */
+    char pattern[PATTERN_MAX];
+};
+
+static void list_call_free(void *ctx) {
+    struct list_call *lc = ctx;
+    cJSON_Delete(lc->page);
+    free(lc);
+}
+
+static void list_next(struct gw_request *req);
+
 static void list_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
-    enum listing_what what = (enum listing_what)req->aux;
+    struct list_call *lc = req->ctx;
     const redisReply *r = res->ok ? res->reply : NULL;
     if (!res->ok || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_STRING) {
@@ -151,19 +174,39 @@ static void list_done(void *arg, const struct redis_result *res) {
                       res->ok ? "an unexpected answer to list.lua" : res->error);
         return;
     }
-    static const char *const member[] = {"locks", "semaphores", "namespaces"};
-    cJSON *o = cJSON_CreateObject();
-    cJSON *items = cJSON_AddArrayToObject(o, member[what]);
     for (size_t i = 1; i < r->elements; i++) {
         const redisReply *e = r->element[i];
         if (e->type != REDIS_REPLY_ARRAY) continue;
-        cJSON_AddItemToArray(items, what == LIST_IDS ? id_entry(e)
-                                                     : hold_entry(e, what == LIST_SEMAPHORES));
+        cJSON_AddItemToArray(lc->items, lc->what == LIST_IDS
+                                            ? id_entry(e)
+                                            : hold_entry(e, lc->what == LIST_SEMAPHORES));
+        lc->nitems++;
+    }
+    snprintf(lc->cursor, sizeof lc->cursor, "%s", r->element[0]->str);
+    if (strcmp(lc->cursor, "0") != 0 && lc->nitems < lc->limit && lc->calls < lc->max_calls) {
+        list_next(req);
+        return;
     }
     char cursor[CURSOR_MAX + 8];
-    listing_cursor_encode(r->element[0]->str, cursor, sizeof cursor);
-    cJSON_AddStringToObject(o, "cursor", cursor);
-    reply_json(req, 200, o);
+    listing_cursor_encode(lc->cursor, cursor, sizeof cursor);
+    cJSON_AddStringToObject(lc->page, "cursor", cursor);
+    cJSON *page = lc->page;
+    lc->page = NULL;
+    reply_json(req, 200, page);
+}
+
+/* One more list.lua call.  Quorum mode: the first master (redis_eval's
+ * node), see listing.h. */
+static void list_next(struct gw_request *req) {
+    struct list_call *lc = req->ctx;
+    char count[24];
+    long long want = lc->limit - lc->nitems;
+    snprintf(count, sizeof count, "%lld", want < LISTING_COUNT ? want : LISTING_COUNT);
+    const char *argv[] = {lc->cursor, lc->pattern, count, lc->what == LIST_IDS ? "i" : "h"};
+    size_t lens[4];
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    lc->calls++;
+    redis_eval_here(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
 }
 
 /* Reads prefix, limit and cursor, or answers 400. */
@@ -183,22 +226,27 @@ static void list(struct gw_request *req, enum listing_what what) {
                       LISTING_MAX_LIMIT);
         return;
     }
-    char scan_cursor[24];
-    if (listing_cursor_decode(q_cursor, scan_cursor, sizeof scan_cursor) < 0) {
+    struct list_call *lc = alloc_check(calloc(1, sizeof *lc));
+    req->ctx = lc;
+    req->ctx_free = list_call_free;
+    if (listing_cursor_decode(q_cursor, lc->cursor, sizeof lc->cursor) < 0) {
         reply_problem(req, CODE_INVALID_FIELD,
                       "cursor must be one a previous page of this listing gave");
         return;
     }
     static const char *const kinds[] = {"lock", "sem", "id"};
-    char pattern[PATTERN_MAX], count[16];
-    listing_pattern(handlers_config()->key_prefix, kinds[what], prefix, pattern, sizeof pattern);
-    snprintf(count, sizeof count, "%lld", limit);
-    const char *argv[] = {scan_cursor, pattern, count, what == LIST_IDS ? "i" : "h"};
-    size_t lens[4];
-    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
-    req->aux = (int)what;
-    /* Quorum mode: the first master (redis_eval's node), see listing.h. */
-    redis_eval_here(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
+    static const char *const member[] = {"locks", "semaphores", "namespaces"};
+    listing_pattern(handlers_config()->key_prefix, kinds[what], prefix, lc->pattern,
+                    sizeof lc->pattern);
+    lc->what = what;
+    lc->limit = limit;
+    /* Enough calls to scan about twice the keys a page asks for: a page
+     * over a sparse prefix ends early, with a cursor, rather than scan the
+     * whole keyspace in one request. */
+    lc->max_calls = (int)(2 * ((limit + LISTING_COUNT - 1) / LISTING_COUNT)) + 2;
+    lc->page = alloc_check(cJSON_CreateObject());
+    lc->items = cJSON_AddArrayToObject(lc->page, member[what]);
+    list_next(req);
 }
 
 void listing_locks(struct gw_request *req) { list(req, LIST_LOCKS); }

@@ -1,10 +1,12 @@
 /* listing.h -- GET /v1/locks, /v1/semaphores and /v1/ids: who holds what,
  * one page at a time (listing.c, lua/list.lua).
  *
- * Cost model: nothing is indexed on acquire or release.  A page is one
- * list.lua call that SCANs the keyspace with a MATCH on the kind's key
- * prefix and the name prefix asked for, and decodes the holders of the
- * keys it found; the opaque cursor wraps Redis's SCAN cursor.  In quorum
+ * Cost model: nothing is indexed on acquire or release.  A page is a few
+ * list.lua calls, each SCANning LISTING_COUNT keys with a MATCH on the
+ * kind's key prefix and the name prefix asked for and decoding the holders
+ * of the keys it found; the opaque cursor wraps Redis's SCAN cursor.  A
+ * page may hold fewer entries than asked, even none, and still have a
+ * cursor: only an empty cursor means the end.  In quorum
  * mode a listing reads the first master named (--redis), see README. */
 #ifndef LOCKGATE_LISTING_H
 #define LOCKGATE_LISTING_H
@@ -15,6 +17,9 @@ struct gw_request;
 
 #define LISTING_DEFAULT_LIMIT 100
 #define LISTING_MAX_LIMIT     1000
+/* Keys one list.lua call SCANs: about a millisecond of Redis's time
+ * (bench/RESULTS.md, "Listing"); a page is as many calls as it needs. */
+#define LISTING_COUNT 100
 
 /* Writes the SCAN MATCH pattern for keys "<key_prefix><kind>:{<name_prefix>...}"
  * into out (cap bytes), every glob character (* ? [ ] \) of the fixed part

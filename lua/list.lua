@@ -12,10 +12,10 @@
 --                 fence, count, ttl_ms, lease_start_ms (its last grant or
 --                 extension, Redis's clock)
 --          ids:   each entry {namespace, second, seq}, the high-water mark
--- Cost: SCAN calls of COUNT keys until one entry is found or 4 calls were
--- made, one HGETALL (and for holds one ZCARD) per matching key; the
--- caller sizes COUNT so that one call stays within a few milliseconds
--- (bench/RESULTS.md, "Listing").
+-- Cost: one SCAN of COUNT keys, one HGETALL (and for holds one ZCARD) per
+-- matching key.  The caller keeps COUNT small (listing.c, LISTING_COUNT)
+-- so that one call stays within a millisecond or two, and makes as many
+-- calls as a page needs (bench/RESULTS.md, "Listing").
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
@@ -74,14 +74,10 @@ local function add_ids(key, flat)
   out[#out + 1] = {string.match(key, '{([^{]*)}$'), sec, seq}
 end
 
-local calls = 0
-repeat
-  local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', count)
-  cursor, calls = r[1], calls + 1
-  for _, key in ipairs(r[2]) do
-    local flat = redis.call('HGETALL', key)
-    if what == 'i' then add_ids(key, flat) else add_holds(key, flat) end
-  end
-until cursor == '0' or #out > 0 or calls >= 4
-table.insert(out, 1, cursor)
+local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', count)
+for _, key in ipairs(r[2]) do
+  local flat = redis.call('HGETALL', key)
+  if what == 'i' then add_ids(key, flat) else add_holds(key, flat) end
+end
+table.insert(out, 1, r[1])
 return out
