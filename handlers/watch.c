@@ -69,7 +69,8 @@ static void watch_done(void *arg, const struct redis_result *res) {
         hold_inspect_done(wc->req, res); /* the 503 GET gives */
         return;
     }
-    long long index = verdict == 1 ? elem(res, 3) : 0;
+    /* As watch.lua: the highest fence, a semaphore's number of holders. */
+    long long index = verdict != 1 ? 0 : elem(res, 6) == 3 ? elem(res, 1) : elem(res, 3);
     int64_t now = loop_now_ms();
     if (index != wc->after || now >= wc->deadline_ms || http_shutting_down()) {
         answer(wc, res, index);

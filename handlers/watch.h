@@ -1,6 +1,7 @@
 /* watch.h -- GET /v1/locks/{name}?watch_ms=MS&after=INDEX (and semaphores):
  * a blocking query in the manner of Consul's, the index being the highest
- * fence of a live holder (0 when nobody holds the name).  The answer is
+ * fence of a live holder (a semaphore's: its number of holders, as permits
+ * carry no fence; 0 when nobody holds the name).  The answer is
  * GET's, given once the index differs from `after` (a new holder; released,
  * expired or forced) or when watch_ms has passed, with the index in the
  * Lockgate-Index header.  A watcher is parked with waiters.c like a waiting

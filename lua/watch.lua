@@ -4,7 +4,8 @@
 --
 -- KEYS     hash
 -- ARGV     1 after: the index the watcher saw (the highest fence of a live
---          holder, 0 for nobody), 2 watch_left_ms
+--          holder, a semaphore's number of holders; 0 for nobody),
+--          2 watch_left_ms
 -- Returns  inspect.lua's answer.  When its index equals after, v is raised
 --          to now + watch_left_ms first: acquire (a new holder), release and
 --          force (which always does) then publish the release message, and
@@ -14,7 +15,8 @@
 --@include _clock.lua
 --@include _holders.lua
 local st = load(KEYS[1])
-local index = st.alive > 0 and st.maxfence or 0
+-- Permits carry no fence: a semaphore's index is its number of holders.
+local index = st.alive == 0 and 0 or st.mode == 'p' and st.alive or st.maxfence
 if index == tonumber(ARGV[1]) then
   local until_ms = now + tonumber(ARGV[2])
   if until_ms > st.v then

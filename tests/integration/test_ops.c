@@ -385,6 +385,23 @@ static void test_watch_timeout_and_expiry(void) {
     }
 }
 
+/* A semaphore's index is its number of holders. */
+static void test_watch_semaphore(void) {
+    struct h_resp r = H("POST", "/v1/semaphores/wt.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}");
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct bg w;
+    bg_start(&w, gw.port, "GET", "/v1/semaphores/wt.sem?watch_ms=20000&after=1", NULL);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(w.status, 0);
+    r = h_http("POST", gw2.port, "/v1/semaphores/wt.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}",
+               NULL);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK_EQ_STR(w.index, "2");
+}
+
 static void test_watch_disconnect_forgotten(void) {
     long long fence;
     free(take("wt.d", "{\"ttl_ms\":60000}", &fence));
@@ -492,6 +509,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_force_with_waiter);
     RUN_SOME(test_watch_change_through_other_gateway);
     RUN_SOME(test_watch_timeout_and_expiry);
+    RUN_SOME(test_watch_semaphore);
     RUN_SOME(test_watch_disconnect_forgotten);
     RUN_SOME(test_watch_beside_waiter);
     RUN_SOME(test_lockctl_operator);
