@@ -33,6 +33,7 @@ const struct gw_route gw_routes[] = {
     {.method = "GET",    .path = "/v1/locks",                .handler = listing_locks,      .produces = JSON},
     {.method = "GET",    .path = "/v1/semaphores",           .handler = listing_semaphores, .produces = JSON},
     {.method = "GET",    .path = "/v1/ids",                  .handler = listing_ids,        .produces = JSON},
+    {.method = "GET",    .path = "/ui",                      .handler = ui_redirect,        .produces = ANY},
     {.method = "GET",    .path = "/ui/",                     .handler = ui_file,            .produces = ANY},
     {.method = "GET",    .path = "/ui/{file}",               .handler = ui_file,            .produces = ANY},
 

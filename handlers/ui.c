@@ -25,6 +25,13 @@ static const struct ui_asset assets[] = {
     ASSET("app.js", "text/javascript; charset=utf-8", app_js),
 };
 
+void ui_redirect(struct gw_request *req) {
+    static const char body[] = "/ui/\n";
+    reply_header(req, "Location", "/ui/");
+    reply_raw(req, 301, "text/plain; charset=utf-8", alloc_copy(body, sizeof body - 1),
+              sizeof body - 1);
+}
+
 void ui_file(struct gw_request *req) {
     const char *name = "index.html";
     size_t len = strlen(name);

@@ -8,4 +8,7 @@ struct gw_request;
 
 void ui_file(struct gw_request *req);
 
+/* GET /ui: 301 to /ui/ (the page's relative links need the slash). */
+void ui_redirect(struct gw_request *req);
+
 #endif

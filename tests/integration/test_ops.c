@@ -495,6 +495,65 @@ static void test_lockctl_operator(void) {
     CHECK(ctl("release --force cl.one", out, sizeof out) != 0); /* nobody holds it */
 }
 
+/* ---- quorum mode ------------------------------------------------------------------ */
+
+/* Three masters, two gateways: a listing reads the first master; a forced
+ * release ends the hold on every master; a watcher on one gateway is woken
+ * by a release through the other. */
+static void test_quorum_mode(void) {
+    struct h_redis m[3];
+    struct h_gw q1, q2;
+    memset(&q1, 0, sizeof q1);
+    memset(&q2, 0, sizeof q2);
+    for (int i = 0; i < 3; i++) CHECK(h_redis_start(&m[i], 0, NULL) == 0);
+    char flags[256];
+    snprintf(flags, sizeof flags, "--redis redis://127.0.0.1:%d --redis redis://127.0.0.1:%d",
+             m[1].port, m[2].port);
+    CHECK(h_gw_up(&q1, &m[0], flags) == 0);
+    CHECK(h_gw_up(&q2, &m[0], flags) == 0);
+    struct h_resp r = {0};
+    for (int i = 0; i < 50; i++) { /* until every master is connected */
+        h_resp_free(&r);
+        r = h_http("POST", q1.port, "/v1/locks/qm.a", NULL, "{\"ttl_ms\":60000,\"owner\":\"q\"}",
+                   NULL);
+        if (r.status == 201) break;
+        h_sleep_ms(100);
+    }
+    CHECK_EQ_INT(r.status, 201);
+    long long fence = h_jint(&r, "fence");
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+
+    r = h_http("GET", q2.port, "/v1/locks?prefix=qm.", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, "\"name\":\"qm.a\"") && strstr(r.body, "\"owner\":\"q\""));
+    h_resp_free(&r);
+
+    char path[256];
+    snprintf(path, sizeof path, "/v1/locks/qm.a?watch_ms=20000&after=%lld", fence);
+    struct bg w;
+    bg_start(&w, q1.port, "GET", path, NULL);
+    h_sleep_ms(500);
+    long long t0 = h_now_ms();
+    r = h_http("DELETE", q2.port, "/v1/locks/qm.a?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 404);
+    CHECK(w.t_done - t0 < 3000);
+    r = h_http("PATCH", q1.port, "/v1/locks/qm.a", tok, "{\"ttl_ms\":5000}", NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = h_http("POST", q1.port, "/v1/locks/qm.a", NULL, "{\"ttl_ms\":5000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "fence") > fence);
+    h_resp_free(&r);
+    h_gw_stop(&q1, 5000);
+    h_gw_stop(&q2, 5000);
+    for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
@@ -513,6 +572,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_watch_disconnect_forgotten);
     RUN_SOME(test_watch_beside_waiter);
     RUN_SOME(test_lockctl_operator);
+    RUN_SOME(test_quorum_mode);
     h_gw_stop(&gw, 5000);
     h_gw_stop(&gw2, 5000);
     h_redis_stop(&redis);
