@@ -146,14 +146,14 @@ static cJSON *id_entry(const redisReply *e) {
 /* One page being gathered: list.lua calls of LISTING_COUNT keys each,
  * until the page holds limit entries, the SCAN ends, or max_calls. */
 struct list_call {
-    enum listing_what what; /* locks, semaphores or ids */
-    long long limit;        /* entries wanted on the page */
-    int calls, max_calls;   /* list.lua calls made, and allowed */
-    cJSON *page;            /* the answer being built */
-    cJSON *items;           /* its array */
-    int nitems;             /* entries in it */
-    char cursor[24];        /* Redis's SCAN cursor to go on from */
-    char pattern[PATTERN_MAX];
+    enum listing_what what;    /* locks, semaphores or ids */
+    long long limit;           /* entries wanted on the page */
+    int calls, max_calls;      /* list.lua calls made, and allowed */
+    cJSON *page;               /* the answer being built */
+    cJSON *items;              /* its array */
+    int nitems;                /* entries in it */
+    char cursor[24];           /* Redis's SCAN cursor to go on from */
+    char pattern[PATTERN_MAX]; /* the SCAN MATCH pattern (listing_pattern) */
 };
 
 static void list_call_free(void *ctx) {
