@@ -95,6 +95,7 @@ function row(item, kind) {
 async function loadHeld() {
   const { items, cursor } = await fetchPage(state.kind, state.prefix, state.cursors[state.page]);
   state.next = cursor;
+  items.sort((a, b) => a.name.localeCompare(b.name)); // SCAN's order is none
   const tbody = $("held").tBodies[0];
   tbody.replaceChildren(...items.map((i) => row(i, state.kind)));
   $("empty").hidden = items.length > 0;
