@@ -5,6 +5,7 @@
 #   make test         install what is missing, build, run every test
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
 #   make bench        the benchmark tables (bench/RESULTS.md), then each Redis mode
+#   make ui-test      the status page (/ui/) in a real browser (chromium)
 #   make image        the container image, built with buildah
 #   make image-test   run the image and check it from the host
 #   make format       apply .clang-format to every C file
@@ -37,7 +38,8 @@ CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
 # lockctl links cli/ and common/ only: the rules it shares with the gateway.
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard cli/*.c)))
 COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard common/*.c)))
-GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h
+UI       := $(sort $(wildcard ui/*))
+GEN      := $(BUILD)/gen/lua_scripts.h $(BUILD)/gen/openapi_yaml.h $(BUILD)/gen/ui_files.h
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -48,7 +50,7 @@ HARNESS  := $(BUILD)/obj/tests/integration/harness.o
 # Keep test objects: they are not intermediate files to throw away.
 .SECONDARY:
 
-.PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check
+.PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check ui-test
 all: $(BUILD)/lockgate $(BUILD)/lockctl
 
 deps:
@@ -62,6 +64,11 @@ $(BUILD)/gen/lua_scripts.h: $(LUA) Makefile
 	  awk '/^--@include / { f = "lua/" $$2; while ((getline l < f) > 0) print l; close(f); next } \
 	       { print }' $$f > $(BUILD)/gen/lua/$$b.lua; done
 	@(cd $(BUILD)/gen/lua && for f in *.lua; do xxd -i $$f; done) > $@.tmp && mv $@.tmp $@
+
+# The status page (/ui/): every file of ui/, as ui_<name>_<ext>[_len].
+$(BUILD)/gen/ui_files.h: $(UI)
+	@mkdir -p $(dir $@)
+	@(cd ui && for f in *; do xxd -i $$f; done) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/openapi_yaml.h: openapi.yaml
 	@mkdir -p $(dir $@)
@@ -90,6 +97,17 @@ $(INTEG_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(HARNESS)
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(INTEG_BIN)
 	@BUILD=$(BUILD) tests/run.sh
+
+# The status page in a real browser: Debian's chromium, playwright-core
+# from npm (tests/ui/package.json, pinned), a real gateway and Redis.
+# Writes docs/ui.png and docs/ui-phone.png, which README shows.
+ui-test: deps
+	@scripts/deps.sh chromium
+	@command -v node >/dev/null || scripts/deps.sh nodejs
+	@command -v npm >/dev/null || scripts/deps.sh npm
+	@$(MAKE) --no-print-directory all
+	@cd tests/ui && npm install --no-audit --no-fund --silent
+	@BUILD=$(BUILD) node tests/ui/ui_test.js
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -91,6 +91,23 @@ int cmd_extend(struct opts *o) {
 
 int cmd_release(struct opts *o) {
     int rc = 0;
+    if (o->force) {
+        if (o->token) return usage_error("release", "--force takes no token: it ends every hold");
+        char path[256];
+        force_path(path, sizeof path, o->name);
+        struct call c;
+        call_start(&c, "DELETE", path, NULL, NULL, CTL_REQUEST_MS);
+        call_finish(&c);
+        if (call_outcome(&c) == OUT_OK) {
+            if (!o->quiet) print_body(&c);
+        } else {
+            char what[256];
+            snprintf(what, sizeof what, "release --force '%s'", o->name);
+            rc = call_report(&c, what);
+        }
+        call_free(&c);
+        return rc;
+    }
     const char *t = token_arg(o, &rc);
     return t ? one_request(o, "DELETE", t, NULL) : rc;
 }

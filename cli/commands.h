@@ -5,10 +5,18 @@
 
 #include "cli/options.h"
 
+#include <stddef.h>
+
 int cmd_acquire(struct opts *o);
 int cmd_extend(struct opts *o);
 int cmd_release(struct opts *o);
 int cmd_status(struct opts *o);
 int cmd_id(struct opts *o);
+
+/* operator.c */
+int cmd_ls(struct opts *o);
+int cmd_watch(struct opts *o);
+/* "/v1/locks/NAME?force=true", for release --force. */
+void force_path(char *out, size_t cap, const char *name);
 
 #endif

@@ -32,7 +32,10 @@ const char help_main[] =
     "                           -q just the token\n"
     "  extend NAME [OPTIONS]    extend a lease (token: --token or $LOCKGATE_TOKEN)\n"
     "  release NAME [OPTIONS]   release a lock (token: --token or $LOCKGATE_TOKEN)\n"
+    "  release --force NAME     end every hold on lock NAME, whatever the token\n"
     "  status NAME              show who holds lock NAME (exit 1: nobody does)\n"
+    "  ls [PREFIX]              list held locks (names starting with PREFIX)\n"
+    "  watch NAME               print lock NAME's state and every change of it\n"
     "  id NAMESPACE [-n N]      print N new unique ids, one per line\n"
     "  help [COMMAND]           this text, or a command's\n"
     "\n"
@@ -119,8 +122,10 @@ const char help_extend[] =
 
 const char help_release[] =
     "Usage: lockctl release NAME [--token TOKEN]\n"
+    "       lockctl release --force NAME\n"
     "Release one level of lock NAME held by TOKEN (default $LOCKGATE_TOKEN);\n"
-    "print the answer (JSON: released, count).\n"
+    "print the answer (JSON: released, count).  --force ends every hold on\n"
+    "NAME whatever the token (an operator's act; admin grant with auth).\n"
     "  -q, --quiet         print nothing\n"
     "\n";
 
@@ -129,6 +134,21 @@ const char help_status[] =
     "Print who holds lock NAME (JSON: mode, holders, count, fence, ttl_ms, owner),\n"
     "or exit 1 with a message when nobody does.\n"
     "  -q, --quiet         print nothing: only the exit status tells\n"
+    "\n";
+
+const char help_ls[] =
+    "Usage: lockctl ls [PREFIX]\n"
+    "List the held locks whose names start with PREFIX (default: all), one line\n"
+    "each: name, mode, each holder as owner(fence, ms left), fair waiters.\n"
+    "  -q, --quiet         print the names only\n"
+    "\n";
+
+const char help_watch[] =
+    "Usage: lockctl watch NAME\n"
+    "Print lock NAME's state (JSON, as status prints it; {\"holders\":0} when\n"
+    "nobody holds it), then a line each time it changes hands, is released,\n"
+    "expires or is forced, until interrupted.  Costs the gateway no polling.\n"
+    "  -q, --quiet         print nothing (waits until the gateway fails)\n"
     "\n";
 
 const char help_id[] =

@@ -10,6 +10,8 @@ extern const char help_extend[];
 extern const char help_release[];
 extern const char help_status[];
 extern const char help_id[];
+extern const char help_ls[];
+extern const char help_watch[];
 
 /* Prints text, then the exit-status table, on stdout. */
 void help_print(const char *text);

@@ -32,9 +32,11 @@ static const int allow_run[] = {'t',          'w',     O_SHARED,  O_FAIR, O_OWNE
 static const int allow_acquire[] = {'t',        'w',          O_SHARED, O_FAIR, O_OWNER,
                                     O_MAX_HOLD, O_LOCK_DELAY, O_TOKEN,  'q',    0};
 static const int allow_extend[] = {'t', O_TOKEN, 'q', 0};
-static const int allow_release[] = {O_TOKEN, 'q', 0};
+static const int allow_release[] = {O_TOKEN, O_FORCE, 'q', 0};
 static const int allow_status[] = {'q', 0};
 static const int allow_id[] = {'n', 'q', 0};
+static const int allow_ls[] = {'q', 0};
+static const int allow_watch[] = {'q', 0};
 
 static const struct subcommand subcommands[] = {
     {.name = "run",     .help = help_run,     .allowed = allow_run,     .fn = cmd_run    },
@@ -43,6 +45,8 @@ static const struct subcommand subcommands[] = {
     {.name = "release", .help = help_release, .allowed = allow_release, .fn = cmd_release},
     {.name = "status",  .help = help_status,  .allowed = allow_status,  .fn = cmd_status },
     {.name = "id",      .help = help_id,      .allowed = allow_id,      .fn = cmd_id     },
+    {.name = "ls",      .help = help_ls,      .allowed = allow_ls,      .fn = cmd_ls     },
+    {.name = "watch",   .help = help_watch,   .allowed = allow_watch,   .fn = cmd_watch  },
 };
 
 static const struct subcommand *find_subcommand(const char *name) {
@@ -101,6 +105,7 @@ static int parse_command_line(int argc, char **argv, struct opts *o,
         return usage_error(sc->name, "unexpected argument '%s'", sub_argv[pos]);
     }
     const char *what = strcmp(sc->name, "id") == 0 ? "NAMESPACE" : "NAME";
+    if (!o->name && strcmp(sc->name, "ls") == 0) return GO_ON; /* PREFIX is optional */
     if (!o->name) return usage_error(sc->name, "missing %s", what);
     /* The gateway's rule (common/names.h), checked here too so that a name
      * never needs escaping in a URL. */

@@ -14,7 +14,8 @@ enum {
     O_GRACE,
     O_TOKEN,
     O_VERSION,
-    O_SESSION
+    O_SESSION,
+    O_FORCE
 };
 
 struct opts {
@@ -33,6 +34,7 @@ struct opts {
     const char *session;  /* run --session FILE, or NULL (session.h) */
     long long count;      /* id -n */
     int quiet;            /* -q */
+    int force;            /* release --force */
 };
 
 struct subcommand {

@@ -1,5 +1,7 @@
 /* common.c -- what every handler needs: settings, names and tokens. */
 #include "handlers/handlers.h"
+#include "handlers/force.h"
+#include "handlers/watch.h"
 #include "common/alloc.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -10,7 +12,11 @@
 
 static const struct gw_config *config;
 
-void handlers_init(const struct gw_config *cfg) { config = cfg; }
+void handlers_init(const struct gw_config *cfg) {
+    config = cfg;
+    watch_init();
+    force_init();
+}
 const struct gw_config *handlers_config(void) { return config; }
 
 static char *copy_string(const char *s) { return alloc_copy(s, strlen(s)); }

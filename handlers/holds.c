@@ -832,7 +832,7 @@ void hold_release(struct gw_request *req, int semaphore) {
 
 /* ---- inspect ------------------------------------------------------------------- */
 
-static void inspect_done(void *arg, const struct redis_result *res) {
+void hold_inspect_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
     int sem = req->aux;
     long long v[5] = {0};
@@ -867,7 +867,8 @@ static void inspect_done(void *arg, const struct redis_result *res) {
 static void quorum_inspect_done(void *arg, const struct redis_result *res, int n) {
     struct redis_result slot;
     char why[96];
-    inspect_done(arg, quorum_pick(res, n, redis_quorum(), higher_fence, &slot, why, sizeof why));
+    hold_inspect_done(arg,
+                      quorum_pick(res, n, redis_quorum(), higher_fence, &slot, why, sizeof why));
 }
 
 void hold_inspect(struct gw_request *req, int semaphore) {
@@ -880,5 +881,5 @@ void hold_inspect(struct gw_request *req, int semaphore) {
     if (QUORUM)
         redis_eval_all(SCRIPT_INSPECT, 1, 1, argv, lens, quorum_inspect_done, req);
     else
-        redis_eval_here(SCRIPT_INSPECT, 1, 1, argv, lens, inspect_done, req);
+        redis_eval_here(SCRIPT_INSPECT, 1, 1, argv, lens, hold_inspect_done, req);
 }

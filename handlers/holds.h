@@ -67,4 +67,9 @@ void hold_extend(struct gw_request *req, int semaphore);
 void hold_release(struct gw_request *req, int semaphore);
 void hold_inspect(struct gw_request *req, int semaphore);
 
+/* Answers GET from inspect.lua's reply (watch.lua's too); req->aux is 1
+ * for a semaphore. */
+struct redis_result;
+void hold_inspect_done(void *arg, const struct redis_result *res);
+
 #endif

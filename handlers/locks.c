@@ -1,6 +1,8 @@
 /* locks.c -- /v1/locks/{name}: parse, then hand over to holds.c. */
 #include "handlers/handlers.h"
+#include "handlers/force.h"
 #include "handlers/holds.h"
+#include "handlers/watch.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/reply.h"
@@ -42,5 +44,16 @@ void locks_acquire(struct gw_request *req) {
 }
 
 void locks_extend(struct gw_request *req) { hold_extend(req, 0); }
-void locks_release(struct gw_request *req) { hold_release(req, 0); }
-void locks_inspect(struct gw_request *req) { hold_inspect(req, 0); }
+
+/* ?force=true ends every hold whatever the token.  Auth (#19): this is the
+ * one place where force=true must ask for the admin grant instead of the
+ * route's own. */
+void locks_release(struct gw_request *req) {
+    int force = force_asked_or_reply(req);
+    if (force > 0) force_release(req, 0);
+    if (force == 0) hold_release(req, 0);
+}
+
+void locks_inspect(struct gw_request *req) {
+    if (!watch_if_asked(req, 0)) hold_inspect(req, 0);
+}

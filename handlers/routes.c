@@ -2,12 +2,15 @@
  * these paths; tests/unit/test_routes_spec.c checks that it does. */
 #include "handlers/routes.h"
 #include "handlers/handlers.h"
+#include "handlers/listing.h"
+#include "handlers/ui.h"
 
 /* The media types a route answers in (accept.h), preferred first. */
 static const char *const JSON[] = {"application/json", NULL};
 static const char *const JSON_TEXT[] = {"application/json", "text/plain", NULL};
 static const char *const TEXT[] = {"text/plain", NULL};
 static const char *const YAML[] = {"application/yaml", NULL};
+static const char *const ANY[] = {"text/html", "text/css", "text/javascript", NULL};
 
 /* One row a route; clang-format would break the rows over 100 columns. */
 // clang-format off
@@ -34,6 +37,14 @@ const struct gw_route gw_routes[] = {
     {.method = "POST",   .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},
     {.method = "GET",    .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},
     {.method = "GET",    .path = "/v1/ids/{namespace}/{id}", .handler = ids_decode,         .produces = JSON},
+
+    /* Operators (#21): listings, then the status page's files (ui.c). */
+    {.method = "GET",    .path = "/v1/locks",                .handler = listing_locks,      .produces = JSON},
+    {.method = "GET",    .path = "/v1/semaphores",           .handler = listing_semaphores, .produces = JSON},
+    {.method = "GET",    .path = "/v1/ids",                  .handler = listing_ids,        .produces = JSON},
+    {.method = "GET",    .path = "/ui",                      .handler = ui_redirect,        .produces = ANY},
+    {.method = "GET",    .path = "/ui/",                     .handler = ui_file,            .produces = ANY},
+    {.method = "GET",    .path = "/ui/{file}",               .handler = ui_file,            .produces = ANY},
 
     {.method = "GET",    .path = "/healthz",                 .handler = ops_healthz,        .produces = JSON},
     {.method = "GET",    .path = "/readyz",                  .handler = ops_readyz,         .produces = JSON},

@@ -1,7 +1,9 @@
 /* semaphores.c -- /v1/semaphores/{name}: up to `limit` holders, each with
  * its own server-made token and lease (no re-entry). */
 #include "handlers/handlers.h"
+#include "handlers/force.h"
 #include "handlers/holds.h"
+#include "handlers/watch.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/reply.h"
@@ -35,5 +37,14 @@ void semaphores_acquire(struct gw_request *req) {
 }
 
 void semaphores_extend(struct gw_request *req) { hold_extend(req, 1); }
-void semaphores_release(struct gw_request *req) { hold_release(req, 1); }
-void semaphores_inspect(struct gw_request *req) { hold_inspect(req, 1); }
+
+/* ?force=true: as locks_release (the admin grant with auth, #19). */
+void semaphores_release(struct gw_request *req) {
+    int force = force_asked_or_reply(req);
+    if (force > 0) force_release(req, 1);
+    if (force == 0) hold_release(req, 1);
+}
+
+void semaphores_inspect(struct gw_request *req) {
+    if (!watch_if_asked(req, 1)) hold_inspect(req, 1);
+}

@@ -20,6 +20,8 @@
 --   lim   a semaphore's limit, as its holders use it
 --   dl    lock-delay: nobody may acquire before this time (ms)
 --   w     some waiter may wait until this time (ms): releases publish
+--   v     some watcher (GET ?watch_ms, watch.lua) may watch until this time
+--         (ms): releases, new holders and forced releases publish
 --   f     the name's last fence, present only while neither a holder nor
 --         the x record carries it (after shared holders end)
 -- Its PEXPIRE covers the longest lease plus its lock-delay, the lock-delay
@@ -112,7 +114,7 @@ end
 -- not), ffield the stored f (0 when absent).
 local function load(key, flat)
   local st = {holders = {}, alive = 0, maxexp = 0, minexp = 0, dl = 0, w = 0,
-              mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
+              v = 0, mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
               maxfence = 0, xfence = 0, ffield = 0, xtoken = nil, tfield = {}}
   flat = flat or redis.call('HGETALL', key)
   local dead, dead_x = {}, false
@@ -162,6 +164,8 @@ local function load(key, flat)
     elseif f == 'w' then
       st.w = tonumber(v)
       st.wfield = st.w
+    elseif f == 'v' then
+      st.v = tonumber(v)
     elseif f == 'f' then
       st.ffield = tonumber(v)
       if st.ffield > st.lastfence then st.lastfence = st.ffield end
@@ -222,6 +226,7 @@ local function save_ttl(key, st, gone)
     if h.fence > maxfence then maxfence = h.fence end
   end
   if st.w > target then target = st.w end
+  if st.v > target then target = st.v end
   if st.lastfence > 0 then
     if now > target then target = now end
     target = target + FENCE_KEEP_MS
@@ -236,6 +241,7 @@ local function save_ttl(key, st, gone)
   -- back to the fast paths' shape (only x).
   if st.wfield and st.wfield <= now and st.w <= now then del[#del + 1] = 'w' end
   if st.dlfield and st.dlfield <= now then del[#del + 1] = 'dl' end
+  if st.v > 0 and st.v <= now then del[#del + 1] = 'v' end
   if st.alive == 0 then
     if st.mfield then del[#del + 1] = 'm' end
     if st.limit > 0 then del[#del + 1] = 'lim' end
@@ -255,6 +261,9 @@ local function holder_of(st, token)
   local me = st.holders[token]
   if me then return me, nil end
   if st.alive == 0 then return nil, -1 end
+  -- A token that a forced release ended holds nothing, even once somebody
+  -- else holds the name (force.lua keeps it in <hash>:fo for its lease).
+  if redis.call('SISMEMBER', KEYS[1] .. ':fo', token) == 1 then return nil, -1 end
   return nil, -2
 end
 

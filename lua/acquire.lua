@@ -35,8 +35,8 @@ local token, ttl = ARGV[1], ARGV[2] + 0
 local flat = redis.call('HGETALL', KEYS[1])
 
 -- Fast path: the short form on a name nobody holds, with no lock-delay
--- pending, no waiter mark and no shared state: the hash is empty or holds
--- only x's ended record.  Four Redis calls (TIME, HGETALL, HSET, PEXPIRE),
+-- pending, no waiter or watch mark and no shared state: the hash is empty
+-- or holds only x's ended record.  Four Redis calls (TIME, HGETALL, HSET, PEXPIRE),
 -- none of _holders.lua's functions made, and a bare integer for an answer
 -- (a table costs Redis more than a redis.call: bench/RESULTS.md).
 if #ARGV == 2 then
@@ -164,7 +164,8 @@ save_ttl(KEYS[1], st)
 
 -- Room for more (shared, or permits left) and someone waiting: pass the
 -- wake-up on, so waiters enter one after another without a herd.
-if st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit)) then
+-- A watched name (v) announces its new holder too.
+if (st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit))) or st.v > now then
   redis.call('PUBLISH', release_channel(11))
 end
 if queue_dropped > 0 then return {1, h.fence, 1, ttl, st.alive, queue_dropped} end

@@ -9,7 +9,8 @@
 --          {-1}                            nobody holds it
 --          {-2}                            held, but not by this token
 -- A release ends a hold without lock-delay.  When a waiter may be waiting
--- (w), the message is published so gateways wake one waiter at once.
+-- (w) or a watcher watching (v), the message is published so gateways wake
+-- one waiter (and every watcher) at once.
 --@include _layout.lua
 local flat = redis.call('HGETALL', KEYS[1])
 
@@ -67,5 +68,5 @@ if ARGV[1] == st.xtoken then
   st.xtoken, gone = nil, nil
 end
 save_ttl(KEYS[1], st, gone)
-if st.w > now then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+if st.w > now or st.v > now then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return {1, 0, st.alive}

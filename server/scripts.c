@@ -24,6 +24,9 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_MULTI_ACQUIRE, "multi_acquire.lua", multi_acquire_lua),
     SCRIPT(SCRIPT_MULTI_RELEASE, "multi_release.lua", multi_release_lua),
     SCRIPT(SCRIPT_MULTI_EXTEND, "multi_extend.lua", multi_extend_lua),
+    SCRIPT(SCRIPT_LIST, "list.lua", list_lua),
+    SCRIPT(SCRIPT_FORCE, "force.lua", force_lua),
+    SCRIPT(SCRIPT_WATCH, "watch.lua", watch_lua),
 };
 
 void scripts_init(void) {

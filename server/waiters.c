@@ -140,13 +140,13 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     heap_push(w);
     if (w->fd >= 0) loop_watch_hangup(w->fd, w);
     w->parked = 1;
-    metrics_waiting_add(1);
+    if (!w->watch) metrics_waiting_add(1);
 }
 
 void waiters_unpark(struct waiter *w) {
     if (!w->parked) return;
     w->parked = 0;
-    metrics_waiting_add(-1);
+    if (!w->watch) metrics_waiting_add(-1);
     if (w->fd >= 0) loop_unwatch(w->fd);
     heap_remove(w);
     struct bucket_entry **slot = entry_slot(w->key, strlen(w->key));
@@ -180,14 +180,25 @@ void waiters_on_release(const char *key, size_t len) {
     struct bucket_entry *e = *entry_slot(key, len);
     log_debug("waiters: release of %.*s, %s", (int)len, key, e ? "waking" : "nobody waits here");
     if (!e) return;
-    struct waiter *first = e->head, *first_fair = NULL;
-    for (struct waiter *w = e->head; w; w = w->next)
-        if (w->fair) {
-            first_fair = w;
-            break;
+    /* Waking may free e (its last waiter leaves): pick everyone first. */
+    struct waiter *first = NULL, *first_fair = NULL, **watchers = NULL;
+    size_t nwatch = 0, cap = 0;
+    for (struct waiter *w = e->head; w; w = w->next) {
+        if (w->watch) {
+            if (nwatch == cap) {
+                cap = cap ? 2 * cap : 8;
+                watchers = alloc_check(realloc(watchers, cap * sizeof *watchers));
+            }
+            watchers[nwatch++] = w;
+        } else {
+            if (!first) first = w;
+            if (w->fair && !first_fair) first_fair = w;
         }
-    wake(first);
+    }
+    if (first) wake(first);
     if (first_fair && first_fair != first) wake(first_fair);
+    for (size_t i = 0; i < nwatch; i++) wake(watchers[i]);
+    free(watchers);
 }
 
 int waiters_next_timeout(int64_t now_ms) {

@@ -5,7 +5,7 @@
  *   - a release of its key, announced on Redis pub/sub (waiters_on_release):
  *     the earliest local waiter of that key is woken, and the earliest fair
  *     one, never the whole list (no thundering herd; the scripts pass the
- *     wake-up on when there is room for more);
+ *     wake-up on when there is room for more), and every watcher of it;
  *   - its wake time: the holder's lease end, or its own deadline;
  *   - its client hanging up (give_up(w, 1)), seen by epoll on its socket.
  * All functions run on the loop thread only (redis.c calls the hooks). */
@@ -20,6 +20,9 @@ struct waiter {
     const char *key;                 /* "lock:NAME" or "sem:NAME", as published;
                                       the owner keeps it alive while parked */
     int fair;                        /* a fair waiter (woken besides the first) */
+    int watch;                       /* a watcher (GET ?watch_ms): woken by every
+                                      release of its key, never counted as the
+                                      first waiter nor as waiting for a lock */
     int fd;                          /* client socket, watched for hang-up; -1 none */
     uint64_t seen_seq;               /* waiters_release_seq() before the attempt */
     void (*retry)(struct waiter *w); /* try again now */

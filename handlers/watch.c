@@ -1,0 +1,178 @@
+/* watch.c -- see watch.h. */
+#include "handlers/watch.h"
+#include "common/alloc.h"
+#include "common/decimal.h"
+#include "handlers/handlers.h"
+#include "handlers/holds.h"
+#include "server/http.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/redis.h"
+#include "server/reply.h"
+#include "server/waiters.h"
+
+#include <hiredis/hiredis.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEY_MAX (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
+
+/* One watch request, alive from the handler to the reply. */
+struct watch_call {
+    struct waiter w;            /* parking state (first) */
+    struct gw_request *req;     /* the request it answers */
+    long long after;            /* the index the client saw */
+    int64_t deadline_ms;        /* arrival + watch_ms (monotonic) */
+    char hash[KEY_MAX];         /* <prefix>lock:{name} or <prefix>sem:{name} */
+    char key[NAME_MAX_LEN + 8]; /* "lock:NAME", as published (w.key) */
+};
+
+static atomic_ulong in_progress;
+
+uint64_t watch_in_progress(void) { return atomic_load(&in_progress); }
+
+void watch_init(void) {
+    metrics_add_source("lockgate_watching_requests", "Requests watching a lock or semaphore",
+                       "gauge", watch_in_progress);
+}
+
+static void watch_call_free(void *ctx) {
+    atomic_fetch_sub(&in_progress, 1);
+    free(ctx);
+}
+
+static void attempt(struct watch_call *wc);
+
+/* The answer goes out as GET's, with the index it stands for. */
+static void answer(struct watch_call *wc, const struct redis_result *res, long long index) {
+    char idx[24];
+    snprintf(idx, sizeof idx, "%lld", index);
+    reply_header(wc->req, "Lockgate-Index", idx);
+    hold_inspect_done(wc->req, res);
+}
+
+/* inspect.lua's shape: {1, holders, count, fence, ttl_ms, ...} or {-1}. */
+static long long elem(const struct redis_result *res, size_t i) {
+    const redisReply *r = res->ok ? res->reply : NULL;
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
+                   r->element[i]->type == REDIS_REPLY_INTEGER
+               ? r->element[i]->integer
+               : -100;
+}
+
+static void watch_done(void *arg, const struct redis_result *res) {
+    struct watch_call *wc = arg;
+    long long verdict = elem(res, 0);
+    if (verdict == -100) {
+        hold_inspect_done(wc->req, res); /* the 503 GET gives */
+        return;
+    }
+    /* As watch.lua: the highest fence, a semaphore's number of holders. */
+    long long index = verdict != 1 ? 0 : elem(res, 6) == 3 ? elem(res, 1) : elem(res, 3);
+    int64_t now = loop_now_ms();
+    if (index != wc->after || now >= wc->deadline_ms || http_shutting_down()) {
+        answer(wc, res, index);
+        return;
+    }
+    /* Unchanged: park until a change is announced, the lease's end (an
+     * expiry announces nothing), or the deadline. */
+    int64_t wake = wc->deadline_ms;
+    if (verdict == 1 && now + elem(res, 4) + 2 < wake) wake = now + elem(res, 4) + 2;
+    waiters_park(&wc->w, wake);
+}
+
+/* Quorum mode: held when a quorum of masters says so; the highest fence
+ * among them is the index.  Too few answers: GET's 503. */
+static void watch_all_done(void *arg, const struct redis_result *res, int n) {
+    const struct redis_result *held = NULL, *free_ = NULL, *failed = NULL;
+    int nheld = 0, answered = 0;
+    for (int i = 0; i < n; i++) {
+        long long v = elem(&res[i], 0);
+        if (v == -100) {
+            failed = &res[i];
+            continue;
+        }
+        answered++;
+        if (v == 1) {
+            nheld++;
+            if (!held || elem(&res[i], 3) > elem(held, 3)) held = &res[i];
+        } else {
+            free_ = &res[i];
+        }
+    }
+    if (answered < redis_quorum()) {
+        watch_done(arg, failed);
+        return;
+    }
+    watch_done(arg, nheld >= redis_quorum() ? held : free_ ? free_ : held);
+}
+
+static void attempt(struct watch_call *wc) {
+    long long left = wc->deadline_ms - loop_now_ms();
+    if (left < 1) left = 1;
+    char after[24], left_s[24];
+    snprintf(after, sizeof after, "%lld", wc->after);
+    snprintf(left_s, sizeof left_s, "%lld", left);
+    const char *argv[] = {wc->hash, after, left_s};
+    size_t lens[3] = {strlen(wc->hash), strlen(after), strlen(left_s)};
+    wc->w.seen_seq = waiters_release_seq();
+    if (redis_nodes() > 1)
+        redis_eval_all(SCRIPT_WATCH, 1, 3, argv, lens, watch_all_done, wc);
+    else
+        redis_eval(SCRIPT_WATCH, 1, 3, argv, lens, watch_done, wc);
+}
+
+static void on_wake(struct waiter *w) {
+    struct watch_call *wc = (struct watch_call *)w;
+    if (http_client_gone(wc->req)) {
+        w->give_up(w, 1);
+        return;
+    }
+    attempt(wc);
+}
+
+/* A watcher that hung up is forgotten: answered (nobody reads it), freed. */
+static void on_give_up(struct waiter *w, int client_gone) {
+    struct watch_call *wc = (struct watch_call *)w;
+    if (client_gone)
+        reply_problem(wc->req, CODE_LOCK_BUSY, "the client went away while watching");
+    else
+        reply_problem(wc->req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+}
+
+int watch_if_asked(struct gw_request *req, int semaphore) {
+    const char *q_ms = http_query(req, "watch_ms"), *q_after = http_query(req, "after");
+    if (!q_ms) return 0;
+    long long ms, after = 0;
+    if (decimal_parse(q_ms, strlen(q_ms), 1, WATCH_MAX_MS, &ms) < 0) {
+        reply_problem(req, CODE_INVALID_FIELD, "watch_ms must be an integer from 1 to %d",
+                      WATCH_MAX_MS);
+        return 1;
+    }
+    if (q_after && decimal_parse(q_after, strlen(q_after), 0, 9007199254740991LL, &after) < 0) {
+        reply_problem(req, CODE_INVALID_FIELD, "after must be an index (a fence, or 0)");
+        return 1;
+    }
+    if (name_param_or_reply(req, 0)) return 1;
+    struct watch_call *wc = alloc_check(calloc(1, sizeof *wc));
+    atomic_fetch_add(&in_progress, 1);
+    const char *kind = semaphore ? "sem" : "lock";
+    snprintf(wc->hash, sizeof wc->hash, "%s%s:{%s}", handlers_config()->key_prefix, kind,
+             req->name);
+    snprintf(wc->key, sizeof wc->key, "%s:%s", kind, req->name);
+    wc->req = req;
+    wc->after = after;
+    wc->deadline_ms = loop_now_ms() + ms;
+    wc->w.key = wc->key;
+    wc->w.watch = 1;
+    wc->w.fd = http_client_fd(req);
+    wc->w.retry = on_wake;
+    wc->w.give_up = on_give_up;
+    req->aux = semaphore;
+    req->ctx = wc;
+    req->ctx_free = watch_call_free;
+    attempt(wc);
+    return 1;
+}

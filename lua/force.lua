@@ -1,0 +1,41 @@
+-- force.lua: end every hold on a lock or semaphore, whatever the token
+-- (DELETE ...?force=true, an operator's act).  (Layout: _holders.lua.)
+--
+-- KEYS     hash
+-- ARGV     1 channel, 2 message
+-- Returns  {1, holders_ended, fence}  fence: the highest a holder had
+--          {-1}                       nobody holds it
+-- Fences stay intact: x's record keeps its fence and f keeps the last one
+-- (save_ttl), so the next holder gets a higher fence.  The ended tokens
+-- are kept in <hash>:fo until their leases would have ended, so their
+-- holders' extend and release answer "not held" (holder_of) even after
+-- somebody else took the name.  No lock-delay applies.  The release
+-- message is published whether or not a waiter mark is set: waiters and
+-- watchers are woken at once.
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
+local st = load(KEYS[1])
+if st.alive == 0 then
+  save_ttl(KEYS[1], st)
+  return {-1}
+end
+local fo, ended, gone, last_exp = KEYS[1] .. ':fo', 0, {}, 0
+for token, h in pairs(st.holders) do
+  ended = ended + 1
+  redis.call('SADD', fo, token)
+  if h.exp > last_exp then last_exp = h.exp end
+  if token == st.xtoken then
+    redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, h.fence, 0, 0))
+    st.xtoken = nil
+  else
+    gone[#gone + 1] = token
+  end
+end
+if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
+if redis.call('PTTL', fo) < last_exp - now then redis.call('PEXPIRE', fo, last_exp - now) end
+local fence = st.maxfence
+st.holders, st.alive = {}, 0
+save_ttl(KEYS[1], st)
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return {1, ended, fence}

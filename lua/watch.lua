@@ -1,0 +1,31 @@
+-- watch.lua: inspect.lua for a watcher (GET ?watch_ms=&after=): who holds
+-- it, and, when that is still what the watcher last saw, a mark that makes
+-- the name's changes announce themselves.  (Layout: _holders.lua.)
+--
+-- KEYS     hash
+-- ARGV     1 after: the index the watcher saw (the highest fence of a live
+--          holder, a semaphore's number of holders; 0 for nobody),
+--          2 watch_left_ms
+-- Returns  inspect.lua's answer.  When its index equals after, v is raised
+--          to now + watch_left_ms first: acquire (a new holder), release and
+--          force (which always does) then publish the release message, and
+--          the watcher, parked on it, is woken.  An expiry publishes
+--          nothing: the watcher's timer is set to the lease's end.
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
+local st = load(KEYS[1])
+-- Permits carry no fence: a semaphore's index is its number of holders.
+local index = st.alive == 0 and 0 or st.mode == 'p' and st.alive or st.maxfence
+if index == tonumber(ARGV[1]) then
+  local until_ms = now + tonumber(ARGV[2])
+  if until_ms > st.v then
+    st.v = until_ms
+    redis.call('HSET', KEYS[1], 'v', int(until_ms))
+  end
+end
+save_ttl(KEYS[1], st)
+if st.alive == 0 then return {-1} end
+local first = st.holders[st.first]
+return {1, st.alive, first.count, st.maxfence, remaining(st.maxexp), first.owner,
+        kind_code[st.mode], st.limit}

@@ -1,0 +1,609 @@
+/* test_ops.c -- issue 21 against the real binary and a real redis-server:
+ * listing (paging, every allowed character, expiry between pages, prefix
+ * filtering, semaphores, id namespaces), forced release with a waiter, and
+ * watching (a change through another gateway, a timeout, an expiry, a new
+ * holder, a watcher that hangs up).
+ *
+ * `build/tests/test_ops NAME` runs only the tests whose names contain NAME. */
+#include "tests/integration/harness.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct h_redis redis;
+static struct h_gw gw, gw2;
+
+#define H(method, path, token, body) h_http(method, gw.port, path, token, body, NULL)
+
+/* POSTs a lock (or semaphore when sem) with this body; returns its token
+ * (malloc'd, "" on failure) and sets *fence. */
+static char *take(const char *name, const char *body, long long *fence) {
+    char path[300];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = H("POST", path, NULL, body);
+    char *tok = strdup(r.status == 201 ? h_token(&r) : "");
+    if (fence) *fence = r.status == 201 ? h_jint(&r, "fence") : -1;
+    h_resp_free(&r);
+    return tok;
+}
+
+/* ---- listing ------------------------------------------------------------------- */
+
+/* Every page of GET path?prefix=..&limit=.., following cursors; calls
+ * seen(entry) for each listed entry of member.  Returns pages read, or -1
+ * on a failed page.  between(page) runs after each page, may be NULL. */
+static int list_all(const char *what, const char *prefix, int limit, const char *member,
+                    void (*seen)(cJSON *e, void *arg), void *arg, void (*between)(int page)) {
+    char cursor[128] = "";
+    int pages = 0;
+    do {
+        char path[512];
+        snprintf(path, sizeof path, "/v1/%s?prefix=%s&limit=%d&cursor=%s", what, prefix, limit,
+                 cursor);
+        struct h_resp r = H("GET", path, NULL, NULL);
+        if (r.status != 200 || !r.json) {
+            fprintf(stderr, "  page failed: %ld %s\n", r.status, r.body ? r.body : "");
+            h_resp_free(&r);
+            return -1;
+        }
+        cJSON *items = cJSON_GetObjectItem(r.json, member), *e;
+        cJSON_ArrayForEach(e, items) seen(e, arg);
+        snprintf(cursor, sizeof cursor, "%s", h_jstr(&r, "cursor"));
+        h_resp_free(&r);
+        if (between) between(pages);
+        pages++;
+    } while (cursor[0] && pages < 100000);
+    return pages;
+}
+
+struct names {
+    int n;
+    char name[600][64];
+    int bad; /* entries without a live holder */
+};
+
+static void collect(cJSON *e, void *arg) {
+    struct names *ns = arg;
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+    cJSON *holders = cJSON_GetObjectItem(e, "holders"), *h;
+    if (!name || cJSON_GetArraySize(holders) < 1) ns->bad++;
+    cJSON_ArrayForEach(h, holders) {
+        cJSON *ttl = cJSON_GetObjectItem(h, "ttl_ms");
+        if (!ttl || ttl->valuedouble <= 0) ns->bad++;
+    }
+    for (int i = 0; i < ns->n; i++)
+        if (name && strcmp(ns->name[i], name) == 0) return; /* SCAN may repeat a key */
+    if (name && ns->n < 600) snprintf(ns->name[ns->n++], 64, "%s", name);
+}
+
+static int has(struct names *ns, const char *name) {
+    for (int i = 0; i < ns->n; i++)
+        if (strcmp(ns->name[i], name) == 0) return 1;
+    return 0;
+}
+
+static void test_list_paging(void) {
+    for (int i = 0; i < 250; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "pg.%03d", i);
+        free(take(name, "{\"ttl_ms\":60000,\"owner\":\"pager\"}", NULL));
+    }
+    free(take("pgx", "{\"ttl_ms\":60000}", NULL)); /* outside the prefix */
+    static struct names ns;
+    memset(&ns, 0, sizeof ns);
+    int pages = list_all("locks", "pg.", 20, "locks", collect, &ns, NULL);
+    CHECK(pages > 1); /* more names than one page */
+    CHECK_EQ_INT(ns.n, 250);
+    CHECK_EQ_INT(ns.bad, 0);
+    CHECK(has(&ns, "pg.000") && has(&ns, "pg.249") && !has(&ns, "pgx"));
+
+    /* A page's entry carries what the issue names. */
+    struct h_resp r = H("GET", "/v1/locks?prefix=pg.007", NULL, NULL);
+    cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "locks"), 0);
+    cJSON *h = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "holders"), 0);
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "mode")), "exclusive");
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(h, "owner")), "pager");
+    CHECK(cJSON_GetObjectItem(h, "fence") && cJSON_GetObjectItem(h, "count") &&
+          cJSON_GetObjectItem(h, "acquired_at") && cJSON_GetObjectItem(e, "fair_waiters"));
+    CHECK(!strstr(r.body ? r.body : "", "token")); /* a listing never shows a token */
+    h_resp_free(&r);
+}
+
+static void test_list_every_character(void) {
+    const char *names[] = {"ch:AZaz09._:-", "ch:-_.:", "ch:x*", "ch:x", "ch:Q"};
+    /* "ch:x*" is not a valid name: the gateway refuses it, nothing is listed. */
+    for (int i = 0; i < 5; i++) free(take(names[i], "{\"ttl_ms\":60000}", NULL));
+    static struct names ns;
+    memset(&ns, 0, sizeof ns);
+    CHECK(list_all("locks", "ch:", 2, "locks", collect, &ns, NULL) > 0);
+    CHECK_EQ_INT(ns.n, 4);
+    CHECK(has(&ns, "ch:AZaz09._:-") && has(&ns, "ch:-_.:") && has(&ns, "ch:x") && has(&ns, "ch:Q"));
+    /* A prefix made of the characters a glob would read specially is not
+     * a name; the ones a name may hold match literally. */
+    memset(&ns, 0, sizeof ns);
+    CHECK(list_all("locks", "ch:-_.", 10, "locks", collect, &ns, NULL) > 0);
+    CHECK_EQ_INT(ns.n, 1);
+    CHECK(has(&ns, "ch:-_.:"));
+    struct h_resp r = H("GET", "/v1/locks?prefix=ch%3Ax%2A", NULL, NULL);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(h_jcode(&r), "invalid_name");
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks?prefix=ch%5B", NULL, NULL);
+    CHECK_EQ_INT(r.status, 400);
+    h_resp_free(&r);
+}
+
+static void test_list_prefix(void) {
+    const char *names[] = {"pf.a", "pf.ab", "pfx.a", "zz.pf.a"};
+    for (int i = 0; i < 4; i++) free(take(names[i], "{\"ttl_ms\":60000}", NULL));
+    static struct names ns;
+    memset(&ns, 0, sizeof ns);
+    list_all("locks", "pf.", 100, "locks", collect, &ns, NULL);
+    CHECK_EQ_INT(ns.n, 2);
+    CHECK(has(&ns, "pf.a") && has(&ns, "pf.ab"));
+    memset(&ns, 0, sizeof ns);
+    list_all("locks", "pf.ab", 100, "locks", collect, &ns, NULL);
+    CHECK_EQ_INT(ns.n, 1);
+}
+
+static void sleep_after_first(int page) {
+    if (page == 0) h_sleep_ms(2000);
+}
+
+static void test_list_expiry_between_pages(void) {
+    for (int i = 0; i < 40; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ex.long.%02d", i);
+        free(take(name, "{\"ttl_ms\":60000}", NULL));
+        snprintf(name, sizeof name, "ex.short.%02d", i);
+        free(take(name, "{\"ttl_ms\":1000}", NULL));
+    }
+    static struct names ns;
+    memset(&ns, 0, sizeof ns);
+    int pages = list_all("locks", "ex.", 5, "locks", collect, &ns, sleep_after_first);
+    CHECK(pages > 2);
+    int longs = 0, shorts = 0;
+    for (int i = 0; i < ns.n; i++) {
+        if (strncmp(ns.name[i], "ex.long.", 8) == 0) longs++;
+        if (strncmp(ns.name[i], "ex.short.", 9) == 0) shorts++;
+    }
+    CHECK_EQ_INT(longs, 40);
+    CHECK(shorts < 40); /* those read after the sleep had expired: not listed */
+    CHECK_EQ_INT(ns.bad, 0);
+}
+
+static void test_list_semaphores_and_ids(void) {
+    struct h_resp r = H("POST", "/v1/semaphores/ls.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}");
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = H("POST", "/v1/semaphores/ls.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000,\"owner\":\"o2\"}");
+    h_resp_free(&r);
+    r = H("GET", "/v1/semaphores?prefix=ls.", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "semaphores"), 0);
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "name")), "ls.sem");
+    CHECK_EQ_INT(cJSON_GetObjectItem(e, "limit")->valuedouble, 3);
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(e, "holders")), 2);
+    h_resp_free(&r);
+    r = H("POST", "/v1/ids/ls.orders", NULL, NULL);
+    h_resp_free(&r);
+    r = H("GET", "/v1/ids?prefix=ls.", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "namespaces"), 0);
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "namespace")), "ls.orders");
+    CHECK(cJSON_GetObjectItem(e, "last_used_at") != NULL);
+    h_resp_free(&r);
+}
+
+/* A holder record with attributes after the owner (the shared convention:
+ * "\0k<key id>", written by auth, #19) lists its key_id; the owner stops
+ * at the attributes.  Written here as an acquire with a key would. */
+static void test_list_key_id(void) {
+    const char *set =
+        "EVAL \"local t = redis.call('TIME'); local now = t[1] * 1000 + math.floor(t[2] / 1000); "
+        "redis.call('HSET', KEYS[1], 'x', struct.pack('<sI4I7I6I4', "
+        "'tokentokentokentoken0123', 1, now * 1000, now + 60000, 60000) .. "
+        "struct.pack('<I6I4', 0, 0) .. 'alice' .. string.char(0) .. 'kkey-7'); "
+        "redis.call('PEXPIRE', KEYS[1], 70000); return 1\" 1 'lockgate:lock:{kid.a}'";
+    CHECK_EQ_STR(h_redis_cli(&redis, set), "1");
+    struct h_resp r = H("GET", "/v1/locks?prefix=kid.", NULL, NULL);
+    cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "locks"), 0);
+    cJSON *h = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "holders"), 0);
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(h, "owner")), "alice");
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(h, "key_id")), "key-7");
+    h_resp_free(&r);
+    /* And the forced release ends it like any other. */
+    r = H("DELETE", "/v1/locks/kid.a?force=true", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
+static void test_list_bad_input(void) {
+    const char *bad[] = {"/v1/locks?limit=0",     "/v1/locks?limit=1001",
+                         "/v1/locks?limit=x",     "/v1/locks?cursor=%21%21",
+                         "/v1/locks?cursor=Zm9v", "/v1/semaphores?prefix=a%20b"};
+    for (int i = 0; i < 6; i++) {
+        struct h_resp r = H("GET", bad[i], NULL, NULL);
+        CHECK_EQ_INT(r.status, 400);
+        h_resp_free(&r);
+    }
+}
+
+/* ---- forced release --------------------------------------------------------------- */
+
+struct bg {
+    pthread_t th;
+    int port;
+    char method[8], path[256], body[256];
+    long status;
+    long long fence, t_done;
+    char index[32];
+};
+
+static void *bg_main(void *arg) {
+    struct bg *b = arg;
+    struct h_resp r = h_http(b->method, b->port, b->path, NULL, b->body[0] ? b->body : NULL, NULL);
+    b->status = r.status;
+    b->fence = r.json && cJSON_GetObjectItem(r.json, "fence") ? h_jint(&r, "fence") : -1;
+    const char *idx = h_header(&r, "Lockgate-Index");
+    snprintf(b->index, sizeof b->index, "%s", idx ? idx : "");
+    b->t_done = h_now_ms();
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void bg_start(struct bg *b, int port, const char *method, const char *path,
+                     const char *body) {
+    memset(b, 0, sizeof *b);
+    b->port = port;
+    snprintf(b->method, sizeof b->method, "%s", method);
+    snprintf(b->path, sizeof b->path, "%s", path);
+    snprintf(b->body, sizeof b->body, "%s", body ? body : "");
+    pthread_create(&b->th, NULL, bg_main, b);
+}
+
+static void test_force_with_waiter(void) {
+    long long fence;
+    char *tok = take("fr.lock", "{\"ttl_ms\":60000}", &fence);
+    CHECK(tok[0] != '\0');
+    struct bg waiter;
+    bg_start(&waiter, gw2.port, "POST", "/v1/locks/fr.lock",
+             "{\"ttl_ms\":30000,\"wait_ms\":20000}");
+    h_sleep_ms(300);
+    long long t0 = h_now_ms();
+    struct h_resp r = H("DELETE", "/v1/locks/fr.lock?force=true", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holders_ended"), 1);
+    h_resp_free(&r);
+    pthread_join(waiter.th, NULL);
+    CHECK_EQ_INT(waiter.status, 201); /* the waiter got it, at once */
+    CHECK(waiter.t_done - t0 < 3000);
+    CHECK(waiter.fence > fence); /* fences stay intact */
+    /* The forced-out token holds nothing: extend and release say not_held. */
+    r = H("PATCH", "/v1/locks/fr.lock", tok, "{\"ttl_ms\":5000}");
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_held");
+    h_resp_free(&r);
+    r = H("DELETE", "/v1/locks/fr.lock", tok, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    /* Another token that never held it is still told someone else does. */
+    r = H("PATCH", "/v1/locks/fr.lock", "neverheldneverheld0123", "{\"ttl_ms\":5000}");
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    free(tok);
+
+    /* Semaphores: every permit ends; force on nothing is 404; bad force 400. */
+    for (int i = 0; i < 2; i++) {
+        r = H("POST", "/v1/semaphores/fr.sem", NULL, "{\"limit\":2,\"ttl_ms\":60000}");
+        h_resp_free(&r);
+    }
+    r = H("DELETE", "/v1/semaphores/fr.sem?force=true", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holders_ended"), 2);
+    h_resp_free(&r);
+    r = H("DELETE", "/v1/semaphores/fr.sem?force=true", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = H("DELETE", "/v1/locks/fr.lock?force=yes", NULL, NULL);
+    CHECK_EQ_INT(r.status, 400);
+    h_resp_free(&r);
+    CHECK(h_metric(&gw, "lockgate_forced_releases_total") >= 2);
+}
+
+/* ---- watch ------------------------------------------------------------------------ */
+
+static void watch_path(char *out, size_t cap, const char *name, int ms, long long after) {
+    snprintf(out, cap, "/v1/locks/%s?watch_ms=%d&after=%lld", name, ms, after);
+}
+
+static void test_watch_change_through_other_gateway(void) {
+    long long fence;
+    char *tok = take("wt.a", "{\"ttl_ms\":60000}", &fence);
+    char path[256];
+    watch_path(path, sizeof path, "wt.a", 20000, fence);
+    struct bg w;
+    bg_start(&w, gw.port, "GET", path, NULL);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(w.status, 0); /* still watching */
+    long long t0 = h_now_ms();
+    struct h_resp r = h_http("DELETE", gw2.port, "/v1/locks/wt.a", tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 404); /* released: nobody holds it */
+    CHECK_EQ_STR(w.index, "0");
+    CHECK(w.t_done - t0 < 3000);
+
+    /* A new holder through the other gateway wakes a watcher of "nobody". */
+    watch_path(path, sizeof path, "wt.a", 20000, 0);
+    bg_start(&w, gw.port, "GET", path, NULL);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(w.status, 0);
+    t0 = h_now_ms();
+    r = h_http("POST", gw2.port, "/v1/locks/wt.a", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    long long f2 = h_jint(&r, "fence");
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK_EQ_INT(w.fence, f2);
+    CHECK_EQ_INT(atoll(w.index), f2);
+    CHECK(w.t_done - t0 < 3000);
+
+    /* Forced through the other gateway. */
+    watch_path(path, sizeof path, "wt.a", 20000, f2);
+    bg_start(&w, gw.port, "GET", path, NULL);
+    h_sleep_ms(500);
+    r = h_http("DELETE", gw2.port, "/v1/locks/wt.a?force=true", NULL, NULL, NULL);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 404);
+    free(tok);
+}
+
+static void test_watch_timeout_and_expiry(void) {
+    long long fence;
+    free(take("wt.b", "{\"ttl_ms\":60000}", &fence));
+    char path[256];
+    watch_path(path, sizeof path, "wt.b", 800, fence);
+    long long t0 = h_now_ms();
+    struct h_resp r = H("GET", path, NULL, NULL);
+    long long took = h_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 200); /* the current state, unchanged */
+    CHECK_EQ_INT(h_jint(&r, "fence"), fence);
+    CHECK_EQ_INT(atoll(h_header(&r, "Lockgate-Index")), fence);
+    CHECK(took >= 750 && took < 5000);
+    h_resp_free(&r);
+
+    /* A stale index answers at once. */
+    watch_path(path, sizeof path, "wt.b", 20000, fence - 1);
+    t0 = h_now_ms();
+    r = H("GET", path, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(h_now_ms() - t0 < 2000);
+    h_resp_free(&r);
+
+    /* An expiry announces nothing: the watcher's timer at the lease end. */
+    free(take("wt.c", "{\"ttl_ms\":1000}", &fence));
+    watch_path(path, sizeof path, "wt.c", 20000, fence);
+    t0 = h_now_ms();
+    r = H("GET", path, NULL, NULL);
+    took = h_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 404);
+    CHECK(took >= 500 && took < 5000);
+    h_resp_free(&r);
+
+    const char *bad[] = {"/v1/locks/wt.b?watch_ms=0", "/v1/locks/wt.b?watch_ms=600001",
+                         "/v1/locks/wt.b?watch_ms=10&after=-1",
+                         "/v1/locks/wt.b?watch_ms=10&after=x"};
+    for (int i = 0; i < 4; i++) {
+        r = H("GET", bad[i], NULL, NULL);
+        CHECK_EQ_INT(r.status, 400);
+        h_resp_free(&r);
+    }
+}
+
+/* A semaphore's index is its number of holders. */
+static void test_watch_semaphore(void) {
+    struct h_resp r = H("POST", "/v1/semaphores/wt.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}");
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct bg w;
+    bg_start(&w, gw.port, "GET", "/v1/semaphores/wt.sem?watch_ms=20000&after=1", NULL);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(w.status, 0);
+    r = h_http("POST", gw2.port, "/v1/semaphores/wt.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}",
+               NULL);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK_EQ_STR(w.index, "2");
+}
+
+static void test_watch_disconnect_forgotten(void) {
+    long long fence;
+    free(take("wt.d", "{\"ttl_ms\":60000}", &fence));
+    int fds[5];
+    char req[256];
+    snprintf(req, sizeof req,
+             "GET /v1/locks/wt.d?watch_ms=60000&after=%lld HTTP/1.1\r\nHost: x\r\n\r\n", fence);
+    for (int i = 0; i < 5; i++) {
+        fds[i] = h_connect(gw.port);
+        CHECK(fds[i] >= 0 && write(fds[i], req, strlen(req)) == (ssize_t)strlen(req));
+    }
+    long long n = -1;
+    for (int i = 0; i < 50 && n != 5; i++) {
+        h_sleep_ms(100);
+        n = h_metric(&gw, "lockgate_watching_requests");
+    }
+    CHECK_EQ_INT(n, 5);
+    CHECK_EQ_INT(h_metric(&gw, "lockgate_waiting_requests"), 0); /* watchers are not waiters */
+    for (int i = 0; i < 5; i++) close(fds[i]);
+    for (int i = 0; i < 50 && n != 0; i++) {
+        h_sleep_ms(100);
+        n = h_metric(&gw, "lockgate_watching_requests");
+    }
+    CHECK_EQ_INT(n, 0);
+}
+
+/* A watcher and a waiter on the same lock: the release wakes both (the
+ * watcher does not take the waiter's wake-up). */
+static void test_watch_beside_waiter(void) {
+    long long fence;
+    char *tok = take("wt.e", "{\"ttl_ms\":60000}", &fence);
+    char path[256];
+    watch_path(path, sizeof path, "wt.e", 20000, fence);
+    struct bg w, waiter;
+    bg_start(&w, gw.port, "GET", path, NULL);
+    h_sleep_ms(200);
+    bg_start(&waiter, gw.port, "POST", "/v1/locks/wt.e", "{\"ttl_ms\":30000,\"wait_ms\":20000}");
+    h_sleep_ms(400);
+    long long t0 = h_now_ms();
+    struct h_resp r = H("DELETE", "/v1/locks/wt.e", tok, NULL);
+    h_resp_free(&r);
+    pthread_join(waiter.th, NULL);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(waiter.status, 201);
+    CHECK(waiter.t_done - t0 < 3000);
+    CHECK(w.status == 200 || w.status == 404); /* released, or already the waiter's */
+    CHECK(w.t_done - t0 < 3000);
+    free(tok);
+}
+
+/* ---- lockctl ls, watch, release --force ---------------------------------------- */
+
+/* Runs lockctl with args against gw; its stdout in out, its exit status. */
+static int ctl(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    const char *b = getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(cmd, sizeof cmd, "%s/lockctl -u http://127.0.0.1:%d %s", b, gw.port, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_lockctl_operator(void) {
+    static char out[65536];
+    free(take("cl.one", "{\"ttl_ms\":60000,\"owner\":\"carol\"}", NULL));
+    free(take("cl.two", "{\"ttl_ms\":60000}", NULL));
+    CHECK_EQ_INT(ctl("ls cl.", out, sizeof out), 0);
+    CHECK(strstr(out, "cl.one") && strstr(out, "carol") && strstr(out, "cl.two"));
+    CHECK_EQ_INT(ctl("ls -q cl.t", out, sizeof out), 0);
+    CHECK_EQ_STR(out, "cl.two\n");
+
+    /* watch: its first line at once, then the forced release, then stopped. */
+    char cmd[512];
+    const char *b = getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(cmd, sizeof cmd, "timeout -s TERM 3 %s/lockctl -u http://127.0.0.1:%d watch cl.one", b,
+             gw.port);
+    FILE *w = popen(cmd, "r");
+    CHECK(w != NULL);
+    h_sleep_ms(700);
+    CHECK_EQ_INT(ctl("release --force cl.one", out, sizeof out), 0);
+    CHECK(strstr(out, "\"holders_ended\":1") != NULL);
+    size_t n = w ? fread(out, 1, sizeof out - 1, w) : 0;
+    out[n] = '\0';
+    if (w) pclose(w);
+    CHECK(strstr(out, "\"owner\":\"carol\"") != NULL);
+    CHECK(strstr(out, "{\"name\":\"cl.one\",\"holders\":0}") != NULL);
+    CHECK(strstr(out, "carol") < strstr(out, "\"holders\":0"));
+    CHECK(ctl("release --force cl.one", out, sizeof out) != 0); /* nobody holds it */
+}
+
+/* ---- quorum mode ------------------------------------------------------------------ */
+
+/* Three masters, two gateways: a listing reads the first master; a forced
+ * release ends the hold on every master; a watcher on one gateway is woken
+ * by a release through the other. */
+static void test_quorum_mode(void) {
+    struct h_redis m[3];
+    struct h_gw q1, q2;
+    memset(&q1, 0, sizeof q1);
+    memset(&q2, 0, sizeof q2);
+    for (int i = 0; i < 3; i++) CHECK(h_redis_start(&m[i], 0, NULL) == 0);
+    char flags[256];
+    snprintf(flags, sizeof flags, "--redis redis://127.0.0.1:%d --redis redis://127.0.0.1:%d",
+             m[1].port, m[2].port);
+    CHECK(h_gw_up(&q1, &m[0], flags) == 0);
+    CHECK(h_gw_up(&q2, &m[0], flags) == 0);
+    struct h_resp r = {0};
+    for (int i = 0; i < 50; i++) { /* until every master is connected */
+        h_resp_free(&r);
+        r = h_http("POST", q1.port, "/v1/locks/qm.a", NULL, "{\"ttl_ms\":60000,\"owner\":\"q\"}",
+                   NULL);
+        if (r.status == 201) break;
+        h_sleep_ms(100);
+    }
+    CHECK_EQ_INT(r.status, 201);
+    long long fence = h_jint(&r, "fence");
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+
+    r = h_http("GET", q2.port, "/v1/locks?prefix=qm.", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, "\"name\":\"qm.a\"") && strstr(r.body, "\"owner\":\"q\""));
+    h_resp_free(&r);
+
+    char path[256];
+    snprintf(path, sizeof path, "/v1/locks/qm.a?watch_ms=20000&after=%lld", fence);
+    struct bg w;
+    bg_start(&w, q1.port, "GET", path, NULL);
+    h_sleep_ms(500);
+    long long t0 = h_now_ms();
+    r = h_http("DELETE", q2.port, "/v1/locks/qm.a?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 404);
+    CHECK(w.t_done - t0 < 3000);
+    r = h_http("PATCH", q1.port, "/v1/locks/qm.a", tok, "{\"ttl_ms\":5000}", NULL);
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = h_http("POST", q1.port, "/v1/locks/qm.a", NULL, "{\"ttl_ms\":5000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "fence") > fence);
+    h_resp_free(&r);
+    CHECK_EQ_INT(h_gw_stop(&q1, 10000), 0);
+    CHECK_EQ_INT(h_gw_stop(&q2, 10000), 0);
+    for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
+}
+
+/* Both gateways exit 0 on SIGTERM (under sanitizers: no leak, no error). */
+static void test_clean_stop(void) {
+    CHECK_EQ_INT(h_gw_stop(&gw, 10000), 0);
+    CHECK_EQ_INT(h_gw_stop(&gw2, 10000), 0);
+}
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
+        h_gw_up(&gw2, &redis, NULL) < 0)
+        return 2;
+    RUN_SOME(test_list_paging);
+    RUN_SOME(test_list_every_character);
+    RUN_SOME(test_list_prefix);
+    RUN_SOME(test_list_expiry_between_pages);
+    RUN_SOME(test_list_semaphores_and_ids);
+    RUN_SOME(test_list_key_id);
+    RUN_SOME(test_list_bad_input);
+    RUN_SOME(test_force_with_waiter);
+    RUN_SOME(test_watch_change_through_other_gateway);
+    RUN_SOME(test_watch_timeout_and_expiry);
+    RUN_SOME(test_watch_semaphore);
+    RUN_SOME(test_watch_disconnect_forgotten);
+    RUN_SOME(test_watch_beside_waiter);
+    RUN_SOME(test_lockctl_operator);
+    RUN_SOME(test_quorum_mode);
+    RUN(test_clean_stop);
+    h_redis_stop(&redis);
+    return check_summary("ops");
+}
