@@ -24,6 +24,8 @@ local fo, ended, gone, last_exp = KEYS[1] .. ':fo', 0, {}, 0
 for token, h in pairs(st.holders) do
   ended = ended + 1
   redis.call('SADD', fo, token)
+  -- Its session no longer carries it (as release.lua does).
+  if h.session then redis.call('HDEL', session_key(KEYS[1], h.session), KEYS[1]) end
   if h.exp > last_exp then last_exp = h.exp end
   if token == st.xtoken then
     redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, h.fence, 0, 0))

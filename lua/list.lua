@@ -50,6 +50,8 @@ local function add_holds(key, flat)
     elseif f == 'm' then mode = v
     elseif f == 'lim' then limit = tonumber(v)
     end
+    -- A session-bound holder lives as long as its session (_holders.lua).
+    if h and h.session then h.exp = session_state(key, h.session) end
     if h and h.exp > now then
       local owner, key_id = owner_and_key(h)
       alive = alive + 1

@@ -741,6 +741,36 @@ static void test_session_horizon(void) {
     free(tok);
 }
 
+/* Operators' routes on session-bound holds: a listing shows the session's
+ * remaining time (not the record's far-future lease end) and nothing once
+ * the session is gone; a forced release takes the hold off its session. */
+static void test_session_listing_and_force(void) {
+    char *tok = session_new("{\"ttl_ms\":20000}");
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/sl.a", tok, NULL, NULL, NULL), 201);
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/sl.b", tok, NULL, NULL, NULL), 201);
+    struct h_resp r = H("GET", "/v1/locks?prefix=sl.", NULL, NULL);
+    cJSON *locks = cJSON_GetObjectItem(r.json, "locks");
+    CHECK_EQ_INT(cJSON_GetArraySize(locks), 2);
+    cJSON *h = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(locks, 0), "holders"), 0);
+    double ttl = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "ttl_ms"));
+    CHECK(ttl > 10000 && ttl <= 20000);
+    h_resp_free(&r);
+
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/sl.a?force=true", NULL, NULL), 200);
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", tok);
+    r = H("GET", loc, NULL, NULL);
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "holds")), 1);
+    CHECK(strstr(r.body, "sl.b") != NULL && strstr(r.body, "sl.a") == NULL);
+    h_resp_free(&r);
+
+    CHECK_EQ_INT(status_of("DELETE", gw.port, loc, NULL, NULL), 200);
+    r = H("GET", "/v1/locks?prefix=sl.", NULL, NULL);
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "locks")), 0);
+    h_resp_free(&r);
+    free(tok);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
@@ -749,6 +779,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_session_routes);
     RUN_SOME(test_thousand_holds_one_patch);
     RUN_SOME(test_session_horizon);
+    RUN_SOME(test_session_listing_and_force);
     RUN_SOME(test_expiry_wakes_and_delays);
     RUN_SOME(test_delete_with_fair_waiter);
     RUN_SOME(test_multi_routes);
