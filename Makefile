@@ -75,7 +75,7 @@ $(BUILD)/gen/openapi_yaml.h: openapi.yaml
 	@xxd -i openapi.yaml > $@.tmp && mv $@.tmp $@
 
 # ---- objects ----------------------------------------------------------------
-$(BUILD)/obj/%.o: %.c $(GEN) $(wildcard common/*.h server/*.h handlers/*.h idgen/*.h cli/*.h tests/*.h tests/integration/*.h)
+$(BUILD)/obj/%.o: %.c $(GEN) $(wildcard common/*.h server/*.h server/*.inc handlers/*.h idgen/*.h cli/*.h tests/*.h tests/integration/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

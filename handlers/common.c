@@ -1,4 +1,5 @@
 /* common.c -- what every handler needs: settings, names and tokens. */
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "handlers/force.h"
 #include "handlers/watch.h"
@@ -14,6 +15,7 @@ static const struct gw_config *config;
 
 void handlers_init(const struct gw_config *cfg) {
     config = cfg;
+    backend_init(cfg);
     watch_init();
     force_init();
 }

@@ -6,6 +6,8 @@
 #define LOCKGATE_HOLDS_H
 
 #include "common/names.h"
+#include "server/config.h"
+#include <stddef.h>
 #include "server/waiters.h"
 
 struct gw_request;
@@ -71,5 +73,43 @@ void hold_inspect(struct gw_request *req, int semaphore);
  * for a semaphore. */
 struct redis_result;
 void hold_inspect_done(void *arg, const struct redis_result *res);
+
+/* ---- for the backends (backend.h) ------------------------------------------------
+ * What an acquisition's Redis round needs from holds.c, and what it calls
+ * back with. */
+
+#define HOLD_KEY_MAX       (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
+#define HOLD_FENCE_KEEP_MS "10000" /* as in _holders.lua: the last fence outlives use */
+
+struct hold_keys {
+    char hash[HOLD_KEY_MAX];        /* <prefix>lock:{name} or <prefix>sem:{name} */
+    char queue[HOLD_KEY_MAX + 8];   /* ...:q, fair waiters by arrival */
+    char qdead[HOLD_KEY_MAX + 8];   /* ...:qd, their deadlines */
+    char message[NAME_MAX_LEN + 8]; /* "lock:NAME", published on release */
+};
+
+/* The keys of name's hold; the name sits in a hash tag, so all keys of one
+ * lock share a Redis Cluster slot. */
+void hold_keys(const char *name, int semaphore, struct hold_keys *k);
+
+/* Acts on one attempt's outcome (the backend's, reduced): reply, or park
+ * the request to try again.  See backend_acquire_cb for v. */
+void hold_attempt_done(struct hold_call *hc, long long verdict, const long long *v,
+                       const char *err);
+
+/* The client will never learn it got the hold: give it back. */
+void hold_give_back(struct gw_request *req);
+
+/* A fair waiter that stops waiting leaves the queue at once. */
+void hold_leave_queue(struct hold_call *hc);
+
+/* Reads a script's reply into v[0..n): the verdict, or VERDICT_ERROR with
+ * *err set (see holds.c). */
+long long hold_parse_verdict(const struct redis_result *res, long long *v, size_t n,
+                             const char **err);
+/* Element i of a script's array reply when it is an integer, else 0. */
+long long hold_reply_int(const struct redis_result *res, size_t i);
+/* How many dead gateways' queue entries an acquire.lua answer dropped. */
+long long hold_acquire_dropped(const struct redis_result *res);
 
 #endif

@@ -5,6 +5,7 @@
  * ones evicted; a request on a live one takes no lock.  Leasing a block is
  * the one place an HTTP thread waits on Redis (idgen's slow path, about once
  * per block). */
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
@@ -28,140 +29,14 @@
 static struct idtable table; /* the live namespaces, bounded (--id-namespaces) */
 static char epoch_arg[24];
 
-/* ---- leasing a block: one id_lease.lua call, waited for ----------------------- */
-
-struct lease_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    int done;                      /* the callback ran */
-    int ok;                        /* the answer is in out */
-    struct idgen_block_lease *out; /* where to put it */
-};
-
-/* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */
-static int parse_lease(const struct redis_result *res, struct idgen_block_lease *out) {
-    const redisReply *r = res->reply;
-    int ok = res->ok && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
-    for (size_t i = 0; ok && i < 3; i++) ok = r->element[i]->type == REDIS_REPLY_INTEGER;
-    if (ok) {
-        out->second = (uint32_t)r->element[0]->integer;
-        out->first = (uint32_t)r->element[1]->integer;
-        out->last = (uint32_t)r->element[2]->integer;
-    }
-    return ok;
-}
-
-static void lease_finish(struct lease_wait *lw, int ok) {
-    pthread_mutex_lock(&lw->mu);
-    lw->ok = ok;
-    lw->done = 1;
-    pthread_cond_signal(&lw->cond);
-    pthread_mutex_unlock(&lw->mu);
-}
-
-static void lease_done(void *arg, const struct redis_result *res) {
-    struct lease_wait *lw = arg;
-    lease_finish(lw, parse_lease(res, lw->out));
-}
-
-static void lease_wait_for(struct lease_wait *lw) {
-    pthread_mutex_lock(&lw->mu);
-    while (!lw->done) pthread_cond_wait(&lw->cond, &lw->mu);
-    pthread_mutex_unlock(&lw->mu);
-}
-
-/* Quorum mode.  Phase 1 reads a quorum's marks and clocks; the block is
- * placed above the highest mark (in the latest second any of them reads).
- * Phase 2 (id_claim.lua) has every master take the block only if its mark
- * is still below the block's start; a quorum of takers makes the block
- * ours, since a competing claim would need a master of this quorum.  On a
- * lost race the gateway reads again (a few times, then gives up: 503). */
-struct quorum_read {
-    struct lease_wait lw; /* phase 1's hand-over */
-    uint32_t want;        /* numbers asked for */
-};
-
-static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
-    struct quorum_read *qr = arg;
-    int answered = 0;
-    long long now = -1, msec = -1, mseq = -1;
-    for (int i = 0; i < n; i++) {
-        const redisReply *r = res[i].reply;
-        if (!res[i].ok || r->type != REDIS_REPLY_ARRAY || r->elements != 3) continue;
-        long long t = r->element[0]->integer, s = r->element[1]->integer,
-                  q = r->element[2]->integer;
-        answered++;
-        if (t > now) now = t;
-        if (s > msec || (s == msec && q > mseq)) msec = s, mseq = q;
-    }
-    struct idgen_block_lease *b = qr->lw.out;
-    if (now > msec) {
-        b->second = (uint32_t)now;
-        b->first = 0;
-    } else if (mseq >= 0xffffffffLL) {
-        b->second = (uint32_t)(msec + 1); /* that second is used up */
-        b->first = 0;
-    } else {
-        b->second = (uint32_t)msec;
-        b->first = (uint32_t)(mseq + 1);
-    }
-    unsigned long long last = (unsigned long long)b->first + qr->want - 1;
-    b->last = last > 0xffffffffULL ? 0xffffffffU : (uint32_t)last;
-    lease_finish(&qr->lw, answered >= redis_quorum() && now >= 0 && now <= 0x7fffffffLL);
-}
-
-static void quorum_claim_done(void *arg, const struct redis_result *res, int n) {
-    struct lease_wait *lw = arg;
-    int took = 0;
-    for (int i = 0; i < n; i++)
-        took +=
-            res[i].ok && res[i].reply->type == REDIS_REPLY_INTEGER && res[i].reply->integer == 1;
-    lease_finish(lw, took >= redis_quorum());
-}
-
-static int quorum_lease(const char *key, uint32_t want, struct idgen_block_lease *out) {
-    for (int round = 0; round < 5; round++) {
-        struct quorum_read qr = {
-            {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out},
-            want
-        };
-        const char *read[] = {key, epoch_arg};
-        size_t read_lens[2] = {strlen(key), strlen(epoch_arg)};
-        redis_eval_all(SCRIPT_ID_READ, 1, 2, read, read_lens, quorum_read_done, &qr);
-        lease_wait_for(&qr.lw);
-        if (!qr.lw.ok) return -1;
-        char sec[16], first[16], last[16];
-        snprintf(sec, sizeof sec, "%u", out->second);
-        snprintf(first, sizeof first, "%u", out->first);
-        snprintf(last, sizeof last, "%u", out->last);
-        const char *claim[] = {key, sec, first, last};
-        size_t claim_lens[4] = {strlen(key), strlen(sec), strlen(first), strlen(last)};
-        struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
-        redis_eval_all(SCRIPT_ID_CLAIM, 1, 4, claim, claim_lens, quorum_claim_done, &lw);
-        lease_wait_for(&lw);
-        if (lw.ok) return 0;
-    }
-    return -1;
-}
-
 /* idgen's lease callback.  The Redis layer calls back within its command
  * timeout whatever happens, so this wait is bounded. */
 static int lease_block(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
-    char key[GW_PREFIX_MAX + NAME_MAX_LEN + 8], count[16];
+    char key[GW_PREFIX_MAX + NAME_MAX_LEN + 8];
     snprintf(key, sizeof key, "%sid:{%s}", handlers_config()->key_prefix, ns);
-    snprintf(count, sizeof count, "%u", want);
-    const char *argv[] = {key, epoch_arg, count};
-    size_t lens[3] = {strlen(key), strlen(epoch_arg), strlen(count)};
-    struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
-    if (redis_nodes() > 1) {
-        int rc = quorum_lease(key, want, out);
-        if (rc == 0) metrics_inc(M_ID_BLOCKS, 1);
-        return rc;
-    }
-    redis_eval(SCRIPT_ID_LEASE, 1, 3, argv, lens, lease_done, &lw);
-    lease_wait_for(&lw);
-    if (lw.ok) metrics_inc(M_ID_BLOCKS, 1);
-    return lw.ok ? 0 : -1;
+    int rc = backend->id_lease(key, epoch_arg, want, out);
+    if (rc == 0) metrics_inc(M_ID_BLOCKS, 1);
+    return rc;
 }
 
 static int64_t now_ms(void *ctx) { return loop_now_ms(); }

@@ -1,4 +1,5 @@
 /* ops.c -- /healthz, /readyz, /metrics, /openapi.yaml. */
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "common/alloc.h"
 #include "server/http.h"
@@ -29,26 +30,14 @@ static void readyz_done(void *arg, const struct redis_result *res) {
     reply_raw(req, 200, "application/json", alloc_copy(ready, sizeof ready - 1), sizeof ready - 1);
 }
 
-/* Quorum mode: ready when a quorum of masters answers. */
-static void readyz_all_done(void *arg, const struct redis_result *res, int n) {
-    int ok = 0;
-    for (int i = 0; i < n; i++) ok += res[i].ok;
-    struct redis_result r = {.ok = ok >= redis_quorum(), .error = "too few Redis masters answer"};
-    readyz_done(arg, &r);
-}
-
-/* Ready when a PING makes the whole round trip through the Redis layer. */
+/* Ready when the backend says every part of the keyspace has a master that
+ * answers, through the whole Redis layer (backend.h, ready). */
 void ops_readyz(struct gw_request *req) {
     if (http_shutting_down()) {
         reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
         return;
     }
-    const char *argv[1] = {"PING"};
-    size_t lens[1] = {4};
-    if (redis_nodes() > 1)
-        redis_command_all(1, argv, lens, readyz_all_done, req);
-    else
-        redis_command(1, argv, lens, readyz_done, req);
+    backend->ready(readyz_done, req);
 }
 
 void ops_metrics(struct gw_request *req) {

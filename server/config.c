@@ -28,6 +28,11 @@ static void usage(void) {
            "                         for quorum mode over independent masters (Redlock)\n"
            "  --quorum N             masters that must agree in quorum mode\n"
            "                         [LOCKGATE_QUORUM] (default a majority)\n"
+           "  --redis-cluster HOST:PORT  a node of a Redis Cluster (a seed: the gateway\n"
+           "                         asks it for the slot map); repeat or comma-separate\n"
+           "                         for several.  A seed may be a URL,\n"
+           "                         redis://[:password@]host:port, for AUTH\n"
+           "                         [LOCKGATE_REDIS_CLUSTER]\n"
            "  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
            "                         (default lockgate:)\n"
            "  --threads N            HTTP worker threads [LOCKGATE_THREADS] (default 2)\n"
@@ -99,6 +104,29 @@ static int add_nodes(struct gw_config *cfg, const char *list) {
         }
         strcpy(cfg->nodes[cfg->nnodes].host, tmp.redis_host);
         cfg->nodes[cfg->nnodes++].port = tmp.redis_port;
+    }
+    return 0;
+}
+
+/* Appends each comma-separated seed of list to the cluster's: HOST:PORT,
+ * or a Redis URL whose password (the same for every node) is kept. */
+static int add_cluster_seeds(struct gw_config *cfg, const char *list) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (cfg->ncluster == GW_MAX_SEEDS) return -1;
+        struct gw_endpoint *e = &cfg->cluster[cfg->ncluster];
+        if (strncmp(tok, "redis://", 8) == 0) {
+            struct gw_config tmp = *cfg;
+            if (config_parse_redis_url(&tmp, tok) < 0 || tmp.redis_db != 0) return -1;
+            strcpy(e->host, tmp.redis_host);
+            e->port = tmp.redis_port;
+            if (tmp.redis_password[0]) strcpy(cfg->redis_password, tmp.redis_password);
+        } else if (config_parse_endpoint(e, tok) < 0) {
+            return -1;
+        }
+        cfg->ncluster++;
     }
     return 0;
 }
@@ -228,6 +256,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'N': ok = parse_int(val, IDTABLE_MIN, IDTABLE_MAX, &cfg->id_namespaces); break;
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
     case 's': ok = add_sentinels(cfg, val); break;
+    case 'K': ok = add_cluster_seeds(cfg, val); break;
     case 'M':
         if (!*val || strlen(val) >= sizeof cfg->sentinel_master)
             ok = -1;
@@ -258,6 +287,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'e' ? "id epoch"
                  : opt == 'N' ? "id namespaces (16-4194304)"
                  : opt == 's' ? "sentinel (HOST:PORT, at most 8)"
+                 : opt == 'K' ? "redis cluster seed (HOST:PORT or redis://..., at most 16)"
                  : opt == 'Q' ? "quorum"
                  : opt == 'M' ? "sentinel master name"
                  : opt == 'A' ? "min replicas ack (0-16)"
@@ -308,6 +338,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
         {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
         {'N', "LOCKGATE_ID_NAMESPACES"         },
+        {'K', "LOCKGATE_REDIS_CLUSTER"         },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -326,6 +357,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"id-namespaces",          required_argument, 0, 'N'},
         {"log-level",              required_argument, 0, 'L'},
         {"sentinel",               required_argument, 0, 's'},
+        {"redis-cluster",          required_argument, 0, 'K'},
         {"quorum",                 required_argument, 0, 'Q'},
         {"sentinel-master",        required_argument, 0, 'M'},
         {"min-replicas-ack",       required_argument, 0, 'A'},
@@ -338,10 +370,11 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     };
     optind = 1;
     opterr = 0;
-    int opt, sentinel_flag_seen = 0, redis_flag_seen = 0;
+    int opt, sentinel_flag_seen = 0, redis_flag_seen = 0, cluster_flag_seen = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 's' && !sentinel_flag_seen++) cfg->nsentinels = 0; /* flags win */
         if (opt == 'r' && !redis_flag_seen++) cfg->nnodes = 0;
+        if (opt == 'K' && !cluster_flag_seen++) cfg->ncluster = 0;
         if (opt == 'h') {
             usage();
             return 1;
@@ -359,6 +392,25 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return -1;
+    }
+    if (cfg->ncluster && (cfg->nnodes || cfg->nsentinels)) {
+        snprintf(err, errlen,
+                 "cluster mode (--redis-cluster) cannot be combined with --redis or "
+                 "--sentinel (give a password in a seed: redis://:PASSWORD@host:port)");
+        return -1;
+    }
+    if (cfg->ncluster && cfg->redis_io_blocking) {
+        snprintf(err, errlen, "--redis-io blocking works with a single Redis only, not a cluster");
+        return -1;
+    }
+    if (cfg->nnodes >= 3 && cfg->min_replicas_ack) {
+        /* A WAIT would have to follow every write on every master of the
+         * quorum, and a quorum already survives losing a master: settled by
+         * refusing rather than waiting on master 0 only, as before. */
+        snprintf(err, errlen,
+                 "--min-replicas-ack does not combine with quorum mode: a quorum of "
+                 "masters is the acknowledgement");
         return -1;
     }
     if (cfg->nnodes == 0) { /* the default Redis */

@@ -10,7 +10,8 @@
 
 #define GW_PREFIX_MAX    64
 #define GW_MAX_SENTINELS 8
-#define GW_MAX_NODES     9 /* quorum mode: independent Redis masters */
+#define GW_MAX_NODES     9  /* quorum mode: independent Redis masters */
+#define GW_MAX_SEEDS     16 /* cluster mode: seed nodes named at start */
 
 struct gw_endpoint {
     char host[256]; /* host name or address */
@@ -42,6 +43,8 @@ struct gw_config {
     int redis_io_blocking;                          /* --redis-io blocking: the measured "before" */
     int liveness_ttl_ms;                            /* TTL of the gateway's liveness key */
     int id_namespaces;                              /* id namespaces live at once (idtable) */
+    struct gw_endpoint cluster[GW_MAX_SEEDS]; /* --redis-cluster seeds: cluster mode when any */
+    int ncluster;                             /* used entries of cluster */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

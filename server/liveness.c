@@ -23,6 +23,7 @@ static struct {
     int period_ms;                    /* renewal interval */
     int64_t next_ms;                  /* next renewal due (loop thread) */
     atomic_ullong seq;                /* waiter ids handed out */
+    char sep;                         /* '.' after the gateway id; '-' in cluster mode */
 } V;
 
 static void ignore_one(void *arg, const struct redis_result *res) {}
@@ -45,6 +46,16 @@ void liveness_init(const struct gw_config *cfg) {
     token_new(t);
     memcpy(V.id, t, LIVENESS_ID_LEN);
     V.id[LIVENESS_ID_LEN] = '\0';
+    if (cfg->ncluster) {
+        /* A queue's script may only read keys of its own slot, and this
+         * key lives in one.  Waiter ids then carry no gateway part (no
+         * '.'), which the scripts read as "deadline only": a dead
+         * gateway's waiter holds its queue until its own wait ends. */
+        V.sep = '-';
+        log_info("liveness: cluster mode, gateway id %s, no liveness key", V.id);
+        return;
+    }
+    V.sep = '.';
     snprintf(V.key, sizeof V.key, "%sgw:%s", cfg->key_prefix, V.id);
     snprintf(V.value, sizeof V.value, "%s:%d", cfg->listen_host, cfg->listen_port);
     snprintf(V.ttl, sizeof V.ttl, "%d", cfg->liveness_ttl_ms);
@@ -59,5 +70,5 @@ void liveness_init(const struct gw_config *cfg) {
 
 void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]) {
     unsigned long long n = atomic_fetch_add_explicit(&V.seq, 1, memory_order_relaxed) + 1;
-    snprintf(out, LIVENESS_WAITER_ID_MAX, "%s.%llx", V.id, n);
+    snprintf(out, LIVENESS_WAITER_ID_MAX, "%s%c%llx", V.id, V.sep, n);
 }

@@ -55,6 +55,9 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
     [M_DEAD_WAITERS] = {"lockgate_dead_waiters_total",     "Dead gateways' queue entries dropped"},
     [M_GIVEN_BACK] = {"lockgate_given_back_total",
                          "Grants given back: the client never got the answer"                     },
+    [M_REDIS_REDIRECTS] = {"lockgate_redis_redirects_total",
+                         "Redis Cluster redirects and retries followed (MOVED, ASK, TRYAGAIN, "
+                           "CLUSTERDOWN)"                                                         },
 };
 
 /* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic

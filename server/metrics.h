@@ -22,6 +22,7 @@ enum metric_counter {
     M_WAIT_TIMEOUTS,    /* waits that ended without the lock */
     M_DEAD_WAITERS,     /* fair-queue entries of dead gateways dropped */
     M_GIVEN_BACK,       /* grants given back: the client never got the answer */
+    M_REDIS_REDIRECTS,  /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
     M_COUNTER_COUNT
 };
 

@@ -12,6 +12,7 @@
  * made with a back-off growing to 1 s.  Nothing here blocks. */
 #include "server/redis.h"
 #include "common/alloc.h"
+#include "server/cluster.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/metrics.h"
@@ -36,6 +37,12 @@ struct redis_op {
     int script;                   /* script id, or -1 for a plain command */
     int retried;                  /* a NOSCRIPT retry was made */
     int node;                     /* which Redis it goes to */
+    int slot;                     /* cluster mode: its first key's slot, or -1 */
+    int redirects;                /* cluster mode: MOVED/ASK/TRYAGAIN followed */
+    int asking;                   /* cluster mode: send ASKING first (an ASK redirect) */
+    int pinned;                   /* cluster mode: node is set, not the slot's */
+    int64_t born_ms;              /* when it was made: its deadline is this plus the
+                                     command timeout, across retries */
     int64_t sent_ms;              /* when it was written, for the timeout */
     char numkeys[16];             /* EVALSHA's key count, as text */
 };
@@ -67,18 +74,28 @@ struct node {
     struct redis_op pending; /* sentinel of the sent, unanswered list */
 };
 
+#define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
+
 static struct {
-    struct gw_config cfg;             /* copy of the settings */
-    struct node node[GW_MAX_NODES];   /* the Redis masters */
-    int nnodes;                       /* 1, or the quorum's size */
-    struct rconn sen;                 /* Sentinel mode: asks for the master and
+    struct gw_config cfg;              /* copy of the settings */
+    struct node node[REDIS_MAX_NODES]; /* the Redis masters (cluster: every node met) */
+    int nnodes;                        /* 1, the quorum's size, or cluster nodes known */
+    int cluster;                       /* cluster mode: ops go by slot (section below) */
+    struct cluster_map map;            /* cluster mode: slot -> node (loop thread only) */
+    _Atomic int uncovered;             /* cluster mode: slots with no master in the map */
+    int64_t next_refresh_ms;           /* cluster mode: next CLUSTER SLOTS */
+    int refresh_asked;                 /* cluster mode: one is outstanding */
+    int refresh_i;                     /* cluster mode: the node asked last */
+    int sub_node;                      /* cluster mode: the node whose pub/sub we use */
+    struct redis_op delayed;           /* cluster mode: ops waiting out TRYAGAIN */
+    struct rconn sen;                  /* Sentinel mode: asks for the master and
                                       listens for +switch-master */
-    int sentinel_i;                   /* which sentinel sen talks to */
-    int master_known;                 /* Sentinel mode: cmd/sub may connect */
-    int reresolve;                    /* Sentinel mode: ask for the master again */
-    char channel[GW_PREFIX_MAX + 16]; /* "<prefix>released" */
-    const char *fail_reason;          /* why outstanding commands are failing */
-    struct redis_op *prelude;         /* redis_set_prelude's command, or NULL */
+    int sentinel_i;                    /* which sentinel sen talks to */
+    int master_known;                  /* Sentinel mode: cmd/sub may connect */
+    int reresolve;                     /* Sentinel mode: ask for the master again */
+    char channel[GW_PREFIX_MAX + 16];  /* "<prefix>released" */
+    const char *fail_reason;           /* why outstanding commands are failing */
+    struct redis_op *prelude;          /* redis_set_prelude's command, or NULL */
 } R;
 
 #define N0 (&R.node[0]) /* the only node outside quorum mode */
@@ -114,6 +131,8 @@ static struct redis_op *op_new(int extra, int argc, const char *const *argv, con
     op->cb = cb;
     op->arg = arg;
     op->script = -1;
+    op->slot = -1;
+    op->born_ms = loop_now_ms();
     op->task.run = op_post;
     return op;
 }
@@ -129,11 +148,21 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 
 /* Hands op to hiredis, which appends it to its output buffer; the write
  * happens once per loop turn, for everything appended in that turn. */
+static int cluster_route(struct redis_op *op);
+static void cluster_connect_now(struct node *n);
+
 static void op_send(struct redis_op *op) {
+    if (R.cluster && cluster_route(op) < 0) return;
     struct node *n = &R.node[op->node];
+    if (R.cluster) cluster_connect_now(n);
     if (!n->cmd.ac) {
         op_fail(op, "Redis is not connected");
         return;
+    }
+    if (op->asking) {
+        const char *ask[1] = {"ASKING"};
+        size_t ask_len[1] = {6};
+        redisAsyncCommandArgv(n->cmd.ac, on_reply, NULL, 1, ask, ask_len);
     }
     if (redisAsyncCommandArgv(n->cmd.ac, on_reply, op, op->argc, op->argv, op->lens) != REDIS_OK) {
         op_fail(op, "Redis connection is closing");
@@ -154,6 +183,8 @@ static void send_script_load(struct rconn *c, int id) {
     size_t lens[3] = {6, 4, s->len};
     redisAsyncCommandArgv(c->ac, on_reply, NULL, 3, argv, lens);
 }
+
+static int cluster_redirect(struct redis_op *op, const char *err);
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
@@ -181,6 +212,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             op_send(op);
             return;
         }
+        if (R.cluster && cluster_redirect(op, reply->str)) return;
         if (R.cfg.nsentinels && strncmp(reply->str, "READONLY", 8) == 0) R.reresolve = 1;
         log_warn("redis: command failed: %s", reply->str);
         op_fail(op, reply->str);
@@ -239,6 +271,8 @@ static struct rconn *conn_of(const redisAsyncContext *ac) { return ac->ev.data; 
 
 static void connection_gone(struct rconn *c) {
     if (c == &R.sen) R.sentinel_i++; /* the next attempt asks the next one */
+    if (R.cluster && c->node && c == &c->node->sub && c->node == &R.node[R.sub_node])
+        R.sub_node = (R.sub_node + 1) % R.nnodes; /* listen through the next node */
     c->ac = NULL;
     c->connected = 0;
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
@@ -266,6 +300,7 @@ static void on_connect(const redisAsyncContext *ac, int status) {
 static void on_disconnect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
     if (R.cfg.nsentinels && c == &N0->cmd && status != REDIS_OK) R.reresolve = 1;
+    if (R.cluster && status != REDIS_OK) R.next_refresh_ms = 0; /* who serves its slots now? */
     if (status != REDIS_OK)
         log_warn("redis: %s connection to %s:%d lost: %s", c->what, c->host, c->port, ac->errstr);
     connection_gone(c);
@@ -426,6 +461,8 @@ static void conn_turn(struct rconn *c, int64_t now) {
             c->port = e->port;
         } else if (R.cfg.nsentinels && !R.master_known) {
             return; /* wait until a sentinel names the master */
+        } else if (R.cluster && c->node && c == &c->node->sub && c->node != &R.node[R.sub_node]) {
+            return; /* cluster mode: one node's pub/sub hears the whole cluster */
         }
         if (now >= c->next_attempt_ms) connect_start(c);
         return;
@@ -438,6 +475,8 @@ static void conn_turn(struct rconn *c, int64_t now) {
     /* Everything this turn queued goes out in one write. */
     if (c->connected && (c->events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
 }
+
+static void cluster_turn(int64_t now);
 
 void redis_loop_turn(int64_t now) {
     if (R.reresolve) {
@@ -456,6 +495,7 @@ void redis_loop_turn(int64_t now) {
         connection_drop(&R.sen, "the sentinel did not answer");
     }
     conn_turn(&R.sen, now);
+    if (R.cluster) cluster_turn(now);
     for (int i = 0; i < R.nnodes; i++) {
         struct node *n = &R.node[i];
         struct redis_op *oldest = n->pending.next;
@@ -486,6 +526,7 @@ static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const c
     op->argv[2] = op->numkeys;
     op->lens[2] = (size_t)nk;
     op->script = (int)id;
+    if (R.cluster && nkeys > 0) op->slot = cluster_key_slot(argv[0], lens[0]);
     return op;
 }
 
@@ -602,6 +643,13 @@ void redis_command(int argc, const char *const *argv, const size_t *lens, redis_
     post(op_new(0, argc, argv, lens, cb, arg));
 }
 
+void redis_command_for(const char *key, int argc, const char *const *argv, const size_t *lens,
+                       redis_cb cb, void *arg) {
+    struct redis_op *op = op_new(0, argc, argv, lens, cb, arg);
+    if (R.cluster) op->slot = cluster_key_slot(key, strlen(key));
+    post(op);
+}
+
 const char *redis_release_channel(void) { return R.channel; }
 
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
@@ -609,21 +657,38 @@ void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
     R.prelude = op_new(0, argc, argv, lens, NULL, NULL);
 }
 
+/* A node of the table, new (its connections start on the next turn, or at
+ * once when an op needs it); its index, or -1 when the table is full. */
+static int node_add(const char *host, int port) {
+    if (R.nnodes == REDIS_MAX_NODES) return -1;
+    struct node *n = &R.node[R.nnodes];
+    n->pending.next = n->pending.prev = &n->pending;
+    n->cmd =
+        (struct rconn){.what = "command", .node = n, .fd = -1, .backoff_ms = 100, .on_up = cmd_up};
+    n->sub =
+        (struct rconn){.what = "pub/sub", .node = n, .fd = -1, .backoff_ms = 100, .on_up = sub_up};
+    snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
+    snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
+    n->cmd.port = n->sub.port = port;
+    return R.nnodes++;
+}
+
+#include "server/redis_cluster.inc"
+
 int redis_start(const struct gw_config *cfg) {
     R.cfg = *cfg;
     redis_blocking_init(&R.cfg);
     snprintf(R.channel, sizeof R.channel, "%sreleased", cfg->key_prefix);
-    R.nnodes = cfg->nnodes;
-    for (int i = 0; i < R.nnodes; i++) {
-        struct node *n = &R.node[i];
-        n->pending.next = n->pending.prev = &n->pending;
-        n->cmd = (struct rconn){
-            .what = "command", .node = n, .fd = -1, .backoff_ms = 100, .on_up = cmd_up};
-        n->sub = (struct rconn){
-            .what = "pub/sub", .node = n, .fd = -1, .backoff_ms = 100, .on_up = sub_up};
-        snprintf(n->cmd.host, sizeof n->cmd.host, "%s", cfg->nodes[i].host);
-        snprintf(n->sub.host, sizeof n->sub.host, "%s", cfg->nodes[i].host);
-        n->cmd.port = n->sub.port = cfg->nodes[i].port;
+    R.cluster = cfg->ncluster > 0;
+    R.nnodes = 0;
+    R.delayed.next = R.delayed.prev = &R.delayed;
+    cluster_map_clear(&R.map);
+    R.uncovered = CLUSTER_SLOTS;
+    if (R.cluster) {
+        for (int i = 0; i < cfg->ncluster; i++)
+            node_add(cfg->cluster[i].host, cfg->cluster[i].port);
+    } else {
+        for (int i = 0; i < cfg->nnodes; i++) node_add(cfg->nodes[i].host, cfg->nodes[i].port);
     }
     R.sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
     return loop_start();

@@ -55,6 +55,15 @@ void redis_blocking_eval(enum script_id id, int nkeys, int nargs, const char *co
 /* Any other command, e.g. {"PING"}. */
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
 
+/* Like redis_command, to the Redis that holds key: in cluster mode the
+ * master of key's slot (a WAIT after a write there), else the one. */
+void redis_command_for(const char *key, int argc, const char *const *argv, const size_t *lens,
+                       redis_cb cb, void *arg);
+
+/* Cluster mode: ok when every slot has a master in the map and each of
+ * those masters answers a PING; cb runs once, on the loop thread. */
+void redis_cluster_ready(redis_cb cb, void *arg);
+
 /* Quorum mode: how many masters, and how many must agree (1 and 1 else). */
 int redis_nodes(void);
 int redis_quorum(void);

@@ -1,0 +1,379 @@
+/* backend_quorum.c -- quorum mode (the Redlock algorithm), backend.h's
+ * second table.
+ *
+ * Every operation runs on every master at once (pipelined per master, in
+ * parallel across them).  An acquisition counts when a quorum granted it
+ * within the lease's validity: the shortest granted lease, minus the time
+ * the round took, minus a clock-drift allowance of 1% of the lease plus
+ * 2 ms; the answer's ttl_ms is that validity (quorum_math.c).  A failed
+ * acquisition gives back what it got.  The fence is the highest the quorum
+ * answered, and every master's last fence is raised to it, so any later
+ * quorum (which shares a master with this one) answers a higher one.
+ *
+ * Replica acknowledgement is refused with this backend at start
+ * (config.c): a quorum of masters is already what survives losing one, and
+ * a WAIT would have to run on every master of the quorum. */
+#include "common/alloc.h"
+#include "handlers/backend.h"
+#include "handlers/holds.h"
+#include "handlers/quorum_math.h"
+#include "handlers/verdict.h"
+#include "idgen/idgen.h"
+#include "server/http.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- fire and forget ------------------------------------------------------------- */
+
+struct forget_call {
+    void (*dropped)(long long n); /* told the most any master dropped, or NULL */
+};
+
+/* dequeue.lua answers {removed, dropped}.  Every master holds its own copy
+ * of a dead waiter's entry: the most any master dropped counts, so one
+ * waiter counts once. */
+static void forget_done(void *arg, const struct redis_result *res, int n) {
+    struct forget_call *fc = arg;
+    if (!fc) return;
+    long long most = 0;
+    for (int i = 0; i < n; i++)
+        if (hold_reply_int(&res[i], 1) > most) most = hold_reply_int(&res[i], 1);
+    fc->dropped(most);
+    free(fc);
+}
+
+static void quorum_forget(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                          const size_t *lens, void (*dropped)(long long n)) {
+    struct forget_call *fc = NULL;
+    if (dropped) {
+        fc = alloc_check(malloc(sizeof *fc));
+        fc->dropped = dropped;
+    }
+    redis_eval_all(id, nkeys, nargs, argv, lens, forget_done, fc);
+}
+
+/* ---- one answer for the quorum ----------------------------------------------------- */
+
+/* Extend, release and inspect: the handler's callback, kept until every
+ * master has answered. */
+struct quorum_call {
+    redis_cb cb;      /* the handler's */
+    void *arg;        /* its argument */
+    int64_t start_ns; /* the request's arrival (extend) */
+};
+
+static struct quorum_call *quorum_call_new(redis_cb cb, void *arg, int64_t start_ns) {
+    struct quorum_call *qc = alloc_check(malloc(sizeof *qc));
+    *qc = (struct quorum_call){cb, arg, start_ns};
+    return qc;
+}
+
+static void quorum_call_done(struct quorum_call *qc, const struct redis_result *r) {
+    qc->cb(qc->arg, r);
+    free(qc);
+}
+
+/* ---- acquire ------------------------------------------------------------------------ */
+
+static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
+    struct hold_call *hc = arg;
+    int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
+    long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
+    long long cause = BUSY_QUEUED, dropped = 0; /* held beats queued; one waiter counts once */
+    int nbusy = 0, ended = 0;
+    const char *err = "no Redis master answered";
+    for (int i = 0; i < n; i++) {
+        long long v[5] = {0};
+        const char *e;
+        long long verdict = backend_acquire_verdict(hc, &res[i], v, &e);
+        if (verdict == VERDICT_ERROR) {
+            err = e;
+            continue;
+        }
+        answered++;
+        if (hold_acquire_dropped(&res[i]) > dropped) dropped = hold_acquire_dropped(&res[i]);
+        if (verdict > 0) {
+            granted++;
+            reentered |= verdict == VERDICT_REENTERED;
+            if (v[1] > fence) fence = v[1];
+            if (v[2] > count) count = v[2];
+            if (ttl < 0 || v[3] < ttl) ttl = v[3];
+            if (v[4] > holders) holders = v[4];
+        } else if (verdict == VERDICT_BUSY) {
+            busy[nbusy++] = v[1];
+            if (hold_reply_int(&res[i], 2) > 0 && hold_reply_int(&res[i], 2) < cause)
+                cause = hold_reply_int(&res[i], 2);
+        } else if (verdict == VERDICT_MODE_MISMATCH) {
+            mismatch++;
+        } else if (verdict == VERDICT_LIMIT_MISMATCH) {
+            limits++;
+            limit = v[1];
+        } else if (verdict == VERDICT_SESSION_ENDED) {
+            ended++;
+        }
+    }
+    metrics_inc(M_DEAD_WAITERS, (uint64_t)dropped);
+    long long validity = quorum_validity(ttl, loop_now_ms() - hc->attempt_ms, hc->ttl_ms);
+    struct hold_keys k;
+    hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
+    if (quorum_granted(granted, q, validity)) {
+        if (hc->kind != HOLD_PERMIT) {
+            char f[24];
+            snprintf(f, sizeof f, "%lld", fence);
+            const char *argv[] = {k.hash, f, HOLD_FENCE_KEEP_MS};
+            size_t lens[3] = {strlen(argv[0]), strlen(f), strlen(HOLD_FENCE_KEEP_MS)};
+            quorum_forget(SCRIPT_FENCE_RAISE, 1, 3, argv, lens, NULL);
+        }
+        /* A master that said busy kept this waiter's queue entry: it would
+         * hold up that master's queue until its deadline. */
+        if (granted < n) hold_leave_queue(hc);
+        long long v[5] = {reentered ? VERDICT_REENTERED : VERDICT_GRANTED, fence, count, validity,
+                          holders};
+        hold_attempt_done(hc, v[0], v, NULL);
+        return;
+    }
+    /* Give back what we got (a re-entry's level is left, as in gives_back). */
+    if (granted > 0 && !reentered) hold_give_back(hc->req);
+    if (answered < q) {
+        char why[160];
+        snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
+        hold_attempt_done(hc, VERDICT_ERROR, NULL, why);
+        return;
+    }
+    if (mismatch >= q) {
+        hold_attempt_done(hc, VERDICT_MODE_MISMATCH, NULL, NULL);
+        return;
+    }
+    if (ended >= q) {
+        hold_attempt_done(hc, VERDICT_SESSION_ENDED, NULL, NULL);
+        return;
+    }
+    if (limits >= q) {
+        long long v[2] = {VERDICT_LIMIT_MISMATCH, limit};
+        hold_attempt_done(hc, VERDICT_LIMIT_MISMATCH, v, NULL);
+        return;
+    }
+    /* Busy: it could succeed once enough of the busy masters free up. */
+    long long retry = quorum_retry_after(busy, nbusy, answered, q);
+    long long v[3] = {0, retry, nbusy > 0 ? cause : BUSY_HELD};
+    hold_attempt_done(hc, VERDICT_BUSY, v, NULL);
+}
+
+
+/* ---- extend, release, inspect ---------------------------------------------------- */
+
+/* Extend, release and inspect: the answer one master gave that stands for
+ * the quorum's.  `want` is how many masters must agree on success;
+ * `better(a, b)` picks among the successes.  When too few succeeded, the
+ * commonest failure among a quorum of answers; when too few answered, an
+ * error.  *slot holds that error. */
+static const struct redis_result *
+quorum_pick(const struct redis_result *res, int n, int want,
+            int (*better)(const redisReply *a, const redisReply *b), struct redis_result *slot,
+            char *why, size_t why_len) {
+    int answered = 0, ok = 0, votes[6] = {0};
+    const struct redis_result *best = NULL, *fail[6] = {NULL};
+    for (int i = 0; i < n; i++) {
+        long long v[1];
+        const char *e;
+        long long verdict = hold_parse_verdict(&res[i], v, 1, &e);
+        if (verdict == VERDICT_ERROR) continue;
+        answered++;
+        if (verdict > 0) {
+            ok++;
+            if (!best || better(res[i].reply, best->reply)) best = &res[i];
+        } else if (verdict >= VERDICT_SESSION_BOUND) {
+            votes[-verdict]++;
+            fail[-verdict] = &res[i];
+        }
+    }
+    if (ok >= want) return best;
+    int q = redis_quorum();
+    if (answered >= q) {
+        if (votes[5] >= q) return fail[5]; /* session-bound (extend) */
+        if (fail[1] || fail[2]) return votes[2] > votes[1] ? fail[2] : fail[1] ? fail[1] : fail[2];
+        for (int c = 3; c < 6; c++)
+            if (fail[c]) return fail[c];
+    }
+    if (answered < q)
+        snprintf(why, why_len, "only %d of %d Redis masters answered", answered, n);
+    else
+        snprintf(why, why_len, "the Redis masters gave no common answer");
+    *slot = (struct redis_result){.ok = 0, .reply = NULL, .error = why};
+    return slot;
+}
+
+static long long elem(const redisReply *r, size_t i) {
+    if (r->type == REDIS_REPLY_INTEGER) return i == 0 ? r->integer : 0; /* see parse_verdict */
+    return r->elements > i && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
+                                                                         : 0;
+}
+static int shorter_lease(const redisReply *a, const redisReply *b) {
+    return elem(a, 3) < elem(b, 3);
+}
+static int higher_fence(const redisReply *a, const redisReply *b) {
+    return elem(a, 3) > elem(b, 3);
+}
+static int fewer_left(const redisReply *a, const redisReply *b) { return elem(a, 1) > elem(b, 1); }
+
+/* The shortest extended lease stands for the quorum, less the round's time
+ * and the drift allowance, like an acquisition's validity. */
+static void quorum_extend_done(void *arg, const struct redis_result *res, int n) {
+    struct quorum_call *qc = arg;
+    struct redis_result slot;
+    char why[96];
+    const struct redis_result *r =
+        quorum_pick(res, n, redis_quorum(), shorter_lease, &slot, why, sizeof why);
+    if (r->ok && elem(r->reply, 0) > 0 && r->reply->elements > 3) {
+        /* The fence is the quorum's: the highest, as the acquisition said. */
+        for (int i = 0; i < n; i++)
+            if (res[i].ok && elem(res[i].reply, 0) > 0 && elem(res[i].reply, 1) > elem(r->reply, 1))
+                r->reply->element[1]->integer = elem(res[i].reply, 1);
+        long long elapsed = (loop_now_ms() * 1000000 - qc->start_ns) / 1000000;
+        if (elapsed < 0) elapsed = 0;
+        redisReply *ttl = r->reply->element[3]; /* our own copy (redis_eval_all) */
+        ttl->integer -= elapsed + quorum_drift_ms(ttl->integer);
+        if (ttl->integer < 1) ttl->integer = 1;
+    }
+    quorum_call_done(qc, r);
+}
+
+/* A release goes to every master; one that released stands for them all. */
+static void quorum_release_done(void *arg, const struct redis_result *res, int n) {
+    struct redis_result slot;
+    char why[96];
+    quorum_call_done(arg, quorum_pick(res, n, 1, fewer_left, &slot, why, sizeof why));
+}
+
+/* Held when a quorum says so; the highest fence stands for them. */
+static void quorum_inspect_done(void *arg, const struct redis_result *res, int n) {
+    struct redis_result slot;
+    char why[96];
+    quorum_call_done(arg,
+                     quorum_pick(res, n, redis_quorum(), higher_fence, &slot, why, sizeof why));
+}
+
+static void quorum_acquire(struct hold_call *hc, int nkeys, int nargs, const char *const *argv,
+                           const size_t *lens) {
+    redis_eval_all(SCRIPT_ACQUIRE, nkeys, nargs, argv, lens, quorum_acquire_done, hc);
+}
+
+static void quorum_extend(int nargs, const char *const *argv, const size_t *lens, int64_t start_ns,
+                          redis_cb cb, void *arg) {
+    redis_eval_all(SCRIPT_EXTEND, 1, nargs, argv, lens, quorum_extend_done,
+                   quorum_call_new(cb, arg, start_ns));
+}
+
+static void quorum_release(int nargs, const char *const *argv, const size_t *lens, redis_cb cb,
+                           void *arg) {
+    redis_eval_all(SCRIPT_RELEASE, 1, nargs, argv, lens, quorum_release_done,
+                   quorum_call_new(cb, arg, 0));
+}
+
+static void quorum_inspect(int nargs, const char *const *argv, const size_t *lens, redis_cb cb,
+                           void *arg) {
+    redis_eval_all(SCRIPT_INSPECT, 1, nargs, argv, lens, quorum_inspect_done,
+                   quorum_call_new(cb, arg, 0));
+}
+
+/* ---- ids ------------------------------------------------------------------------------ */
+
+/* Quorum mode.  Phase 1 reads a quorum's marks and clocks; the block is
+ * placed above the highest mark (in the latest second any of them reads).
+ * Phase 2 (id_claim.lua) has every master take the block only if its mark
+ * is still below the block's start; a quorum of takers makes the block
+ * ours, since a competing claim would need a master of this quorum.  On a
+ * lost race the gateway reads again (a few times, then gives up: 503). */
+struct quorum_read {
+    struct lease_wait lw; /* phase 1's hand-over */
+    uint32_t want;        /* numbers asked for */
+};
+
+static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
+    struct quorum_read *qr = arg;
+    int answered = 0;
+    long long now = -1, msec = -1, mseq = -1;
+    for (int i = 0; i < n; i++) {
+        const redisReply *r = res[i].reply;
+        if (!res[i].ok || r->type != REDIS_REPLY_ARRAY || r->elements != 3) continue;
+        long long t = r->element[0]->integer, s = r->element[1]->integer,
+                  q = r->element[2]->integer;
+        answered++;
+        if (t > now) now = t;
+        if (s > msec || (s == msec && q > mseq)) msec = s, mseq = q;
+    }
+    struct idgen_block_lease *b = qr->lw.out;
+    int placed = quorum_id_block(now, msec, mseq, qr->want, &b->second, &b->first, &b->last);
+    backend_lease_finish(&qr->lw, answered >= redis_quorum() && placed == 0);
+}
+
+static void quorum_claim_done(void *arg, const struct redis_result *res, int n) {
+    struct lease_wait *lw = arg;
+    int took = 0;
+    for (int i = 0; i < n; i++)
+        took +=
+            res[i].ok && res[i].reply->type == REDIS_REPLY_INTEGER && res[i].reply->integer == 1;
+    backend_lease_finish(lw, took >= redis_quorum());
+}
+
+static int quorum_lease(const char *key, const char *epoch_arg, uint32_t want,
+                        struct idgen_block_lease *out) {
+    for (int round = 0; round < 5; round++) {
+        struct quorum_read qr = {
+            {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out},
+            want
+        };
+        const char *read[] = {key, epoch_arg};
+        size_t read_lens[2] = {strlen(key), strlen(epoch_arg)};
+        redis_eval_all(SCRIPT_ID_READ, 1, 2, read, read_lens, quorum_read_done, &qr);
+        backend_lease_wait_for(&qr.lw);
+        if (!qr.lw.ok) return -1;
+        char sec[16], first[16], last[16];
+        snprintf(sec, sizeof sec, "%u", out->second);
+        snprintf(first, sizeof first, "%u", out->first);
+        snprintf(last, sizeof last, "%u", out->last);
+        const char *claim[] = {key, sec, first, last};
+        size_t claim_lens[4] = {strlen(key), strlen(sec), strlen(first), strlen(last)};
+        struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
+        redis_eval_all(SCRIPT_ID_CLAIM, 1, 4, claim, claim_lens, quorum_claim_done, &lw);
+        backend_lease_wait_for(&lw);
+        if (lw.ok) return 0;
+    }
+    return -1;
+}
+
+
+/* ---- readiness ------------------------------------------------------------------------ */
+
+/* Ready when a quorum of masters answers a PING. */
+static void ready_all_done(void *arg, const struct redis_result *res, int n) {
+    struct quorum_call *qc = arg;
+    int ok = 0;
+    for (int i = 0; i < n; i++) ok += res[i].ok;
+    struct redis_result r = {.ok = ok >= redis_quorum(), .error = "too few Redis masters answer"};
+    quorum_call_done(qc, &r);
+}
+
+static void quorum_ready(redis_cb cb, void *arg) {
+    const char *argv[1] = {"PING"};
+    size_t lens[1] = {4};
+    redis_command_all(1, argv, lens, ready_all_done, quorum_call_new(cb, arg, 0));
+}
+
+const struct backend backend_quorum = {
+    .name = "quorum",
+    .acquire = quorum_acquire,
+    .extend = quorum_extend,
+    .release = quorum_release,
+    .inspect = quorum_inspect,
+    .forget = quorum_forget,
+    .id_lease = quorum_lease,
+    .ready = quorum_ready,
+    .undoes_reentry = 0, /* the release would reach masters that did not take the level */
+    .fans_out = 1,
+};

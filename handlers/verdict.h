@@ -1,0 +1,31 @@
+/* verdict.h -- the first integer of every lua/ script's answer, named.
+ *
+ * The scripts answer {verdict, values...} (or a bare integer on a fast
+ * path, see holds.c parse_verdict); C compares against these names, never
+ * against bare numbers.  VERDICT_ERROR is C's own: Redis failed or the
+ * answer had another shape. */
+#ifndef LOCKGATE_VERDICT_H
+#define LOCKGATE_VERDICT_H
+
+enum lua_verdict {
+    VERDICT_GRANTED = 1,         /* a new hold (acquire), or done (extend, release...) */
+    VERDICT_REENTERED = 2,       /* the token already held it: one more level */
+    VERDICT_BUSY = 0,            /* held, full, in lock-delay, or fair waiters ahead */
+    VERDICT_NOT_HELD = -1,       /* nobody holds it (or the session is gone) */
+    VERDICT_NOT_OWNER = -2,      /* held, but not by this token */
+    VERDICT_MODE_MISMATCH = -3,  /* the token holds it in the other mode */
+    VERDICT_LIMIT_MISMATCH = -4, /* a semaphore in use with another limit */
+    VERDICT_SESSION_BOUND = -5,  /* the hold lives by its session: renew that */
+    VERDICT_SESSION_ENDED = -6,  /* the session it was to be bound to has ended */
+    VERDICT_ERROR = -100,        /* no usable answer (C only) */
+};
+
+/* acquire.lua's busy cause (the answer's third value). */
+enum busy_cause {
+    BUSY_HELD = 1,    /* held, or a semaphore full */
+    BUSY_DELAY = 2,   /* in its lock-delay after an expired holder */
+    BUSY_QUEUED = 3,  /* free, but fair waiters are queued ahead */
+    BUSY_STALLED = 4, /* C only: the wait ended while this gateway was stalled */
+};
+
+#endif
