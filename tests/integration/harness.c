@@ -170,6 +170,7 @@ static int redis_launch(struct h_redis *r, const char *extra) {
 
 int h_redis_start(struct h_redis *r, int aof, const char *extra) {
     harness_init();
+    if (h_cluster_mode()) return h_cluster_start(r, 3, 1);
     memset(r, 0, sizeof *r);
     r->aof = aof;
     strcpy(r->dir, "/tmp/lockgate-test-XXXXXX");
@@ -177,6 +178,85 @@ int h_redis_start(struct h_redis *r, int aof, const char *extra) {
     if (ndirs < MAX_CHILDREN) strcpy(dirs[ndirs++], r->dir);
     r->port = h_free_port();
     return redis_launch(r, extra);
+}
+
+int h_cluster_mode(void) {
+    const char *v = getenv("LOCKGATE_TEST_CLUSTER");
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+struct h_redis h_cluster_node(struct h_redis *r, int i) {
+    struct h_redis n = {.port = r->cport[i], .pid = r->cpid[i], .aof = r->aof};
+    snprintf(n.dir, sizeof n.dir, "%s", r->dir);
+    return n;
+}
+
+/* Each node keeps its own nodes.conf (and log) in the shared directory. */
+int h_cluster_start(struct h_redis *r, int masters, int replicas) {
+    harness_init();
+    memset(r, 0, sizeof *r);
+    strcpy(r->dir, "/tmp/lockgate-test-XXXXXX");
+    if (!mkdtemp(r->dir)) return -1;
+    if (ndirs < MAX_CHILDREN) strcpy(dirs[ndirs++], r->dir);
+    int n = masters * (1 + replicas);
+    if (n > H_CLUSTER_MAX) return -1;
+    char create[1024];
+    int used = snprintf(create, sizeof create, "--cluster create");
+    for (int i = 0; i < n; i++) {
+        /* The cluster bus listens on port + 10000: both must be free. */
+        int port = 0;
+        for (int tries = 0; tries < 1000 && !port; tries++) {
+            port = h_free_port();
+            int clash = port > 55535 || port_open(port + 10000);
+            for (int j = 0; j < i && !clash; j++)
+                clash = r->cport[j] == port || r->cport[j] + 10000 == port ||
+                        r->cport[j] == port + 10000;
+            if (clash) port = 0;
+        }
+        r->cport[i] = port;
+        char cmd[1024], log[128];
+        snprintf(cmd, sizeof cmd,
+                 "exec redis-server --bind 127.0.0.1 --port %d --dir '%s' --save '' "
+                 "--appendonly no --protected-mode no --daemonize no "
+                 "--repl-diskless-sync-delay 0 --cluster-enabled yes "
+                 "--cluster-config-file nodes-%d.conf --cluster-node-timeout 1500",
+                 port, r->dir, port);
+        snprintf(log, sizeof log, "%s/redis-%d.log", r->dir, port);
+        r->cpid[i] = spawn(cmd, log);
+        r->cn = i + 1;
+        used += snprintf(create + used, sizeof create - (size_t)used, " 127.0.0.1:%d", port);
+    }
+    r->port = r->cport[0];
+    r->pid = r->cpid[0];
+    for (int i = 0; i < n; i++) {
+        struct h_redis node = h_cluster_node(r, i);
+        int up = 0;
+        for (int k = 0; k < 500 && !up; k++) {
+            const char *pong = h_redis_cli(&node, "PING");
+            up = pong && strcmp(pong, "PONG") == 0;
+            if (!up) h_sleep_ms(10);
+        }
+        if (!up) {
+            fprintf(stderr, "harness: cluster node %d did not start\n", node.port);
+            return -1;
+        }
+    }
+    snprintf(create + used, sizeof create - (size_t)used,
+             " --cluster-replicas %d --cluster-yes >/dev/null", replicas);
+    struct h_redis seed = h_cluster_node(r, 0);
+    h_redis_cli(&seed, create);
+    for (int k = 0; k < 1500; k++) {
+        int ok = 0;
+        for (int i = 0; i < n; i++) {
+            struct h_redis node = h_cluster_node(r, i);
+            const char *info = h_redis_cli(&node, "CLUSTER INFO");
+            ok += info && strstr(info, "cluster_state:ok") != NULL;
+        }
+        if (ok == n) return 0;
+        h_sleep_ms(20);
+    }
+    fprintf(stderr, "harness: the cluster did not come up (%s)\n", r->dir);
+    return -1;
 }
 
 int h_redis_restart(struct h_redis *r, const char *extra) {
@@ -196,6 +276,13 @@ static void reap(pid_t *pid, int sig) {
 void h_redis_kill(struct h_redis *r) { reap(&r->pid, SIGKILL); }
 
 void h_redis_stop(struct h_redis *r) {
+    for (int i = 0; i < r->cn; i++) {
+        if (!r->cpid[i]) continue;
+        struct h_redis n = h_cluster_node(r, i);
+        h_redis_cli(&n, "SHUTDOWN NOSAVE");
+        reap(&r->cpid[i], SIGKILL);
+    }
+    if (r->cn) r->pid = 0;
     if (r->pid) {
         h_redis_cli(r, "SHUTDOWN NOSAVE");
         reap(&r->pid, SIGKILL);
@@ -205,7 +292,8 @@ void h_redis_stop(struct h_redis *r) {
 const char *h_redis_cli(struct h_redis *r, const char *args) {
     static __thread char out[4096];
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "redis-cli -h 127.0.0.1 -p %d %s 2>/dev/null", r->port, args);
+    snprintf(cmd, sizeof cmd, "redis-cli -h 127.0.0.1 -p %d %s%s 2>/dev/null", r->port,
+             r->cn ? "-c " : "", args);
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
     size_t n = fread(out, 1, sizeof out - 1, p);
@@ -227,6 +315,8 @@ int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
     char redis[160];
     if (g->redis_url[0])
         snprintf(redis, sizeof redis, "--redis %s", g->redis_url);
+    else if (r->cn)
+        snprintf(redis, sizeof redis, "--redis-cluster 127.0.0.1:%d", r->port);
     else
         snprintf(redis, sizeof redis, "--redis redis://127.0.0.1:%d", r->port);
     char cmd[1024];

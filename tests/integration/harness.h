@@ -13,11 +13,17 @@
 
 #include "tests/check.h"
 
+#define H_CLUSTER_MAX 12 /* nodes of a test cluster */
+
 struct h_redis {
     int port;     /* loopback port it listens on */
     pid_t pid;    /* its process, 0 when stopped */
     char dir[64]; /* its temporary working directory */
     int aof;      /* appendonly yes (persistence across restarts) */
+    /* A Redis Cluster (h_cluster_start): port and pid are node 0's. */
+    int cn;                      /* nodes, 0 when not a cluster */
+    int cport[H_CLUSTER_MAX];    /* each node's port */
+    pid_t cpid[H_CLUSTER_MAX];   /* each node's process, 0 when stopped */
 };
 
 struct h_gw {
@@ -36,6 +42,30 @@ int h_free_port(void);
  * replica syncs at once (Redis 7 with --save '' syncs disklessly, by
  * default after a 5 s delay). */
 int h_redis_start(struct h_redis *r, int aof, const char *extra);
+/* Starts a Redis Cluster on loopback, in one new directory: masters
+ * masters with `replicas` replicas each (redis-server --cluster-enabled yes,
+ * joined by redis-cli --cluster create), and waits until every node says
+ * cluster_state:ok.  r->port is a node's (the gateway's seed). */
+int h_cluster_start(struct h_redis *r, int masters, int replicas);
+/* LOCKGATE_TEST_CLUSTER=1 in the environment: h_redis_start starts a
+ * cluster of 3 masters with a replica each instead, h_redis_cli follows
+ * redirects (-c), and gateways get --redis-cluster.  So the same suites run
+ * against a cluster (make test-cluster). */
+int h_cluster_mode(void);
+/* RUN, except in cluster mode, where the test is reported skipped: for
+ * tests of what a cluster refuses at start or cannot do by design (a
+ * database other than 0, --redis-io blocking, one node's SCRIPT FLUSH). */
+#define RUN_NOT_CLUSTER(fn)                                            \
+    do {                                                               \
+        if (h_cluster_mode())                                          \
+            printf("ok - %s # skip: single Redis only\n", #fn);       \
+        else                                                           \
+            RUN(fn);                                                   \
+    } while (0)
+/* The node i of a cluster as a struct h_redis of its own (for h_redis_cli,
+ * h_redis_kill on one node). */
+struct h_redis h_cluster_node(struct h_redis *r, int i);
+
 /* Starts it again on the same port and directory (after a stop or kill),
  * with these extra flags. */
 int h_redis_restart(struct h_redis *r, const char *extra);

@@ -717,8 +717,8 @@ int main(void) {
     RUN(test_stale_marks_dropped);
     RUN(test_release_expiry);
     RUN(test_fence_survives_redis_restart);
-    RUN(test_redis_auth_db_prefix);
-    RUN(test_blocking_bridge);
+    RUN_NOT_CLUSTER(test_redis_auth_db_prefix);
+    RUN_NOT_CLUSTER(test_blocking_bridge);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     h_redis_stop(&redis);
     return check_summary("locks");
