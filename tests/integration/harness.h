@@ -21,9 +21,9 @@ struct h_redis {
     char dir[64]; /* its temporary working directory */
     int aof;      /* appendonly yes (persistence across restarts) */
     /* A Redis Cluster (h_cluster_start): port and pid are node 0's. */
-    int cn;                      /* nodes, 0 when not a cluster */
-    int cport[H_CLUSTER_MAX];    /* each node's port */
-    pid_t cpid[H_CLUSTER_MAX];   /* each node's process, 0 when stopped */
+    int cn;                    /* nodes, 0 when not a cluster */
+    int cport[H_CLUSTER_MAX];  /* each node's port */
+    pid_t cpid[H_CLUSTER_MAX]; /* each node's process, 0 when stopped */
 };
 
 struct h_gw {
@@ -55,12 +55,12 @@ int h_cluster_mode(void);
 /* RUN, except in cluster mode, where the test is reported skipped: for
  * tests of what a cluster refuses at start or cannot do by design (a
  * database other than 0, --redis-io blocking, one node's SCRIPT FLUSH). */
-#define RUN_NOT_CLUSTER(fn)                                            \
-    do {                                                               \
-        if (h_cluster_mode())                                          \
-            printf("ok - %s # skip: single Redis only\n", #fn);       \
-        else                                                           \
-            RUN(fn);                                                   \
+#define RUN_NOT_CLUSTER(fn)                                     \
+    do {                                                        \
+        if (h_cluster_mode())                                   \
+            printf("ok - %s # skip: single Redis only\n", #fn); \
+        else                                                    \
+            RUN(fn);                                            \
     } while (0)
 /* The node i of a cluster as a struct h_redis of its own (for h_redis_cli,
  * h_redis_kill on one node). */

@@ -1,0 +1,101 @@
+/* test_cluster.c -- server/cluster.c without a server: CRC16 and key slots
+ * (hash tags included), the redirect errors, the slot map's coverage. */
+#include "server/cluster.h"
+#include "tests/check.h"
+
+#include <string.h>
+
+static int slot(const char *key) { return cluster_key_slot(key, strlen(key)); }
+
+/* The check value of CRC16/XMODEM, and slots Redis's own documentation and
+ * tests give (CLUSTER KEYSLOT). */
+static void test_crc16_and_known_slots(void) {
+    CHECK_EQ_INT(cluster_crc16("123456789", 9), 0x31C3);
+    CHECK_EQ_INT(cluster_crc16("", 0), 0);
+    CHECK_EQ_INT(slot("foo"), 12182);
+    CHECK_EQ_INT(slot("bar"), 5061);
+    CHECK_EQ_INT(slot("hello"), 866);
+}
+
+/* Only the first {...} with something inside counts. */
+static void test_hash_tags(void) {
+    CHECK_EQ_INT(slot("{user1000}.following"), slot("{user1000}.followers"));
+    CHECK_EQ_INT(slot("{user1000}.following"), slot("user1000"));
+    CHECK_EQ_INT(slot("foo{bar}{zap}"), slot("bar"));
+    CHECK_EQ_INT(slot("foo{{bar}}zap"), slot("{bar"));
+    CHECK_EQ_INT(slot("foo{}{bar}"), cluster_crc16("foo{}{bar}", 10) & 16383);
+    CHECK_EQ_INT(slot("{}"), cluster_crc16("{}", 2) & 16383);
+    CHECK_EQ_INT(slot("no-close{tag"), cluster_crc16("no-close{tag", 12) & 16383);
+    /* lockgate's keys: every key of one lock in one slot, the name's. */
+    CHECK_EQ_INT(slot("lockgate:lock:{job-7}"), slot("job-7"));
+    CHECK_EQ_INT(slot("lockgate:lock:{job-7}:q"), slot("job-7"));
+    CHECK_EQ_INT(slot("lockgate:sem:{job-7}:qd"), slot("job-7"));
+    CHECK_EQ_INT(slot("other:id:{job-7}"), slot("job-7"));
+    /* A name that carries its own tag groups with its tag ({tenant}.a). */
+    CHECK_EQ_INT(slot("lockgate:lock:{{t7}.a}"), slot("lockgate:lock:{{t7}.b}"));
+    /* Binary-safe: the length counts, not a NUL. */
+    CHECK_EQ_INT(cluster_key_slot("a\0b", 3), cluster_crc16("a\0b", 3) & 16383);
+}
+
+static void test_redirects(void) {
+    char host[64];
+    int s = -1, port = 0;
+    CHECK_EQ_INT(cluster_parse_error("MOVED 3999 127.0.0.1:6381", &s, host, sizeof host, &port),
+                 CLUSTER_MOVED);
+    CHECK_EQ_INT(s, 3999);
+    CHECK_EQ_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(port, 6381);
+    CHECK_EQ_INT(cluster_parse_error("ASK 16383 10.1.2.3:7000", &s, host, sizeof host, &port),
+                 CLUSTER_ASK);
+    CHECK_EQ_INT(s, 16383);
+    CHECK_EQ_STR(host, "10.1.2.3");
+    CHECK_EQ_INT(port, 7000);
+    /* IPv6 and an empty host (a node that does not know its address). */
+    CHECK_EQ_INT(cluster_parse_error("MOVED 1 ::1:7001", &s, host, sizeof host, &port),
+                 CLUSTER_MOVED);
+    CHECK_EQ_STR(host, "::1");
+    CHECK_EQ_INT(port, 7001);
+    CHECK_EQ_INT(cluster_parse_error("MOVED 2 :7002", &s, host, sizeof host, &port), CLUSTER_MOVED);
+    CHECK_EQ_STR(host, "");
+    CHECK_EQ_INT(cluster_parse_error("TRYAGAIN Multiple keys request during rehashing of slot", &s,
+                                     host, sizeof host, &port),
+                 CLUSTER_TRYAGAIN);
+    CHECK_EQ_INT(
+        cluster_parse_error("CLUSTERDOWN The cluster is down", &s, host, sizeof host, &port),
+        CLUSTER_DOWN);
+    /* Not redirects, or malformed ones: handled as plain errors. */
+    CHECK_EQ_INT(cluster_parse_error("NOSCRIPT No matching script", &s, host, sizeof host, &port),
+                 CLUSTER_NONE);
+    CHECK_EQ_INT(cluster_parse_error("MOVED 16384 h:1", &s, host, sizeof host, &port),
+                 CLUSTER_NONE);
+    CHECK_EQ_INT(cluster_parse_error("MOVED x h:1", &s, host, sizeof host, &port), CLUSTER_NONE);
+    CHECK_EQ_INT(cluster_parse_error("MOVED 5 nohost", &s, host, sizeof host, &port), CLUSTER_NONE);
+    CHECK_EQ_INT(cluster_parse_error("ASK 5 h:70000", &s, host, sizeof host, &port), CLUSTER_NONE);
+    char tiny[4];
+    CHECK_EQ_INT(cluster_parse_error("MOVED 5 longhost:1", &s, tiny, sizeof tiny, &port),
+                 CLUSTER_NONE);
+}
+
+static void test_map_coverage(void) {
+    static struct cluster_map m;
+    cluster_map_clear(&m);
+    CHECK_EQ_INT(cluster_map_uncovered(&m), CLUSTER_SLOTS);
+    CHECK_EQ_INT(cluster_map_assign(&m, 0, 5460, 0), 0);
+    CHECK_EQ_INT(cluster_map_assign(&m, 5461, 10922, 1), 0);
+    CHECK_EQ_INT(cluster_map_uncovered(&m), 16383 - 10922);
+    CHECK_EQ_INT(cluster_map_assign(&m, 10923, 16383, 2), 0);
+    CHECK_EQ_INT(cluster_map_uncovered(&m), 0);
+    CHECK_EQ_INT(m.owner[slot("foo")], 2);
+    CHECK_EQ_INT(m.owner[slot("hello")], 0);
+    CHECK_EQ_INT(cluster_map_assign(&m, 10, 5, 1), -1);
+    CHECK_EQ_INT(cluster_map_assign(&m, 0, 16384, 1), -1);
+    CHECK_EQ_INT(cluster_map_assign(&m, -1, 3, 1), -1);
+}
+
+int main(void) {
+    RUN(test_crc16_and_known_slots);
+    RUN(test_hash_tags);
+    RUN(test_redirects);
+    RUN(test_map_coverage);
+    return check_summary("cluster");
+}
