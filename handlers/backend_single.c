@@ -177,5 +177,6 @@ const struct backend backend_cluster = {
     .id_lease = backend_lease_one,
     .ready = cluster_ready,
     .undoes_reentry = 1,
+    .per_slot = 1,
     .fans_out = 0,
 };

@@ -15,6 +15,7 @@
 #include "common/alloc.h"
 #include "common/names.h"
 #include "common/token.h"
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
 #include "server/config.h"
@@ -133,6 +134,14 @@ static struct multi_call *names_or_reply(struct gw_request *req) {
     req->ctx_free = multi_free;
     /* One of the names stands for the request in logs and problem details. */
     req->name = alloc_copy(mc->names[0], strlen(mc->names[0]));
+    if (backend->per_slot && !backend_one_slot((const char *const *)mc->names, n)) {
+        /* The groups-in-order design (README) is not built: one script can
+         * only touch one slot's keys. */
+        reply_problem(req, CODE_NOT_IMPLEMENTED,
+                      "in Redis Cluster mode the names of one request must share a hash slot; "
+                      "these span several");
+        return NULL;
+    }
     return mc;
 }
 

@@ -12,6 +12,7 @@
  * ended it (as a release), a read when a quorum knows the session. */
 #include "common/alloc.h"
 #include "common/token.h"
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -28,10 +29,20 @@ void session_key(const char *token, char *out, size_t cap) {
     snprintf(out, cap, "%ssession:{%s}", handlers_config()->key_prefix, token);
 }
 
+/* Sessions are not built for Redis Cluster (README, "Cluster mode"): a
+ * session's key and its holds' live in different slots, and a script may
+ * only touch one.  Every session route, and a Session header, answer 501. */
+static int cluster_refused_or_reply(struct gw_request *req) {
+    if (!backend->per_slot) return GW_OK;
+    reply_problem(req, CODE_NOT_IMPLEMENTED, "sessions are not available in Redis Cluster mode");
+    return GW_REPLIED;
+}
+
 int session_header_or_reply(struct gw_request *req, char **out) {
     const char *tok = http_header(req, "Session");
     *out = NULL;
     if (!tok) return GW_OK;
+    if (cluster_refused_or_reply(req)) return GW_REPLIED;
     if (!token_valid(tok)) {
         reply_problem(req, CODE_INVALID_TOKEN,
                       "a Session token is %d-%d characters of [A-Za-z0-9_-]", TOKEN_MIN_LEN,
@@ -225,6 +236,7 @@ static void created(struct gw_request *req, const struct redis_result *res) {
 static void json_free(void *ctx) { cJSON_Delete(ctx); }
 
 void sessions_create(struct gw_request *req) {
+    if (cluster_refused_or_reply(req)) return;
     long long ttl, delay;
     const char *owner;
     if (body_parse_or_reply(req) ||
@@ -263,6 +275,7 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
 }
 
 void sessions_renew(struct gw_request *req) {
+    if (cluster_refused_or_reply(req)) return;
     long long ttl;
     if (path_token_or_reply(req) || body_parse_or_reply(req) ||
         body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
@@ -287,6 +300,7 @@ static void ended(struct gw_request *req, const struct redis_result *res) {
 }
 
 void sessions_end(struct gw_request *req) {
+    if (cluster_refused_or_reply(req)) return;
     if (path_token_or_reply(req)) return;
     const char *args[1] = {redis_release_channel()};
     session_run(req, SCRIPT_SESSION_END, 1, args, 1, ended);
@@ -324,6 +338,7 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
 }
 
 void sessions_inspect(struct gw_request *req) {
+    if (cluster_refused_or_reply(req)) return;
     if (path_token_or_reply(req)) return;
     session_run(req, SCRIPT_SESSION_READ, 0, NULL, 0, read_done);
 }

@@ -58,6 +58,8 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
     [M_REDIS_REDIRECTS] = {"lockgate_redis_redirects_total",
                          "Redis Cluster redirects and retries followed (MOVED, ASK, TRYAGAIN, "
                            "CLUSTERDOWN)"                                                         },
+    [M_REDIS_ASKS] = {"lockgate_redis_ask_total",
+                         "Redis Cluster ASK redirects followed (a slot being migrated)"           },
 };
 
 /* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic

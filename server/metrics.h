@@ -23,6 +23,7 @@ enum metric_counter {
     M_DEAD_WAITERS,     /* fair-queue entries of dead gateways dropped */
     M_GIVEN_BACK,       /* grants given back: the client never got the answer */
     M_REDIS_REDIRECTS,  /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
+    M_REDIS_ASKS,       /* cluster mode: of those, ASK (a slot being migrated) */
     M_COUNTER_COUNT
 };
 

@@ -314,7 +314,7 @@ int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
     if (!g->log[0]) snprintf(g->log, sizeof g->log, "%s/gw-%d.log", r->dir, g->port);
     char redis[160];
     if (g->redis_url[0])
-        snprintf(redis, sizeof redis, "--redis %s", g->redis_url);
+        snprintf(redis, sizeof redis, "--redis%s %s", r->cn ? "-cluster" : "", g->redis_url);
     else if (r->cn)
         snprintf(redis, sizeof redis, "--redis-cluster 127.0.0.1:%d", r->port);
     else

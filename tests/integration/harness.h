@@ -30,7 +30,8 @@ struct h_gw {
     int port;            /* loopback port it serves on */
     pid_t pid;           /* its process, 0 when stopped */
     char log[96];        /* its stderr, kept in a file for failures */
-    char redis_url[128]; /* --redis to use instead of the h_redis's, or "" */
+    char redis_url[128]; /* --redis to use instead of the h_redis's, or ""
+                            (for a cluster: the --redis-cluster seed) */
 };
 
 /* A TCP port that was free on 127.0.0.1 a moment ago. */

@@ -1168,7 +1168,7 @@ int main(void) {
     RUN(test_epoch_flag);
     RUN(test_big_batch);
     RUN(test_many_threads_one_gateway);
-    RUN(test_redis_down);
+    RUN_NOT_CLUSTER(test_redis_down);
     RUN(test_unique_across_gateways_and_clocks);
     RUN(test_evict_and_return);
     RUN(test_interleaved_two_gateways);

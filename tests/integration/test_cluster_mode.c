@@ -1,0 +1,459 @@
+/* test_cluster.c -- cluster mode against a real Redis Cluster on loopback
+ * (3 masters, one replica each, in a temporary directory; the harness stops
+ * it at exit, also on failure).
+ *
+ *   - AUTH: a cluster that wants a password, the password in a seed URL.
+ *   - Readiness and spread: /readyz once every slot has a master; random
+ *     names spread over the masters within +-10 % of even.
+ *   - Two gateways: a waiter on one is woken by a release through the other,
+ *     for names on two different masters (faster than any fallback timer).
+ *   - Resharding under load (redis-cli --cluster reshard): the slots of
+ *     contended names move while clients hold, wait and release: 0
+ *     overlapping holds, fences strictly increasing per name, no answer but
+ *     the normal ones or a bounded 503.
+ *   - Failover under load: a master is killed, its replica promoted, and the
+ *     gateway serves its slots again without a restart; overlapping holds
+ *     are counted and printed (README quotes the figure).
+ *
+ * Holds are judged as test_overlap.c does: from the 201's arrival to the
+ * DELETE's sending, or to the lease's end counted from the POST's sending,
+ * whichever is first. */
+#include "tests/integration/harness.h"
+
+#include "server/cluster.c" /* key slots, computed as the gateway does */
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct h_redis cl;
+
+static long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The node id and port of the master that serves slot, from node i's
+ * CLUSTER NODES; 0, or -1. */
+static int master_of_slot(int slot, char *id, size_t cap, int *port) {
+    for (int i = 0; i < cl.cn; i++) {
+        if (!cl.cpid[i]) continue;
+        struct h_redis n = h_cluster_node(&cl, i);
+        const char *nodes = h_redis_cli(&n, "CLUSTER NODES");
+        if (!nodes) continue;
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%s", nodes);
+        for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
+            char nid[64], addr[64], flags[64];
+            if (sscanf(line, "%63s %63s %63s", nid, addr, flags) != 3) continue;
+            if (!strstr(flags, "master") || strstr(flags, "fail")) continue;
+            /* the slot ranges are the fields from the 9th on */
+            char *p = line;
+            for (int f = 0; f < 8 && p; f++) {
+                p = strchr(p, ' ');
+                if (p) p++;
+            }
+            while (p && *p) {
+                int a, b;
+                if (*p != '[' && sscanf(p, "%d-%d", &a, &b) == 2 && slot >= a && slot <= b) {
+                } else if (*p != '[' && sscanf(p, "%d", &a) == 1 && !strchr(p, '-')) {
+                    b = a;
+                } else {
+                    a = 1, b = 0;
+                }
+                if (a <= slot && slot <= b) {
+                    snprintf(id, cap, "%s", nid);
+                    *port = atoi(strchr(addr, ':') + 1);
+                    return 0;
+                }
+                p = strchr(p, ' ');
+                if (p) p++;
+            }
+        }
+        return -1; /* one node's view is enough */
+    }
+    return -1;
+}
+
+/* A name whose lock lives in a slot in [lo, hi], "<stem>-<n>". */
+static void name_in_slots(const char *stem, int lo, int hi, int skip, char *out, size_t cap) {
+    for (int n = 0;; n++) {
+        snprintf(out, cap, "%s-%d", stem, n);
+        int s = cluster_key_slot(out, strlen(out));
+        if (s >= lo && s <= hi && skip-- == 0) return;
+    }
+}
+
+/* ============================================================================
+ * Contending clients
+ * ========================================================================= */
+
+#define NAMES     3
+#define THREADS   6
+#define MAX_HOLDS 100000
+
+struct hold {
+    int name;
+    long long fence, start_us, end_us;
+};
+
+static struct {
+    char names[NAMES][32];
+    int ports[2];
+    atomic_int stop;
+    pthread_mutex_t mu;
+    struct hold holds[MAX_HOLDS];
+    int nholds;
+    atomic_int n201, n409, n200, n503, nother;
+    atomic_llong slowest_503_us;
+} L;
+
+static void *contender(void *arg) {
+    int t = (int)(long)arg;
+    struct h_client c;
+    h_client_init(&c, 10000);
+    char path[64];
+    unsigned seed = (unsigned)t * 7919u + 1;
+    for (int i = 0; !atomic_load(&L.stop); i++) {
+        int name = (int)(rand_r(&seed) % NAMES);
+        int port = L.ports[(t + i) % 2];
+        snprintf(path, sizeof path, "/v1/locks/%s", L.names[name]);
+        long long sent = now_us();
+        long st = h_client_do(&c, "POST", port, path, NULL, "{\"ttl_ms\":5000,\"wait_ms\":2000}");
+        long long got = now_us();
+        if (st == 503) {
+            atomic_fetch_add(&L.n503, 1);
+            if (got - sent > atomic_load(&L.slowest_503_us))
+                atomic_store(&L.slowest_503_us, got - sent);
+            continue;
+        }
+        if (st == 409) {
+            atomic_fetch_add(&L.n409, 1);
+            continue;
+        }
+        if (st != 201) {
+            atomic_fetch_add(&L.nother, 1);
+            continue;
+        }
+        atomic_fetch_add(&L.n201, 1);
+        long long fence = h_jint(&c.last, "fence"), ttl = h_jint(&c.last, "ttl_ms");
+        char token[128];
+        snprintf(token, sizeof token, "%s", h_token(&c.last));
+        struct timespec hold = {0, (long)(rand_r(&seed) % 5 + 1) * 1000000L};
+        nanosleep(&hold, NULL);
+        long long end = now_us();
+        if (end > sent + ttl * 1000) end = sent + ttl * 1000;
+        pthread_mutex_lock(&L.mu);
+        if (L.nholds < MAX_HOLDS) L.holds[L.nholds++] = (struct hold){name, fence, got, end};
+        pthread_mutex_unlock(&L.mu);
+        st = h_client_do(&c, "DELETE", port, path, token, NULL);
+        if (st == 200)
+            atomic_fetch_add(&L.n200, 1);
+        else if (st == 503)
+            atomic_fetch_add(&L.n503, 1);
+        else if (st != 404) /* a lease that ran out while the master failed over */
+            atomic_fetch_add(&L.nother, 1);
+    }
+    h_client_free(&c);
+    return NULL;
+}
+
+static int by_start(const void *a, const void *b) {
+    const struct hold *x = a, *y = b;
+    if (x->name != y->name) return x->name - y->name;
+    return x->start_us < y->start_us ? -1 : x->start_us > y->start_us;
+}
+
+/* Overlapping holds and fence inversions, per name in start order. */
+static void judge(int *overlaps, int *inversions) {
+    *overlaps = *inversions = 0;
+    qsort(L.holds, (size_t)L.nholds, sizeof L.holds[0], by_start);
+    for (int i = 1; i < L.nholds; i++) {
+        struct hold *p = &L.holds[i - 1], *h = &L.holds[i];
+        if (p->name != h->name) continue;
+        if (h->start_us < p->end_us) (*overlaps)++;
+        if (h->fence <= p->fence) (*inversions)++;
+    }
+}
+
+static void load_start(pthread_t *th, int port0, int port1) {
+    L.ports[0] = port0;
+    L.ports[1] = port1;
+    L.nholds = 0;
+    atomic_store(&L.stop, 0);
+    atomic_store(&L.n201, 0), atomic_store(&L.n409, 0), atomic_store(&L.n200, 0);
+    atomic_store(&L.n503, 0), atomic_store(&L.nother, 0), atomic_store(&L.slowest_503_us, 0);
+    for (long t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, contender, (void *)t);
+}
+
+static void load_stop(pthread_t *th) {
+    atomic_store(&L.stop, 1);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+}
+
+/* ============================================================================
+ * Tests
+ * ========================================================================= */
+
+static int wait_ready(int port, int ms) {
+    long long end = h_now_ms() + ms;
+    while (h_now_ms() < end) {
+        struct h_resp r = h_http("GET", port, "/readyz", NULL, NULL, NULL);
+        long st = r.status;
+        h_resp_free(&r);
+        if (st == 200) return 0;
+        h_sleep_ms(50);
+    }
+    return -1;
+}
+
+/* Every slot covered: ready.  3000 random names: each master holds a third
+ * of their locks, within 10 %. */
+static void test_ready_and_spread(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    struct h_client c;
+    h_client_init(&c, 10000);
+    char path[64];
+    unsigned seed = 12345;
+    for (int i = 0; i < 3000; i++) {
+        snprintf(path, sizeof path, "/v1/locks/spread-%08x", rand_r(&seed));
+        CHECK_EQ_INT(h_client_do(&c, "POST", g.port, path, NULL, "{\"ttl_ms\":60000}"), 201);
+    }
+    int total = 0, masters = 0, keys[H_CLUSTER_MAX] = {0};
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis n = h_cluster_node(&cl, i);
+        const char *role = h_redis_cli(&n, "ROLE");
+        if (!role || strncmp(role, "master", 6) != 0) continue;
+        const char *k = h_redis_cli(&n, "DBSIZE"); /* only these locks exist yet */
+        keys[masters] = k ? atoi(k) : 0;
+        total += keys[masters++];
+    }
+    CHECK_EQ_INT(masters, 3);
+    CHECK_EQ_INT(total, 3000);
+    for (int m = 0; m < masters; m++) {
+        printf("    master %d: %d of %d names (%.1f %% of even)\n", m, keys[m], total,
+               100.0 * keys[m] / (total / 3.0));
+        CHECK(keys[m] >= 900 && keys[m] <= 1100);
+    }
+    h_client_free(&c);
+    h_gw_stop(&g, 5000);
+}
+
+/* A name on one master held through gateway A; a waiter on gateway B is
+ * woken by the release through A within a second (the lease is 30 s and
+ * the wait 20 s: only the release message can wake it that soon). */
+static void test_two_gateways_wake(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char n1[32], n2[32];
+    name_in_slots("wake", 0, 5000, 0, n1, sizeof n1);      /* the first master's */
+    name_in_slots("wake", 11000, 16383, 0, n2, sizeof n2); /* the third's */
+    const char *names[2] = {n1, n2};
+    for (int k = 0; k < 2; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/locks/%s", names[k]);
+        struct h_resp h = h_http("POST", a.port, path, NULL, "{\"ttl_ms\":30000}", NULL);
+        CHECK_EQ_INT(h.status, 201);
+        char token[128];
+        snprintf(token, sizeof token, "%s", h_token(&h));
+        h_resp_free(&h);
+        struct h_client w;
+        h_client_init(&w, 30000);
+        /* The waiter runs on this thread after a release scheduled on
+         * another: a forked child sends it. */
+        pid_t pid = fork();
+        if (pid == 0) {
+            usleep(500000);
+            struct h_resp r = h_http("DELETE", a.port, path, token, NULL, NULL);
+            _exit(r.status == 200 ? 0 : 1);
+        }
+        long long t0 = h_now_ms();
+        long st =
+            h_client_do(&w, "POST", b.port, path, NULL, "{\"ttl_ms\":5000,\"wait_ms\":20000}");
+        long long took = h_now_ms() - t0;
+        int status;
+        waitpid(pid, &status, 0);
+        CHECK_EQ_INT(st, 201);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        printf("    %s (slot %d): woken %lld ms after it began waiting (release at ~500)\n",
+               names[k], cluster_key_slot(names[k], strlen(names[k])), took);
+        CHECK(took >= 400 && took < 3000);
+        h_client_free(&w);
+    }
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* Moves the first 300 slots of the master of slot 0 to the master of slot
+ * 16383 with redis-cli --cluster reshard, while clients contend for names
+ * in those slots through two gateways. */
+static void test_reshard_under_load(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char from[64], to[64];
+    int from_port, to_port;
+    CHECK_EQ_INT(master_of_slot(0, from, sizeof from, &from_port), 0);
+    CHECK_EQ_INT(master_of_slot(16383, to, sizeof to, &to_port), 0);
+    for (int k = 0; k < NAMES; k++) name_in_slots("resh", 0, 299, k, L.names[k], sizeof L.names[k]);
+    /* Filler keys in the names' slots make each slot's migration take a
+     * while (one key per MIGRATE), so requests meet half-moved slots: ASK. */
+    for (int k = 0; k < NAMES; k++) {
+        char fill[256];
+        snprintf(fill, sizeof fill,
+                 "EVAL \"for i = 1, 3000 do redis.call('SET', KEYS[1] .. i, 'x') end\" 1 "
+                 "'filler:{%s}:'",
+                 L.names[k]);
+        h_redis_cli(&cl, fill);
+    }
+    pthread_t th[THREADS];
+    load_start(th, a.port, b.port);
+    h_sleep_ms(1000);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "--cluster reshard 127.0.0.1:%d --cluster-from %s --cluster-to %s "
+             "--cluster-slots 300 --cluster-yes --cluster-pipeline 1 >/dev/null 2>&1",
+             from_port, from, to);
+    struct h_redis seed = h_cluster_node(&cl, 0);
+    seed.cn = 0; /* redis-cli --cluster takes no -c */
+    long long t0 = h_now_ms();
+    h_redis_cli(&seed, cmd);
+    long long took = h_now_ms() - t0;
+    h_sleep_ms(1000);
+    load_stop(th);
+    char now_id[64];
+    int now_port = 0;
+    for (int k = 0; k < NAMES; k++) {
+        int s = cluster_key_slot(L.names[k], strlen(L.names[k]));
+        CHECK_EQ_INT(master_of_slot(s, now_id, sizeof now_id, &now_port), 0);
+        CHECK_EQ_INT(now_port, to_port);
+    }
+    int overlaps, inversions;
+    judge(&overlaps, &inversions);
+    long long redirects = h_metric(&a, "lockgate_redis_redirects_total") +
+                          h_metric(&b, "lockgate_redis_redirects_total");
+    long long asks =
+        h_metric(&a, "lockgate_redis_ask_total") + h_metric(&b, "lockgate_redis_ask_total");
+    printf("    reshard of 300 slots: %lld ms; holds %d, 201 %d, 409 %d, 503 %d (slowest %lld ms), "
+           "other %d; redirects followed %lld (ASK %lld); overlaps %d, fence inversions %d\n",
+           took, L.nholds, atomic_load(&L.n201), atomic_load(&L.n409), atomic_load(&L.n503),
+           atomic_load(&L.slowest_503_us) / 1000, atomic_load(&L.nother), redirects, asks, overlaps,
+           inversions);
+    CHECK(L.nholds > 50);
+    CHECK_EQ_INT(overlaps, 0);
+    CHECK_EQ_INT(inversions, 0);
+    CHECK_EQ_INT(atomic_load(&L.nother), 0);
+    CHECK(atomic_load(&L.slowest_503_us) < 5000000); /* bounded: within a few command timeouts */
+    CHECK(redirects > 0);
+    CHECK(asks > 0);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* Kills the master of the contended names; its replica takes over (node
+ * timeout 1.5 s) and the gateways serve the names again without restart. */
+static void test_failover_under_load(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    for (int k = 0; k < NAMES; k++)
+        name_in_slots("fo", 6000, 10000, k, L.names[k], sizeof L.names[k]);
+    char id[64];
+    int port = 0;
+    CHECK_EQ_INT(
+        master_of_slot(cluster_key_slot(L.names[0], strlen(L.names[0])), id, sizeof id, &port), 0);
+    int victim = -1;
+    for (int i = 0; i < cl.cn; i++)
+        if (cl.cport[i] == port) victim = i;
+    CHECK(victim >= 0);
+    if (victim < 0) return;
+    pthread_t th[THREADS];
+    load_start(th, a.port, b.port);
+    h_sleep_ms(1000);
+    int before = atomic_load(&L.n201);
+    long long t_kill = h_now_ms();
+    struct h_redis dead = h_cluster_node(&cl, victim);
+    h_redis_kill(&dead);
+    cl.cpid[victim] = 0;
+    /* Served again: grants resume (the load keeps asking). */
+    long long back = -1;
+    int at_kill = atomic_load(&L.n201);
+    while (h_now_ms() - t_kill < 30000) {
+        h_sleep_ms(100);
+        if (atomic_load(&L.n201) > at_kill + 20) {
+            back = h_now_ms() - t_kill;
+            break;
+        }
+    }
+    h_sleep_ms(1000);
+    load_stop(th);
+    int overlaps, inversions;
+    judge(&overlaps, &inversions);
+    struct h_resp r = h_http("GET", a.port, "/readyz", NULL, NULL, NULL);
+    printf("    failover: grants before the kill %d; served again %lld ms after it; holds %d, "
+           "503 %d, other %d; overlapping holds %d, fence inversions %d; /readyz %ld\n",
+           before, back, L.nholds, atomic_load(&L.n503), atomic_load(&L.nother), overlaps,
+           inversions, r.status);
+    h_resp_free(&r);
+    CHECK(back > 0);
+    CHECK_EQ_INT(atomic_load(&L.nother), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* A password on every node; the gateway has it from its seed URL. */
+static void test_auth(void) {
+    struct h_redis r;
+    CHECK_EQ_INT(h_cluster_start(&r, 3, 0), 0);
+    for (int i = 0; i < r.cn; i++) {
+        struct h_redis n = h_cluster_node(&r, i);
+        h_redis_cli(&n, "CONFIG SET requirepass cl-pw");
+    }
+    struct h_gw g = {0};
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://:cl-pw@127.0.0.1:%d", r.port);
+    CHECK_EQ_INT(h_gw_start(&g, &r, NULL), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    struct h_resp h = h_http("POST", g.port, "/v1/locks/authz", NULL, "{}", NULL);
+    CHECK_EQ_INT(h.status, 201);
+    h_resp_free(&h);
+    struct h_redis n = h_cluster_node(&r, 0);
+    CHECK_EQ_STR(h_redis_cli(&n, "-a cl-pw --no-auth-warning -c EXISTS lockgate:lock:{authz}"),
+                 "1");
+    h_gw_stop(&g, 5000);
+    for (int i = 0; i < r.cn; i++) {
+        struct h_redis m = h_cluster_node(&r, i);
+        h_redis_cli(&m, "-a cl-pw --no-auth-warning SHUTDOWN NOSAVE");
+    }
+    h_redis_stop(&r);
+}
+
+int main(void) {
+    if (h_cluster_start(&cl, 3, 1) < 0) {
+        printf("not ok - cluster start\ncluster: 0 passed, 1 failed\n");
+        return 1;
+    }
+    RUN(test_ready_and_spread);
+    RUN(test_two_gateways_wake);
+    RUN(test_reshard_under_load);
+    RUN(test_failover_under_load);
+    h_redis_stop(&cl);
+    RUN(test_auth);
+    return check_summary("cluster_mode");
+}
