@@ -2,6 +2,7 @@
 #include "handlers/listing.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -214,6 +215,12 @@ static void list(struct gw_request *req, enum listing_what what) {
     const char *prefix = http_query(req, "prefix"), *q_limit = http_query(req, "limit");
     const char *q_cursor = http_query(req, "cursor");
     if (!prefix) prefix = "";
+    if (backend->per_slot) {
+        /* Not built: a SCAN per master, with a script allowed to read keys
+         * of several slots (list.lua may only read one slot's there). */
+        reply_problem(req, CODE_NOT_IMPLEMENTED, "listing is not available in Redis Cluster mode");
+        return;
+    }
     if (*prefix && !name_valid(prefix, strlen(prefix))) {
         reply_problem(req, CODE_INVALID_NAME,
                       "a prefix is up to %d bytes of [A-Za-z0-9._:-] after percent-decoding",

@@ -38,7 +38,8 @@ struct redis_op {
     int retried;                  /* a NOSCRIPT retry was made */
     int node;                     /* which Redis it goes to */
     int slot;                     /* cluster mode: its first key's slot, or -1 */
-    int redirects;                /* cluster mode: MOVED/ASK/TRYAGAIN followed */
+    int redirects;                /* cluster mode: MOVED/ASK followed */
+    int retries;                  /* cluster mode: TRYAGAIN/CLUSTERDOWN waited out */
     int asking;                   /* cluster mode: send ASKING first (an ASK redirect) */
     int pinned;                   /* cluster mode: node is set, not the slot's */
     int64_t born_ms;              /* when it was made: its deadline is this plus the

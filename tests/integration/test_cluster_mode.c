@@ -418,6 +418,35 @@ static void test_failover_under_load(void) {
     h_gw_stop(&b, 5000);
 }
 
+/* What cluster mode does not build answers 501 not_implemented: sessions,
+ * a multi-lock whose names span slots, listing.  A multi-lock whose names
+ * share a slot works. */
+static void test_refused_in_cluster_mode(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    struct h_resp r = h_http("POST", g.port, "/v1/sessions", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 501);
+    CHECK_EQ_STR(h_jcode(&r), "not_implemented");
+    h_resp_free(&r);
+    r = h_http("POST", g.port, "/v1/locks", NULL, "{\"names\":[\"a\",\"b\"]}", NULL);
+    CHECK_EQ_INT(r.status, 501);
+    h_resp_free(&r);
+    r = h_http("GET", g.port, "/v1/locks", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 501);
+    h_resp_free(&r);
+    /* Two names in one slot: taken together. */
+    char n1[32], n2[32];
+    name_in_slots("same", 777, 777, 0, n1, sizeof n1);
+    name_in_slots("same", 777, 777, 1, n2, sizeof n2);
+    char body[128];
+    snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"]}", n1, n2);
+    r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_gw_stop(&g, 5000);
+}
+
 /* A password on every node; the gateway has it from its seed URL. */
 static void test_auth(void) {
     struct h_redis r;
@@ -451,6 +480,7 @@ int main(void) {
     }
     RUN(test_ready_and_spread);
     RUN(test_two_gateways_wake);
+    RUN(test_refused_in_cluster_mode);
     RUN(test_reshard_under_load);
     RUN(test_failover_under_load);
     h_redis_stop(&cl);
