@@ -3,7 +3,8 @@
 # integration tests (each starts its own redis-server and gateways on free
 # loopback ports in temporary directories, and stops them).  Prints each
 # suite's closing line, then the total, and exits non-zero on any failure,
-# including a test binary that crashed before printing its summary.
+# including a test binary that crashed before printing its summary.  The
+# suites named in CLUSTER_SUITES then run again against a Redis Cluster.
 set -u
 BUILD=${BUILD:-build}
 passed=0 failed=0 broken=()
@@ -33,6 +34,19 @@ for t in "$BUILD"/tests/test_*; do
     echo "== $(basename "$t")"
     run_suite "$t"
 done
+
+# The lock, semaphore, waiting, fair and id suites once more against a
+# Redis Cluster (3 masters, one replica each): the harness starts one when
+# LOCKGATE_TEST_CLUSTER is set and points the gateways at it.  CLUSTER_SUITES
+# overrides the list ("" skips them).
+cluster_start=$SECONDS
+for s in ${CLUSTER_SUITES-test_locks test_wait test_mutex test_ids}; do
+    t="$BUILD/tests/$s"
+    [ -x "$t" ] || continue
+    echo "== $s (cluster)"
+    LOCKGATE_TEST_CLUSTER=1 run_suite "$t"
+done
+echo "cluster re-runs: $((SECONDS - cluster_start)) s"
 
 [ ${#broken[@]} -gt 0 ] && echo "broken suites: ${broken[*]}"
 echo "total: $passed passed, $failed failed"
