@@ -465,7 +465,9 @@ static void extend_done(void *arg, const struct redis_result *res) {
     snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
     const char *argv[3] = {"WAIT", n, timeout};
     size_t lens[3] = {4, strlen(n), strlen(timeout)};
-    redis_command(3, argv, lens, extend_ack_done, req);
+    struct hold_keys k;
+    hold_keys(req->name, req->aux, &k); /* the master that took the write, in cluster mode */
+    redis_command_for(k.hash, 3, argv, lens, extend_ack_done, req);
 }
 
 void hold_extend(struct gw_request *req, int semaphore) {

@@ -378,7 +378,9 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
         snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
         const char *argv[3] = {"WAIT", n, timeout};
         size_t lens[3] = {4, strlen(n), strlen(timeout)};
-        redis_command(3, argv, lens, ack_done, mc);
+        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8];
+        keys_of(mc->names[0], h, q, d); /* the master that took the write, in cluster mode */
+        redis_command_for(h, 3, argv, lens, ack_done, mc);
         return;
     }
     reply_granted(mc, a);

@@ -447,6 +447,27 @@ static void test_refused_in_cluster_mode(void) {
     h_gw_stop(&g, 5000);
 }
 
+/* --min-replicas-ack 1: each write's WAIT goes to the master that took it
+ * (a WAIT on another master would count replicas of nothing). */
+static void test_replica_ack(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &cl, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000"), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    for (int i = 0; i < 6; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/locks/acked-%d", i);
+        struct h_resp r = h_http("POST", g.port, path, NULL, "{\"ttl_ms\":10000}", NULL);
+        CHECK_EQ_INT(r.status, 201);
+        char token[128];
+        snprintf(token, sizeof token, "%s", h_token(&r));
+        h_resp_free(&r);
+        r = h_http("PATCH", g.port, path, token, "{\"ttl_ms\":20000}", NULL);
+        CHECK_EQ_INT(r.status, 200);
+        h_resp_free(&r);
+    }
+    h_gw_stop(&g, 5000);
+}
+
 /* A password on every node; the gateway has it from its seed URL. */
 static void test_auth(void) {
     struct h_redis r;
@@ -481,6 +502,7 @@ int main(void) {
     RUN(test_ready_and_spread);
     RUN(test_two_gateways_wake);
     RUN(test_refused_in_cluster_mode);
+    RUN(test_replica_ack);
     RUN(test_reshard_under_load);
     RUN(test_failover_under_load);
     h_redis_stop(&cl);
