@@ -8,6 +8,13 @@
 #                  is given the sentinels (--sentinel x3)
 #   sentinel+ack   the same servers, a gateway with --min-replicas-ack 1
 #   quorum         five independent redis-servers (--redis x5)
+#   cluster        a Redis Cluster of three masters (no replicas), the
+#                  gateway given one seed (--redis-cluster)
+#
+# For every mode it also reports the gateway's CPU per request (utime+stime
+# of /proc/PID/stat over the runs); for single and cluster Redis's time per
+# EVALSHA (INFO commandstats, summed over the masters for cluster) and how
+# the cluster's EVALSHA calls spread over its masters.
 #
 # Starts everything itself on free loopback ports in a mktemp directory and
 # stops it all on exit (trap).  Prints one table on stdout (progress goes to
@@ -40,19 +47,36 @@ command -v python3 >/dev/null || scripts/deps.sh python3
 [ -x "$BUILD/lockgate" ] || { say "no $BUILD/lockgate: run make first"; exit 1; }
 
 
-# 15 free loopback ports: 1 single, 2 master+replica, 3 sentinels, 5 quorum
-# masters, 4 gateways.
+# 19 free loopback ports: 1 single, 2 master+replica, 3 sentinels, 5 quorum
+# masters, 4 gateways, 3 cluster masters (below 55536, with port + 10000
+# free: a cluster node's bus listens there), 1 cluster gateway.
 read -r -a PORTS < <(python3 - <<'EOF'
 import socket
-socks = [socket.socket() for _ in range(15)]
-for s in socks:
+socks, ports = [], []
+while len(ports) < 19:
+    s = socket.socket()
     s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])
+    p = s.getsockname()[1]
+    socks.append(s)
+    if len(ports) in (15, 16, 17):
+        if p > 55535:
+            continue
+        b = socket.socket()
+        try:
+            b.bind(("127.0.0.1", p + 10000))
+        except OSError:
+            continue
+        finally:
+            b.close()
+    ports.append(p)
+print(*ports)
 EOF
 )
 P_SINGLE=${PORTS[0]} P_MASTER=${PORTS[1]} P_REPLICA=${PORTS[2]}
 P_SEN=("${PORTS[@]:3:3}") P_Q=("${PORTS[@]:6:5}")
 G_SINGLE=${PORTS[11]} G_SEN=${PORTS[12]} G_ACK=${PORTS[13]} G_Q=${PORTS[14]}
+P_C=("${PORTS[@]:15:3}") G_C=${PORTS[18]}
+declare -A GW_PID
 
 
 redis() { # redis NAME PORT [FLAGS...]: a redis-server without persistence
@@ -71,6 +95,7 @@ gateway() { # gateway NAME PORT FLAGS...
     "$BUILD/lockgate" --listen "127.0.0.1:$port" --threads "$THREADS" --log-level warn "$@" \
         > "$TMP/gw-$name.log" 2>&1 &
     PIDS+=($!)
+    GW_PID[$name]=$!
     wait_for "gateway $name" "$TMP/gw-$name.log" curl -sf "http://127.0.0.1:$port/readyz"
 }
 
@@ -106,18 +131,27 @@ for i in 0 1 2 3 4; do
     QFLAGS+=(--redis "redis://127.0.0.1:${P_Q[$i]}")
 done
 
+for i in 0 1 2; do
+    redis "c$i" "${P_C[$i]}" --cluster-enabled yes --cluster-config-file "$TMP/c$i/nodes.conf"
+done
+redis-cli --cluster create "127.0.0.1:${P_C[0]}" "127.0.0.1:${P_C[1]}" "127.0.0.1:${P_C[2]}" \
+    --cluster-yes > "$TMP/cluster-create.log" 2>&1
+wait_for "cluster state ok" "$TMP/cluster-create.log" \
+    sh -c "redis-cli -p ${P_C[0]} cluster info | grep -q cluster_state:ok"
+
 SFLAGS=(--sentinel "127.0.0.1:${P_SEN[0]}" --sentinel "127.0.0.1:${P_SEN[1]}"
         --sentinel "127.0.0.1:${P_SEN[2]}" --sentinel-master mymaster)
 gateway single "$G_SINGLE" --redis "redis://127.0.0.1:$P_SINGLE"
 gateway sentinel "$G_SEN" "${SFLAGS[@]}"
 gateway ack "$G_ACK" "${SFLAGS[@]}" --min-replicas-ack 1
 gateway quorum "$G_Q" "${QFLAGS[@]}"
+gateway cluster "$G_C" --redis-cluster "127.0.0.1:${P_C[0]}"
 
 # Each gateway really is in its mode: the sentinel ones talk to the master
 # the sentinels name, and the quorum one to all five.
 probe() { curl -sf -X POST "http://127.0.0.1:$1/v1/locks/modes-probe" -D - -o /dev/null |
           tr -d '\r' | awk -F': ' 'tolower($1) == "lock-token" {print $2}'; }
-for g in "$G_SINGLE" "$G_SEN" "$G_ACK" "$G_Q"; do
+for g in "$G_SINGLE" "$G_SEN" "$G_ACK" "$G_Q" "$G_C"; do
     tok=$(probe "$g")
     [ -n "$tok" ] || { say "gateway on $g does not grant a lock"; exit 1; }
     curl -sf -X DELETE -H "Lock-Token: $tok" "http://127.0.0.1:$g/v1/locks/modes-probe" >/dev/null
@@ -128,8 +162,12 @@ say "single :$P_SINGLE, sentinel master :$P_MASTER replica :$P_REPLICA sentinels
 # ---- the runs ------------------------------------------------------------------
 declare -A R
 
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, in ticks
+
 run_wrk() { # run_wrk LABEL PORT
-    local label=$1 port=$2 line kv k v req=0 sec=1 rps=0 p50=0 p99=0 err=0
+    local label=$1 port=$2 line kv k v req=0 sec=1 rps=0 p50=0 p99=0 err=0 gw c0
+    gw=${GW_PID[$label]:-${GW_PID[ack]}}
+    c0=$(cpu_ticks "$gw")
     wrk -t2 -c"$CONNS" -d"${DUR}s" --latency -s bench/locks.lua "http://127.0.0.1:$port/" \
         > "$TMP/$label.txt" 2>&1 || true
     cat "$TMP/$label.txt" >> "$TMP/$label.all.txt"
@@ -143,6 +181,7 @@ run_wrk() { # run_wrk LABEL PORT
         case $k in requests) req=$v;; seconds) sec=$v;; rps) rps=$v;; p50_ms) p50=$v;;
                    p99_ms) p99=$v;; errors) err=$v;; esac
     done
+    R[$label.cpu]=$(( ${R[$label.cpu]:-0} + $(cpu_ticks "$gw") - c0 ))
     R[$label.req]=$(( ${R[$label.req]:-0} + req ))
     R[$label.sec]=$(calc %.3f "${R[$label.sec]:-0} + $sec")
     R[$label.err]=$(( ${R[$label.err]:-0} + err ))
@@ -152,8 +191,14 @@ run_wrk() { # run_wrk LABEL PORT
         "$label" "$rps" "$p50" "$p99" "$err")"
 }
 
-MODES=(single sentinel sentinel+ack quorum)
-declare -A PORT_OF=([single]=$G_SINGLE [sentinel]=$G_SEN [sentinel+ack]=$G_ACK [quorum]=$G_Q)
+MODES=(single sentinel sentinel+ack quorum cluster)
+declare -A PORT_OF=([single]=$G_SINGLE [sentinel]=$G_SEN [sentinel+ack]=$G_ACK [quorum]=$G_Q
+                    [cluster]=$G_C)
+evalsha_stats() { # evalsha_stats PORT: "calls usec" of EVALSHA since the reset
+    redis-cli -p "$1" info commandstats | tr -d '\r' |
+        awk -F'[:=,]' '$1 == "cmdstat_evalsha" {print $3, $5}'
+}
+for p in "$P_SINGLE" "${P_C[@]}"; do redis-cli -p "$p" config resetstat > /dev/null; done
 sleep 1
 for round in $(seq "$ROUNDS"); do
     for m in "${MODES[@]}"; do run_wrk "$m" "${PORT_OF[$m]}"; done
@@ -171,18 +216,47 @@ echo "lockgate modes bench, $(date -u '+%F %T') UTC, $(nproc) cores," \
 echo "bench/locks.lua (POST+DELETE random names), wrk -t2 -c$CONNS, $ROUNDS interleaved rounds of" \
      "${DUR} s per mode (req/s over all rounds, p50/p99 the mean of the rounds'), gateway --threads $THREADS"
 echo
-echo "| mode | flags | requests/s | p50 ms | p99 ms | errors | ÷ single |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| mode | flags | requests/s | p50 ms | p99 ms | errors | ÷ single | gateway CPU µs/request |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+HZ=$(getconf CLK_TCK)
 flags_of() {
     case $1 in
         single) echo '`--redis URL`';;
         sentinel) echo '`--sentinel H:P` ×3 (master + 1 replica)';;
         sentinel+ack) echo 'the same + `--min-replicas-ack 1`';;
         quorum) echo '`--redis URL` ×5';;
+        cluster) echo '`--redis-cluster H:P` (3 masters)';;
     esac
 }
 for m in "${MODES[@]}"; do
-    printf '| %s | %s | %.0f | %s | %s | %s | %s |\n' "$m" "$(flags_of "$m")" "${R[$m.rps]}" \
+    printf '| %s | %s | %.0f | %s | %s | %s | %s | %s |\n' "$m" "$(flags_of "$m")" "${R[$m.rps]}" \
         "${R[$m.p50]}" "${R[$m.p99]}" "${R[$m.err]}" \
-        "$(calc %.2f "(${R[single.rps]} > 0) ? ${R[$m.rps]} / ${R[single.rps]} : 0")"
+        "$(calc %.2f "(${R[single.rps]} > 0) ? ${R[$m.rps]} / ${R[single.rps]} : 0")" \
+        "$(calc %.1f "(${R[$m.req]} > 0) ? ${R[$m.cpu]} * 1000000 / $HZ / ${R[$m.req]} : 0")"
 done
+
+# ---- cluster against single: gateway CPU, Redis time, spread -------------------------
+cpu_per() { calc %.2f "(${R[$1.req]} > 0) ? ${R[$1.cpu]} * 1000000 / $HZ / ${R[$1.req]} : 0"; }
+read -r s_calls s_usec < <(evalsha_stats "$P_SINGLE")
+c_calls=0 c_usec=0 spread=""
+for p in "${P_C[@]}"; do
+    read -r n u < <(evalsha_stats "$p")
+    C_CALLS+=("$n")
+    c_calls=$((c_calls + n)) c_usec=$((c_usec + u))
+done
+for n in "${C_CALLS[@]}"; do
+    spread+="$(calc %.1f "($c_calls > 0) ? 100 * $n * 3 / $c_calls : 0") % "
+done
+echo
+echo "Cluster against single (the same runs):"
+echo
+echo "| | single | cluster (3 masters) | cluster ÷ single |"
+echo "|---|---:|---:|---:|"
+echo "| gateway CPU µs per request | $(cpu_per single) | $(cpu_per cluster) |" \
+     "$(calc %.2f "($(cpu_per single) > 0) ? $(cpu_per cluster) / $(cpu_per single) : 0") |"
+su=$(calc %.2f "($s_calls > 0) ? $s_usec / $s_calls : 0")
+cu=$(calc %.2f "($c_calls > 0) ? $c_usec / $c_calls : 0")
+echo "| Redis µs per EVALSHA (cluster: summed over the masters) | $su | $cu |" \
+     "$(calc %.2f "($su > 0) ? $cu / $su : 0") |"
+echo
+echo "Cluster EVALSHA calls per master, % of an even third: $spread(target: each within 90–110 %)"
