@@ -99,7 +99,7 @@ void force_release(struct gw_request *req, int semaphore) {
     const char *kind = semaphore ? "sem" : "lock";
     snprintf(hash, sizeof hash, "%s%s:{%s}", handlers_config()->key_prefix, kind, req->name);
     snprintf(message, sizeof message, "%s:%s", kind, req->name);
-    const char *argv[] = {hash, redis_release_channel(), message};
+    const char *argv[] = {hash, redis_release_channel_for(hash), message};
     size_t lens[3];
     for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
     req->aux = semaphore;

@@ -121,8 +121,8 @@ void hold_leave_queue(struct hold_call *hc) {
     if (!hc->queued) return;
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {k.hash,   k.queue, k.qdead, hc->waiter_id, redis_release_channel(),
-                          k.message};
+    const char *argv[] = {
+        k.hash, k.queue, k.qdead, hc->waiter_id, redis_release_channel_for(k.hash), k.message};
     size_t lens[6];
     for (int i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
     backend->forget(SCRIPT_DEQUEUE, 3, 6, argv, lens, dequeued);
@@ -172,7 +172,7 @@ void hold_give_back(struct gw_request *req) {
     struct hold_call *hc = req->ctx;
     struct hold_keys k;
     hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {k.hash, req->token, redis_release_channel(), k.message};
+    const char *argv[] = {k.hash, req->token, redis_release_channel_for(k.hash), k.message};
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
     backend->forget(SCRIPT_RELEASE, 1, 4, argv, lens, NULL);
@@ -299,7 +299,7 @@ static void attempt(struct hold_call *hc) {
                           hc->fair && hc->wait_ms > 0 ? hc->waiter_id : "",
                           left,
                           hc->fair ? "1" : "0",
-                          redis_release_channel(),
+                          redis_release_channel_for(k.hash),
                           k.message,
                           hc->session};
     /* The common case (exclusive, no owner, max-hold, lock-delay, waiting
@@ -308,10 +308,10 @@ static void attempt(struct hold_call *hc) {
      * session-bound hold declares its session's key as KEYS[4] and passes
      * its token last; the others leave both out (argv[3] is skipped). */
     int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
-                        hc->lock_delay_ms == 0 && wait_left == 0 && !hc->session
+                        hc->lock_delay_ms == 0 && wait_left == 0 && !hc->session &&
+                        !backend->per_slot /* the short form derives the unsharded channel */
                     ? 5
-                : hc->session ? 17
-                              : 15;
+                    : hc->session ? 17 : 15;
     int nkeys = hc->session ? 4 : 3;
     const char *av[17];
     size_t lens[17];
@@ -511,7 +511,7 @@ void hold_release(struct gw_request *req, int semaphore) {
     struct hold_keys k;
     hold_keys(req->name, semaphore, &k);
     req->aux = semaphore;
-    const char *argv[] = {k.hash, req->token, redis_release_channel(), k.message};
+    const char *argv[] = {k.hash, req->token, redis_release_channel_for(k.hash), k.message};
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
     backend->release(4, argv, lens, release_done, req);

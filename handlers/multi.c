@@ -179,7 +179,7 @@ static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 
 /* Releases one level of every name, answer unread (a give-back). */
 static void give_back(struct multi_call *mc) {
-    const char *args[2] = {mc->req->token, redis_release_channel()};
+    const char *args[2] = {mc->req->token, redis_release_channel_for(mc->names[0])};
     run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, ignore_one, QUORUM ? ignore_all : NULL, NULL);
 }
 
@@ -195,7 +195,7 @@ static void leave_queues(struct multi_call *mc) {
     for (int i = 0; i < mc->n; i++) {
         char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8];
         keys_of(mc->names[i], h, q, d);
-        const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel(), mc->wkeys[i]};
+        const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel_for(h), mc->wkeys[i]};
         size_t lens[6];
         for (int k = 0; k < 6; k++) lens[k] = strlen(argv[k]);
         if (QUORUM)
@@ -495,7 +495,7 @@ static void attempt(struct multi_call *mc) {
                            mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
                            left,
                            mc->fair ? "1" : "0",
-                           redis_release_channel()};
+                           redis_release_channel_for(mc->names[0])};
     mc->seen_seq = waiters_release_seq();
     mc->attempt_ms = loop_now_ms();
     run_names(mc, SCRIPT_MULTI_ACQUIRE, 1, 8, args, acquire_done,
@@ -659,7 +659,7 @@ void multi_release(struct gw_request *req) {
     if (token_header_or_reply(req, 1, NULL) || body_parse_or_reply(req)) return;
     struct multi_call *mc = names_or_reply(req);
     if (!mc) return;
-    const char *args[2] = {req->token, redis_release_channel()};
+    const char *args[2] = {req->token, redis_release_channel_for(mc->names[0])};
     run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, release_done,
               QUORUM ? quorum_release_done : NULL, req);
 }

@@ -24,3 +24,15 @@ local SESSION_EXP = 140737488355328 -- 2^47 ms
 -- '<I4I7I6I4' count, fence, lease end (ms), ttl (ms), then, only when one is
 -- set, '<I6I4' max-hold end (ms), lock-delay (ms) and the owner's bytes.
 local X_HEAD = '<sI4I7I6I4'
+
+-- Announces a release.  A channel ending in '}' is a Redis Cluster shard
+-- channel in this key's slot (server/redis_cluster.inc: "<prefix>released{
+-- <tag of the slot>}"), published with SPUBLISH so that it stays within the
+-- shard; any other, the single channel of the other modes, with PUBLISH.
+local function publish(channel, message)
+  if string.byte(channel, -1) == 125 then
+    redis.call('SPUBLISH', channel, message)
+  else
+    redis.call('PUBLISH', channel, message)
+  end
+end

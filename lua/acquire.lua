@@ -104,7 +104,7 @@ if busy_for < 0 and head and head ~= waiter then
   queued = true
   busy_for = head_deadline - now
   -- The head may be one whose dead predecessor was just dropped: wake it.
-  if queue_dropped > 0 then redis.call('PUBLISH', release_channel(11)) end
+  if queue_dropped > 0 then publish(release_channel(11)) end
   if st.alive > 0 and st.maxexp - now < busy_for then busy_for = st.maxexp - now end
 end
 
@@ -166,7 +166,7 @@ save_ttl(KEYS[1], st)
 -- wake-up on, so waiters enter one after another without a herd.
 -- A watched name (v) announces its new holder too.
 if (st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit))) or st.v > now then
-  redis.call('PUBLISH', release_channel(11))
+  publish(release_channel(11))
 end
 if queue_dropped > 0 then return {1, h.fence, 1, ttl, st.alive, queue_dropped} end
 return {1, h.fence, 1, ttl, st.alive}

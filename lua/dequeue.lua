@@ -13,6 +13,6 @@ local head = queue_head(ARGV[1])
 local removed = redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 if (removed == 1 and head == ARGV[1]) or queue_dropped > 0 then
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  publish(ARGV[2], ARGV[3])
 end
 return {removed, queue_dropped}

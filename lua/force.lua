@@ -39,5 +39,5 @@ if redis.call('PTTL', fo) < last_exp - now then redis.call('PEXPIRE', fo, last_e
 local fence = st.maxfence
 st.holders, st.alive = {}, 0
 save_ttl(KEYS[1], st)
-redis.call('PUBLISH', ARGV[1], ARGV[2])
+publish(ARGV[1], ARGV[2])
 return {1, ended, fence}

@@ -38,7 +38,7 @@ for i = 1, #KEYS do
     if st.w > now then
       local k, n = string.match(hk, '(lock):{([^{]*)}$')
       if not k then k, n = string.match(hk, '(sem):{([^{]*)}$') end
-      redis.call('PUBLISH', ARGV[2], k .. ':' .. n)
+      publish(ARGV[2], k .. ':' .. n)
     end
   end
 end

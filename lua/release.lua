@@ -68,5 +68,5 @@ if ARGV[1] == st.xtoken then
   st.xtoken, gone = nil, nil
 end
 save_ttl(KEYS[1], st, gone)
-if st.w > now or st.v > now then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+if st.w > now or st.v > now then publish(ARGV[2], ARGV[3]) end
 return {1, 0, st.alive}

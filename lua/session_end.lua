@@ -34,7 +34,7 @@ for _, hkey in ipairs(holds) do
   if st.w > now then
     local k, n = string.match(hkey, '(lock):{([^{]*)}$')
     if not k then k, n = string.match(hkey, '(sem):{([^{]*)}$') end
-    redis.call('PUBLISH', ARGV[1], k .. ':' .. n)
+    publish(ARGV[1], k .. ':' .. n)
   end
 end
 return {1, released}

@@ -73,6 +73,7 @@ struct node {
     struct rconn cmd;        /* commands */
     struct rconn sub;        /* SUBSCRIBE to the release channel */
     struct redis_op pending; /* sentinel of the sent, unanswered list */
+    int ssub_pending;        /* cluster mode: SSUBSCRIBEs not confirmed yet */
 };
 
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
@@ -87,7 +88,11 @@ static struct {
     int64_t next_refresh_ms;           /* cluster mode: next CLUSTER SLOTS */
     int refresh_asked;                 /* cluster mode: one is outstanding */
     int refresh_i;                     /* cluster mode: the node asked last */
-    int sub_node;                      /* cluster mode: the node whose pub/sub we use */
+    char (*chan)[GW_PREFIX_MAX + 24];  /* cluster mode: each slot's release channel */
+    int16_t sub_at[CLUSTER_SLOTS];     /* cluster mode: node whose pub/sub has the
+                                         slot's channel, -1 none */
+    char owns[REDIS_MAX_NODES];        /* cluster mode: the node serves slots */
+    int retry_all_due;                 /* cluster mode: wake every waiter this turn */
     struct redis_op delayed;           /* cluster mode: ops waiting out TRYAGAIN */
     struct rconn sen;                  /* Sentinel mode: asks for the master and
                                       listens for +switch-master */
@@ -270,10 +275,11 @@ static void ev_cleanup(void *p) {
 
 static struct rconn *conn_of(const redisAsyncContext *ac) { return ac->ev.data; }
 
+static void cluster_sub_gone(struct node *n);
+
 static void connection_gone(struct rconn *c) {
     if (c == &R.sen) R.sentinel_i++; /* the next attempt asks the next one */
-    if (R.cluster && c->node && c == &c->node->sub && c->node == &R.node[R.sub_node])
-        R.sub_node = (R.sub_node + 1) % R.nnodes; /* listen through the next node */
+    if (R.cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
     c->ac = NULL;
     c->connected = 0;
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
@@ -371,7 +377,13 @@ static void on_release_message(redisAsyncContext *ac, void *r, void *privdata) {
     }
 }
 
+static void cluster_sub_up(struct rconn *c);
+
 static void sub_up(struct rconn *c) {
+    if (R.cluster) {
+        cluster_sub_up(c);
+        return;
+    }
     const char *argv[2] = {"SUBSCRIBE", R.channel};
     size_t lens[2] = {9, strlen(R.channel)};
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
@@ -462,8 +474,8 @@ static void conn_turn(struct rconn *c, int64_t now) {
             c->port = e->port;
         } else if (R.cfg.nsentinels && !R.master_known) {
             return; /* wait until a sentinel names the master */
-        } else if (R.cluster && c->node && c == &c->node->sub && c->node != &R.node[R.sub_node]) {
-            return; /* cluster mode: one node's pub/sub hears the whole cluster */
+        } else if (R.cluster && c->node && c == &c->node->sub && !R.owns[c->node - R.node]) {
+            return; /* cluster mode: only masters' shard channels are listened to */
         }
         if (now >= c->next_attempt_ms) connect_start(c);
         return;
@@ -653,6 +665,10 @@ void redis_command_for(const char *key, int argc, const char *const *argv, const
 
 const char *redis_release_channel(void) { return R.channel; }
 
+const char *redis_release_channel_for(const char *key) {
+    return R.cluster ? R.chan[cluster_key_slot(key, strlen(key))] : R.channel;
+}
+
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
     free(R.prelude);
     R.prelude = op_new(0, argc, argv, lens, NULL, NULL);
@@ -686,6 +702,7 @@ int redis_start(const struct gw_config *cfg) {
     cluster_map_clear(&R.map);
     R.uncovered = CLUSTER_SLOTS;
     if (R.cluster) {
+        cluster_channels(cfg->key_prefix);
         for (int i = 0; i < cfg->ncluster; i++)
             node_add(cfg->cluster[i].host, cfg->cluster[i].port);
     } else {

@@ -85,6 +85,10 @@ void redis_set_prelude(int argc, const char *const *argv, const size_t *lens);
 
 /* The channel releases are published on: "<prefix>released". */
 const char *redis_release_channel(void);
+/* The channel a release of key's lock is published on: in cluster mode a
+ * shard channel in key's slot, "<prefix>released{<tag>}" (the scripts then
+ * SPUBLISH: lua/_layout.lua, publish), else redis_release_channel(). */
+const char *redis_release_channel_for(const char *key);
 
 /* Called by the loop once or twice a turn: writes, reconnects, timeouts. */
 void redis_loop_turn(int64_t now_ms);

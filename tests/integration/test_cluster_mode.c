@@ -293,6 +293,20 @@ static void test_two_gateways_wake(void) {
         CHECK(took >= 400 && took < 3000);
         h_client_free(&w);
     }
+    /* The releases went out with SPUBLISH (sharded), never PUBLISH. */
+    long long spub = 0, pub = 0;
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis n = h_cluster_node(&cl, i);
+        n.cn = 0;
+        const char *st = h_redis_cli(&n, "INFO commandstats");
+        const char *p = st ? strstr(st, "cmdstat_spublish:calls=") : NULL;
+        if (p) spub += atoll(p + 23);
+        p = st ? strstr(st, "cmdstat_publish:calls=") : NULL;
+        if (p) pub += atoll(p + 22);
+    }
+    printf("    SPUBLISH calls on the masters: %lld, PUBLISH: %lld\n", spub, pub);
+    CHECK(spub >= 2);
+    CHECK_EQ_INT(pub, 0);
     h_gw_stop(&a, 5000);
     h_gw_stop(&b, 5000);
 }
