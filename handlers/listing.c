@@ -75,9 +75,14 @@ int listing_cursor_decode(const char *cursor, char *scan_cursor, size_t cap) {
             raw[o++] = (char)(acc >> bits & 0xff);
         }
     }
-    if (o < 2 || raw[0] != 'c' || o - 1 >= cap || o - 1 > 20) return -1;
-    for (size_t i = 1; i < o; i++)
+    if (o < 2 || raw[0] != 'c' || o - 1 >= cap || o - 1 > 24) return -1;
+    /* Digits; in cluster mode "<master>:<scan>", one colon between digits. */
+    int colons = 0;
+    for (size_t i = 1; i < o; i++) {
+        if (raw[i] == ':' && i > 1 && i + 1 < o && !colons++) continue;
         if (raw[i] < '0' || raw[i] > '9') return -1;
+    }
+    if (!colons && o - 1 > 20) return -1;
     memcpy(scan_cursor, raw + 1, o - 1);
     scan_cursor[o - 1] = '\0';
     return 0;
@@ -154,6 +159,7 @@ struct list_call {
     cJSON *items;              /* its array */
     int nitems;                /* entries in it */
     char cursor[24];           /* Redis's SCAN cursor to go on from */
+    int master;                /* cluster mode: the master being scanned (ordinal) */
     char pattern[PATTERN_MAX]; /* the SCAN MATCH pattern (listing_pattern) */
 };
 
@@ -184,12 +190,25 @@ static void list_done(void *arg, const struct redis_result *res) {
         lc->nitems++;
     }
     snprintf(lc->cursor, sizeof lc->cursor, "%s", r->element[0]->str);
-    if (strcmp(lc->cursor, "0") != 0 && lc->nitems < lc->limit && lc->calls < lc->max_calls) {
+    /* Cluster mode: one master's SCAN done, the next one's from 0 (then
+     * "0" means its start, not the end). */
+    int fresh = 0;
+    if (backend->per_slot && strcmp(lc->cursor, "0") == 0 &&
+        lc->master + 1 < redis_cluster_masters()) {
+        lc->master++;
+        fresh = 1;
+    }
+    int done = strcmp(lc->cursor, "0") == 0 && !fresh;
+    if (!done && lc->nitems < lc->limit && lc->calls < lc->max_calls) {
         list_next(req);
         return;
     }
-    char cursor[CURSOR_MAX + 8];
-    listing_cursor_encode(lc->cursor, cursor, sizeof cursor);
+    char cursor[CURSOR_MAX + 8], scan[48];
+    if (backend->per_slot && !done)
+        snprintf(scan, sizeof scan, "%d:%s", lc->master, lc->cursor);
+    else
+        snprintf(scan, sizeof scan, "%s", lc->cursor);
+    listing_cursor_encode(scan, cursor, sizeof cursor);
     cJSON_AddStringToObject(lc->page, "cursor", cursor);
     cJSON *page = lc->page;
     lc->page = NULL;
@@ -197,7 +216,8 @@ static void list_done(void *arg, const struct redis_result *res) {
 }
 
 /* One more list.lua call.  Quorum mode: the first master (redis_eval's
- * node), see listing.h. */
+ * node), see listing.h.  Cluster mode: list_cluster.lua on the master
+ * being scanned, each in turn. */
 static void list_next(struct gw_request *req) {
     struct list_call *lc = req->ctx;
     char count[24];
@@ -207,7 +227,10 @@ static void list_next(struct gw_request *req) {
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
     lc->calls++;
-    redis_eval_here(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
+    if (backend->per_slot)
+        redis_eval_at_master(lc->master, SCRIPT_LIST_CLUSTER, 4, argv, lens, list_done, req);
+    else
+        redis_eval_here(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
 }
 
 /* Reads prefix, limit and cursor, or answers 400. */
@@ -215,12 +238,6 @@ static void list(struct gw_request *req, enum listing_what what) {
     const char *prefix = http_query(req, "prefix"), *q_limit = http_query(req, "limit");
     const char *q_cursor = http_query(req, "cursor");
     if (!prefix) prefix = "";
-    if (backend->per_slot) {
-        /* Not built: a SCAN per master, with a script allowed to read keys
-         * of several slots (list.lua may only read one slot's there). */
-        reply_problem(req, CODE_NOT_IMPLEMENTED, "listing is not available in Redis Cluster mode");
-        return;
-    }
     if (*prefix && !name_valid(prefix, strlen(prefix))) {
         reply_problem(req, CODE_INVALID_NAME,
                       "a prefix is up to %d bytes of [A-Za-z0-9._:-] after percent-decoding",
@@ -236,10 +253,16 @@ static void list(struct gw_request *req, enum listing_what what) {
     struct list_call *lc = alloc_check(calloc(1, sizeof *lc));
     req->ctx = lc;
     req->ctx_free = list_call_free;
-    if (listing_cursor_decode(q_cursor, lc->cursor, sizeof lc->cursor) < 0) {
+    char *colon;
+    if (listing_cursor_decode(q_cursor, lc->cursor, sizeof lc->cursor) < 0 ||
+        (colon = strchr(lc->cursor, ':'), colon && !backend->per_slot)) {
         reply_problem(req, CODE_INVALID_FIELD,
                       "cursor must be one a previous page of this listing gave");
         return;
+    }
+    if (colon) { /* cluster mode: "<master>:<scan>" */
+        lc->master = atoi(lc->cursor);
+        memmove(lc->cursor, colon + 1, strlen(colon + 1) + 1);
     }
     static const char *const kinds[] = {"lock", "sem", "id"};
     static const char *const member[] = {"locks", "semaphores", "namespaces"};

@@ -92,6 +92,7 @@ static struct {
     int16_t sub_at[CLUSTER_SLOTS];     /* cluster mode: node whose pub/sub has the
                                          slot's channel, -1 none */
     char owns[REDIS_MAX_NODES];        /* cluster mode: the node serves slots */
+    _Atomic int nmasters;              /* cluster mode: nodes serving slots */
     int retry_all_due;                 /* cluster mode: wake every waiter this turn */
     struct redis_op delayed;           /* cluster mode: ops waiting out TRYAGAIN */
     struct rconn sen;                  /* Sentinel mode: asks for the master and

@@ -64,6 +64,14 @@ void redis_command_for(const char *key, int argc, const char *const *argv, const
  * those masters answers a PING; cb runs once, on the loop thread. */
 void redis_cluster_ready(redis_cb cb, void *arg);
 
+/* Cluster mode: how many masters serve slots now (0 before the first map),
+ * and a keyless script on the k-th of them (0-based, in the gateway's own
+ * order, stable while the cluster does not change); cb gets an error when
+ * there is no k-th master any more. */
+int redis_cluster_masters(void);
+void redis_eval_at_master(int k, enum script_id id, int nargs, const char *const *argv,
+                          const size_t *lens, redis_cb cb, void *arg);
+
 /* Quorum mode: how many masters, and how many must agree (1 and 1 else). */
 int redis_nodes(void);
 int redis_quorum(void);

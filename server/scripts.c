@@ -27,6 +27,7 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_LIST, "list.lua", list_lua),
     SCRIPT(SCRIPT_FORCE, "force.lua", force_lua),
     SCRIPT(SCRIPT_WATCH, "watch.lua", watch_lua),
+    SCRIPT(SCRIPT_LIST_CLUSTER, "list_cluster.lua", list_cluster_lua),
 };
 
 void scripts_init(void) {

@@ -1,0 +1,66 @@
+-- _list.lua -- the body of list.lua and list_cluster.lua (see list.lua),
+-- included after _layout.lua, _clock.lua and _holders.lua.
+local cursor, pattern, count, what = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local out = {}
+
+-- The owner's bytes may carry attributes ("\0" letter value, repeated:
+-- the shared holder-record convention); k is the API key's id.
+local function owner_and_key(h)
+  local owner, key_id = (h.owner or '') .. (h.attrs or ''), h.key_id or h.k or ''
+  local z = string.find(owner, '\0', 1, true)
+  if z then
+    local rest = string.sub(owner, z)
+    owner = string.sub(owner, 1, z - 1)
+    for letter, value in string.gmatch(rest, '%z(.)([^%z]*)') do
+      if letter == 'k' then key_id = value end
+    end
+  end
+  return owner, key_id
+end
+
+local function add_holds(key, flat)
+  local entry, mode, limit, alive = {}, 'x', 0, 0
+  for i = 1, #flat, 2 do
+    local f, v = flat[i], flat[i + 1]
+    local h
+    if f == 'x' then
+      local _, pos = struct.unpack('<s', v)
+      h = decode(v, pos)
+    elseif #f >= 22 then
+      h = decode(v)
+    elseif f == 'm' then mode = v
+    elseif f == 'lim' then limit = tonumber(v)
+    end
+    -- A session-bound holder lives as long as its session (_holders.lua).
+    if h and h.session then h.exp = session_state(key, h.session) end
+    if h and h.exp > now then
+      local owner, key_id = owner_and_key(h)
+      alive = alive + 1
+      local n = #entry
+      entry[n + 1], entry[n + 2], entry[n + 3] = owner, key_id, h.fence
+      entry[n + 4], entry[n + 5], entry[n + 6] = h.count, remaining(h.exp), h.exp - 1 - h.ttl
+    end
+  end
+  if alive == 0 then return end
+  local name = string.match(key, '{([^{]*)}$')
+  local row = {name, kind_code[mode] or 1, limit, redis.call('ZCARD', key .. ':q')}
+  for i = 1, #entry do row[#row + 1] = entry[i] end
+  out[#out + 1] = row
+end
+
+local function add_ids(key, flat)
+  local sec, seq = 0, 0
+  for i = 1, #flat, 2 do
+    if flat[i] == 'sec' then sec = tonumber(flat[i + 1]) end
+    if flat[i] == 'seq' then seq = tonumber(flat[i + 1]) end
+  end
+  out[#out + 1] = {string.match(key, '{([^{]*)}$'), sec, seq}
+end
+
+local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', count)
+for _, key in ipairs(r[2]) do
+  local flat = redis.call('HGETALL', key)
+  if what == 'i' then add_ids(key, flat) else add_holds(key, flat) end
+end
+table.insert(out, 1, r[1])
+return out
