@@ -281,6 +281,11 @@ static void quorum_inspect(int nargs, const char *const *argv, const size_t *len
                    quorum_call_new(cb, arg, 0));
 }
 
+static void quorum_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here) {
+    redis_eval_all(id, nkeys, nargs, argv, lens, all, arg);
+}
+
 /* ---- ids ------------------------------------------------------------------------------ */
 
 /* Quorum mode.  Phase 1 reads a quorum's marks and clocks; the block is
@@ -372,6 +377,7 @@ const struct backend backend_quorum = {
     .release = quorum_release,
     .inspect = quorum_inspect,
     .forget = quorum_forget,
+    .eval = quorum_eval,
     .id_lease = quorum_lease,
     .ready = quorum_ready,
     .undoes_reentry = 0, /* the release would reach masters that did not take the level */

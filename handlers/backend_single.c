@@ -143,6 +143,14 @@ static void single_forget(enum script_id id, int nkeys, int nargs, const char *c
     redis_eval(id, nkeys, nargs, argv, lens, forget_done, fc);
 }
 
+static void single_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here) {
+    if (here)
+        redis_eval_here(id, nkeys, nargs, argv, lens, one, arg);
+    else
+        redis_eval(id, nkeys, nargs, argv, lens, one, arg);
+}
+
 /* Ready when a PING makes the whole round trip through the Redis layer. */
 static void single_ready(redis_cb cb, void *arg) {
     const char *argv[1] = {"PING"};
@@ -161,6 +169,7 @@ const struct backend backend_single = {
     .release = single_release,
     .inspect = single_inspect,
     .forget = single_forget,
+    .eval = single_eval,
     .id_lease = backend_lease_one,
     .ready = single_ready,
     .undoes_reentry = 1,
@@ -174,6 +183,7 @@ const struct backend backend_cluster = {
     .release = single_release,
     .inspect = single_inspect,
     .forget = single_forget,
+    .eval = single_eval,
     .id_lease = backend_lease_one,
     .ready = cluster_ready,
     .undoes_reentry = 1,

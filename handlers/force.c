@@ -1,5 +1,6 @@
 /* force.c -- see force.h. */
 #include "handlers/force.h"
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "server/http.h"
 #include "server/log.h"
@@ -103,8 +104,5 @@ void force_release(struct gw_request *req, int semaphore) {
     size_t lens[3];
     for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
     req->aux = semaphore;
-    if (redis_nodes() > 1)
-        redis_eval_all(SCRIPT_FORCE, 1, 3, argv, lens, force_all_done, req);
-    else
-        redis_eval_here(SCRIPT_FORCE, 1, 3, argv, lens, force_done, req);
+    backend->eval(SCRIPT_FORCE, 1, 3, argv, lens, force_done, force_all_done, req, 1);
 }

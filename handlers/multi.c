@@ -35,7 +35,6 @@
 
 #define MULTI_MAX     64 /* names per request (openapi.yaml) */
 #define KEY_MAX       (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
-#define QUORUM        (redis_nodes() > 1)
 #define DRIFT_MS(ttl) ((ttl) / 100 + 2) /* as holds.c */
 
 struct multi_call;
@@ -165,10 +164,7 @@ static void run_names(struct multi_call *mc, enum script_id id, int queues, int 
     }
     for (int i = 0; i < nargs; i++) argv[nkeys + i] = args[i];
     for (int i = 0; i < total; i++) lens[i] = strlen(argv[i]);
-    if (all)
-        redis_eval_all(id, nkeys, total, argv, lens, all, arg);
-    else
-        redis_eval(id, nkeys, total, argv, lens, one, arg);
+    backend->eval(id, nkeys, total, argv, lens, one, all, arg, 0);
     free(buf);
     free(lens);
     free(argv);
@@ -180,7 +176,7 @@ static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 /* Releases one level of every name, answer unread (a give-back). */
 static void give_back(struct multi_call *mc) {
     const char *args[2] = {mc->req->token, redis_release_channel_for(mc->names[0])};
-    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, ignore_one, QUORUM ? ignore_all : NULL, NULL);
+    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, ignore_one, ignore_all, NULL);
 }
 
 static void release_undelivered(struct gw_request *req) {
@@ -198,10 +194,7 @@ static void leave_queues(struct multi_call *mc) {
         const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel_for(h), mc->wkeys[i]};
         size_t lens[6];
         for (int k = 0; k < 6; k++) lens[k] = strlen(argv[k]);
-        if (QUORUM)
-            redis_eval_all(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_all, NULL);
-        else
-            redis_eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, NULL);
+        backend->eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, ignore_all, NULL, 0);
     }
 }
 
@@ -304,7 +297,7 @@ static void reply_granted(struct multi_call *mc, long long ttl) {
     metrics_inc(M_LOCK_ACQUIRED, (uint64_t)mc->n);
     /* A give-back takes one level of every name: right for a new hold and
      * a re-entry alike (not in quorum mode, as holds.c's gives_back). */
-    if (!QUORUM || !all_reentered) req->on_undelivered = release_undelivered;
+    if (backend->undoes_reentry || !all_reentered) req->on_undelivered = release_undelivered;
     reply_json(req, all_reentered ? 200 : 201, o);
 }
 
@@ -372,7 +365,7 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
         reply_problem(req, CODE_LOCK_BUSY, "the client went away while waiting");
         return;
     }
-    if (!QUORUM && handlers_config()->min_replicas_ack) {
+    if (handlers_config()->min_replicas_ack) { /* refused with quorum (config.c) */
         char n[16], timeout[16];
         snprintf(n, sizeof n, "%d", handlers_config()->min_replicas_ack);
         snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
@@ -498,8 +491,7 @@ static void attempt(struct multi_call *mc) {
                            redis_release_channel_for(mc->names[0])};
     mc->seen_seq = waiters_release_seq();
     mc->attempt_ms = loop_now_ms();
-    run_names(mc, SCRIPT_MULTI_ACQUIRE, 1, 8, args, acquire_done,
-              QUORUM ? quorum_acquire_done : NULL, mc);
+    run_names(mc, SCRIPT_MULTI_ACQUIRE, 1, 8, args, acquire_done, quorum_acquire_done, mc);
 }
 
 void multi_acquire(struct gw_request *req) {
@@ -595,7 +587,7 @@ static void extend_done(void *arg, const struct redis_result *res) {
     }
     cJSON *o = cJSON_CreateObject();
     long long ttl = elem(res->reply, 1);
-    if (QUORUM) ttl -= (loop_now_ms() - mc->attempt_ms) + DRIFT_MS(ttl);
+    if (backend->fans_out) ttl -= (loop_now_ms() - mc->attempt_ms) + DRIFT_MS(ttl);
     json_add_int(o, "ttl_ms", ttl < 1 ? 1 : ttl);
     cJSON *locks = cJSON_AddArrayToObject(o, "locks");
     for (int i = 0; i < mc->n; i++) {
@@ -624,8 +616,7 @@ void multi_extend(struct gw_request *req) {
     snprintf(t, sizeof t, "%lld", ttl);
     const char *args[2] = {req->token, t};
     mc->attempt_ms = loop_now_ms();
-    run_names(mc, SCRIPT_MULTI_EXTEND, 0, 2, args, extend_done, QUORUM ? quorum_extend_done : NULL,
-              req);
+    run_names(mc, SCRIPT_MULTI_EXTEND, 0, 2, args, extend_done, quorum_extend_done, req);
 }
 
 static void release_done(void *arg, const struct redis_result *res) {
@@ -660,6 +651,5 @@ void multi_release(struct gw_request *req) {
     struct multi_call *mc = names_or_reply(req);
     if (!mc) return;
     const char *args[2] = {req->token, redis_release_channel_for(mc->names[0])};
-    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, release_done,
-              QUORUM ? quorum_release_done : NULL, req);
+    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, release_done, quorum_release_done, req);
 }

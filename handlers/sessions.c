@@ -116,7 +116,6 @@ static const struct redis_result *pick(const struct redis_result *res, int n, in
     return slot;
 }
 
-#define QUORUM (redis_nodes() > 1)
 
 /* Runs script id on the session's key, on every master in quorum mode,
  * and calls done with the result that stands for them (pick: `want`
@@ -160,10 +159,7 @@ static void session_run(struct gw_request *req, enum script_id id, int nargs,
     sc->done = done;
     sc->req = req;
     sc->want = want;
-    if (QUORUM)
-        redis_eval_all(id, 1, nargs + 1, argv, lens, all_done, sc);
-    else
-        redis_eval_here(id, 1, nargs + 1, argv, lens, one_done, sc);
+    backend->eval(id, 1, nargs + 1, argv, lens, one_done, all_done, sc, 1);
 }
 
 /* ---- replica acknowledgement ----------------------------------------------------
@@ -199,7 +195,7 @@ static void ack_done(void *arg, const struct redis_result *res) {
 }
 
 static void reply_acked(struct gw_request *req, int status, cJSON *body) {
-    int wanted = QUORUM ? 0 : handlers_config()->min_replicas_ack;
+    int wanted = handlers_config()->min_replicas_ack; /* refused with quorum (config.c) */
     if (!wanted) {
         reply_json(req, status, body);
         return;

@@ -2,6 +2,7 @@
 #include "handlers/watch.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
+#include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "handlers/holds.h"
 #include "server/http.h"
@@ -118,10 +119,7 @@ static void attempt(struct watch_call *wc) {
     const char *argv[] = {wc->hash, after, left_s};
     size_t lens[3] = {strlen(wc->hash), strlen(after), strlen(left_s)};
     wc->w.seen_seq = waiters_release_seq();
-    if (redis_nodes() > 1)
-        redis_eval_all(SCRIPT_WATCH, 1, 3, argv, lens, watch_all_done, wc);
-    else
-        redis_eval(SCRIPT_WATCH, 1, 3, argv, lens, watch_done, wc);
+    backend->eval(SCRIPT_WATCH, 1, 3, argv, lens, watch_done, watch_all_done, wc, 0);
 }
 
 static void on_wake(struct waiter *w) {
