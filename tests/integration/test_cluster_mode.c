@@ -453,7 +453,8 @@ static void test_refused_in_cluster_mode(void) {
     char body[128];
     snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"]}", n1, n2);
     r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
-    CHECK_EQ_INT(r.status, 200);
+    if (r.status != 201) fprintf(stderr, "    multi-lock answer: %ld %s\n", r.status, r.body);
+    CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
     h_gw_stop(&g, 5000);
 }
@@ -501,6 +502,28 @@ static void test_listing(void) {
     CHECK(pages > 3);
     CHECK_EQ_INT(h_client_do(&c, "GET", g.port, "/v1/locks?cursor=Zm9v", NULL, NULL), 400);
     h_client_free(&c);
+    h_gw_stop(&g, 5000);
+}
+
+/* SCRIPT FLUSH on every master: the next call on each gets NOSCRIPT, the
+ * script is loaded on that node and the call goes again. */
+static void test_noscript(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis n = h_cluster_node(&cl, i);
+        n.cn = 0;
+        h_redis_cli(&n, "SCRIPT FLUSH");
+    }
+    for (int i = 0; i < 30; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/locks/noscript-%d", i);
+        struct h_resp r = h_http("POST", g.port, path, NULL, "{}", NULL);
+        CHECK_EQ_INT(r.status, 201);
+        h_resp_free(&r);
+    }
+    CHECK(h_metric(&g, "lockgate_redis_noscript_total") >= 3); /* one per master at least */
     h_gw_stop(&g, 5000);
 }
 
@@ -561,6 +584,7 @@ int main(void) {
     RUN(test_refused_in_cluster_mode);
     RUN(test_replica_ack);
     RUN(test_listing);
+    RUN(test_noscript);
     RUN(test_reshard_under_load);
     RUN(test_failover_under_load);
     h_redis_stop(&cl);
