@@ -308,10 +308,10 @@ static void attempt(struct hold_call *hc) {
      * session-bound hold declares its session's key as KEYS[4] and passes
      * its token last; the others leave both out (argv[3] is skipped). */
     int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
-                        hc->lock_delay_ms == 0 && wait_left == 0 && !hc->session &&
-                        !backend->per_slot /* the short form derives the unsharded channel */
-                    ? 5
-                    : hc->session ? 17 : 15;
+                        hc->lock_delay_ms == 0 && wait_left == 0 && !hc->session
+                    ? 5 + backend->per_slot /* cluster: + the shard channel (argv[14]) */
+                : hc->session ? 17
+                              : 15;
     int nkeys = hc->session ? 4 : 3;
     const char *av[17];
     size_t lens[17];
@@ -320,6 +320,10 @@ static void attempt(struct hold_call *hc) {
         av[j] = argv[i];
         lens[j] = strlen(av[j]);
         j++;
+    }
+    if (nargs == 6) { /* cluster's short form: token, ttl, shard channel */
+        av[5] = argv[14];
+        lens[5] = strlen(av[5]);
     }
     hc->w.seen_seq = waiters_release_seq();
     hc->attempt_ms = loop_now_ms();

@@ -312,10 +312,12 @@ end
 
 -- The release channel and message (redis.c, holds.c): ARGV[ci], ARGV[ci+1]
 -- when the call carries them, else derived from KEYS[1] (acquire's short
--- form carries none).
+-- form carries none; in Redis Cluster mode it carries the shard channel as
+-- ARGV[3], which cannot be derived, and the message is derived).
 local function release_channel(ci)
   if ARGV[ci] then return ARGV[ci], ARGV[ci + 1] end
   local p, k, n = key_parts()
+  if #ARGV == 3 then return ARGV[3], k .. ':' .. n end -- acquire's cluster short form
   return p .. 'released', k .. ':' .. n
 end
 

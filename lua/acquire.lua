@@ -3,7 +3,8 @@
 --
 -- KEYS     hash, queue zset, queue deadlines hash
 -- ARGV     short form, the common case (exclusive, no owner, max-hold,
---          lock-delay or waiting): 1 token, 2 ttl_ms
+--          lock-delay or waiting): 1 token, 2 ttl_ms[, 3 channel: Redis
+--          Cluster mode's shard channel, which cannot be derived]
 --          long form: 1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none),
 --          5 lock_delay_ms, 6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
 --          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message,
@@ -39,7 +40,8 @@ local flat = redis.call('HGETALL', KEYS[1])
 -- or holds only x's ended record.  Four Redis calls (TIME, HGETALL, HSET, PEXPIRE),
 -- none of _holders.lua's functions made, and a bare integer for an answer
 -- (a table costs Redis more than a redis.call: bench/RESULTS.md).
-if #ARGV == 2 then
+local short = #ARGV <= 3
+if short then
   local last = -1
   if #flat == 0 then
     last = 0
@@ -62,7 +64,7 @@ end
 --@include _holders.lua
 local kind, limit = ARGV[6] or 'x', tonumber(ARGV[7] or '0')
 local waiter, wait_left, fair = ARGV[8] or '', tonumber(ARGV[9] or '0'), ARGV[10] == '1'
-local owner, max_hold, delay = ARGV[3] or '', tonumber(ARGV[4] or '0'), tonumber(ARGV[5] or '0')
+local owner, max_hold, delay = short and '' or ARGV[3], tonumber(ARGV[4] or '0'), tonumber(ARGV[5] or '0')
 
 local session = ARGV[13]
 if session == '' then session = nil end
