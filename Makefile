@@ -4,7 +4,8 @@
 #   make run          install what is missing, build, serve on 127.0.0.1:8080
 #   make test         install what is missing, build, run every test
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
-#   make bench        the benchmark tables (bench/RESULTS.md), then each Redis mode
+#   make bench        the benchmark tables (bench/RESULTS.md), the fleet targets
+#                     (bench/fleet.sh), then each Redis mode
 #   make image        the container image, built with buildah
 #   make image-test   run the image and check it from the host
 #   make format       apply .clang-format to every C file
@@ -98,6 +99,7 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) bench/run.sh
+	@BUILD=$(BUILD) bench/fleet.sh
 	@BUILD=$(BUILD) bench/modes.sh
 
 image:
