@@ -443,20 +443,20 @@ int http_start(const struct gw_config *cfg) {
         log_error("http: cannot resolve %s: %s", cfg->listen_host, gai_strerror(rc));
         return -1;
     }
-    /* poll(), not epoll: in epoll mode libmicrohttpd takes a connection out
-     * of its epoll set on every suspend and puts it back on resume (two
-     * epoll_ctl per request) and reads each socket until EAGAIN (one failed
-     * recv per request).  A suspended connection is simply left out of the
-     * poll set.  Measured with bench/locks.lua at 50 connections: gateway
-     * CPU per request 42-45 us with epoll, 32-33 us with poll; at 1000
-     * connections 38 us against 29-30 us (bench/RESULTS.md).
+    /* epoll, not poll(): poll() walks every open connection on every
+     * turn, so 10,000 idle keep-alive connections took locks to 0.11x and
+     * /healthz to 0.07x of their throughput without them; with epoll an
+     * idle connection costs memory only (1.14x and 1.05x, bench/fleet.sh,
+     * bench/RESULTS.md).  epoll costs two epoll_ctl per suspended request
+     * and a failed recv per request, which poll did not (gateway CPU per
+     * lock request at 50 connections about the same here, 24.6 us).
      *
      * Each connection has one memory pool of --connection-memory-kib for its
      * request line, headers and response headers.  A waiting request keeps
      * its pool, and the pool's first page is always written (the request is
      * read into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
      * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     daemon_ = MHD_start_daemon(
