@@ -86,7 +86,7 @@ int workers_start(const struct gw_config *cfg) {
     redis_settings(cfg);
     redis_blocking_init(cfg);
     if (worker_init(&aux, -1, cfg) < 0) return -1;
-    if (offload_start(cfg->threads > 4 ? cfg->threads : 4) < 0) return -1;
+    if (offload_start(cfg->threads) < 0) return -1;
     nworkers = cfg->threads;
     workers = alloc_check(calloc((size_t)nworkers, sizeof *workers));
     for (int i = 0; i < nworkers; i++) {
