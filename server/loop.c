@@ -35,6 +35,7 @@ struct loop {
     struct loop_task *head, *tail;   /* posted, not yet run */
     int closed;                      /* takes no more tasks (under mu) */
     struct loop_source wake;         /* the eventfd's source */
+    struct loop_source **sources;    /* by descriptor (MAX_FDS entries) */
     struct loop_source *graveyard;   /* sources freed at the turn's end */
     struct hook start[LOOP_HOOKS];   /* loop_on_turn_start */
     struct hook end[LOOP_HOOKS];     /* loop_on_turn_end */
@@ -42,14 +43,16 @@ struct loop {
     int nstart, nend, ntimeout;
 };
 
-/* Sources, by descriptor: descriptors are process-wide and each is served
- * by one loop at a time, so one table serves every loop.  A source is
- * allocated per registration: epoll hands back exactly the pointer it was
- * given, and one unregistered while its loop handles a turn's events may
- * still be among them (a waiter woken by a release whose client also hung
- * up): it is marked dead and freed only when the turn is over. */
+/* Each loop keeps its sources by descriptor, in a table of its own: a
+ * descriptor number closed under one loop's registration (a client gone)
+ * and reused by another loop's must not reach the first loop's entry.  The
+ * table is calloc'd: only the pages of descriptors in use are touched.  A
+ * source is allocated per registration: epoll hands back exactly the
+ * pointer it was given, and one unregistered while its loop handles a
+ * turn's events may still be among them (a waiter woken by a release whose
+ * client also hung up): it is marked dead and freed only when the turn is
+ * over. */
 #define MAX_FDS 65536
-static struct loop_source *sources[MAX_FDS];
 
 static _Thread_local struct loop *self;
 
@@ -66,6 +69,7 @@ int64_t loop_now_ms(void) {
 struct loop *loop_new(void) {
     struct loop *l = alloc_check(calloc(1, sizeof *l));
     pthread_mutex_init(&l->mu, NULL);
+    l->sources = alloc_check(calloc(MAX_FDS, sizeof *l->sources));
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (l->epfd < 0 || l->evfd < 0) fatal("loop: cannot make epoll/eventfd");
@@ -120,20 +124,20 @@ void loop_fd(struct loop *l, int fd, uint32_t events, loop_fd_fn fn, void *arg) 
         log_error("loop: descriptor %d out of range", fd);
         return;
     }
-    struct loop_source *s = sources[fd];
+    struct loop_source *s = l->sources[fd];
     if (events == 0) {
         if (!s) return;
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
         s->dead = 1;
         s->next_dead = l->graveyard;
         l->graveyard = s;
-        sources[fd] = NULL;
+        l->sources[fd] = NULL;
         return;
     }
     int op = s ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     if (!s) {
         s = alloc_check(calloc(1, sizeof *s));
-        sources[fd] = s;
+        l->sources[fd] = s;
     }
     s->fn = fn;
     s->arg = arg;
@@ -217,6 +221,8 @@ void loop_free(struct loop *l) {
         l->graveyard = s->next_dead;
         free(s);
     }
+    for (int fd = 0; fd < MAX_FDS; fd++) free(l->sources[fd]);
+    free(l->sources);
     close(l->evfd);
     close(l->epfd);
     pthread_mutex_destroy(&l->mu);

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ struct rconn {
     int64_t next_attempt_ms;        /* earliest next attempt */
     int backoff_ms;                 /* grows to 1 s while Redis stays down */
     int ever_connected;             /* for the reconnect counter */
+    unsigned seen_up;               /* up_count of its node when last looked at */
     int down_logged;                /* the outage was logged once */
     void (*on_up)(struct rconn *c); /* after a connection is made */
 };
@@ -99,6 +101,10 @@ static struct redis_op *prelude;
 
 /* The settings, the same for every instance (redis_settings). */
 static const struct gw_config *settings;
+
+/* Command connections made so far, per node, by every instance (see
+ * reconnect_if_up_elsewhere). */
+static atomic_uint up_count[GW_MAX_NODES];
 
 
 /* ------------------------------------------------------------------------
@@ -143,6 +149,7 @@ static void op_fail(struct redis_op *op, const char *why) {
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+static void reconnect_if_up_elsewhere(struct rconn *c);
 
 /* A command that cannot be sent fails at the turn's end, not inside its
  * caller: a handler's callback never runs before the handler returned,
@@ -169,6 +176,7 @@ static void fail_queued(void) {
  * happens once per loop turn, for everything appended in that turn. */
 static void op_send(struct redis_op *op) {
     struct node *n = &self->node[op->node];
+    if (!n->cmd.ac) reconnect_if_up_elsewhere(&n->cmd);
     if (!n->cmd.ac) {
         op_fail_later(op, "Redis is not connected");
         return;
@@ -305,6 +313,8 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     c->down_logged = 0;
     if (c->ever_connected && c->node && c == &c->node->cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
     c->ever_connected = 1;
+    if (c->node && c == &c->node->cmd)
+        c->seen_up = atomic_fetch_add(&up_count[c->node - self->node], 1) + 1;
     log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
 }
 
@@ -462,6 +472,21 @@ static void connection_drop(struct rconn *c, const char *why) {
     self->fail_reason = NULL;
 }
 
+/* Workers reconnect on their own, each with its own back-off (up to 1 s).
+ * Once one of them has a command connection to a node again, Redis is
+ * back: the others try at once (from their next command or turn) instead
+ * of waiting out their back-off, so that one gateway does not answer 503
+ * on one worker and 200 on another for a second after Redis returns. */
+
+static void reconnect_if_up_elsewhere(struct rconn *c) {
+    if (c->ac || !c->node || c != &c->node->cmd) return;
+    if (self->cfg.nsentinels && !self->master_known) return;
+    unsigned up = atomic_load(&up_count[c->node - self->node]);
+    if (up == c->seen_up) return;
+    c->seen_up = up;
+    connect_start(c);
+}
+
 static void conn_turn(struct rconn *c, int64_t now) {
     if (!c->ac) {
         if (c == &self->sen) {
@@ -473,7 +498,10 @@ static void conn_turn(struct rconn *c, int64_t now) {
         } else if (self->cfg.nsentinels && !self->master_known) {
             return; /* wait until a sentinel names the master */
         }
-        if (now >= c->next_attempt_ms) connect_start(c);
+        if (now >= c->next_attempt_ms)
+            connect_start(c);
+        else
+            reconnect_if_up_elsewhere(c);
         return;
     }
     if (!c->connected && now - c->connecting_since > self->cfg.redis_timeout_ms) {
