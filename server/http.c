@@ -474,10 +474,21 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
         NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_END);
 }
 
+/* MHD_run, then again while libmicrohttpd says it has work ready now
+ * (timeout 0): a connection resumed or answered in one pass may need the
+ * next (the half-closed client's end of file read after its answer). */
+static void run_daemon(struct http_worker *w) {
+    MHD_UNSIGNED_LONG_LONG t = 0;
+    for (int i = 0; i < 4; i++) {
+        MHD_run(w->daemon);
+        if (MHD_get_timeout(w->daemon, &t) != MHD_YES || t > 0) break;
+    }
+}
+
 static void on_daemon_ready(void *arg, uint32_t events) {
     struct http_worker *w = arg;
     w->resumed = 0;
-    MHD_run(w->daemon);
+    run_daemon(w);
 }
 
 int http_timeout_hook(void *arg, int64_t now_ms) {
@@ -497,7 +508,7 @@ void http_turn_hook(void *arg, int64_t now_ms) {
     if (!w->daemon || (!w->resumed && now_ms < w->run_at_ms)) return;
     w->resumed = 0;
     w->run_at_ms = INT64_MAX;
-    MHD_run(w->daemon);
+    run_daemon(w);
 }
 
 void http_bind(struct http_worker *w) { self = w; }

@@ -169,7 +169,9 @@ static int turn_timeout(struct loop *l, int64_t now) {
     pthread_mutex_lock(&l->mu);
     if (l->head) timeout = 0; /* posted from this thread in the last turn */
     pthread_mutex_unlock(&l->mu);
-    for (int h = 0; h < l->ntimeout && timeout > 0; h++) {
+    /* Every hook is asked, even once the wait is 0: a hook may note when
+     * it wants its turn (http.c). */
+    for (int h = 0; h < l->ntimeout; h++) {
         int t = ((loop_timeout_fn)l->timeout[h].fn)(l->timeout[h].arg, now);
         if (t >= 0 && t < timeout) timeout = t;
     }
