@@ -479,7 +479,7 @@ static void connection_drop(struct rconn *c, const char *why) {
  * on one worker and 200 on another for a second after Redis returns. */
 
 static void reconnect_if_up_elsewhere(struct rconn *c) {
-    if (c->ac || !c->node || c != &c->node->cmd) return;
+    if (c->ac || !c->node || c != &c->node->cmd || self->stopping) return;
     if (self->cfg.nsentinels && !self->master_known) return;
     unsigned up = atomic_load(&up_count[c->node - self->node]);
     if (up == c->seen_up) return;
@@ -514,6 +514,7 @@ static void conn_turn(struct rconn *c, int64_t now) {
 }
 
 static void redis_loop_turn(int64_t now) {
+    if (self->stopping) return; /* redis_fail_all closed everything for good */
     if (self->reresolve) {
         /* The master went away or refused a write: ask a sentinel again. */
         self->reresolve = 0;
