@@ -3,7 +3,8 @@
 # integration tests (each starts its own redis-server and gateways on free
 # loopback ports in temporary directories, and stops them).  Prints each
 # suite's closing line, then the total, and exits non-zero on any failure,
-# including a test binary that crashed before printing its summary.
+# including a test binary that crashed before printing its summary.  The
+# suites of the event core's hard cases run again with 1 to 4 workers.
 set -u
 BUILD=${BUILD:-build}
 passed=0 failed=0 broken=()
@@ -32,6 +33,19 @@ for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     echo "== $(basename "$t")"
     run_suite "$t"
+done
+
+# The event core's hard cases again with every worker count from 1 to 4:
+# shutdown, Redis loss and frozen Redis (test_faults), failover
+# (test_sentinel).  Every gateway a suite starts reads LOCKGATE_WORKERS;
+# the run above had the default, the online cores.  TEST_WORKERS="" skips.
+for n in ${TEST_WORKERS-1 2 3 4}; do
+    [ "$n" = "$(nproc)" ] && continue # the run above
+    for s in test_faults test_sentinel; do
+        [ -x "$BUILD/tests/$s" ] || continue
+        echo "== $s, LOCKGATE_WORKERS=$n"
+        LOCKGATE_WORKERS=$n run_suite "$BUILD/tests/$s"
+    done
 done
 
 [ ${#broken[@]} -gt 0 ] && echo "broken suites: ${broken[*]}"
