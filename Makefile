@@ -4,7 +4,8 @@
 #   make run          install what is missing, build, serve on 127.0.0.1:8080
 #   make test         install what is missing, build, run every test
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan
-#   make bench        the benchmark tables (bench/RESULTS.md), then each Redis mode
+#   make bench        the benchmark tables (bench/RESULTS.md), the fleet targets
+#                     (bench/fleet.sh), then each Redis mode
 #   make ui-test      the status page (/ui/) in a real browser (chromium)
 #   make image        the container image, built with buildah
 #   make image-test   run the image and check it from the host
@@ -116,6 +117,7 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) bench/run.sh
+	@BUILD=$(BUILD) bench/fleet.sh
 	@BUILD=$(BUILD) bench/modes.sh
 
 image:

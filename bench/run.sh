@@ -355,15 +355,15 @@ RC_IR_REL=$(calc %.2f "$(rcost "$TMP/rcost_ir.md" lockgate 2) / $(rcost "$TMP/rc
 RC_T_ACQ=$(calc %.2f "$RC_T_ACQ / $(rcost "$TMP/rcost_time.md" Redisson 1)")
 RC_T_REL=$(calc %.2f "$RC_T_REL / $(rcost "$TMP/rcost_time.md" Redisson 2)")
 
-# The sweep: the locks cycle at 1 ... 1000 connections.
+# The sweep: the locks cycle at 1 ... 10,000 connections.
 mkdir -p "$RESULTS"
 SWEEP_DAT=$RESULTS/sweep.dat
-echo "# connections requests/s p50_ms p99_ms errors" > "$SWEEP_DAT"
-for c in 1 10 50 200 1000; do
+echo "# connections requests/s p50_ms p99_ms errors gateway_cpu_us_per_request" > "$SWEEP_DAT"
+for c in 1 10 50 200 1000 10000; do
     flush
     run_wrk "sweep$c" "$c" "$SWEEP_DUR" locks.lua "$GW/"
     finish "sweep$c"
-    echo "$c ${R[sweep$c.rps]} ${R[sweep$c.p50]} ${R[sweep$c.p99]} ${R[sweep$c.err]}" >> "$SWEEP_DAT"
+    echo "$c ${R[sweep$c.rps]} ${R[sweep$c.p50]} ${R[sweep$c.p99]} ${R[sweep$c.err]} ${R[sweep$c.gw_us]}" >> "$SWEEP_DAT"
 done
 RSS_SWEEP=$(status_kib "$GW_PID" VmRSS)
 THREADS_SWEEP=$(status_kib "$GW_PID" Threads)
@@ -390,6 +390,8 @@ fi
 ratio() { calc %.2f "($2 > 0) ? $1 / $2 : 0"; }
 R_LOCKS_HTTP=$(ratio "${R[locks.rps]}" "${R[healthz.rps]}")
 R_LOCKS_ETCD=$(ratio "${R[locks.rps]}" "${R[etcd.rps]}")
+R_ETCD_CPU=$(ratio "${R[etcd.etcd_us]}" "$(calc %.3f "${R[locks.gw_us]} + ${R[locks.redis_us]}")")
+R_CPU_HTTP=$(ratio "${R[locks.gw_us]}" "${R[healthz.gw_us]}")
 R_IDS_HTTP=$(ratio "${R[ids1.rps]}" "${R[healthz.rps]}")
 R_BEFORE_HTTP=$(ratio "${R[before.rps]}" "${R[healthz.rps]}")
 R_LOCKS_BEFORE=$(ratio "${R[locks.rps]}" "${R[before.rps]}")
@@ -437,14 +439,18 @@ cat "$TMP/rcost_ir.md"
 echo
 echo "| sweep: connections | req/s | p50 ms | p99 ms | errors | CPU µs/req gateway · Redis · client |"
 echo "|---:|---:|---:|---:|---:|---|"
-for c in 1 10 50 200 1000; do
+for c in 1 10 50 200 1000 10000; do
     echo "| $c | $(f0 "${R[sweep$c.rps]}") | ${R[sweep$c.p50]} | ${R[sweep$c.p99]} | ${R[sweep$c.err]} | ${R[sweep$c.gw_us]} · ${R[sweep$c.redis_us]} · ${R[sweep$c.client_us]} |"
 done
 echo
 echo "| target | measured | |"
 echo "|---|---:|---|"
-echo "| locks ÷ HTTP ceiling ≥ 0.6 | $R_LOCKS_HTTP | $(verdict "$R_LOCKS_HTTP >= 0.6") |"
-echo "| locks ÷ etcd ≥ 8 | $R_LOCKS_ETCD | $(verdict "$R_LOCKS_ETCD >= 8") |"
+# The two requests/s ratios of the earlier throughput work (locks ÷ HTTP
+# ceiling ≥ 0.6, ÷ etcd ≥ 8) are retired (issue #15): on two shared cores
+# they mostly measure wrk's Lua and Redis.  They stay below "for reading";
+# per-operation CPU targets replace them (here, and bench/fleet.sh).
+echo "| etcd's CPU per lock+unlock cycle ≥ 10 × lockgate's gateway + Redis CPU per cycle, 50 conns | ${R[etcd.etcd_us]} ÷ (${R[locks.gw_us]} + ${R[locks.redis_us]}) µs per request = $R_ETCD_CPU× | $(verdict "$R_ETCD_CPU >= 10") |"
+echo "| gateway CPU per lock request ≤ 1.5 × per /healthz, 50 conns | ${R[locks.gw_us]} ÷ ${R[healthz.gw_us]} µs = $R_CPU_HTTP× | $(verdict "$R_CPU_HTTP <= 1.5") |"
 echo "| single ids ÷ HTTP ceiling ≥ 0.8, with eviction active | $R_IDS_HTTP | $(verdict "$R_IDS_HTTP >= 0.8 && ${EVICT_IDS:-0} > 0") |"
 echo "| ids in batches of 1000 ≥ 5,000,000/s, with eviction active | $(f0 "${R[ids1000.ids]}") | $(verdict "${R[ids1000.ids]} >= 5000000 && ${EVICT_IDS:-0} > 0") |"
 [ -z "$NS_ROWS" ] || echo "$NS_ROWS"
@@ -459,6 +465,7 @@ echo "| Redis per acquire+release cycle ≤ 1.0 × Redisson's: by instructions (
 echo "| (for reading) Redis per acquire · per release ÷ Redisson's, by instructions · by time | $RC_IR_ACQ · $RC_IR_REL · $RC_T_ACQ · $RC_T_REL | |"
 echo "| before and after: blocking bridge ÷ HTTP ceiling · event-driven ÷ blocking at 50 conns · at 1 conn | $R_BEFORE_HTTP · $R_LOCKS_BEFORE · $R_LOCKS1_BEFORE1 | |"
 echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
+echo "| (for reading, retired targets) locks ÷ HTTP ceiling · locks ÷ etcd, by requests/s | $R_LOCKS_HTTP · $R_LOCKS_ETCD | |"
 echo "| (for reading) by CPU spent per request (gateway + Redis + client): healthz ÷ locks · healthz ÷ single ids | $(cost_ratio healthz locks) · $(cost_ratio healthz ids1) | |"
 } > "$OUT"
 

@@ -5,6 +5,7 @@
 #include "handlers/verdict.h"
 #include "idgen/idgen.h"
 #include "server/cluster.h"
+#include "server/worker.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -71,7 +72,7 @@ int backend_lease_one(const char *key, const char *epoch, uint32_t want,
     const char *argv[] = {key, epoch, count};
     size_t lens[3] = {strlen(key), strlen(epoch), strlen(count)};
     struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
-    redis_eval(SCRIPT_ID_LEASE, 1, 3, argv, lens, lease_done, &lw);
+    redis_eval_on(workers_aux_redis(), SCRIPT_ID_LEASE, 1, 3, argv, lens, lease_done, &lw);
     backend_lease_wait_for(&lw);
     return lw.ok ? 0 : -1;
 }

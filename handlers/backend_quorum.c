@@ -22,6 +22,7 @@
 #include "server/http.h"
 #include "server/loop.h"
 #include "server/metrics.h"
+#include "server/worker.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -335,7 +336,8 @@ static int quorum_lease(const char *key, const char *epoch_arg, uint32_t want,
         };
         const char *read[] = {key, epoch_arg};
         size_t read_lens[2] = {strlen(key), strlen(epoch_arg)};
-        redis_eval_all(SCRIPT_ID_READ, 1, 2, read, read_lens, quorum_read_done, &qr);
+        redis_eval_all_on(workers_aux_redis(), SCRIPT_ID_READ, 1, 2, read, read_lens,
+                          quorum_read_done, &qr);
         backend_lease_wait_for(&qr.lw);
         if (!qr.lw.ok) return -1;
         char sec[16], first[16], last[16];
@@ -345,7 +347,8 @@ static int quorum_lease(const char *key, const char *epoch_arg, uint32_t want,
         const char *claim[] = {key, sec, first, last};
         size_t claim_lens[4] = {strlen(key), strlen(sec), strlen(first), strlen(last)};
         struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
-        redis_eval_all(SCRIPT_ID_CLAIM, 1, 4, claim, claim_lens, quorum_claim_done, &lw);
+        redis_eval_all_on(workers_aux_redis(), SCRIPT_ID_CLAIM, 1, 4, claim, claim_lens,
+                          quorum_claim_done, &lw);
         backend_lease_wait_for(&lw);
         if (lw.ok) return 0;
     }

@@ -17,6 +17,8 @@
 #include "server/metrics.h"
 #include "server/redis.h"
 #include "server/reply.h"
+#include "server/offload.h"
+#include "server/worker.h"
 
 #include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
@@ -30,7 +32,10 @@ static struct idtable table; /* the live namespaces, bounded (--id-namespaces) *
 static char epoch_arg[24];
 
 /* idgen's lease callback.  The Redis layer calls back within its command
- * timeout whatever happens, so this wait is bounded. */
+ * timeout whatever happens, so this wait is bounded.  The call is made on
+ * the auxiliary loop's connections (worker.h): a worker cannot wait for
+ * an answer that its own loop would have to read.  Leases are rare (a
+ * block grows to a million ids), so the worker's wait is too. */
 static int lease_block(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
     char key[GW_PREFIX_MAX + NAME_MAX_LEN + 8];
     snprintf(key, sizeof key, "%sid:{%s}", handlers_config()->key_prefix, ns);
@@ -64,6 +69,38 @@ static int wants_text(struct gw_request *req) {
     return req->media && strcmp(req->media, "text/plain") == 0;
 }
 
+/* ---- a lease made off the worker's loop ----------------------------------------- */
+
+struct lease_job {
+    struct offload_job job;  /* first */
+    struct gw_request *req;  /* waits, suspended, for the answer */
+    struct idtable_entry *e; /* its namespace, held until the lease is done */
+    long long count;         /* ids asked for */
+    uint64_t *ids;           /* room for them */
+    int rc;                  /* idgen_next's answer */
+};
+
+static void ids_answer(struct gw_request *req, const uint64_t *ids, long long count, int rc);
+
+static void lease_job_work(struct offload_job *job) {
+    struct lease_job *j = (struct lease_job *)job;
+    j->rc = idgen_next(&j->e->ns, (uint32_t)j->count, j->ids);
+    idtable_release(j->e);
+}
+
+static void lease_job_done(struct offload_job *job) {
+    struct lease_job *j = (struct lease_job *)job;
+    ids_answer(j->req, j->ids, j->count, j->rc);
+    free(j->ids);
+    free(j);
+}
+
+static void lease_job_lost(struct offload_job *job) {
+    struct lease_job *j = (struct lease_job *)job;
+    free(j->ids);
+    free(j);
+}
+
 void ids_next(struct gw_request *req) {
     long long count = 1;
     const char *q = http_query(req, "count");
@@ -82,10 +119,31 @@ void ids_next(struct gw_request *req) {
     }
     uint64_t stack_ids[64];
     uint64_t *ids = count <= 64 ? stack_ids : alloc_check(malloc((size_t)count * sizeof *ids));
-    int rc = idgen_next(&e->ns, (uint32_t)count, ids);
+    int rc = idgen_try_next(&e->ns, (uint32_t)count, ids);
+    if (rc == IDGEN_WOULD_LEASE) {
+        /* The block is used up or stale: the lease waits for Redis, so it
+         * is made off this worker's loop (offload.h), which goes on
+         * serving its other connections meanwhile.  The namespace stays
+         * held until then. */
+        struct lease_job *j = alloc_check(calloc(1, sizeof *j));
+        j->req = req;
+        j->e = e;
+        j->count = count;
+        j->ids = ids != stack_ids ? ids : alloc_check(malloc((size_t)count * sizeof *ids));
+        j->job.work = lease_job_work;
+        j->job.done = lease_job_done;
+        j->job.lost = lease_job_lost;
+        offload_run(&j->job);
+        return;
+    }
     idtable_release(e);
+    ids_answer(req, ids, count, rc);
+    if (ids != stack_ids) free(ids);
+}
+
+/* The answer to POST /v1/ids/{namespace}: count ids, or 503 when rc < 0. */
+static void ids_answer(struct gw_request *req, const uint64_t *ids, long long count, int rc) {
     if (rc < 0) {
-        if (ids != stack_ids) free(ids);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "cannot lease ids from Redis");
         return;
     }
@@ -109,7 +167,6 @@ void ids_next(struct gw_request *req) {
         memcpy(out + len, "]}", 2);
         len += 2;
     }
-    if (ids != stack_ids) free(ids);
     reply_header(req, "Cache-Control", "no-store");
     reply_raw(req, 200, text ? "text/plain; charset=utf-8" : "application/json", out, len);
 }

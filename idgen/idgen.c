@@ -326,6 +326,12 @@ int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids) {
     return 0;
 }
 
+int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids) {
+    if (n == 0 || n > IDGEN_MAX_COUNT) return -1;
+    uint32_t seen;
+    return idgen_take(ns, n, out_ids, &seen) == n ? 0 : IDGEN_WOULD_LEASE;
+}
+
 /* ============================================================================
  * Lifecycle
  * ========================================================================= */

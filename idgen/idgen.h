@@ -160,6 +160,13 @@ int idgen_ns_init(struct idgen_ns *ns, const char *name, const struct idgen_ops 
  * While Redis is down, ids of a block that is still fresh keep being served. */
 int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
 
+/* idgen_next without a lease: 0 with n ids, or IDGEN_WOULD_LEASE when the
+ * current block cannot give them all (the ids it did give are discarded,
+ * never reissued: call idgen_next, which may lease), or -1 (n out of
+ * range).  Never blocks: for a caller that must not wait for Redis. */
+#define IDGEN_WOULD_LEASE (-2)
+int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
+
 /* Release what idgen_ns_init set up (the mutex).  ns itself is the caller's. */
 void idgen_ns_free(struct idgen_ns *ns);
 

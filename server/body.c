@@ -1,6 +1,6 @@
 /* body.c -- see body.h. */
 #include "server/body.h"
-#include "server/http.h"
+#include "server/request.h"
 #include "server/reply.h"
 
 #include <cjson/cJSON.h>

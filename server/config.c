@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #define DEFAULT_EPOCH 1704067200 /* 2024-01-01T00:00:00Z */
@@ -35,7 +36,10 @@ static void usage(void) {
            "                         [LOCKGATE_REDIS_CLUSTER]\n"
            "  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
            "                         (default lockgate:)\n"
-           "  --threads N            HTTP worker threads [LOCKGATE_THREADS] (default 2)\n"
+           "  --workers N            worker threads, each one event loop serving its share\n"
+           "                         of the connections with its own Redis connections\n"
+           "                         [LOCKGATE_WORKERS] (default: the online cores, 1-64;\n"
+           "                         --threads and LOCKGATE_THREADS are older names)\n"
            "  --redis-timeout-ms MS  fail a Redis command after MS [LOCKGATE_REDIS_TIMEOUT_MS]\n"
            "                         (default 2000)\n"
            "  --max-connections N    concurrent HTTP connections [LOCKGATE_MAX_CONNECTIONS]\n"
@@ -280,7 +284,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  opt == 'l'   ? "listen address"
                  : opt == 'r' ? "Redis URL (at most 9)"
                  : opt == 'p' ? "key prefix (at most 64 bytes)"
-                 : opt == 't' ? "threads (1-64)"
+                 : opt == 't' ? "workers (1-64)"
                  : opt == 'T' ? "redis timeout (10-600000 ms)"
                  : opt == 'm' ? "max connections (16-1000000)"
                  : opt == 'C' ? "connection memory (4-1024 KiB)"
@@ -307,7 +311,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->redis_port = 6379;
     strcpy(cfg->key_prefix, "lockgate:");
     cfg->log_level = LOG_INFO;
-    cfg->threads = 2;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
     cfg->redis_timeout_ms = 2000;
     cfg->max_connections = 20000;
     cfg->connection_memory_kib = 4;
@@ -325,6 +330,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'r', "LOCKGATE_REDIS"                 },
         {'p', "LOCKGATE_KEY_PREFIX"            },
         {'t', "LOCKGATE_THREADS"               },
+        {'t', "LOCKGATE_WORKERS"               },
         {'T', "LOCKGATE_REDIS_TIMEOUT_MS"      },
         {'m', "LOCKGATE_MAX_CONNECTIONS"       },
         {'e', "LOCKGATE_ID_EPOCH"              },
@@ -350,6 +356,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"redis",                  required_argument, 0, 'r'},
         {"key-prefix",             required_argument, 0, 'p'},
         {"threads",                required_argument, 0, 't'},
+        {"workers",                required_argument, 0, 't'},
         {"redis-timeout-ms",       required_argument, 0, 'T'},
         {"max-connections",        required_argument, 0, 'm'},
         {"connection-memory-kib",  required_argument, 0, 'C'},

@@ -34,6 +34,7 @@ struct watch {
     struct loop_task task;                /* how it reaches the loop (first) */
     int fd;                               /* our duplicate of the client socket */
     int tfd;                              /* the tick's timerfd, -1 before start */
+    struct loop *loop;                    /* the loop it is watched on */
     int64_t deadline_ms;                  /* give up waiting then: delivered */
     void (*fn)(void *arg, int delivered); /* called once */
     void *arg;                            /* passed to fn */
@@ -61,7 +62,7 @@ static int judge(struct watch *w) {
 
 static void finish(struct watch *w, int delivered) {
     if (w->tfd >= 0) {
-        loop_fd(w->tfd, 0, NULL, NULL);
+        loop_fd(w->loop, w->tfd, 0, NULL, NULL);
         close(w->tfd);
     }
     close(w->fd);
@@ -95,7 +96,7 @@ static void watch_start(struct loop_task *t) {
         finish(w, 1);
         return;
     }
-    loop_fd(w->tfd, EPOLLIN, on_tick, w);
+    loop_fd(w->loop, w->tfd, EPOLLIN, on_tick, w);
 }
 
 void delivery_watch(int fd, void (*fn)(void *arg, int delivered), void *arg) {
@@ -110,7 +111,8 @@ void delivery_watch(int fd, void (*fn)(void *arg, int delivered), void *arg) {
     w->arg = arg;
     w->deadline_ms = loop_now_ms() + DELIVERY_WATCH_MS;
     w->task.run = watch_start;
-    if (w->fd < 0 || loop_post(&w->task) < 0) {
+    w->loop = loop_self();
+    if (w->fd < 0 || !w->loop || loop_post(w->loop, &w->task) < 0) {
         if (w->fd >= 0) close(w->fd);
         free(w);
         fn(arg, 1);

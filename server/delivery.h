@@ -20,9 +20,9 @@
  * half-closed or hung up.  Checked without blocking. */
 int delivery_peer_shut(int fd);
 
-/* Watches socket fd (duplicated here, so the caller may close it) and calls
- * fn(arg, delivered) once, on the loop thread (at once on the caller's
- * thread when the loop has stopped, with delivered = 1). */
+/* Watches socket fd (duplicated here, so the caller may close it) on the
+ * calling thread's loop and calls fn(arg, delivered) once, on that thread
+ * (at once when the loop has stopped, with delivered = 1). */
 void delivery_watch(int fd, void (*fn)(void *arg, int delivered), void *arg);
 
 #endif

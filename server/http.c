@@ -1,17 +1,16 @@
 /* http.c -- libmicrohttpd glue: accumulate, route, dispatch, suspend,
  * resume, send.  See http.h for the contract.
  *
- * The hand-over with the Redis thread is the one subtle part.  A handler
- * may start a Redis call whose reply arrives (on the Redis thread) before
- * the handler has even returned.  So the reply side and the dispatch side
- * meet under req->mu: whoever comes second acts.  If the reply is already
- * there when the handler returns, the response is queued at once; if not,
- * the connection is suspended *while holding mu*, and the reply side
- * resumes it.  A request with a Redis call outstanding is therefore always
- * suspended, and libmicrohttpd never frees it under the callback's feet
- * -- except in the one poll turn described at on_request's end, which is
- * why on_completed leaves a request whose reply is still owed to
- * http_reply_ready (orphaned).
+ * Each worker runs its own daemon in external-epoll mode: the daemon's
+ * epoll descriptor is one source of the worker's loop, and MHD_run is
+ * called when it is ready, when libmicrohttpd's own timeout is due, and at
+ * the end of a turn that resumed a connection.  A request is read, handled,
+ * sent to Redis, resumed and answered on that one thread, so the request
+ * needs no lock.  If the reply is already there when the handler returns,
+ * the response is queued at once; if not, the connection is suspended and
+ * the reply resumes it -- except in the one turn described at on_request's
+ * end, which is why on_completed leaves a request whose reply is still owed
+ * to http_reply_ready (orphaned).
  *
  * An answer that grants a hold and cannot be delivered is given back
  * (req->on_undelivered): when libmicrohttpd ends the request with an error,
@@ -22,6 +21,8 @@
 #include "server/body.h"
 #include "server/delivery.h"
 #include "server/log.h"
+#include "server/loop.h"
+#include "common/alloc.h"
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "handlers/routes.h"
@@ -36,11 +37,23 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
-static struct MHD_Daemon *daemon_;
+/* One worker's daemon and its state. */
+struct http_worker {
+    struct MHD_Daemon *daemon; /* external-epoll mode, on this worker's loop */
+    struct loop *loop;         /* the worker's loop */
+    int mhd_fd;                /* the daemon's epoll descriptor */
+    int resumed;               /* a connection was resumed in this turn */
+    int64_t run_at_ms;         /* libmicrohttpd wants MHD_run by then */
+    atomic_long in_flight;     /* requests dispatched and not ended */
+};
+
+static _Thread_local struct http_worker *self;
+static struct http_worker *workers[HTTP_MAX_WORKERS];
+static atomic_int nworkers;
 static atomic_int shutting_down;
-static atomic_long in_flight;
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -49,7 +62,17 @@ static int64_t now_ns(void) {
 }
 
 int http_shutting_down(void) { return atomic_load(&shutting_down); }
-long http_in_flight(void) { return atomic_load(&in_flight); }
+
+long http_in_flight(void) {
+    long n = 0;
+    for (int i = 0; i < atomic_load(&nworkers); i++)
+        n += atomic_load_explicit(&workers[i]->in_flight, memory_order_relaxed);
+    return n;
+}
+
+static void in_flight_add(long d) {
+    atomic_fetch_add_explicit(&self->in_flight, d, memory_order_relaxed);
+}
 
 /* The in-flight gauge for /metrics: read by the metrics layer through
  * its source hook, so that it needs nothing from this file. */
@@ -88,14 +111,14 @@ static enum MHD_Result send_reply(struct gw_request *req) {
 
 static void request_end(struct gw_request *req, int delivered, int fd);
 
-void http_reply_ready(struct gw_request *req) {
-    pthread_mutex_lock(&req->mu);
-    req->done = 1;
-    int resume = req->suspended, orphaned = req->orphaned;
-    req->suspended = 0;
-    if (resume) MHD_resume_connection(req->conn);
-    pthread_mutex_unlock(&req->mu);
-    if (orphaned) request_end(req, 0, -1);
+/* req->on_ready: the reply is complete. */
+static void reply_ready(struct gw_request *req) {
+    if (req->suspended) {
+        req->suspended = 0;
+        MHD_resume_connection(req->conn);
+        self->resumed = 1;
+    }
+    if (req->orphaned) request_end(req, 0, -1);
 }
 
 static struct gw_request *request_new(struct MHD_Connection *conn, const char *url) {
@@ -103,13 +126,13 @@ static struct gw_request *request_new(struct MHD_Connection *conn, const char *u
     if (!req) return NULL;
     req->conn = conn;
     req->route = -1;
+    req->on_ready = reply_ready;
     req->start_ns = now_ns();
     req->path = strdup(url);
     if (!req->path) {
         free(req);
         return NULL;
     }
-    pthread_mutex_init(&req->mu, NULL);
     return req;
 }
 
@@ -122,7 +145,6 @@ static void request_free(struct gw_request *req) {
     free(req->path);
     free(req->name);
     free(req->token);
-    pthread_mutex_destroy(&req->mu);
     free(req);
 }
 
@@ -146,7 +168,7 @@ static void on_delivery(void *arg, int delivered) {
 static void request_end(struct gw_request *req, int delivered, int fd) {
     if (req->status)
         metrics_observe_request(req->route, req->status, (now_ns() - req->start_ns) / 1000);
-    if (req->dispatched) atomic_fetch_sub(&in_flight, 1);
+    if (req->dispatched) in_flight_add(-1);
     req->conn = NULL;
     if (req->on_undelivered && !delivered) {
         give_back(req,
@@ -181,7 +203,7 @@ static int media_or_reply(struct gw_request *req) {
 /* Routes req and runs its handler, or answers 404/405/406/413 itself. */
 static void dispatch(struct gw_request *req, const char *method) {
     req->dispatched = 1;
-    atomic_fetch_add(&in_flight, 1);
+    in_flight_add(1);
     req->route = router_match(gw_routes, gw_routes_count, method, req->path, &req->match);
     if (req->route == ROUTER_NOT_FOUND) {
         reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
@@ -310,7 +332,7 @@ static int framing_problem(const struct header_scan *h, const char *version, cha
 /* A reply made before the body is read counts as dispatched. */
 static void dispatch_early(struct gw_request *req) {
     req->dispatched = 1;
-    atomic_fetch_add(&in_flight, 1);
+    in_flight_add(1);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -369,9 +391,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (!req->dispatched) dispatch(req, method); /* the body is complete */
 
-    pthread_mutex_lock(&req->mu);
     if (req->done) {
-        pthread_mutex_unlock(&req->mu);
         if (req->sent) return MHD_YES; /* already sent (413) */
         return send_reply(req);
     }
@@ -390,12 +410,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * then is the FIN read.  Between the two calls the request is not
          * suspended: see on_completed. */
         req->deferred = 1;
-        pthread_mutex_unlock(&req->mu);
         return MHD_YES;
     }
     req->suspended = 1;
     MHD_suspend_connection(conn);
-    pthread_mutex_unlock(&req->mu);
     return MHD_YES;
 }
 
@@ -407,11 +425,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     /* Closed (the client reset, the gateway stopping) while its reply is
      * still owed, between on_request's two calls: the callback still has
      * it, so http_reply_ready ends it. */
-    pthread_mutex_lock(&req->mu);
-    int owed = req->dispatched && !req->done;
-    if (owed) req->orphaned = 1;
-    pthread_mutex_unlock(&req->mu);
-    if (owed) return;
+    if (req->dispatched && !req->done) {
+        req->orphaned = 1;
+        return;
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     request_end(req, req->sent && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
@@ -429,9 +446,81 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     log_debug("http: %s", buf);
 }
 
-int http_start(const struct gw_config *cfg) {
-    metrics_add_source("lockgate_http_in_flight", "Requests being served", "gauge",
-                       in_flight_gauge);
+/* Starts one worker's daemon: the one place the daemon's options are set.
+ * External-epoll mode (MHD_USE_EPOLL without an internal thread): the
+ * worker's loop drives it.  Each daemon binds its own listening socket to
+ * the same address (SO_REUSEPORT, MHD_OPTION_LISTENING_ADDRESS_REUSE), and
+ * the kernel spreads new connections over them.
+ *
+ * epoll, not poll(): poll() walks every open connection on every turn, so
+ * 10,000 idle keep-alive connections took locks to 0.11x and /healthz to
+ * 0.07x of their throughput without them; with epoll an idle connection
+ * costs memory only (bench/fleet.sh, bench/RESULTS.md).
+ *
+ * Each connection has one memory pool of --connection-memory-kib for its
+ * request line, headers and response headers.  A waiting request keeps its
+ * pool, and the pool's first page is always written (the request is read
+ * into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
+ * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
+static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct addrinfo *ai) {
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    return MHD_start_daemon(
+        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory_kib * 1024,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_END);
+}
+
+/* MHD_run, then again while libmicrohttpd says it has work ready now
+ * (timeout 0): a connection resumed or answered in one pass may need the
+ * next (the half-closed client's end of file read after its answer). */
+static void run_daemon(struct http_worker *w) {
+    MHD_UNSIGNED_LONG_LONG t = 0;
+    for (int i = 0; i < 4; i++) {
+        MHD_run(w->daemon);
+        if (MHD_get_timeout(w->daemon, &t) != MHD_YES || t > 0) break;
+    }
+}
+
+static void on_daemon_ready(void *arg, uint32_t events) {
+    struct http_worker *w = arg;
+    w->resumed = 0;
+    run_daemon(w);
+}
+
+int http_timeout_hook(void *arg, int64_t now_ms) {
+    struct http_worker *w = arg;
+    MHD_UNSIGNED_LONG_LONG t;
+    if (!w->daemon || MHD_get_timeout(w->daemon, &t) != MHD_YES) {
+        w->run_at_ms = INT64_MAX;
+        return -1;
+    }
+    if (t > 1000000) t = 1000000;
+    w->run_at_ms = now_ms + (int64_t)t;
+    return (int)t;
+}
+
+void http_turn_hook(void *arg, int64_t now_ms) {
+    struct http_worker *w = arg;
+    if (!w->daemon || (!w->resumed && now_ms < w->run_at_ms)) return;
+    w->resumed = 0;
+    w->run_at_ms = INT64_MAX;
+    run_daemon(w);
+}
+
+void http_bind(struct http_worker *w) { self = w; }
+
+struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l) {
+    if (atomic_load(&nworkers) == 0)
+        metrics_add_source("lockgate_http_in_flight", "Requests being served", "gauge",
+                           in_flight_gauge);
+    if (atomic_load(&nworkers) == HTTP_MAX_WORKERS) {
+        log_error("http: more than %d workers", HTTP_MAX_WORKERS);
+        return NULL;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -441,62 +530,46 @@ int http_start(const struct gw_config *cfg) {
     int rc = getaddrinfo(cfg->listen_host, port, &hints, &ai);
     if (rc != 0) {
         log_error("http: cannot resolve %s: %s", cfg->listen_host, gai_strerror(rc));
-        return -1;
+        return NULL;
     }
-    /* poll(), not epoll: in epoll mode libmicrohttpd takes a connection out
-     * of its epoll set on every suspend and puts it back on resume (two
-     * epoll_ctl per request) and reads each socket until EAGAIN (one failed
-     * recv per request).  A suspended connection is simply left out of the
-     * poll set.  Measured with bench/locks.lua at 50 connections: gateway
-     * CPU per request 42-45 us with epoll, 32-33 us with poll; at 1000
-     * connections 38 us against 29-30 us (bench/RESULTS.md).
-     *
-     * Each connection has one memory pool of --connection-memory-kib for its
-     * request line, headers and response headers.  A waiting request keeps
-     * its pool, and the pool's first page is always written (the request is
-     * read into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
-     * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    daemon_ = MHD_start_daemon(
-        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)cfg->connection_memory_kib * 1024, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped,
-        NULL, MHD_OPTION_END);
+    struct MHD_Daemon *d = daemon_start(cfg, ai);
     freeaddrinfo(ai);
-    if (!daemon_) {
+    if (!d) {
         log_error("http: cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);
-        return -1;
+        return NULL;
     }
-    return 0;
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!di) {
+        log_error("http: libmicrohttpd has no epoll descriptor");
+        MHD_stop_daemon(d);
+        return NULL;
+    }
+    struct http_worker *w = alloc_check(calloc(1, sizeof *w));
+    w->daemon = d;
+    w->loop = l;
+    w->mhd_fd = di->epoll_fd;
+    w->run_at_ms = 0;
+    loop_fd(l, w->mhd_fd, EPOLLIN, on_daemon_ready, w);
+    workers[atomic_load(&nworkers)] = w;
+    atomic_fetch_add(&nworkers, 1);
+    return w;
 }
-
 int http_client_fd(struct gw_request *req) {
-    pthread_mutex_lock(&req->mu);
     const union MHD_ConnectionInfo *ci =
         req->orphaned ? NULL
                       : MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    int fd = ci ? ci->connect_fd : -1;
-    pthread_mutex_unlock(&req->mu);
-    return fd;
+    return ci ? ci->connect_fd : -1;
 }
 
 int http_client_gone(struct gw_request *req) {
-    pthread_mutex_lock(&req->mu);
-    int orphaned = req->orphaned;
-    pthread_mutex_unlock(&req->mu);
-    return orphaned || delivery_peer_shut(http_client_fd(req));
+    return req->orphaned || delivery_peer_shut(http_client_fd(req));
 }
 
 void http_quiesce(void) {
     atomic_store(&shutting_down, 1);
-    if (daemon_) {
-        MHD_socket s = MHD_quiesce_daemon(daemon_);
-        if (s != MHD_INVALID_SOCKET) close(s);
+    if (self && self->daemon) {
+        MHD_socket sock = MHD_quiesce_daemon(self->daemon);
+        if (sock != MHD_INVALID_SOCKET) close(sock);
     }
 }
 
@@ -506,7 +579,8 @@ void http_drain(int timeout_ms) {
 }
 
 void http_stop(void) {
-    if (!daemon_) return;
-    MHD_stop_daemon(daemon_);
-    daemon_ = NULL;
+    if (!self || !self->daemon) return;
+    loop_fd(self->loop, self->mhd_fd, 0, NULL, NULL);
+    MHD_stop_daemon(self->daemon);
+    self->daemon = NULL;
 }

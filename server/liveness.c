@@ -7,7 +7,6 @@
  * the next connection sets the key before anything else (the prelude). */
 #include "server/liveness.h"
 #include "server/log.h"
-#include "server/loop.h"
 #include "server/redis.h"
 #include "common/token.h"
 
@@ -20,8 +19,8 @@ static struct {
     char key[GW_PREFIX_MAX + 4 + 16]; /* <prefix>gw:<id> */
     char value[300];                  /* listen address: who owns the key */
     char ttl[16];                     /* the TTL in ms, as text */
-    int period_ms;                    /* renewal interval */
-    int64_t next_ms;                  /* next renewal due (loop thread) */
+    int period_ms;                    /* renewal interval of the gateway */
+    int workers;                      /* workers taking turns at it */
     atomic_ullong seq;                /* waiter ids handed out */
     char sep;                         /* '.' after the gateway id; '-' in cluster mode */
 } V;
@@ -29,9 +28,24 @@ static struct {
 static void ignore_one(void *arg, const struct redis_result *res) {}
 static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 
-static void liveness_turn(int64_t now_ms) {
-    if (now_ms < V.next_ms) return;
-    V.next_ms = now_ms + V.period_ms;
+/* The workers take turns: worker slot i renews at i periods, then every
+ * `workers` periods, so the gateway as a whole still sends one SET every
+ * third of the TTL.  A worker whose loop stalled (its last turn was more
+ * than a period ago: SIGSTOP, an overloaded host) renews at once, on its own
+ * connection, so its renewal goes out ahead of its own waiters' attempts. */
+static atomic_int slots;
+static _Thread_local int64_t next_ms, last_turn_ms;
+
+void liveness_turn_hook(void *arg, int64_t now_ms) {
+    if (!V.key[0]) return; /* cluster mode: no liveness key (liveness_init) */
+    if (!last_turn_ms) {
+        next_ms = now_ms + (int64_t)(atomic_fetch_add(&slots, 1) % V.workers) * V.period_ms;
+        last_turn_ms = now_ms;
+    }
+    int stalled = now_ms - last_turn_ms > V.period_ms;
+    last_turn_ms = now_ms;
+    if (now_ms < next_ms && !stalled) return;
+    next_ms = now_ms + (int64_t)V.period_ms * V.workers;
     const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
     size_t lens[5];
     for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
@@ -60,11 +74,11 @@ void liveness_init(const struct gw_config *cfg) {
     snprintf(V.value, sizeof V.value, "%s:%d", cfg->listen_host, cfg->listen_port);
     snprintf(V.ttl, sizeof V.ttl, "%d", cfg->liveness_ttl_ms);
     V.period_ms = cfg->liveness_ttl_ms / 3;
+    V.workers = cfg->threads > 0 ? cfg->threads : 1;
     const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
     size_t lens[5];
     for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
     redis_set_prelude(5, argv, lens);
-    loop_on_turn(liveness_turn);
     log_info("liveness: gateway id %s, key %s, ttl %d ms", V.id, V.key, cfg->liveness_ttl_ms);
 }
 

@@ -3,7 +3,7 @@
  * (lua/_holders.lua, queue_head).
  *
  * One key per gateway, <prefix>gw:<id>, set with PX --liveness-ttl-ms and
- * renewed every third of that from the loop thread: on every master in
+ * renewed every third of that by the workers' loops in turn: on every master in
  * quorum mode, and first thing on every new command connection, so a
  * restarted or failed-over Redis has it before any waiter's attempt.  Fair
  * waiters' ids are "<id>.<n>", from which the scripts find the key: the
@@ -18,10 +18,13 @@
 #define LIVENESS_ID_LEN        12 /* characters of a gateway id (72 random bits) */
 #define LIVENESS_WAITER_ID_MAX 32 /* room for a waiter id and its NUL */
 
-/* Makes this gateway's id and key, registers the key's SET as the first
- * command of every new Redis connection, and its renewal (when due) as a
- * loop turn hook.  Before redis_start. */
+/* Makes this gateway's id and key, and registers the key's SET as the
+ * first command of every new Redis connection.  Before the workers start. */
 void liveness_init(const struct gw_config *cfg);
+
+/* The loop turn-start hook (loop.h) that renews the key when due, on the
+ * calling worker's Redis connections. */
+void liveness_turn_hook(void *arg, int64_t now_ms);
 
 /* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
  * life; any thread. */

@@ -1,7 +1,7 @@
 /* main.c -- flags, signals, start and stop.
  *
- * Start: settings, scripts, the Redis layer, then HTTP.  Stop on SIGTERM or
- * SIGINT: stop accepting, answer waiting requests 503, let requests in
+ * Start: settings, scripts, then the workers (worker.h).  Stop on SIGTERM
+ * or SIGINT: stop accepting, answer waiting requests 503, let requests in
  * flight finish (up to 4 s; what Redis still owes then is answered 503),
  * then close Redis; exit 0. */
 #include "handlers/handlers.h"
@@ -9,9 +9,8 @@
 #include "server/http.h"
 #include "server/liveness.h"
 #include "server/log.h"
-#include "server/redis.h"
 #include "server/scripts.h"
-#include "server/waiters.h"
+#include "server/worker.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -41,18 +40,14 @@ int main(int argc, char **argv) {
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);
-    if (redis_start(&cfg) < 0) return 1;
-    if (http_start(&cfg) < 0) {
-        redis_stop();
-        return 1;
-    }
+    if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
         log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "
-                 "key prefix '%s', %d threads",
+                 "key prefix '%s', %d workers",
                  cfg.listen_host, cfg.listen_port, cfg.sentinel_master, cfg.nsentinels,
                  cfg.key_prefix, cfg.threads);
     else
-        log_info("lockgate listening on %s:%d, Redis %s:%d, key prefix '%s', %d threads",
+        log_info("lockgate listening on %s:%d, Redis %s:%d, key prefix '%s', %d workers",
                  cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port, cfg.key_prefix,
                  cfg.threads);
 
@@ -60,15 +55,7 @@ int main(int argc, char **argv) {
     sigwait(&stop_signals, &sig);
     log_info("%s received: stopping (%ld requests in flight)",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", http_in_flight());
-    http_quiesce();
-    waiters_give_up_all_soon(); /* waiting requests answer 503 shutting_down */
-    http_drain(4000);
-    /* libmicrohttpd may not stop while a connection is suspended: stopping
-     * the Redis layer fails what is still outstanding (503), which resumes
-     * them, and from then on new commands fail at once. */
-    redis_stop();
-    http_drain(500);
-    http_stop();
+    workers_stop();
     log_info("lockgate stopped");
     return 0;
 }

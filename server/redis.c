@@ -1,10 +1,13 @@
 /* redis.c -- see redis.h.
  *
- *   callers --loop_post--> loop thread: hiredis async contexts
- *                            |  one write per turn per connection
- *                            v
- *                          Redis --> replies, in order --> callbacks
+ *   a worker's handlers --> its instance: hiredis async contexts on its loop
+ *                                 |  one write per turn per connection
+ *                                 v
+ *                               Redis --> replies, in order --> callbacks
  *
+ * One instance per worker thread (redis_bind), each with its own
+ * connections: nothing here is shared between threads but the settings
+ * and the prelude, both read-only once the workers run.
  * Sent commands are kept in `pending`, oldest first, with the time they
  * were sent.  Redis answers in order, so the oldest is the one a frozen
  * Redis holds up: when it passes the command timeout the connection is
@@ -16,18 +19,18 @@
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/metrics.h"
-#include "server/waiters.h"
 
 #include <errno.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
 struct redis_op {
-    struct loop_task task;        /* how it reaches the loop thread */
+    struct loop_task task;        /* how it reaches another instance's thread */
     struct redis_op *prev, *next; /* in pending, once sent */
     redis_cb cb;                  /* called once */
     void *arg;                    /* passed to cb */
@@ -45,6 +48,7 @@ struct redis_op {
     int64_t born_ms;              /* when it was made: its deadline is this plus the
                                      command timeout, across retries */
     int64_t sent_ms;              /* when it was written, for the timeout */
+    const char *why;              /* why it fails, on the failed list */
     char numkeys[16];             /* EVALSHA's key count, as text */
 };
 
@@ -64,6 +68,7 @@ struct rconn {
     int64_t next_attempt_ms;        /* earliest next attempt */
     int backoff_ms;                 /* grows to 1 s while Redis stays down */
     int ever_connected;             /* for the reconnect counter */
+    unsigned seen_up;               /* up_count of its node when last looked at */
     int down_logged;                /* the outage was logged once */
     void (*on_up)(struct rconn *c); /* after a connection is made */
 };
@@ -78,21 +83,21 @@ struct node {
 
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
 
-static struct {
+struct redis {
+    struct loop *loop;                 /* the loop its connections are on */
     struct gw_config cfg;              /* copy of the settings */
     struct node node[REDIS_MAX_NODES]; /* the Redis masters (cluster: every node met) */
     int nnodes;                        /* 1, the quorum's size, or cluster nodes known */
-    int cluster;                       /* cluster mode: ops go by slot (section below) */
-    struct cluster_map map;            /* cluster mode: slot -> node (loop thread only) */
-    _Atomic int uncovered;             /* cluster mode: slots with no master in the map */
+    int cluster;                       /* cluster mode: ops go by slot (redis_cluster.inc) */
+    struct cluster_map map;            /* cluster mode: slot -> node */
+    int uncovered;                     /* cluster mode: slots with no master in the map */
     int64_t next_refresh_ms;           /* cluster mode: next CLUSTER SLOTS */
     int refresh_asked;                 /* cluster mode: one is outstanding */
     int refresh_i;                     /* cluster mode: the node asked last */
-    char (*chan)[GW_PREFIX_MAX + 24];  /* cluster mode: each slot's release channel */
     int16_t sub_at[CLUSTER_SLOTS];     /* cluster mode: node whose pub/sub has the
-                                         slot's channel, -1 none */
+                                          slot's channel, -1 none */
     char owns[REDIS_MAX_NODES];        /* cluster mode: the node serves slots */
-    _Atomic int nmasters;              /* cluster mode: nodes serving slots */
+    int nmasters;                      /* cluster mode: nodes serving slots */
     int retry_all_due;                 /* cluster mode: wake every waiter this turn */
     struct redis_op delayed;           /* cluster mode: ops waiting out TRYAGAIN */
     struct rconn sen;                  /* Sentinel mode: asks for the master and
@@ -102,10 +107,31 @@ static struct {
     int reresolve;                     /* Sentinel mode: ask for the master again */
     char channel[GW_PREFIX_MAX + 16];  /* "<prefix>released" */
     const char *fail_reason;           /* why outstanding commands are failing */
-    struct redis_op *prelude;          /* redis_set_prelude's command, or NULL */
-} R;
+    int subscribe;                     /* keeps a pub/sub connection per node */
+    int stopping;                      /* redis_fail_all ran: commands fail at once */
+    struct redis_op *failed;           /* commands to fail at the turn's end */
+    void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
+    void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
+    void *hook_arg;                                             /* their argument */
+};
 
-#define N0 (&R.node[0]) /* the only node outside quorum mode */
+/* Cluster mode: each slot's release channel, the same for every instance
+ * (made once, before any starts: cluster_channels). */
+static char (*cluster_chan)[GW_PREFIX_MAX + 24];
+
+/* The instance of the calling thread (redis_bind). */
+static _Thread_local struct redis *self;
+
+/* redis_set_prelude's command, or NULL: the same for every instance, set
+ * before any starts. */
+static struct redis_op *prelude;
+
+/* The settings, the same for every instance (redis_settings). */
+static const struct gw_config *settings;
+
+/* Command connections made so far, per node, by every instance (see
+ * reconnect_if_up_elsewhere). */
+static atomic_uint up_count[REDIS_MAX_NODES];
 
 
 /* ------------------------------------------------------------------------
@@ -152,6 +178,28 @@ static void op_fail(struct redis_op *op, const char *why) {
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+static void reconnect_if_up_elsewhere(struct rconn *c);
+
+/* A command that cannot be sent fails at the turn's end, not inside its
+ * caller: a handler's callback never runs before the handler returned,
+ * and a retry that fails again cannot recurse. */
+static void op_fail_later(struct redis_op *op, const char *why) {
+    if (self->stopping) {
+        op_fail(op, why);
+        return;
+    }
+    op->why = why;
+    op->next = self->failed;
+    self->failed = op;
+}
+
+static void fail_queued(void) {
+    while (self->failed) {
+        struct redis_op *op = self->failed;
+        self->failed = op->next;
+        op_fail(op, op->why);
+    }
+}
 
 /* Hands op to hiredis, which appends it to its output buffer; the write
  * happens once per loop turn, for everything appended in that turn. */
@@ -159,11 +207,12 @@ static int cluster_route(struct redis_op *op);
 static void cluster_connect_now(struct node *n);
 
 static void op_send(struct redis_op *op) {
-    if (R.cluster && cluster_route(op) < 0) return;
-    struct node *n = &R.node[op->node];
-    if (R.cluster) cluster_connect_now(n);
+    if (self->cluster && cluster_route(op) < 0) return;
+    struct node *n = &self->node[op->node];
+    if (self->cluster) cluster_connect_now(n);
+    if (!n->cmd.ac) reconnect_if_up_elsewhere(&n->cmd);
     if (!n->cmd.ac) {
-        op_fail(op, "Redis is not connected");
+        op_fail_later(op, "Redis is not connected");
         return;
     }
     if (op->asking) {
@@ -172,7 +221,7 @@ static void op_send(struct redis_op *op) {
         redisAsyncCommandArgv(n->cmd.ac, on_reply, NULL, 1, ask, ask_len);
     }
     if (redisAsyncCommandArgv(n->cmd.ac, on_reply, op, op->argc, op->argv, op->lens) != REDIS_OK) {
-        op_fail(op, "Redis connection is closing");
+        op_fail_later(op, "Redis connection is closing");
         return;
     }
     op->sent_ms = loop_now_ms();
@@ -182,7 +231,14 @@ static void op_send(struct redis_op *op) {
     n->pending.prev = op;
 }
 
-static void op_post(struct loop_task *t) { op_send((struct redis_op *)t); }
+/* Run on the instance's own thread (redis_eval_on). */
+static void op_post(struct loop_task *t) {
+    struct redis_op *op = (struct redis_op *)t;
+    if (self->stopping)
+        op_fail(op, "the gateway is stopping");
+    else
+        op_send(op);
+}
 
 static void send_script_load(struct rconn *c, int id) {
     const struct script *s = script_get((enum script_id)id);
@@ -205,7 +261,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     op->prev->next = op->next;
     op->next->prev = op->prev;
     if (!reply) {
-        op_fail(op, R.fail_reason ? R.fail_reason : "Redis connection lost");
+        op_fail(op, self->fail_reason ? self->fail_reason : "Redis connection lost");
         return;
     }
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -215,12 +271,12 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             log_info("redis: NOSCRIPT for %s, reloading", script_get(op->script)->file);
             metrics_inc(M_REDIS_NOSCRIPT, 1);
             op->retried = 1;
-            send_script_load(&R.node[op->node].cmd, op->script);
+            send_script_load(&self->node[op->node].cmd, op->script);
             op_send(op);
             return;
         }
-        if (R.cluster && cluster_redirect(op, reply->str)) return;
-        if (R.cfg.nsentinels && strncmp(reply->str, "READONLY", 8) == 0) R.reresolve = 1;
+        if (self->cluster && cluster_redirect(op, reply->str)) return;
+        if (self->cfg.nsentinels && strncmp(reply->str, "READONLY", 8) == 0) self->reresolve = 1;
         log_warn("redis: command failed: %s", reply->str);
         op_fail(op, reply->str);
         return;
@@ -245,7 +301,7 @@ static void on_events(void *arg, uint32_t events) {
  * already forgotten a failed context, and the registration must still go. */
 static void ev_update(struct rconn *c, uint32_t events) {
     if (c->fd < 0 || events == c->events) return;
-    loop_fd(c->fd, events, on_events, c);
+    loop_fd(self->loop, c->fd, events, on_events, c);
     c->events = events;
 }
 static void ev_add_read(void *p) {
@@ -279,8 +335,8 @@ static struct rconn *conn_of(const redisAsyncContext *ac) { return ac->ev.data; 
 static void cluster_sub_gone(struct node *n);
 
 static void connection_gone(struct rconn *c) {
-    if (c == &R.sen) R.sentinel_i++; /* the next attempt asks the next one */
-    if (R.cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
+    if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
+    if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
     c->ac = NULL;
     c->connected = 0;
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
@@ -302,13 +358,17 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     c->down_logged = 0;
     if (c->ever_connected && c->node && c == &c->node->cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
     c->ever_connected = 1;
+    if (c->node && c == &c->node->cmd)
+        c->seen_up = atomic_fetch_add(&up_count[c->node - self->node], 1) + 1;
     log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
-    if (R.cfg.nsentinels && c == &N0->cmd && status != REDIS_OK) R.reresolve = 1;
-    if (R.cluster && status != REDIS_OK) R.next_refresh_ms = 0; /* who serves its slots now? */
+    if (self->cfg.nsentinels && c == &(&self->node[0])->cmd && status != REDIS_OK)
+        self->reresolve = 1;
+    if (self->cluster && status != REDIS_OK)
+        self->next_refresh_ms = 0; /* who serves its slots now? */
     if (status != REDIS_OK)
         log_warn("redis: %s connection to %s:%d lost: %s", c->what, c->host, c->port, ac->errstr);
     connection_gone(c);
@@ -341,14 +401,14 @@ static void connect_start(struct rconn *c) {
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     ev_add_write(c); /* connect(2) completes as writability */
 
-    if (R.cfg.redis_password[0] && c != &R.sen) {
-        const char *argv[2] = {"AUTH", R.cfg.redis_password};
-        size_t lens[2] = {4, strlen(R.cfg.redis_password)};
+    if (self->cfg.redis_password[0] && c != &self->sen) {
+        const char *argv[2] = {"AUTH", self->cfg.redis_password};
+        size_t lens[2] = {4, strlen(self->cfg.redis_password)};
         redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
     }
-    if (R.cfg.redis_db && c->node && c == &c->node->cmd) {
+    if (self->cfg.redis_db && c->node && c == &c->node->cmd) {
         char db[16];
-        int n = snprintf(db, sizeof db, "%d", R.cfg.redis_db);
+        int n = snprintf(db, sizeof db, "%d", self->cfg.redis_db);
         const char *argv[2] = {"SELECT", db};
         size_t lens[2] = {6, (size_t)n};
         redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
@@ -358,9 +418,8 @@ static void connect_start(struct rconn *c) {
 
 static void cmd_up(struct rconn *c) {
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
-    if (R.prelude)
-        redisAsyncCommandArgv(c->ac, on_reply, NULL, R.prelude->argc, R.prelude->argv,
-                              R.prelude->lens);
+    if (prelude)
+        redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
 }
 
 /* Each message is ["message", channel, "KIND:NAME"]; the first reply is the
@@ -372,21 +431,21 @@ static void on_release_message(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *kind = reply->element[0], *payload = reply->element[2];
     if (kind->type != REDIS_REPLY_STRING) return;
     if (strcmp(kind->str, "subscribe") == 0) {
-        waiters_retry_all();
+        if (self->on_resubscribed) self->on_resubscribed(self->hook_arg);
     } else if (strcmp(kind->str, "message") == 0 && payload->type == REDIS_REPLY_STRING) {
-        waiters_on_release(payload->str, payload->len);
+        if (self->on_release) self->on_release(self->hook_arg, payload->str, payload->len);
     }
 }
 
 static void cluster_sub_up(struct rconn *c);
 
 static void sub_up(struct rconn *c) {
-    if (R.cluster) {
+    if (self->cluster) {
         cluster_sub_up(c);
         return;
     }
-    const char *argv[2] = {"SUBSCRIBE", R.channel};
-    size_t lens[2] = {9, strlen(R.channel)};
+    const char *argv[2] = {"SUBSCRIBE", self->channel};
+    size_t lens[2] = {9, strlen(self->channel)};
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
 }
 
@@ -400,13 +459,13 @@ static void sub_up(struct rconn *c) {
 static void connection_drop(struct rconn *c, const char *why);
 
 static void set_master(const char *host, int port) {
-    struct node *n = N0;
-    if (R.master_known && strcmp(n->cmd.host, host) == 0 && n->cmd.port == port) return;
-    log_info("redis: sentinel names %s:%d as master '%s'", host, port, R.cfg.sentinel_master);
+    struct node *n = (&self->node[0]);
+    if (self->master_known && strcmp(n->cmd.host, host) == 0 && n->cmd.port == port) return;
+    log_info("redis: sentinel names %s:%d as master '%s'", host, port, self->cfg.sentinel_master);
     snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
     snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
     n->cmd.port = n->sub.port = port;
-    R.master_known = 1;
+    self->master_known = 1;
     if (n->cmd.ac) connection_drop(&n->cmd, "Redis master changed");
     if (n->sub.ac) connection_drop(&n->sub, "Redis master changed");
     n->cmd.next_attempt_ms = n->sub.next_attempt_ms = 0;
@@ -430,8 +489,8 @@ static void on_master_addr(redisAsyncContext *ac, void *r, void *privdata) {
         reply->element[1]->type == REDIS_REPLY_STRING) {
         set_master(reply->element[0]->str, atoi(reply->element[1]->str));
     } else if (reply) {
-        log_warn("redis: sentinel %s:%d does not know master '%s'", R.sen.host, R.sen.port,
-                 R.cfg.sentinel_master);
+        log_warn("redis: sentinel %s:%d does not know master '%s'", self->sen.host, self->sen.port,
+                 self->cfg.sentinel_master);
     }
 }
 
@@ -447,41 +506,62 @@ static void on_sentinel_event(redisAsyncContext *ac, void *r, void *privdata) {
     int old_port, new_port;
     if (sscanf(payload->str, "%127s %63s %d %63s %d", name, old_ip, &old_port, new_ip, &new_port) ==
             5 &&
-        strcmp(name, R.cfg.sentinel_master) == 0)
+        strcmp(name, self->cfg.sentinel_master) == 0)
         set_master(new_ip, new_port);
 }
 
 static void sen_up(struct rconn *c) {
-    const char *ask[3] = {"SENTINEL", "get-master-addr-by-name", R.cfg.sentinel_master};
-    size_t ask_lens[3] = {8, 23, strlen(R.cfg.sentinel_master)};
+    const char *ask[3] = {"SENTINEL", "get-master-addr-by-name", self->cfg.sentinel_master};
+    size_t ask_lens[3] = {8, 23, strlen(self->cfg.sentinel_master)};
     redisAsyncCommandArgv(c->ac, on_master_addr, NULL, 3, ask, ask_lens);
 }
 
 /* Drops the connection, failing everything outstanding with `why`. */
 static void connection_drop(struct rconn *c, const char *why) {
     redisAsyncContext *ac = c->ac;
-    R.fail_reason = why;
+    self->fail_reason = why;
     redisAsyncFree(ac); /* fails outstanding commands; may call on_disconnect */
     if (c->ac == ac) connection_gone(c);
-    R.fail_reason = NULL;
+    self->fail_reason = NULL;
+}
+
+/* Workers reconnect on their own, each with its own back-off (up to 1 s).
+ * Once one of them has a command connection to a node again, Redis is
+ * back: the others try at once (from their next command or turn) instead
+ * of waiting out their back-off, so that one gateway does not answer 503
+ * on one worker and 200 on another for a second after Redis returns. */
+
+static void reconnect_if_up_elsewhere(struct rconn *c) {
+    if (c->ac || !c->node || c != &c->node->cmd || self->stopping) return;
+    if (self->cluster) return; /* node indices differ between instances there */
+    if (self->cfg.nsentinels && !self->master_known) return;
+    unsigned up = atomic_load(&up_count[c->node - self->node]);
+    if (up == c->seen_up) return;
+    c->seen_up = up;
+    connect_start(c);
 }
 
 static void conn_turn(struct rconn *c, int64_t now) {
     if (!c->ac) {
-        if (c == &R.sen) {
-            if (!R.cfg.nsentinels) return;
-            const struct gw_endpoint *e = &R.cfg.sentinels[R.sentinel_i % R.cfg.nsentinels];
+        if (c == &self->sen) {
+            if (!self->cfg.nsentinels) return;
+            const struct gw_endpoint *e =
+                &self->cfg.sentinels[self->sentinel_i % self->cfg.nsentinels];
             snprintf(c->host, sizeof c->host, "%s", e->host);
             c->port = e->port;
-        } else if (R.cfg.nsentinels && !R.master_known) {
+        } else if (self->cfg.nsentinels && !self->master_known) {
             return; /* wait until a sentinel names the master */
-        } else if (R.cluster && c->node && c == &c->node->sub && !R.owns[c->node - R.node]) {
+        } else if (self->cluster && c->node && c == &c->node->sub &&
+                   !self->owns[c->node - self->node]) {
             return; /* cluster mode: only masters' shard channels are listened to */
         }
-        if (now >= c->next_attempt_ms) connect_start(c);
+        if (now >= c->next_attempt_ms)
+            connect_start(c);
+        else
+            reconnect_if_up_elsewhere(c);
         return;
     }
-    if (!c->connected && now - c->connecting_since > R.cfg.redis_timeout_ms) {
+    if (!c->connected && now - c->connecting_since > self->cfg.redis_timeout_ms) {
         log_warn("redis: %s connection to %s:%d timed out", c->what, c->host, c->port);
         connection_drop(c, "Redis did not accept the connection in time");
         return;
@@ -492,35 +572,40 @@ static void conn_turn(struct rconn *c, int64_t now) {
 
 static void cluster_turn(int64_t now);
 
-void redis_loop_turn(int64_t now) {
-    if (R.reresolve) {
+static void redis_loop_turn(int64_t now) {
+    if (self->stopping) return; /* redis_fail_all closed everything for good */
+    if (self->reresolve) {
         /* The master went away or refused a write: ask a sentinel again. */
-        R.reresolve = 0;
-        R.master_known = 0;
-        if (N0->cmd.ac) connection_drop(&N0->cmd, "Redis master is changing");
-        if (N0->sub.ac) connection_drop(&N0->sub, "Redis master is changing");
-        if (R.sen.ac) connection_drop(&R.sen, "asking again");
-        R.sen.next_attempt_ms = 0;
+        self->reresolve = 0;
+        self->master_known = 0;
+        if ((&self->node[0])->cmd.ac)
+            connection_drop(&(&self->node[0])->cmd, "Redis master is changing");
+        if ((&self->node[0])->sub.ac)
+            connection_drop(&(&self->node[0])->sub, "Redis master is changing");
+        if (self->sen.ac) connection_drop(&self->sen, "asking again");
+        self->sen.next_attempt_ms = 0;
     }
-    if (R.sen.ac && !R.master_known && now - R.sen.connecting_since > R.cfg.redis_timeout_ms) {
+    if (self->sen.ac && !self->master_known &&
+        now - self->sen.connecting_since > self->cfg.redis_timeout_ms) {
         /* A frozen sentinel accepts connections but never answers. */
         log_warn("redis: sentinel %s:%d did not name the master in time, asking the next",
-                 R.sen.host, R.sen.port);
-        connection_drop(&R.sen, "the sentinel did not answer");
+                 self->sen.host, self->sen.port);
+        connection_drop(&self->sen, "the sentinel did not answer");
     }
-    conn_turn(&R.sen, now);
-    if (R.cluster) cluster_turn(now);
-    for (int i = 0; i < R.nnodes; i++) {
-        struct node *n = &R.node[i];
+    conn_turn(&self->sen, now);
+    if (self->cluster) cluster_turn(now);
+    for (int i = 0; i < self->nnodes; i++) {
+        struct node *n = &self->node[i];
         struct redis_op *oldest = n->pending.next;
-        if (n->cmd.ac && oldest != &n->pending && now - oldest->sent_ms > R.cfg.redis_timeout_ms) {
+        if (n->cmd.ac && oldest != &n->pending &&
+            now - oldest->sent_ms > self->cfg.redis_timeout_ms) {
             log_warn("redis: %s:%d gave no answer within %d ms, dropping the connection",
-                     n->cmd.host, n->cmd.port, R.cfg.redis_timeout_ms);
+                     n->cmd.host, n->cmd.port, self->cfg.redis_timeout_ms);
             connection_drop(&n->cmd, "Redis did not answer in time");
-            if (R.cfg.nsentinels) R.reresolve = 1; /* is it still the master? */
+            if (self->cfg.nsentinels) self->reresolve = 1; /* is it still the master? */
         }
         conn_turn(&n->cmd, now);
-        conn_turn(&n->sub, now);
+        if (self->subscribe) conn_turn(&n->sub, now);
     }
 }
 
@@ -540,13 +625,22 @@ static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const c
     op->argv[2] = op->numkeys;
     op->lens[2] = (size_t)nk;
     op->script = (int)id;
-    if (R.cluster && nkeys > 0) op->slot = cluster_key_slot(argv[0], lens[0]);
+    if (self && self->cluster && nkeys > 0) op->slot = cluster_key_slot(argv[0], lens[0]);
     return op;
 }
 
-/* After redis_stop a command fails at once, on the caller's thread. */
+/* Sends op on the calling thread's instance; with none (not a worker) or
+ * once stopping, it fails at once. */
 static void post(struct redis_op *op) {
-    if (loop_post(&op->task) < 0) op_fail(op, "the gateway is stopping");
+    if (!self || self->stopping)
+        op_fail(op, "the gateway is stopping");
+    else
+        op_send(op);
+}
+
+/* Sends op on instance r, from any thread: posted to r's loop. */
+static void post_on(struct redis *r, struct redis_op *op) {
+    if (loop_post(r->loop, &op->task) < 0) op_fail(op, "the gateway is stopping");
 }
 
 void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
@@ -554,9 +648,14 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
     post(eval_op(id, nkeys, nargs, argv, lens, cb, arg));
 }
 
+void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
+                   const char *const *argv, const size_t *lens, redis_cb cb, void *arg) {
+    post_on(r, eval_op(id, nkeys, nargs, argv, lens, cb, arg));
+}
+
 void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
                      const size_t *lens, redis_cb cb, void *arg) {
-    if (R.cfg.redis_io_blocking && !loop_on_thread())
+    if (self && self->cfg.redis_io_blocking)
         redis_blocking_eval(id, nkeys, nargs, argv, lens, cb, arg);
     else
         redis_eval(id, nkeys, nargs, argv, lens, cb, arg);
@@ -621,7 +720,7 @@ static void fan_child_done(void *arg, const struct redis_result *res) {
 
 static struct fanout *fanout_new(redis_all_cb cb, void *arg) {
     struct fanout *f = alloc_check(calloc(1, sizeof *f));
-    f->n = f->left = R.nnodes;
+    f->n = f->left = settings->nnodes;
     f->cb = cb;
     f->arg = arg;
     for (int i = 0; i < f->n; i++) f->child[i] = (struct fan_child){f, i};
@@ -639,6 +738,17 @@ void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *
     }
 }
 
+void redis_eval_all_on(struct redis *r, enum script_id id, int nkeys, int nargs,
+                       const char *const *argv, const size_t *lens, redis_all_cb cb, void *arg) {
+    struct fanout *f = fanout_new(cb, arg);
+    int n = f->n;
+    for (int i = 0; i < n; i++) {
+        struct redis_op *op = eval_op(id, nkeys, nargs, argv, lens, fan_child_done, &f->child[i]);
+        op->node = i;
+        post_on(r, op);
+    }
+}
+
 void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
                        void *arg) {
     struct fanout *f = fanout_new(cb, arg);
@@ -650,8 +760,9 @@ void redis_command_all(int argc, const char *const *argv, const size_t *lens, re
     }
 }
 
-int redis_nodes(void) { return R.nnodes; }
-int redis_quorum(void) { return R.nnodes == 1 ? 1 : R.cfg.quorum; }
+void redis_settings(const struct gw_config *cfg) { settings = cfg; }
+int redis_nodes(void) { return settings->nnodes; }
+int redis_quorum(void) { return settings->nnodes == 1 ? 1 : settings->quorum; }
 
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg) {
     post(op_new(0, argc, argv, lens, cb, arg));
@@ -660,26 +771,26 @@ void redis_command(int argc, const char *const *argv, const size_t *lens, redis_
 void redis_command_for(const char *key, int argc, const char *const *argv, const size_t *lens,
                        redis_cb cb, void *arg) {
     struct redis_op *op = op_new(0, argc, argv, lens, cb, arg);
-    if (R.cluster) op->slot = cluster_key_slot(key, strlen(key));
+    if (self && self->cluster) op->slot = cluster_key_slot(key, strlen(key));
     post(op);
 }
 
-const char *redis_release_channel(void) { return R.channel; }
+const char *redis_release_channel(void) { return self->channel; }
 
 const char *redis_release_channel_for(const char *key) {
-    return R.cluster ? R.chan[cluster_key_slot(key, strlen(key))] : R.channel;
+    return self->cluster ? cluster_chan[cluster_key_slot(key, strlen(key))] : self->channel;
 }
 
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
-    free(R.prelude);
-    R.prelude = op_new(0, argc, argv, lens, NULL, NULL);
+    free(prelude);
+    prelude = op_new(0, argc, argv, lens, NULL, NULL);
 }
 
-/* A node of the table, new (its connections start on the next turn, or at
- * once when an op needs it); its index, or -1 when the table is full. */
-static int node_add(const char *host, int port) {
-    if (R.nnodes == REDIS_MAX_NODES) return -1;
-    struct node *n = &R.node[R.nnodes];
+/* A node of the instance's table, new (its connections start on the next
+ * turn, or at once when an op needs it); its index, or -1 when full. */
+static int node_add(struct redis *r, const char *host, int port) {
+    if (r->nnodes == REDIS_MAX_NODES) return -1;
+    struct node *n = &r->node[r->nnodes];
     n->pending.next = n->pending.prev = &n->pending;
     n->cmd =
         (struct rconn){.what = "command", .node = n, .fd = -1, .backoff_ms = 100, .on_up = cmd_up};
@@ -688,38 +799,56 @@ static int node_add(const char *host, int port) {
     snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
     snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
     n->cmd.port = n->sub.port = port;
-    return R.nnodes++;
+    return r->nnodes++;
 }
 
 #include "server/redis_cluster.inc"
 
-int redis_start(const struct gw_config *cfg) {
-    R.cfg = *cfg;
-    redis_blocking_init(&R.cfg);
-    snprintf(R.channel, sizeof R.channel, "%sreleased", cfg->key_prefix);
-    R.cluster = cfg->ncluster > 0;
-    R.nnodes = 0;
-    R.delayed.next = R.delayed.prev = &R.delayed;
-    cluster_map_clear(&R.map);
-    R.uncovered = CLUSTER_SLOTS;
-    if (R.cluster) {
+struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscribe) {
+    struct redis *r = alloc_check(calloc(1, sizeof *r));
+    r->loop = l;
+    r->cfg = *cfg;
+    r->subscribe = subscribe;
+    snprintf(r->channel, sizeof r->channel, "%sreleased", cfg->key_prefix);
+    r->cluster = cfg->ncluster > 0;
+    r->nnodes = 0;
+    r->delayed.next = r->delayed.prev = &r->delayed;
+    cluster_map_clear(&r->map);
+    r->uncovered = CLUSTER_SLOTS;
+    for (int i = 0; i < CLUSTER_SLOTS; i++) r->sub_at[i] = -1;
+    if (r->cluster) {
         cluster_channels(cfg->key_prefix);
         for (int i = 0; i < cfg->ncluster; i++)
-            node_add(cfg->cluster[i].host, cfg->cluster[i].port);
+            node_add(r, cfg->cluster[i].host, cfg->cluster[i].port);
     } else {
-        for (int i = 0; i < cfg->nnodes; i++) node_add(cfg->nodes[i].host, cfg->nodes[i].port);
+        for (int i = 0; i < cfg->nnodes; i++) node_add(r, cfg->nodes[i].host, cfg->nodes[i].port);
     }
-    R.sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
-    return loop_start();
+    r->sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
+    return r;
 }
 
-static void stop_on_loop(void) {
-    waiters_give_up_all();
-    for (int i = 0; i < R.nnodes; i++) {
-        if (R.node[i].cmd.ac) connection_drop(&R.node[i].cmd, "the gateway is stopping");
-        if (R.node[i].sub.ac) connection_drop(&R.node[i].sub, "the gateway is stopping");
-    }
-    if (R.sen.ac) connection_drop(&R.sen, "the gateway is stopping");
+void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
+                      void (*on_resubscribed)(void *arg), void *arg) {
+    r->on_release = on_release;
+    r->on_resubscribed = on_resubscribed;
+    r->hook_arg = arg;
 }
 
-void redis_stop(void) { loop_stop(stop_on_loop); }
+void redis_bind(struct redis *r) { self = r; }
+
+void redis_turn_hook(void *arg, int64_t now_ms) {
+    fail_queued();
+    redis_loop_turn(now_ms);
+}
+
+void redis_fail_all(void) {
+    self->stopping = 1;
+    fail_queued();
+    for (int i = 0; i < self->nnodes; i++) {
+        if (self->node[i].cmd.ac) connection_drop(&self->node[i].cmd, "the gateway is stopping");
+        if (self->node[i].sub.ac) connection_drop(&self->node[i].sub, "the gateway is stopping");
+    }
+    if (self->sen.ac) connection_drop(&self->sen, "the gateway is stopping");
+}
+
+void redis_free(struct redis *r) { free(r); }

@@ -1,15 +1,18 @@
 /* redis.h -- the Redis layer: run this script with these keys and arguments,
  * and be called back with the reply or the error.
  *
- * The connections live on the loop thread (loop.h).  Callers on any thread
- * post commands; every command posted since the last write goes out in one
- * write (auto-pipelining) and each callback runs, on the loop thread, in
- * order.  A callback is called exactly once for every command, also when
- * Redis is down (at once), does not answer within the command timeout, or
- * the connection drops.  The layer reconnects by itself and reloads scripts
- * on NOSCRIPT (Redis restarted, failed over, SCRIPT FLUSH), retrying the
- * command once.  A second connection subscribes to the release channel and
- * hands each message to waiters.c. */
+ * Each worker thread has its own instance (struct redis) on its own loop,
+ * bound to the thread with redis_bind: the calls below without an instance
+ * act on the calling thread's.  Every command sent in a loop turn goes out
+ * in one write per connection at the turn's end (auto-pipelining) and each
+ * callback runs on the same thread, in order.  A callback is called exactly
+ * once for every command, also when Redis is down (at the turn's end, never
+ * inside the call), does not answer within the command timeout, or the
+ * connection drops.  The layer reconnects by itself and reloads scripts on
+ * NOSCRIPT (Redis restarted, failed over, SCRIPT FLUSH), retrying the
+ * command once.  A second connection per instance subscribes to the release
+ * channel and hands each message to the release hook (the worker's
+ * waiters). */
 #ifndef LOCKGATE_REDIS_H
 #define LOCKGATE_REDIS_H
 
@@ -20,6 +23,8 @@
 #include "server/scripts.h"
 
 struct redisReply;
+struct loop;
+struct redis;
 
 struct redis_result {
     int ok;                         /* 1: reply is Redis's answer */
@@ -29,21 +34,43 @@ struct redis_result {
 
 typedef void (*redis_cb)(void *arg, const struct redis_result *res);
 
-/* Starts the loop and the connections; 0 or -1. */
-int redis_start(const struct gw_config *cfg);
+/* The settings every instance shares (kept by pointer); before any. */
+void redis_settings(const struct gw_config *cfg);
 
-/* Fails whatever is queued or outstanding, closes, stops the loop. */
-void redis_stop(void);
+/* A new instance whose connections go on loop l (made on its first turn);
+ * subscribe 0 leaves out the pub/sub connection.  Bind it to the thread
+ * that runs l; free it after l stopped. */
+struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscribe);
+void redis_bind(struct redis *r);
+void redis_free(struct redis *r);
+
+/* Called with every release message "KIND:NAME", and when the subscription
+ * is (re)made (releases may have been missed); on r's thread. */
+void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
+                      void (*on_resubscribed)(void *arg), void *arg);
+
+/* The loop turn-end hook (loop.h): fails what could not be sent, makes and
+ * times out connections, writes what the turn queued. */
+void redis_turn_hook(void *arg, int64_t now_ms);
+
+/* The gateway is stopping (on the instance's thread): fails whatever is
+ * queued or outstanding and closes; from then on commands fail at once. */
+void redis_fail_all(void);
 
 /* EVALSHA script with argv[0..nkeys) as KEYS and argv[nkeys..nargs) as
  * ARGV.  The strings are copied; cb(arg, result) is called once. */
 void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
                 const size_t *lens, redis_cb cb, void *arg);
 
-/* Like redis_eval, except with --redis-io blocking on an HTTP thread: the
- * call is then made on that thread's own blocking connection
- * (redis_blocking.c) and cb runs on this thread before this returns.  For
- * calls whose callback never parks the request (waiters are the loop's). */
+/* redis_eval on instance r from any thread: posted to r's loop, and cb runs
+ * on r's thread.  For a caller that must wait for the answer (idgen's
+ * lease) and so cannot wait on its own loop. */
+void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
+                   const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
+
+/* Like redis_eval, except with --redis-io blocking: the call is then made
+ * on the thread's own blocking connection (redis_blocking.c) and cb runs
+ * before this returns. */
 void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
                      const size_t *lens, redis_cb cb, void *arg);
 
@@ -82,6 +109,8 @@ int redis_quorum(void);
 typedef void (*redis_all_cb)(void *arg, const struct redis_result *results, int n);
 void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *argv,
                     const size_t *lens, redis_all_cb cb, void *arg);
+void redis_eval_all_on(struct redis *r, enum script_id id, int nkeys, int nargs,
+                       const char *const *argv, const size_t *lens, redis_all_cb cb, void *arg);
 void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
                        void *arg);
 
@@ -98,7 +127,5 @@ const char *redis_release_channel(void);
  * SPUBLISH: lua/_layout.lua, publish), else redis_release_channel(). */
 const char *redis_release_channel_for(const char *key);
 
-/* Called by the loop once or twice a turn: writes, reconnects, timeouts. */
-void redis_loop_turn(int64_t now_ms);
 
 #endif

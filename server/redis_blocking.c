@@ -1,12 +1,14 @@
 /* redis_blocking.c -- the per-thread blocking bridge (--redis-io blocking).
  *
  * Kept to be measured against, not to be used: it is the design the
- * event-driven layer replaced (bench/run.sh's "before" row).  Each HTTP
+ * event-driven layer replaced (bench/run.sh's "before" row).  Each worker
  * thread has its own hiredis connection and waits for its own reply: one
- * round trip per request, nothing pipelined, the thread idle meanwhile.
- * Only calls whose callback cannot park the request come here (see
- * redis_eval_here in redis.h); waiting, pub/sub and timers stay on the
- * loop.  Connections are made on first use and after any error. */
+ * round trip per request, nothing pipelined, the worker's loop held up
+ * meanwhile (bench/RESULTS.md: kept because at one connection it still
+ * costs slightly less CPU).  Only the calls of redis_eval_here come here;
+ * pub/sub and timers stay on the worker's loop, and a callback that parks
+ * its request parks it there.  Connections are made on first use and
+ * after any error. */
 #include "server/redis.h"
 #include "server/log.h"
 

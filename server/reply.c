@@ -2,7 +2,7 @@
  * (problem_body), from one table of codes. */
 #include "server/reply.h"
 #include "common/alloc.h"
-#include "server/http.h"
+#include "server/request.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -73,7 +73,8 @@ void reply_raw(struct gw_request *req, int status, const char *content_type, cha
     req->content_type = content_type;
     req->resp = body;
     req->resp_len = len;
-    http_reply_ready(req);
+    req->done = 1;
+    if (req->on_ready) req->on_ready(req);
 }
 
 void reply_json(struct gw_request *req, int status, cJSON *body) {

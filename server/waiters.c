@@ -1,6 +1,7 @@
 /* waiters.c -- see waiters.h.
  *
- * Two structures, both touched by the loop thread only:
+ * One instance per worker, touched by its thread only (self).  Two
+ * structures:
  *   - a binary min-heap on wake_ms, so the next timer is O(1) to find and
  *     10,000 waiters cost nothing while nobody releases;
  *   - a hash table from key to the list of that key's waiters in arrival
@@ -15,26 +16,48 @@
 #include "server/log.h"
 #include "server/metrics.h"
 
-#include <stdatomic.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- timer heap ------------------------------------------------------------- */
 
-static struct waiter **heap;
-static size_t heap_len, heap_cap;
+#define NBUCKETS 4096
+#define RING     256
+
+struct bucket_entry {
+    struct bucket_entry *next;  /* chain */
+    struct waiter *head, *tail; /* the key's waiters, oldest first */
+    char key[];                 /* the key, NUL-terminated */
+};
+
+/* One worker's waiters (see waiters.h); touched by its thread only. */
+struct waiters {
+    struct loop *loop;                      /* where hang-ups are watched */
+    struct waiter **heap;                   /* timer heap on wake_ms */
+    size_t heap_len, heap_cap;              /* its use and size */
+    struct bucket_entry *buckets[NBUCKETS]; /* key -> its waiters */
+    struct {
+        uint64_t seq, hash;
+    } ring[RING];         /* the last releases seen */
+    uint64_t release_seq; /* releases seen */
+    uint64_t arrivals;    /* first parks so far */
+};
+
+static _Thread_local struct waiters *self;
+
 
 static void heap_swap(size_t a, size_t b) {
-    struct waiter *t = heap[a];
-    heap[a] = heap[b];
-    heap[b] = t;
-    heap[a]->heap_i = a;
-    heap[b]->heap_i = b;
+    struct waiter *t = self->heap[a];
+    self->heap[a] = self->heap[b];
+    self->heap[b] = t;
+    self->heap[a]->heap_i = a;
+    self->heap[b]->heap_i = b;
 }
 
 static void heap_up(size_t i) {
-    while (i > 0 && heap[(i - 1) / 2]->wake_ms > heap[i]->wake_ms) {
+    while (i > 0 && self->heap[(i - 1) / 2]->wake_ms > self->heap[i]->wake_ms) {
         heap_swap(i, (i - 1) / 2);
         i = (i - 1) / 2;
     }
@@ -43,8 +66,8 @@ static void heap_up(size_t i) {
 static void heap_down(size_t i) {
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < heap_len && heap[l]->wake_ms < heap[m]->wake_ms) m = l;
-        if (r < heap_len && heap[r]->wake_ms < heap[m]->wake_ms) m = r;
+        if (l < self->heap_len && self->heap[l]->wake_ms < self->heap[m]->wake_ms) m = l;
+        if (r < self->heap_len && self->heap[r]->wake_ms < self->heap[m]->wake_ms) m = r;
         if (m == i) return;
         heap_swap(i, m);
         i = m;
@@ -52,59 +75,55 @@ static void heap_down(size_t i) {
 }
 
 static void heap_push(struct waiter *w) {
-    if (heap_len == heap_cap) {
-        heap_cap = heap_cap ? heap_cap * 2 : 256;
-        heap = alloc_check(realloc(heap, heap_cap * sizeof *heap));
+    if (self->heap_len == self->heap_cap) {
+        self->heap_cap = self->heap_cap ? self->heap_cap * 2 : 256;
+        self->heap = alloc_check(realloc(self->heap, self->heap_cap * sizeof *self->heap));
     }
-    heap[heap_len] = w;
-    w->heap_i = heap_len++;
+    self->heap[self->heap_len] = w;
+    w->heap_i = self->heap_len++;
     heap_up(w->heap_i);
 }
 
 static void heap_remove(struct waiter *w) {
     size_t i = w->heap_i;
-    heap_len--;
-    if (i != heap_len) {
-        heap[i] = heap[heap_len];
-        heap[i]->heap_i = i;
+    self->heap_len--;
+    if (i != self->heap_len) {
+        self->heap[i] = self->heap[self->heap_len];
+        self->heap[i]->heap_i = i;
         heap_up(i);
-        heap_down(heap[i]->heap_i);
+        heap_down(self->heap[i]->heap_i);
     }
 }
 
 /* ---- key table -------------------------------------------------------------- */
 
-struct bucket_entry {
-    struct bucket_entry *next;  /* chain */
-    struct waiter *head, *tail; /* the key's waiters, oldest first */
-    char key[];                 /* the key, NUL-terminated */
-};
-
-#define NBUCKETS 4096
-static struct bucket_entry *buckets[NBUCKETS];
 
 static struct bucket_entry **entry_slot(const char *key, size_t len) {
-    struct bucket_entry **e = &buckets[fnv1a_64(key, len) % NBUCKETS];
+    struct bucket_entry **e = &self->buckets[fnv1a_64(key, len) % NBUCKETS];
     while (*e && !(strlen((*e)->key) == len && memcmp((*e)->key, key, len) == 0)) e = &(*e)->next;
     return e;
 }
 
 /* ---- recent releases -------------------------------------------------------- */
 
-#define RING 256
-static struct { uint64_t seq, hash; } ring[RING];
-static atomic_ullong release_seq;
-
-uint64_t waiters_release_seq(void) { return atomic_load(&release_seq); }
+uint64_t waiters_release_seq(void) { return self->release_seq; }
 
 static int released_since(const char *key, uint64_t seen) {
-    uint64_t h = fnv1a_64(key, strlen(key)), last = atomic_load(&release_seq);
+    uint64_t h = fnv1a_64(key, strlen(key)), last = self->release_seq;
     for (uint64_t s = last; s > seen && last - s < RING; s--)
-        if (ring[s % RING].seq == s && ring[s % RING].hash == h) return 1;
+        if (self->ring[s % RING].seq == s && self->ring[s % RING].hash == h) return 1;
     return last - seen >= RING; /* too many to tell: assume so */
 }
 
 /* ---- parking ------------------------------------------------------------------ */
+
+/* The waiter's client socket hung up (its loop's epoll says so). */
+static void on_hangup(void *arg, uint32_t events) {
+    struct waiter *w = arg;
+    if (!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+    waiters_unpark(w);
+    w->give_up(w, 1);
+}
 
 void waiters_park(struct waiter *w, int64_t wake_ms) {
     if (released_since(w->key, w->seen_seq)) {
@@ -122,8 +141,7 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     struct bucket_entry *e = *slot;
     /* A waiter woken in vain is parked again in its old place, not at the
      * end: "wake the first" must keep meaning the one that came first. */
-    static uint64_t arrivals;
-    if (!w->arrival) w->arrival = ++arrivals;
+    if (!w->arrival) w->arrival = ++self->arrivals;
     struct waiter *after = e->tail;
     while (after && after->arrival > w->arrival) after = after->prev;
     w->prev = after;
@@ -138,7 +156,7 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
         e->head = w;
     w->wake_ms = wake_ms;
     heap_push(w);
-    if (w->fd >= 0) loop_watch_hangup(w->fd, w);
+    if (w->fd >= 0) loop_fd(self->loop, w->fd, EPOLLRDHUP, on_hangup, w);
     w->parked = 1;
     if (!w->watch) metrics_waiting_add(1);
 }
@@ -147,7 +165,7 @@ void waiters_unpark(struct waiter *w) {
     if (!w->parked) return;
     w->parked = 0;
     if (!w->watch) metrics_waiting_add(-1);
-    if (w->fd >= 0) loop_unwatch(w->fd);
+    if (w->fd >= 0) loop_fd(self->loop, w->fd, 0, NULL, NULL);
     heap_remove(w);
     struct bucket_entry **slot = entry_slot(w->key, strlen(w->key));
     struct bucket_entry *e = *slot;
@@ -173,9 +191,9 @@ static void wake(struct waiter *w) {
 }
 
 void waiters_on_release(const char *key, size_t len) {
-    uint64_t s = atomic_fetch_add(&release_seq, 1) + 1;
-    ring[s % RING].seq = s;
-    ring[s % RING].hash = fnv1a_64(key, len);
+    uint64_t s = ++self->release_seq;
+    self->ring[s % RING].seq = s;
+    self->ring[s % RING].hash = fnv1a_64(key, len);
 
     struct bucket_entry *e = *entry_slot(key, len);
     log_debug("waiters: release of %.*s, %s", (int)len, key, e ? "waking" : "nobody waits here");
@@ -202,40 +220,40 @@ void waiters_on_release(const char *key, size_t len) {
 }
 
 int waiters_next_timeout(int64_t now_ms) {
-    if (heap_len == 0) return -1;
-    int64_t d = heap[0]->wake_ms - now_ms;
+    if (self->heap_len == 0) return -1;
+    int64_t d = self->heap[0]->wake_ms - now_ms;
     return d < 0 ? 0 : d > 1000000 ? 1000000 : (int)d;
 }
 
 void waiters_run_due(int64_t now_ms) {
-    while (heap_len > 0 && heap[0]->wake_ms <= now_ms) wake(heap[0]);
+    while (self->heap_len > 0 && self->heap[0]->wake_ms <= now_ms) wake(self->heap[0]);
 }
 
 void waiters_retry_all(void) {
-    while (heap_len > 0) wake(heap[0]);
+    while (self->heap_len > 0) wake(self->heap[0]);
 }
 
 void waiters_give_up_all(void) {
-    while (heap_len > 0) {
-        struct waiter *w = heap[0];
+    while (self->heap_len > 0) {
+        struct waiter *w = self->heap[0];
         waiters_unpark(w);
         w->give_up(w, 0);
     }
 }
 
-static void give_up_task(struct loop_task *t) {
-    waiters_give_up_all();
-    free(t);
+struct waiters *waiters_new(struct loop *l) {
+    struct waiters *w = alloc_check(calloc(1, sizeof *w));
+    w->loop = l;
+    return w;
 }
 
-void waiters_give_up_all_soon(void) {
-    struct loop_task *t = malloc(sizeof *t);
-    if (!t) return;
-    t->run = give_up_task;
-    if (loop_post(t) < 0) free(t);
+void waiters_bind(struct waiters *w) { self = w; }
+
+void waiters_free(struct waiters *w) {
+    free(w->heap);
+    free(w);
 }
 
-void waiters_on_hangup(struct waiter *w) {
-    waiters_unpark(w);
-    w->give_up(w, 1);
-}
+int waiters_timeout_hook(void *arg, int64_t now_ms) { return waiters_next_timeout(now_ms); }
+
+void waiters_due_hook(void *arg, int64_t now_ms) { waiters_run_due(now_ms); }

@@ -1,5 +1,5 @@
 /* waiters.h -- requests waiting for a busy lock, semaphore permit or fair
- * turn, kept on the Redis loop thread without a thread or a poll each.
+ * turn, kept on their worker's loop without a thread or a poll each.
  *
  * A parked waiter is woken (its retry() called) by whichever comes first:
  *   - a release of its key, announced on Redis pub/sub (waiters_on_release):
@@ -8,12 +8,19 @@
  *     wake-up on when there is room for more), and every watcher of it;
  *   - its wake time: the holder's lease end, or its own deadline;
  *   - its client hanging up (give_up(w, 1)), seen by epoll on its socket.
- * All functions run on the loop thread only (redis.c calls the hooks). */
+ * Each worker has its own set (struct waiters), bound to its thread with
+ * waiters_bind; the functions below act on the calling thread's set, and a
+ * waiter is parked, woken and unparked on the thread that parked it.  The
+ * worker wires the hooks: releases from its Redis subscriber, its loop's
+ * timeout and turn end. */
 #ifndef LOCKGATE_WAITERS_H
 #define LOCKGATE_WAITERS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+struct loop;
+struct waiters;
 
 struct waiter {
     /* Set by the owner before waiters_park. */
@@ -36,6 +43,16 @@ struct waiter {
     int parked;                 /* in the heap and the key list */
 };
 
+/* A worker's set, whose hang-up watches go on loop l; bound to the thread
+ * that runs l; freed after l stopped. */
+struct waiters *waiters_new(struct loop *l);
+void waiters_bind(struct waiters *w);
+void waiters_free(struct waiters *w);
+
+/* Loop hooks (loop.h): ms until the next timer, and the due timers. */
+int waiters_timeout_hook(void *arg, int64_t now_ms);
+void waiters_due_hook(void *arg, int64_t now_ms);
+
 /* Parks w until wake_ms (monotonic ms) or an event.  If a release of w's key
  * was seen after w->seen_seq, w is retried at once instead. */
 void waiters_park(struct waiter *w, int64_t wake_ms);
@@ -46,7 +63,7 @@ void waiters_unpark(struct waiter *w);
 /* A release message "KIND:NAME" arrived. */
 void waiters_on_release(const char *key, size_t len);
 
-/* Counter of release messages seen; read from any thread. */
+/* Counter of release messages this thread's set has seen. */
 uint64_t waiters_release_seq(void);
 
 /* Milliseconds until the next timer, -1 when none (for epoll_wait). */
@@ -61,11 +78,5 @@ void waiters_retry_all(void);
 
 /* The gateway is stopping: every waiter gives up (it answers 503). */
 void waiters_give_up_all(void);
-
-/* The same, from any thread: posted to the loop. */
-void waiters_give_up_all_soon(void);
-
-/* epoll told that the waiter's socket hung up. */
-void waiters_on_hangup(struct waiter *w);
 
 #endif

@@ -4,7 +4,8 @@
 # loopback ports in temporary directories, and stops them).  Prints each
 # suite's closing line, then the total, and exits non-zero on any failure,
 # including a test binary that crashed before printing its summary.  The
-# suites named in CLUSTER_SUITES then run again against a Redis Cluster.
+# suites named in CLUSTER_SUITES then run again against a Redis Cluster,
+# and the suites of the event core's hard cases with 1 to 4 workers.
 set -u
 BUILD=${BUILD:-build}
 passed=0 failed=0 broken=()
@@ -47,6 +48,19 @@ for s in ${CLUSTER_SUITES-test_locks test_wait test_mutex test_ids}; do
     LOCKGATE_TEST_CLUSTER=1 run_suite "$t"
 done
 echo "cluster re-runs: $((SECONDS - cluster_start)) s"
+
+# The event core's hard cases again with every worker count from 1 to 4:
+# shutdown, Redis loss and frozen Redis (test_faults), failover
+# (test_sentinel).  Every gateway a suite starts reads LOCKGATE_WORKERS;
+# the run above had the default, the online cores.  TEST_WORKERS="" skips.
+for n in ${TEST_WORKERS-1 2 3 4}; do
+    [ "$n" = "$(nproc)" ] && continue # the run above
+    for s in test_faults test_sentinel; do
+        [ -x "$BUILD/tests/$s" ] || continue
+        echo "== $s, LOCKGATE_WORKERS=$n"
+        LOCKGATE_WORKERS=$n run_suite "$BUILD/tests/$s"
+    done
+done
 
 [ ${#broken[@]} -gt 0 ] && echo "broken suites: ${broken[*]}"
 echo "total: $passed passed, $failed failed"

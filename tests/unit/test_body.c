@@ -16,7 +16,6 @@
 
 static struct gw_request *fake_new(const char *body, size_t len) {
     struct gw_request *req = calloc(1, sizeof *req);
-    pthread_mutex_init(&req->mu, NULL);
     req->route = -1;
     req->conn = NULL;
     req->suspended = 0;
@@ -36,7 +35,6 @@ static void fake_free(struct gw_request *req) {
     cJSON_Delete(req->json);
     free(req->body);
     free(req->resp);
-    pthread_mutex_destroy(&req->mu);
     free(req);
 }
 

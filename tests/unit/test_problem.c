@@ -44,7 +44,6 @@ static const struct {
 
 static struct gw_request *fake(void) {
     struct gw_request *req = calloc(1, sizeof *req);
-    pthread_mutex_init(&req->mu, NULL);
     req->route = -1;
     return req;
 }
@@ -52,7 +51,6 @@ static struct gw_request *fake(void) {
 static void fake_free(struct gw_request *req) {
     for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
     free(req->resp);
-    pthread_mutex_destroy(&req->mu);
     free(req);
 }
 

@@ -1,0 +1,76 @@
+/* request.h -- one HTTP request as the handlers, reply.c and body.c see
+ * it.  The HTTP layer (http.h) makes it and sends its reply; the layers that
+ * build replies need nothing else from it, so they do not include http.h. */
+#ifndef LOCKGATE_REQUEST_H
+#define LOCKGATE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/router.h"
+
+#define HTTP_BODY_MAX    (16 * 1024)
+#define HTTP_MAX_HEADERS 4
+#define HTTP_MAX_WORKERS 64
+
+struct MHD_Connection;
+struct cJSON;
+
+struct gw_header {
+    char name[24]; /* e.g. "Lock-Token" */
+    char *value;   /* its value, malloc'd: a waiting request
+                                    should not carry room for replies */
+};
+
+struct gw_request {
+    struct MHD_Connection *conn; /* the connection this request came on */
+    int route;                   /* index in gw_routes, or -1 */
+    struct route_match match;    /* the path's {param} segments */
+    char *path;                  /* copy of the request path (params point here) */
+    char *body;                  /* accumulated body, NUL-terminated */
+    size_t body_len;             /* bytes in body */
+    size_t body_cap;             /* bytes allocated for body */
+    int body_too_large;          /* body passed HTTP_BODY_MAX */
+    struct cJSON *json;          /* parsed body (body_parse_or_reply) */
+    int64_t start_ns;            /* arrival, for the latency histogram */
+    const char *media;           /* the route's type the client accepts best
+                                    (accept.h), chosen before the handler */
+
+    /* Filled by handlers: what they copied out of the request, so that a
+     * callback never needs the connection (it may be gone).  name and
+     * token are malloc'd to fit (a waiting request keeps them), freed with
+     * the request; NULL until set. */
+    char *name;                  /* decoded {name} or {namespace} */
+    char *token;                 /* Lock-Token in use */
+    void *ctx;                   /* handler state across a Redis call */
+    int aux;                     /* a small handler value across a call */
+    void (*ctx_free)(void *ctx); /* frees ctx at the end, may be NULL */
+    /* Called when the reply could not be delivered (client gone), e.g. to
+     * give back a lock the client will never know it got.  May be NULL.
+     * It may run after the connection is gone: it reads only what the
+     * request copied (name, token, ctx). */
+    void (*on_undelivered)(struct gw_request *req);
+
+    /* The reply, built by reply_* (reply.h). */
+    int status;                                 /* HTTP status, 0 until replied */
+    const char *content_type;                   /* static string */
+    char *resp;                                 /* malloc'd body, owned by the request */
+    size_t resp_len;                            /* bytes in resp */
+    struct gw_header headers[HTTP_MAX_HEADERS]; /* extra response headers */
+    int nheaders;                               /* used entries of headers */
+    int sent;                                   /* the reply was handed to libmicrohttpd */
+    /* Set by the HTTP layer; reply.c calls it when the reply is complete
+     * (it sends the reply now if the handler is still running, or resumes
+     * the suspended connection).  NULL: nobody to tell (unit tests). */
+    void (*on_ready)(struct gw_request *req);
+
+    /* Where the request is between the handler and the reply. */
+    int dispatched; /* the handler was called */
+    int done;       /* a reply is ready */
+    int suspended;  /* the connection is suspended, waiting */
+    int deferred;   /* the handler's first return found no reply */
+    int orphaned;   /* libmicrohttpd closed the connection before the
+                           reply was ready: http_reply_ready frees it */
+};
+
+#endif
