@@ -40,7 +40,8 @@ struct redis_op {
     int script;                   /* script id, or -1 for a plain command */
     int retried;                  /* a NOSCRIPT retry was made */
     int node;                     /* which Redis it goes to */
-    int slot;                     /* cluster mode: its first key's slot, or -1 */
+    int slot;                     /* cluster mode: its first key's slot, or -1 (-2: not
+                                     worked out yet, see op_send) */
     int redirects;                /* cluster mode: MOVED/ASK followed */
     int retries;                  /* cluster mode: TRYAGAIN/CLUSTERDOWN waited out */
     int asking;                   /* cluster mode: send ASKING first (an ASK redirect) */
@@ -164,8 +165,7 @@ static struct redis_op *op_new(int extra, int argc, const char *const *argv, con
     op->cb = cb;
     op->arg = arg;
     op->script = -1;
-    op->slot = -1;
-    op->born_ms = loop_now_ms();
+    op->slot = -1; /* born_ms is set when first sent, on the instance's thread */
     op->task.run = op_post;
     return op;
 }
@@ -207,6 +207,8 @@ static int cluster_route(struct redis_op *op);
 static void cluster_connect_now(struct node *n);
 
 static void op_send(struct redis_op *op) {
+    if (!op->born_ms) op->born_ms = loop_now_ms();
+    if (op->slot == -2) op->slot = self->cluster ? cluster_key_slot(op->argv[3], op->lens[3]) : -1;
     if (self->cluster && cluster_route(op) < 0) return;
     struct node *n = &self->node[op->node];
     if (self->cluster) cluster_connect_now(n);
@@ -625,7 +627,7 @@ static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const c
     op->argv[2] = op->numkeys;
     op->lens[2] = (size_t)nk;
     op->script = (int)id;
-    if (self && self->cluster && nkeys > 0) op->slot = cluster_key_slot(argv[0], lens[0]);
+    if (nkeys > 0) op->slot = -2; /* from argv[3] once on an instance (op_send) */
     return op;
 }
 
