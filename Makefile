@@ -20,7 +20,7 @@ SANFLAGS  =
 endif
 
 CC       ?= cc
-PKGS      = libmicrohttpd hiredis libcjson
+PKGS      = libmicrohttpd hiredis libcjson gnutls
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I. -I$(BUILD)/gen
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread $(SANFLAGS) \

@@ -24,6 +24,8 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/reply.h"
+#include "server/tls.h"
+#include "handlers/access.h"
 #include "handlers/routes.h"
 
 #include <arpa/inet.h>
@@ -122,6 +124,7 @@ static void request_free(struct gw_request *req) {
     free(req->path);
     free(req->name);
     free(req->token);
+    free(req->key_id);
     pthread_mutex_destroy(&req->mu);
     free(req);
 }
@@ -189,6 +192,8 @@ static void dispatch(struct gw_request *req, const char *method) {
         reply_header(req, "Allow", req->match.allow);
         reply_problem(req, CODE_METHOD_NOT_ALLOWED, "%.200s allows %s", req->path,
                       req->match.allow);
+    } else if (access_or_reply(req) != GW_OK) {
+        /* refused: 401 or 403 */
     } else if (req->body_too_large) {
         reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
     } else if (media_or_reply(req) == GW_OK) {
@@ -457,7 +462,7 @@ int http_start(const struct gw_config *cfg) {
      * read into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
      * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
+                     MHD_USE_ERROR_LOG | tls_daemon_flags();
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     daemon_ = MHD_start_daemon(
         flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
@@ -466,7 +471,8 @@ int http_start(const struct gw_config *cfg) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)cfg->connection_memory_kib * 1024, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped,
-        NULL, MHD_OPTION_END);
+        NULL, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+        MHD_OPTION_ARRAY, tls_daemon_options(), MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!daemon_) {
         log_error("http: cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);

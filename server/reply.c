@@ -32,6 +32,8 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_TOO_MANY_NAMESPACES] = {"too_many_namespaces", 503, "Id namespaces all in use"  },
     [CODE_INVALID_REQUEST] = {"invalid_request",     400, "Malformed HTTP request"    },
     [CODE_NOT_ACCEPTABLE] = {"not_acceptable",      406, "No acceptable media type"  },
+    [CODE_UNAUTHENTICATED] = {"unauthenticated",     401, "No valid API key"          },
+    [CODE_FORBIDDEN] = {"forbidden",           403, "Not granted to this key"   },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }
