@@ -550,15 +550,17 @@ static void attempt(struct hold_call *hc) {
                           left,
                           hc->fair ? "1" : "0",
                           redis_release_channel(),
-                          k.message};
-    /* The common case (exclusive, no owner, max-hold, lock-delay or
-     * waiting) sends the script's short form, token and ttl only: every
+                          k.message,
+                          req->key_id ? req->key_id : ""};
+    /* The common case (exclusive, no owner, max-hold, lock-delay, waiting
+     * or API key) sends the script's short form, token and ttl only: every
      * argument costs Redis time (bench/RESULTS.md, "Redis fast path"). */
     int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
-                        hc->lock_delay_ms == 0 && wait_left == 0
+                        hc->lock_delay_ms == 0 && wait_left == 0 && !req->key_id
                     ? 5
-                    : 15;
-    size_t lens[15];
+                : req->key_id ? 16
+                              : 15;
+    size_t lens[16];
     for (int i = 0; i < nargs; i++) lens[i] = strlen(argv[i]);
     hc->w.seen_seq = waiters_release_seq();
     hc->attempt_ms = loop_now_ms();
@@ -818,6 +820,8 @@ static void inspect_done(void *arg, const struct redis_result *res) {
     }
     if (r->elements > 5 && r->element[5]->type == REDIS_REPLY_STRING && r->element[5]->len > 0)
         cJSON_AddStringToObject(o, "owner", r->element[5]->str);
+    if (r->elements > 8 && r->element[8]->type == REDIS_REPLY_STRING && r->element[8]->len > 0)
+        cJSON_AddStringToObject(o, "key_id", r->element[8]->str);
     reply_json(req, 200, o);
 }
 

@@ -13,7 +13,8 @@
 --         22+ characters, the other fields are short), its record packed
 --         with Redis's struct library: '<I4I7I6I4' count, fence, lease end
 --         (ms), ttl (ms): 21 bytes, and only when one is set, '<I6I4'
---         max-hold end (ms), lock-delay (ms) followed by the owner's bytes.
+--         max-hold end (ms), lock-delay (ms) followed by the owner's bytes
+--         and the holder's attributes (ATTRS below).
 --         Packed, a held lock's hash fits the allocation class of
 --         Redisson's RLock hash (bench/RESULTS.md).
 --   m     kind of the holders when not exclusive: s shared, p permit
@@ -30,10 +31,22 @@
 -- Integers as decimal strings (f, dl, w): exact up to 2^53.
 local function int(n) return string.format('%d', n) end
 
+-- Per-holder attributes follow the owner's bytes (owners never hold NUL)
+-- as "\0" .. <letter> .. <value>, repeated; decode makes each a field of
+-- the holder table, and a record without them reads as before.  One row a
+-- letter: k the API key id that acquired the hold (server/auth.h).
+local ATTRS = {{'k', 'key_id'}}
+local ATTR_FIELD = {k = 'key_id'}
+
 local function encode(h)
   local rec = struct.pack('<I4I7I6I4', h.count, h.fence, h.exp, h.ttl)
-  if h.hold == 0 and h.delay == 0 and h.owner == '' then return rec end
-  return rec .. struct.pack('<I6I4', h.hold, h.delay) .. h.owner
+  local tail = ''
+  for _, a in ipairs(ATTRS) do
+    local v = h[a[2]]
+    if v and v ~= '' then tail = tail .. '\0' .. a[1] .. v end
+  end
+  if h.hold == 0 and h.delay == 0 and h.owner == '' and tail == '' then return rec end
+  return rec .. struct.pack('<I6I4', h.hold, h.delay) .. h.owner .. tail
 end
 
 -- pos: where the record starts in v (after x's token), 1 for a token field.
@@ -42,7 +55,17 @@ local function decode(v, pos)
   h.count, h.fence, h.exp, h.ttl, pos = struct.unpack('<I4I7I6I4', v, pos or 1)
   if pos <= #v then
     h.hold, h.delay, pos = struct.unpack('<I6I4', v, pos)
-    h.owner = string.sub(v, pos)
+    local rest = string.sub(v, pos)
+    local nul = string.find(rest, '\0', 1, true)
+    if nul then
+      h.owner = string.sub(rest, 1, nul - 1)
+      for letter, value in string.gmatch(string.sub(rest, nul), '%z(.)([^%z]*)') do
+        local field = ATTR_FIELD[letter]
+        if field then h[field] = value end
+      end
+    else
+      h.owner = rest
+    end
   end
   return h
 end

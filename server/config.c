@@ -214,8 +214,18 @@ int config_parse_epoch(const char *s, int64_t *out) {
     return 0;
 }
 
-/* Access options (#19), numbered apart from the letters. */
-enum { OPT_AUTH_FILE = 1900, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_MAX_CONN_PER_IP };
+/* The access options (#19) go by digits: '1' --auth-file, '2' --tls-cert,
+ * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip. */
+static const char *access_option_name(int opt) {
+    switch (opt) {
+    case '1': return "auth file";
+    case '2': return "TLS certificate";
+    case '3': return "TLS key";
+    case '4': return "TLS client CA";
+    case '5': return "max connections per ip (0-1000000)";
+    }
+    return NULL;
+}
 
 static int copy_path(char *dst, size_t cap, const char *val) {
     if (!*val || strlen(val) >= cap) return -1;
@@ -261,13 +271,11 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'A': ok = parse_int(val, 0, 16, &cfg->min_replicas_ack); break;
     case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
     case 'G': ok = parse_int(val, 300, 300000, &cfg->liveness_ttl_ms); break;
-    case OPT_AUTH_FILE: ok = copy_path(cfg->auth_file, sizeof cfg->auth_file, val); break;
-    case OPT_TLS_CERT: ok = copy_path(cfg->tls_cert, sizeof cfg->tls_cert, val); break;
-    case OPT_TLS_KEY: ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
-    case OPT_TLS_CLIENT_CA:
-        ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val);
-        break;
-    case OPT_MAX_CONN_PER_IP: ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
+    case '1': ok = copy_path(cfg->auth_file, sizeof cfg->auth_file, val); break;
+    case '2': ok = copy_path(cfg->tls_cert, sizeof cfg->tls_cert, val); break;
+    case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
+    case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
+    case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
     case 'I':
         if (strcmp(val, "async") == 0)
             cfg->redis_io_blocking = 0;
@@ -277,30 +285,27 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
             ok = -1;
         break;
     }
-    if (ok < 0)
+    if (ok < 0 && access_option_name(opt))
+        snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
+    else if (ok < 0)
         snprintf(err, errlen, "bad value for %s: '%s'",
-                 opt == 'l'                   ? "listen address"
-                 : opt == 'r'                 ? "Redis URL (at most 9)"
-                 : opt == 'p'                 ? "key prefix (at most 64 bytes)"
-                 : opt == 't'                 ? "threads (1-64)"
-                 : opt == 'T'                 ? "redis timeout (10-600000 ms)"
-                 : opt == 'm'                 ? "max connections (16-1000000)"
-                 : opt == 'C'                 ? "connection memory (4-1024 KiB)"
-                 : opt == 'e'                 ? "id epoch"
-                 : opt == 'N'                 ? "id namespaces (16-4194304)"
-                 : opt == 's'                 ? "sentinel (HOST:PORT, at most 8)"
-                 : opt == 'Q'                 ? "quorum"
-                 : opt == 'M'                 ? "sentinel master name"
-                 : opt == 'A'                 ? "min replicas ack (0-16)"
-                 : opt == 'W'                 ? "replica ack timeout (10-60000 ms)"
-                 : opt == 'I'                 ? "redis io (async or blocking)"
-                 : opt == 'G'                 ? "liveness ttl (300-300000 ms)"
-                 : opt == OPT_AUTH_FILE       ? "auth file"
-                 : opt == OPT_TLS_CERT        ? "TLS certificate"
-                 : opt == OPT_TLS_KEY         ? "TLS key"
-                 : opt == OPT_TLS_CLIENT_CA   ? "TLS client CA"
-                 : opt == OPT_MAX_CONN_PER_IP ? "max connections per ip (0-1000000)"
-                                              : "log level",
+                 opt == 'l'   ? "listen address"
+                 : opt == 'r' ? "Redis URL (at most 9)"
+                 : opt == 'p' ? "key prefix (at most 64 bytes)"
+                 : opt == 't' ? "threads (1-64)"
+                 : opt == 'T' ? "redis timeout (10-600000 ms)"
+                 : opt == 'm' ? "max connections (16-1000000)"
+                 : opt == 'C' ? "connection memory (4-1024 KiB)"
+                 : opt == 'e' ? "id epoch"
+                 : opt == 'N' ? "id namespaces (16-4194304)"
+                 : opt == 's' ? "sentinel (HOST:PORT, at most 8)"
+                 : opt == 'Q' ? "quorum"
+                 : opt == 'M' ? "sentinel master name"
+                 : opt == 'A' ? "min replicas ack (0-16)"
+                 : opt == 'W' ? "replica ack timeout (10-60000 ms)"
+                 : opt == 'I' ? "redis io (async or blocking)"
+                 : opt == 'G' ? "liveness ttl (300-300000 ms)"
+                              : "log level",
                  val);
     return ok;
 }
@@ -327,28 +332,28 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         int opt;
         const char *env;
     } envs[] = {
-        {'l',                 "LOCKGATE_LISTEN"                },
-        {'r',                 "LOCKGATE_REDIS"                 },
-        {'p',                 "LOCKGATE_KEY_PREFIX"            },
-        {'t',                 "LOCKGATE_THREADS"               },
-        {'T',                 "LOCKGATE_REDIS_TIMEOUT_MS"      },
-        {'m',                 "LOCKGATE_MAX_CONNECTIONS"       },
-        {'e',                 "LOCKGATE_ID_EPOCH"              },
-        {'L',                 "LOCKGATE_LOG_LEVEL"             },
-        {'s',                 "LOCKGATE_SENTINELS"             },
-        {'M',                 "LOCKGATE_SENTINEL_MASTER"       },
-        {'A',                 "LOCKGATE_MIN_REPLICAS_ACK"      },
-        {'W',                 "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
-        {'Q',                 "LOCKGATE_QUORUM"                },
-        {'I',                 "LOCKGATE_REDIS_IO"              },
-        {'C',                 "LOCKGATE_CONNECTION_MEMORY_KIB" },
-        {'G',                 "LOCKGATE_LIVENESS_TTL_MS"       },
-        {'N',                 "LOCKGATE_ID_NAMESPACES"         },
-        {OPT_AUTH_FILE,       "LOCKGATE_AUTH_FILE"             },
-        {OPT_TLS_CERT,        "LOCKGATE_TLS_CERT"              },
-        {OPT_TLS_KEY,         "LOCKGATE_TLS_KEY"               },
-        {OPT_TLS_CLIENT_CA,   "LOCKGATE_TLS_CLIENT_CA"         },
-        {OPT_MAX_CONN_PER_IP, "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'l', "LOCKGATE_LISTEN"                },
+        {'r', "LOCKGATE_REDIS"                 },
+        {'p', "LOCKGATE_KEY_PREFIX"            },
+        {'t', "LOCKGATE_THREADS"               },
+        {'T', "LOCKGATE_REDIS_TIMEOUT_MS"      },
+        {'m', "LOCKGATE_MAX_CONNECTIONS"       },
+        {'e', "LOCKGATE_ID_EPOCH"              },
+        {'L', "LOCKGATE_LOG_LEVEL"             },
+        {'s', "LOCKGATE_SENTINELS"             },
+        {'M', "LOCKGATE_SENTINEL_MASTER"       },
+        {'A', "LOCKGATE_MIN_REPLICAS_ACK"      },
+        {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
+        {'Q', "LOCKGATE_QUORUM"                },
+        {'I', "LOCKGATE_REDIS_IO"              },
+        {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
+        {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
+        {'N', "LOCKGATE_ID_NAMESPACES"         },
+        {'1', "LOCKGATE_AUTH_FILE"             },
+        {'2', "LOCKGATE_TLS_CERT"              },
+        {'3', "LOCKGATE_TLS_KEY"               },
+        {'4', "LOCKGATE_TLS_CLIENT_CA"         },
+        {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -356,31 +361,31 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
 
     static const struct option longopts[] = {
-        {"listen",                 required_argument, 0, 'l'                },
-        {"redis",                  required_argument, 0, 'r'                },
-        {"key-prefix",             required_argument, 0, 'p'                },
-        {"threads",                required_argument, 0, 't'                },
-        {"redis-timeout-ms",       required_argument, 0, 'T'                },
-        {"max-connections",        required_argument, 0, 'm'                },
-        {"connection-memory-kib",  required_argument, 0, 'C'                },
-        {"id-epoch",               required_argument, 0, 'e'                },
-        {"id-namespaces",          required_argument, 0, 'N'                },
-        {"log-level",              required_argument, 0, 'L'                },
-        {"sentinel",               required_argument, 0, 's'                },
-        {"quorum",                 required_argument, 0, 'Q'                },
-        {"sentinel-master",        required_argument, 0, 'M'                },
-        {"min-replicas-ack",       required_argument, 0, 'A'                },
-        {"replica-ack-timeout-ms", required_argument, 0, 'W'                },
-        {"redis-io",               required_argument, 0, 'I'                },
-        {"liveness-ttl-ms",        required_argument, 0, 'G'                },
-        {"auth-file",              required_argument, 0, OPT_AUTH_FILE      },
-        {"tls-cert",               required_argument, 0, OPT_TLS_CERT       },
-        {"tls-key",                required_argument, 0, OPT_TLS_KEY        },
-        {"tls-client-ca",          required_argument, 0, OPT_TLS_CLIENT_CA  },
-        {"max-connections-per-ip", required_argument, 0, OPT_MAX_CONN_PER_IP},
-        {"help",                   no_argument,       0, 'h'                },
-        {"version",                no_argument,       0, 'V'                },
-        {0,                        0,                 0, 0                  },
+        {"listen",                 required_argument, 0, 'l'},
+        {"redis",                  required_argument, 0, 'r'},
+        {"key-prefix",             required_argument, 0, 'p'},
+        {"threads",                required_argument, 0, 't'},
+        {"redis-timeout-ms",       required_argument, 0, 'T'},
+        {"max-connections",        required_argument, 0, 'm'},
+        {"connection-memory-kib",  required_argument, 0, 'C'},
+        {"id-epoch",               required_argument, 0, 'e'},
+        {"id-namespaces",          required_argument, 0, 'N'},
+        {"log-level",              required_argument, 0, 'L'},
+        {"sentinel",               required_argument, 0, 's'},
+        {"quorum",                 required_argument, 0, 'Q'},
+        {"sentinel-master",        required_argument, 0, 'M'},
+        {"min-replicas-ack",       required_argument, 0, 'A'},
+        {"replica-ack-timeout-ms", required_argument, 0, 'W'},
+        {"redis-io",               required_argument, 0, 'I'},
+        {"liveness-ttl-ms",        required_argument, 0, 'G'},
+        {"auth-file",              required_argument, 0, '1'},
+        {"tls-cert",               required_argument, 0, '2'},
+        {"tls-key",                required_argument, 0, '3'},
+        {"tls-client-ca",          required_argument, 0, '4'},
+        {"max-connections-per-ip", required_argument, 0, '5'},
+        {"help",                   no_argument,       0, 'h'},
+        {"version",                no_argument,       0, 'V'},
+        {0,                        0,                 0, 0  },
     };
     optind = 1;
     opterr = 0;

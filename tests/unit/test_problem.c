@@ -37,6 +37,8 @@ static const struct {
     {CODE_TOO_MANY_NAMESPACES, "too_many_namespaces", 503},
     {CODE_INVALID_REQUEST,     "invalid_request",     400},
     {CODE_NOT_ACCEPTABLE,      "not_acceptable",      406},
+    {CODE_UNAUTHENTICATED,     "unauthenticated",     401},
+    {CODE_FORBIDDEN,           "forbidden",           403},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
