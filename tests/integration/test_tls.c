@@ -1,0 +1,185 @@
+/* test_tls.c -- HTTPS (README, "TLS") against the real binary, with
+ * certificates made in a temporary directory (tls_certs.sh): the right CA
+ * is served and a wrong one fails; plain HTTP to the TLS port gets no HTTP
+ * answer and the server goes on serving; mutual TLS without a client
+ * certificate, with one from another CA, and with the right one; a
+ * certificate reload on SIGHUP seen by a new connection while a
+ * connection made before it keeps working; TLS and an API key together. */
+#include "tests/integration/harness.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct h_redis redis;
+static struct h_gw gw, mgw;
+static char dir[64];
+
+struct body {
+    char buf[8192];
+    size_t len;
+};
+
+static size_t sink(char *p, size_t size, size_t n, void *ud) {
+    struct body *b = ud;
+    size_t add = size * n;
+    if (b->len + add >= sizeof b->buf) add = sizeof b->buf - b->len - 1;
+    memcpy(b->buf + b->len, p, add);
+    b->len += add;
+    b->buf[b->len] = '\0';
+    return size * n;
+}
+
+/* GET https://127.0.0.1:port/path on handle c (a new one when NULL),
+ * trusting ca, with a client certificate `client` (dir/<client>.pem and
+ * .key) or none, and an Authorization header or none.  Returns the HTTP
+ * status, 0 when no HTTP answer came (TLS refused). */
+static long https_get(CURL *c, int port, const char *path, const char *ca, const char *client,
+                      const char *auth) {
+    int own = c == NULL;
+    if (own) c = curl_easy_init();
+    char url[256], cafile[128], cert[128], key[128], h[300];
+    struct body b = {.len = 0};
+    snprintf(url, sizeof url, "https://127.0.0.1:%d%s", port, path);
+    snprintf(cafile, sizeof cafile, "%s/%s.pem", dir, ca);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
+    curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (client) {
+        snprintf(cert, sizeof cert, "%s/%s.pem", dir, client);
+        snprintf(key, sizeof key, "%s/%s.key", dir, client);
+        curl_easy_setopt(c, CURLOPT_SSLCERT, cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+    }
+    struct curl_slist *hs = NULL;
+    if (auth) {
+        snprintf(h, sizeof h, "Authorization: %s", auth);
+        hs = curl_slist_append(hs, h);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hs);
+    if (own) curl_easy_cleanup(c);
+    return status;
+}
+
+static void copy(const char *from, const char *to) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cp %s/%s %s/%s", dir, from, dir, to);
+    if (system(cmd) != 0) fprintf(stderr, "  %s failed\n", cmd);
+}
+
+static void test_tls_right_and_wrong_ca(void) {
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL), 200);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca2", NULL, NULL), 0);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "clientca", NULL, NULL), 0);
+}
+
+static void test_tls_plain_http_gets_no_answer(void) {
+    char out[512];
+    const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    size_t n = h_raw(gw.port, req, sizeof req - 1, out, sizeof out, 2000);
+    CHECK(n == 0 || strstr(out, "HTTP/") == NULL);
+    /* And the plain HTTP client of the harness gets no status either. */
+    struct h_resp r = h_http("GET", gw.port, "/healthz", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 0);
+    h_resp_free(&r);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL), 200);
+}
+
+static void test_tls_mutual(void) {
+    CHECK(https_get(NULL, mgw.port, "/healthz", "ca", NULL, NULL) != 200);
+    CHECK(https_get(NULL, mgw.port, "/healthz", "ca", "rogue", NULL) != 200);
+    CHECK_EQ_INT(https_get(NULL, mgw.port, "/healthz", "ca", "client", NULL), 200);
+    CHECK_EQ_INT(https_get(NULL, mgw.port, "/v1/locks/m", "ca", "client", NULL), 404);
+}
+
+static void test_tls_reload_on_sighup(void) {
+    CURL *kept = curl_easy_init();
+    CHECK_EQ_INT(https_get(kept, gw.port, "/healthz", "ca", NULL, NULL), 200);
+    copy("server2.pem", "live.pem");
+    copy("server2.key", "live.key");
+    kill(gw.pid, SIGHUP);
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = https_get(NULL, gw.port, "/healthz", "ca2", NULL, NULL) == 200;
+        if (!seen) h_sleep_ms(20);
+    }
+    CHECK(seen);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL), 0);
+    /* The connection made before the reload is still up and served. */
+    long conns = -1;
+    CHECK_EQ_INT(https_get(kept, gw.port, "/healthz", "ca", NULL, NULL), 200);
+    curl_easy_getinfo(kept, CURLINFO_NUM_CONNECTS, &conns);
+    CHECK_EQ_INT(conns, 0); /* reused, not a new one */
+    curl_easy_cleanup(kept);
+    /* A broken pair at reload keeps the one in force. */
+    copy("server.pem", "live.pem"); /* ca's certificate with server2's key */
+    kill(gw.pid, SIGHUP);
+    h_sleep_ms(300);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca2", NULL, NULL), 200);
+    copy("server.key", "live.key");
+    kill(gw.pid, SIGHUP);
+    seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL) == 200;
+        if (!seen) h_sleep_ms(20);
+    }
+    CHECK(seen);
+}
+
+static void test_tls_bad_files_at_start(void) {
+    char cmd[512], out[1024] = "";
+    snprintf(cmd, sizeof cmd,
+             "%s/lockgate --listen 127.0.0.1:%d --tls-cert %s/server.pem --tls-key %s/client.key "
+             "2>&1; echo \"exit=$?\"",
+             getenv("BUILD") ? getenv("BUILD") : "build", h_free_port(), dir, dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    if (p) pclose(p);
+    CHECK(strstr(out, "exit=2") != NULL);
+    CHECK(strstr(out, "lockgate: certificate") != NULL);
+}
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    curl_global_init(CURL_GLOBAL_ALL);
+    snprintf(dir, sizeof dir, "/tmp/lockgate-tls-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "tests/integration/tls_certs.sh %s", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "tls_certs.sh failed\n");
+        return 1;
+    }
+    copy("server.pem", "live.pem");
+    copy("server.key", "live.key");
+    if (h_redis_start(&redis, 0, NULL) < 0) return 1;
+    char flags[512];
+    snprintf(flags, sizeof flags, "--tls-cert %s/live.pem --tls-key %s/live.key", dir, dir);
+    if (h_gw_up(&gw, &redis, flags) < 0) return 1;
+    snprintf(flags, sizeof flags,
+             "--tls-cert %s/server.pem --tls-key %s/server.key --tls-client-ca %s/clientca.pem",
+             dir, dir, dir);
+    if (h_gw_up(&mgw, &redis, flags) < 0) return 1;
+    RUN_SOME(test_tls_right_and_wrong_ca);
+    RUN_SOME(test_tls_plain_http_gets_no_answer);
+    RUN_SOME(test_tls_mutual);
+    RUN_SOME(test_tls_reload_on_sighup);
+    RUN_SOME(test_tls_bad_files_at_start);
+    h_gw_stop(&gw, 5000);
+    h_gw_stop(&mgw, 5000);
+    h_redis_stop(&redis);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_summary("tls");
+}
