@@ -6,6 +6,8 @@
 #include <getopt.h>
 
 enum { O_SHARED = 256, O_FAIR, O_OWNER, O_MAX_HOLD, O_LOCK_DELAY, O_GRACE, O_TOKEN, O_VERSION };
+/* Options of every command that say how to reach the gateway (access.h). */
+enum { O_API_KEY_FILE = 300, O_CACERT, O_CERT, O_KEY };
 
 struct opts {
     const char *cmd;      /* the subcommand */

@@ -12,9 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static struct h_redis redis;
-static struct h_gw gw, mgw;
+static struct h_gw gw, mgw, agw; /* TLS; mutual TLS; TLS and API keys */
 static char dir[64];
 
 struct body {
@@ -136,6 +137,61 @@ static void test_tls_reload_on_sighup(void) {
     CHECK(seen);
 }
 
+/* Runs lockctl with env and args; returns its exit status, output in out. */
+static int lockctl(const char *env, const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env %s %s/lockctl %s 2>&1", env,
+             getenv("BUILD") ? getenv("BUILD") : "build", args);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, cap - 1, p) : 0;
+    out[n] = '\0';
+    int st = p ? pclose(p) : -1;
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#define LOCKCTL_SECRET "lockctlLOCKCTLlockctlLOCKCTLlockctlLOCKCTL12"
+
+static void test_tls_lockctl_with_key_and_tls(void) {
+    char args[512], env[256], out[2048], keyfile[128];
+    snprintf(args, sizeof args, "--url https://127.0.0.1:%d --cacert %s/ca.pem id job-ids",
+             agw.port, dir);
+    snprintf(env, sizeof env, "LOCKGATE_API_KEY=ci.%s", LOCKCTL_SECRET);
+    CHECK_EQ_INT(lockctl(env, args, out, sizeof out), 0);
+    CHECK(out[0] >= '1' && out[0] <= '9');
+    /* No key: refused (65); the wrong CA: unreachable (69). */
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 65);
+    CHECK(strstr(out, "unauthenticated") || strstr(out, "401"));
+    snprintf(args, sizeof args, "--url https://127.0.0.1:%d --cacert %s/ca2.pem id job-ids",
+             agw.port, dir);
+    CHECK_EQ_INT(lockctl(env, args, out, sizeof out), 69);
+    /* The key from a file; a lock taken with it shows its key id. */
+    snprintf(keyfile, sizeof keyfile, "%s/lockctl.key", dir);
+    FILE *f = fopen(keyfile, "w");
+    if (f) {
+        fprintf(f, "ci.%s\n", LOCKCTL_SECRET);
+        fclose(f);
+    }
+    snprintf(args, sizeof args,
+             "--url https://127.0.0.1:%d --cacert %s/ca.pem --api-key-file %s acquire job-l "
+             "--ttl 60s -q",
+             agw.port, dir, keyfile);
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 0);
+    snprintf(args, sizeof args,
+             "--url https://127.0.0.1:%d --cacert %s/ca.pem --api-key-file %s status job-l",
+             agw.port, dir, keyfile);
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 0);
+    CHECK(strstr(out, "key_id") && strstr(out, "\"ci\""));
+    /* Mutual TLS: with the client certificate, and without. */
+    snprintf(args, sizeof args,
+             "--url https://127.0.0.1:%d --cacert %s/ca.pem --cert %s/client.pem --key "
+             "%s/client.key id job-ids",
+             mgw.port, dir, dir, dir);
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--url https://127.0.0.1:%d --cacert %s/ca.pem id job-ids",
+             mgw.port, dir);
+    CHECK(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out) != 0);
+}
+
 static void test_tls_bad_files_at_start(void) {
     char cmd[512], out[1024] = "";
     snprintf(cmd, sizeof cmd,
@@ -171,13 +227,33 @@ int main(int argc, char **argv) {
              "--tls-cert %s/server.pem --tls-key %s/server.key --tls-client-ca %s/clientca.pem",
              dir, dir, dir);
     if (h_gw_up(&mgw, &redis, flags) < 0) return 1;
+    char sha[80] = "", keys[512], path[128];
+    snprintf(cmd, sizeof cmd, "printf %%s %s | sha256sum", LOCKCTL_SECRET);
+    FILE *p = popen(cmd, "r");
+    if (!p || fscanf(p, "%64s", sha) != 1) return 1;
+    pclose(p);
+    snprintf(keys, sizeof keys,
+             "{\"keys\": [{\"id\": \"ci\", \"sha256\": \"%s\", \"grants\": ["
+             "{\"kind\": \"ids\", \"prefix\": \"job-\", \"access\": \"write\"},"
+             "{\"kind\": \"locks\", \"prefix\": \"job-\", \"access\": \"write\"}]}]}",
+             sha);
+    snprintf(path, sizeof path, "%s/keys.json", dir);
+    FILE *kf = fopen(path, "w");
+    if (!kf) return 1;
+    fputs(keys, kf);
+    fclose(kf);
+    snprintf(flags, sizeof flags, "--tls-cert %s/server.pem --tls-key %s/server.key --auth-file %s",
+             dir, dir, path);
+    if (h_gw_up(&agw, &redis, flags) < 0) return 1;
     RUN_SOME(test_tls_right_and_wrong_ca);
     RUN_SOME(test_tls_plain_http_gets_no_answer);
     RUN_SOME(test_tls_mutual);
     RUN_SOME(test_tls_reload_on_sighup);
+    RUN_SOME(test_tls_lockctl_with_key_and_tls);
     RUN_SOME(test_tls_bad_files_at_start);
     h_gw_stop(&gw, 5000);
     h_gw_stop(&mgw, 5000);
+    h_gw_stop(&agw, 5000);
     h_redis_stop(&redis);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
