@@ -22,6 +22,7 @@ have_cmd redis-server  || need+=(redis-server)
 have_cmd redis-cli     || need+=(redis-tools)
 have_cmd faketime      || need+=(faketime)
 have_cmd redis-sentinel || need+=(redis-sentinel)
+have_cmd openssl     || need+=(openssl)
 for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -68,6 +68,16 @@ static int prefix_valid(const char *s) {
     return len == 0 || (len <= NAME_MAX_LEN && name_valid(s, len));
 }
 
+/* A value from the file, cut to 40 bytes, for an error line: bytes that
+ * are not printable ASCII become '?', so the reason stays one line
+ * (fuzz_auth_file found a kind with a newline in it). */
+static const char *shown(const char *s, char out[41]) {
+    size_t i = 0;
+    for (; s[i] && i < 40; i++) out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+    return out;
+}
+
 void auth_table_free(struct auth_table *t) {
     if (!t) return;
     for (int i = 0; i < t->nkeys; i++) {
@@ -83,6 +93,7 @@ static int parse_grant(const cJSON *g, struct auth_grant *out, int k, int i, cha
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(g, "kind");
     const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(g, "prefix");
     const cJSON *access = cJSON_GetObjectItemCaseSensitive(g, "access");
+    char buf[41];
     if (!cJSON_IsObject(g) || !cJSON_IsString(kind) || !cJSON_IsString(prefix) ||
         !cJSON_IsString(access)) {
         snprintf(err, errlen, "keys[%d].grants[%d]: needs string fields kind, prefix, access", k,
@@ -92,14 +103,14 @@ static int parse_grant(const cJSON *g, struct auth_grant *out, int k, int i, cha
     out->kind = auth_kind_parse(kind->valuestring, strlen(kind->valuestring));
     if (out->kind < 0) {
         snprintf(err, errlen,
-                 "keys[%d].grants[%d].kind: '%.40s' is not locks, semaphores, ids, ops or admin", k,
-                 i, kind->valuestring);
+                 "keys[%d].grants[%d].kind: '%s' is not locks, semaphores, ids, ops or admin", k, i,
+                 shown(kind->valuestring, buf));
         return -1;
     }
     out->access = auth_access_parse(access->valuestring, strlen(access->valuestring));
     if (out->access < 0) {
-        snprintf(err, errlen, "keys[%d].grants[%d].access: '%.40s' is not read, write or deny", k,
-                 i, access->valuestring);
+        snprintf(err, errlen, "keys[%d].grants[%d].access: '%s' is not read, write or deny", k, i,
+                 shown(access->valuestring, buf));
         return -1;
     }
     if (!prefix_valid(prefix->valuestring)) {
