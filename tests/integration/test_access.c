@@ -333,6 +333,27 @@ static void test_access_warning_beyond_loopback(void) {
     h_gw_stop(&open_gw, 5000);
 }
 
+/* --max-connections-per-ip 2: a third connection from 127.0.0.1 is not
+ * served while two are open, and is once one closes. */
+static void test_access_per_ip_limit(void) {
+    struct h_gw lim = {0};
+    CHECK_EQ_INT(h_gw_up(&lim, &redis, "--max-connections-per-ip 2"), 0);
+    h_sleep_ms(200); /* the start-up probe's connection is gone */
+    int a = h_connect(lim.port), b = h_connect(lim.port);
+    CHECK(a >= 0 && b >= 0);
+    h_sleep_ms(200);
+    char out[512];
+    const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    size_t n = h_raw(lim.port, req, sizeof req - 1, out, sizeof out, 1500);
+    CHECK(n == 0 || !strstr(out, "200 OK"));
+    close(a);
+    h_sleep_ms(300);
+    n = h_raw(lim.port, req, sizeof req - 1, out, sizeof out, 3000);
+    CHECK(n > 0 && strstr(out, "200 OK"));
+    close(b);
+    h_gw_stop(&lim, 5000);
+}
+
 /* Last: nothing any of the above sent as a secret reached the log. */
 static void test_access_no_secret_in_logs(void) {
     char cmd[256];
@@ -369,6 +390,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_access_sighup_reload);
     RUN_SOME(test_access_invalid_file_at_start);
     RUN_SOME(test_access_warning_beyond_loopback);
+    RUN_SOME(test_access_per_ip_limit);
     RUN_SOME(test_access_no_secret_in_logs);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
