@@ -121,6 +121,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) bench/run.sh
 	@BUILD=$(BUILD) bench/modes.sh
+	@BUILD=$(BUILD) bench/tls.sh
 
 image:
 	@scripts/image.sh
