@@ -5,10 +5,12 @@
 #include "handlers/access.h"
 #include "handlers/routes.h"
 #include "server/auth.h"
+#include "server/config.h"
 #include "server/keygen.h"
 #include "tests/check.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* SHA-256("s3cret"), as `printf %s s3cret | sha256sum` prints it. */
@@ -171,6 +173,38 @@ static void test_auth_every_route_has_a_rule(void) {
     }
 }
 
+/* The access flags and their variables (config.c). */
+static void test_auth_config_flags(void) {
+    static struct gw_config c;
+    char err[256];
+    char *argv[] = {
+        "lockgate",  "--auth-file", "/k.json",         "--tls-cert", "/c.pem",
+        "--tls-key", "/k.pem",      "--tls-client-ca", "/ca.pem",    "--max-connections-per-ip",
+        "8",         NULL};
+    CHECK_EQ_INT(config_load(&c, 11, argv, err, sizeof err), 0);
+    CHECK_EQ_STR(c.auth_file, "/k.json");
+    CHECK_EQ_STR(c.tls_cert, "/c.pem");
+    CHECK_EQ_STR(c.tls_key, "/k.pem");
+    CHECK_EQ_STR(c.tls_client_ca, "/ca.pem");
+    CHECK_EQ_INT(c.max_connections_per_ip, 8);
+    setenv("LOCKGATE_AUTH_FILE", "/env.json", 1);
+    setenv("LOCKGATE_MAX_CONNECTIONS_PER_IP", "3", 1);
+    char *none[] = {"lockgate", NULL};
+    CHECK_EQ_INT(config_load(&c, 1, none, err, sizeof err), 0);
+    CHECK_EQ_STR(c.auth_file, "/env.json");
+    CHECK_EQ_INT(c.max_connections_per_ip, 3);
+    CHECK_EQ_INT(config_listen_is_loopback(&c), 1);
+    setenv("LOCKGATE_MAX_CONNECTIONS_PER_IP", "-1", 1);
+    CHECK_EQ_INT(config_load(&c, 1, none, err, sizeof err), -1);
+    CHECK(strstr(err, "max connections per ip") != NULL);
+    unsetenv("LOCKGATE_AUTH_FILE");
+    unsetenv("LOCKGATE_MAX_CONNECTIONS_PER_IP");
+    char *lan[] = {"lockgate", "--listen", "0.0.0.0:80", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, lan, err, sizeof err), 0);
+    CHECK_EQ_INT(config_listen_is_loopback(&c), 0);
+    CHECK_EQ_INT(c.max_connections_per_ip, 0); /* default: unlimited */
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     RUN_SOME(test_auth_sha256_known_value);
@@ -181,5 +215,6 @@ int main(int argc, char **argv) {
     RUN_SOME(test_auth_file_errors);
     RUN_SOME(test_auth_keygen_grant_syntax);
     RUN_SOME(test_auth_every_route_has_a_rule);
+    RUN_SOME(test_auth_config_flags);
     return check_summary("auth");
 }
