@@ -71,9 +71,11 @@ static int refuse(struct gw_request *req, enum auth_verdict v, const char *key_i
                       auth_access_name(rule->access), auth_kind_name(rule->kind), name);
         return GW_REPLIED;
     }
-    /* Never the header's value: it carries the secret. */
-    log_info("auth: unauthenticated request refused: %s (%s %.200s)", auth_verdict_name(v),
-             gw_routes[req->route].method, req->path);
+    /* Never the header's value: it carries the secret.  A known key's id
+     * is named (a wrong secret for it), an unknown one is not echoed. */
+    log_info("auth: unauthenticated request refused: %s%s%s%s (%s %.200s)", auth_verdict_name(v),
+             key_id && key_id[0] ? " for key '" : "", key_id ? key_id : "",
+             key_id && key_id[0] ? "'" : "", gw_routes[req->route].method, req->path);
     reply_header(req, "WWW-Authenticate", "Bearer realm=\"lockgate\"");
     if (v == AUTH_CLIENT_CERT) {
         reply_header(req, "Connection", "close");

@@ -329,7 +329,7 @@ enum auth_verdict auth_check(const char *header, enum auth_kind kind, const char
         v = key ? AUTH_WRONG_SECRET : AUTH_UNKNOWN_KEY;
     else if (!auth_allows(key, kind, name, want))
         v = AUTH_FORBIDDEN;
-    if (v == AUTH_OK || v == AUTH_FORBIDDEN) strcpy(key_id, key->id);
+    if (key) strcpy(key_id, key->id); /* OK, FORBIDDEN, WRONG_SECRET */
     pthread_rwlock_unlock(&table_lock);
     return v;
 }

@@ -110,7 +110,8 @@ int auth_reload(void);
 int auth_enabled(void);
 
 /* Checks an Authorization header (may be NULL) for `want` on name of kind.
- * On AUTH_OK and AUTH_FORBIDDEN the key's id is copied into key_id. */
+ * On AUTH_OK, AUTH_FORBIDDEN and AUTH_WRONG_SECRET the key's id is copied
+ * into key_id (an id is not a secret: a denial is logged with it). */
 enum auth_verdict auth_check(const char *header, enum auth_kind kind, const char *name,
                              enum auth_access want, char key_id[AUTH_ID_MAX + 1]);
 

@@ -8,6 +8,7 @@
 #include "tests/integration/harness.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,71 @@ static long https_get(CURL *c, int port, const char *path, const char *ca, const
     curl_slist_free_all(hs);
     if (own) curl_easy_cleanup(c);
     return status;
+}
+
+/* A POST or DELETE over https trusting ca; the Lock-Token answered goes
+ * into token_out (may be NULL), token (may be NULL) is sent. */
+static long https_send(int port, const char *method, const char *path, const char *body,
+                       const char *token, char *token_out) {
+    CURL *c = curl_easy_init();
+    char url[256], cafile[128], h[200];
+    struct body b = {.len = 0}, hb = {.len = 0};
+    snprintf(url, sizeof url, "https://127.0.0.1:%d%s", port, path);
+    snprintf(cafile, sizeof cafile, "%s/ca.pem", dir);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &hb);
+    struct curl_slist *hs = curl_slist_append(NULL, "Expect:");
+    if (token) {
+        snprintf(h, sizeof h, "Lock-Token: %s", token);
+        hs = curl_slist_append(hs, h);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (token_out) {
+        token_out[0] = '\0';
+        const char *t = strstr(hb.buf, "\nLock-Token: ");
+        if (t) sscanf(t + 13, "%128[A-Za-z0-9_-]", token_out);
+    }
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+struct tls_waiter {
+    long status;
+};
+
+static void *tls_wait(void *arg) {
+    struct tls_waiter *w = arg;
+    w->status = https_send(gw.port, "POST", "/v1/locks/tls-w", "{\"wait_ms\": 15000}", NULL, NULL);
+    return NULL;
+}
+
+/* A request parked over TLS is woken by a release made over another TLS
+ * connection, and answered on its own. */
+static void test_tls_waiter_woken(void) {
+    char tok[160];
+    CHECK_EQ_INT(https_send(gw.port, "POST", "/v1/locks/tls-w", "{\"ttl_ms\": 60000}", NULL, tok),
+                 201);
+    CHECK(tok[0] != 0);
+    struct tls_waiter w = {0};
+    pthread_t th;
+    pthread_create(&th, NULL, tls_wait, &w);
+    h_sleep_ms(800);
+    long long t0 = h_now_ms();
+    CHECK_EQ_INT(https_send(gw.port, "DELETE", "/v1/locks/tls-w", NULL, tok, NULL), 200);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(h_now_ms() - t0 < 10000); /* by the release, not the wait's end */
 }
 
 static void copy(const char *from, const char *to) {
@@ -248,6 +314,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_tls_right_and_wrong_ca);
     RUN_SOME(test_tls_plain_http_gets_no_answer);
     RUN_SOME(test_tls_mutual);
+    RUN_SOME(test_tls_waiter_woken);
     RUN_SOME(test_tls_reload_on_sighup);
     RUN_SOME(test_tls_lockctl_with_key_and_tls);
     RUN_SOME(test_tls_bad_files_at_start);

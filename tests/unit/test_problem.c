@@ -67,7 +67,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 21);
+    CHECK_EQ_INT(CODE_COUNT, 23);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);
