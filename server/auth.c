@@ -316,6 +316,13 @@ int auth_reload(void) {
 
 int auth_enabled(void) { return table_path != NULL; }
 
+void auth_stop(void) {
+    pthread_rwlock_wrlock(&table_lock);
+    auth_table_free(table);
+    table = NULL;
+    pthread_rwlock_unlock(&table_lock);
+}
+
 enum auth_verdict auth_check(const char *header, enum auth_kind kind, const char *name,
                              enum auth_access want, char key_id[AUTH_ID_MAX + 1]) {
     const char *id, *secret;

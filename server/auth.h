@@ -106,6 +106,9 @@ int auth_load(const char *path, char *err, size_t errlen);
  * and logs one error line.  Returns 0 or -1. */
 int auth_reload(void);
 
+/* Frees the table at exit. */
+void auth_stop(void);
+
 /* 1 when an auth file is in force. */
 int auth_enabled(void);
 

@@ -93,6 +93,8 @@ int main(int argc, char **argv) {
     redis_stop();
     http_drain(500);
     http_stop();
+    tls_stop();
+    auth_stop();
     log_info("lockgate stopped");
     return 0;
 }

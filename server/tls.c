@@ -33,6 +33,7 @@ struct tls_pair {
     gnutls_pcert_st certs[TLS_CHAIN_MAX]; /* the chain, leaf first */
     unsigned ncerts;                      /* used entries of certs */
     gnutls_privkey_t key;                 /* the leaf's private key */
+    struct tls_pair *older;               /* the pair in force before this one */
 };
 
 static char cert_path[4096], key_path[4096];
@@ -44,6 +45,12 @@ static int read_file(const char *path, gnutls_datum_t *out, char *err, size_t er
     int rc = gnutls_load_file(path, out);
     if (rc < 0) snprintf(err, errlen, "cannot read %.200s: %s", path, gnutls_strerror(rc));
     return rc < 0 ? -1 : 0;
+}
+
+static void free_pair(struct tls_pair *p) {
+    for (unsigned i = 0; i < p->ncerts; i++) gnutls_pcert_deinit(&p->certs[i]);
+    gnutls_privkey_deinit(p->key);
+    free(p);
 }
 
 /* Loads a certificate chain and its key, and checks that they belong
@@ -64,14 +71,13 @@ static struct tls_pair *load_pair(char *err, size_t errlen) {
     p = alloc_check(calloc(1, sizeof *p));
     p->ncerts = TLS_CHAIN_MAX;
     rc = gnutls_pcert_list_import_x509_raw(p->certs, &p->ncerts, &cert, GNUTLS_X509_FMT_PEM, 0);
-    if (rc >= 0) {
-        if (gnutls_privkey_init(&p->key) < 0) abort();
-        rc = gnutls_privkey_import_x509_raw(p->key, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
-    }
+    if (rc < 0) p->ncerts = 0;
+    if (gnutls_privkey_init(&p->key) < 0) abort();
+    if (rc >= 0) rc = gnutls_privkey_import_x509_raw(p->key, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
     if (rc < 0) {
         snprintf(err, errlen, "certificate %.150s and key %.150s: %s", cert_path, key_path,
                  gnutls_strerror(rc));
-        free(p); /* a failed import leaves nothing to deinit worth the code */
+        free_pair(p);
         p = NULL;
     }
 out:
@@ -148,9 +154,22 @@ int tls_reload(void) {
         log_error("tls: reload failed, the certificate in force stays: %s", err);
         return -1;
     }
-    atomic_store(&pair, p); /* the old pair is kept: see the top of this file */
+    p->older = atomic_load(&pair); /* kept until tls_stop: see the top of this file */
+    atomic_store(&pair, p);
     log_info("tls: reloaded certificate %s and key %s", cert_path, key_path);
     return 0;
+}
+
+
+void tls_stop(void) {
+    struct tls_pair *p = atomic_exchange(&pair, NULL);
+    while (p) {
+        struct tls_pair *older = p->older;
+        free_pair(p);
+        p = older;
+    }
+    free(client_ca_pem);
+    client_ca_pem = NULL;
 }
 
 int tls_client_verified(struct MHD_Connection *conn) {

@@ -32,6 +32,9 @@ const struct MHD_OptionItem *tls_daemon_options(void);
  * force and logs one error line.  Returns 0 or -1. */
 int tls_reload(void);
 
+/* Frees every certificate and key loaded, once the daemon has stopped. */
+void tls_stop(void);
+
 /* With --tls-client-ca: 1 when the connection's client sent a certificate
  * that chains to that CA, else 0.  Without it: always 1. */
 int tls_client_verified(struct MHD_Connection *conn);
