@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#define DELIVERY_WAIT_MS 3500 /* past delivery.h's watch (3 s) */
+
 static struct h_redis redis;
 static struct h_gw gw, mgw, agw; /* TLS; mutual TLS; TLS and API keys */
 static char dir[64];
@@ -136,6 +138,26 @@ static void test_tls_waiter_woken(void) {
     pthread_join(th, NULL);
     CHECK_EQ_INT(w.status, 201);
     CHECK(h_now_ms() - t0 < 10000); /* by the release, not the wait's end */
+}
+
+/* Clients that take a lock on a new connection and hang up at once keep
+ * it: after the answer, GnuTLS writes its close_notify, which such a
+ * client's TCP resets; that reset must not read as a lost answer (the
+ * half-close watch of delivery.h gave these locks back). */
+static void test_tls_one_shot_clients_keep_their_locks(void) {
+    char path[64];
+    int granted = 0, held = 0;
+    for (int i = 0; i < 30; i++) {
+        snprintf(path, sizeof path, "/v1/locks/tls-one-%d", i);
+        granted += https_send(gw.port, "POST", path, "{\"ttl_ms\": 60000}", NULL, NULL) == 201;
+    }
+    h_sleep_ms(DELIVERY_WAIT_MS);
+    for (int i = 0; i < 30; i++) {
+        snprintf(path, sizeof path, "/v1/locks/tls-one-%d", i);
+        held += https_get(NULL, gw.port, path, "ca", NULL, NULL) == 200;
+    }
+    CHECK_EQ_INT(granted, 30);
+    CHECK_EQ_INT(held, 30);
 }
 
 static void copy(const char *from, const char *to) {
@@ -315,6 +337,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_tls_plain_http_gets_no_answer);
     RUN_SOME(test_tls_mutual);
     RUN_SOME(test_tls_waiter_woken);
+    RUN_SOME(test_tls_one_shot_clients_keep_their_locks);
     RUN_SOME(test_tls_reload_on_sighup);
     RUN_SOME(test_tls_lockctl_with_key_and_tls);
     RUN_SOME(test_tls_bad_files_at_start);
