@@ -25,9 +25,9 @@ enum script_id {
     SCRIPT_MULTI_ACQUIRE, /* several locks, all or nothing (handlers/multi.c) */
     SCRIPT_MULTI_RELEASE,
     SCRIPT_MULTI_EXTEND,
-    SCRIPT_LIST,        /* a page of held names (listing.c) */
-    SCRIPT_FORCE,       /* end every hold on a name (force.c) */
-    SCRIPT_WATCH,       /* inspect and mark for a watcher (watch.c) */
+    SCRIPT_LIST,  /* a page of held names (listing.c) */
+    SCRIPT_FORCE, /* end every hold on a name (force.c) */
+    SCRIPT_WATCH, /* inspect and mark for a watcher (watch.c) */
     SCRIPT_COUNT
 };
 
