@@ -81,6 +81,8 @@ static void write_keys(int with_new, int with_other) {
     write_file(auth_path, text);
 }
 
+static int log_count(const char *needle);
+
 static struct h_resp call(const char *method, const char *path, const char *token, const char *body,
                           const char *auth) {
     char h[256];
@@ -235,6 +237,8 @@ static void test_access_operator_and_session_routes(void) {
     r = call("DELETE", "/v1/locks/job-f1?force=true", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 401);
     h_resp_free(&r);
+    CHECK(log_count("forced release of lock 'job-f1'") == 1 &&
+          log_count("key id right") >= 1); /* logged with who did it */
 
     /* Multi-lock: one name without the grant refuses the whole request. */
     r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-ma\",\"other-ma\"],\"ttl_ms\":60000}",
