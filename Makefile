@@ -9,6 +9,7 @@
 #   make ui-test      the status page (/ui/) in a real browser (chromium)
 #   make image        the container image, built with buildah
 #   make image-test   run the image and check it from the host
+#   make fuzz         each libFuzzer harness (tests/fuzz/) for FUZZ_SECONDS (30)
 #   make format       apply .clang-format to every C file
 #   make format-check fail if any C file is not formatted (CI runs it)
 
@@ -16,13 +17,19 @@ SANITIZE ?=
 ifeq ($(SANITIZE),1)
 BUILD    ?= build/sanitize
 SANFLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZE),fuzz)
+# make fuzz: clang's libFuzzer with ASan + UBSan over the same sources.
+BUILD    ?= build/fuzz
+CC        = clang
+SANFLAGS  = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined
 else
 BUILD    ?= build
 SANFLAGS  =
 endif
 
 CC       ?= cc
-PKGS      = libmicrohttpd hiredis libcjson
+PKGS      = libmicrohttpd hiredis libcjson gnutls
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I. -I$(BUILD)/gen
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Wshadow -Wno-unused-parameter -pthread $(SANFLAGS) \
@@ -47,11 +54,13 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 INTEG_SRC:= $(sort $(wildcard tests/integration/test_*.c))
 INTEG_BIN:= $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
 HARNESS  := $(BUILD)/obj/tests/integration/harness.o
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_SECONDS ?= 30
 
 # Keep test objects: they are not intermediate files to throw away.
 .SECONDARY:
 
-.PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check ui-test
+.PHONY: all deps run test test-unit test-integration bench image image-test install clean format format-check ui-test fuzz fuzz-build
 all: $(BUILD)/lockgate $(BUILD)/lockctl
 
 deps:
@@ -95,6 +104,19 @@ $(INTEG_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(HARNESS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(CURL_LIBS) $(shell pkg-config --libs libcjson) -o $@
 
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ $(LIBS) -o $@
+
+fuzz-build: $(FUZZ_BIN)
+
+# Each harness runs FUZZ_SECONDS on its seed corpus (tests/fuzz/corpus/),
+# new inputs kept under build/fuzz; a crash, leak or UB fails the target.
+fuzz: deps
+	@scripts/deps.sh clang libclang-rt-dev
+	@$(MAKE) --no-print-directory SANITIZE=fuzz fuzz-build
+	@BUILD=build/fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh
+
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(INTEG_BIN)
 	@BUILD=$(BUILD) tests/run.sh
@@ -119,6 +141,7 @@ bench: deps
 	@BUILD=$(BUILD) bench/run.sh
 	@BUILD=$(BUILD) bench/fleet.sh
 	@BUILD=$(BUILD) bench/modes.sh
+	@BUILD=$(BUILD) bench/tls.sh
 
 image:
 	@scripts/image.sh

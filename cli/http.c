@@ -5,6 +5,7 @@
  * exited or that a signal arrived.  Connections are kept in the multi
  * handle and reused from one call to the next. */
 #include "cli/http.h"
+#include "cli/access.h"
 #include "cli/ctl.h"
 #include "cli/signals.h"
 #include "common/alloc.h"
@@ -73,8 +74,9 @@ void call_start(struct call *c, const char *method, const char *path, const char
         cJSON_Delete(body);
         c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
     }
-    alloc_check(c->headers); /* NULL once any append failed */
     CURL *e = c->easy;
+    access_apply(e, &c->headers);
+    alloc_check(c->headers); /* NULL once any append failed */
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     if (strcmp(method, "GET") == 0) {

@@ -11,6 +11,7 @@
  *
  * This file holds the table of commands and main. */
 #include "cli/commands.h"
+#include "cli/access.h"
 #include "cli/ctl.h"
 #include "cli/fds.h"
 #include "cli/help.h"
@@ -125,6 +126,7 @@ int main(int argc, char **argv) {
     fds_remember_inherited();
     const char *env_url = getenv("LOCKGATE_URL");
     options_set_url(env_url && *env_url ? env_url : CTL_DEFAULT_URL);
+    access_from_env();
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     /* The renewer `run --session` starts (session.h); not for people. */

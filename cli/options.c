@@ -1,6 +1,7 @@
 /* options.c -- the command line: getopt_long over each part, every option
  * checked against the ones its command takes, durations parsed. */
 #include "cli/options.h"
+#include "cli/access.h"
 #include "cli/ctl.h"
 #include "cli/help.h"
 #include "common/decimal.h"
@@ -28,6 +29,12 @@ static const struct option long_opts[] = {
     {"url",         required_argument, 0, 'u'         },
     {"help",        no_argument,       0, 'h'         },
     {"version",     no_argument,       0, O_VERSION   },
+ // clang-format off
+    {"api-key-file", required_argument, 0, O_API_KEY_FILE},
+    {"cacert",      required_argument, 0, O_CACERT    },
+    {"cert",        required_argument, 0, O_CERT      },
+    {"key",         required_argument, 0, O_KEY       },
+  // clang-format on
     {0,             0,                 0, 0           },
 };
 
@@ -87,7 +94,8 @@ static const char *opt_name(int opt) {
 static int take_option(const struct subcommand *sc, struct opts *o, int opt, const char *arg,
                        const char *bad) {
     const char *cmd = sc ? sc->name : NULL;
-    int allowed = opt == 'u' || opt == 'v' || opt == 'h' || opt == O_VERSION || (!sc && opt == 'q');
+    int allowed = opt == 'u' || opt == 'v' || opt == 'h' || opt == O_VERSION ||
+                  (!sc && opt == 'q') || (opt >= O_API_KEY_FILE && opt <= O_KEY);
     for (const int *a = sc ? sc->allowed : NULL; a && *a && !allowed; a++) allowed = *a == opt;
     if (opt == '?' || opt == ':')
         return usage_error(cmd, "unknown option or missing value: %s", bad);
@@ -98,6 +106,10 @@ static int take_option(const struct subcommand *sc, struct opts *o, int opt, con
     case 'h': help_print(sc && sc->help ? sc->help : help_main); return 1;
     case O_VERSION: printf("lockctl " CTL_VERSION "\n"); return 1;
     case 'u': options_set_url(arg); return 0;
+    case O_API_KEY_FILE: return access_key_file(arg) < 0 ? CTL_EXIT_USAGE : 0;
+    case O_CACERT: access_set_cacert(arg); return 0;
+    case O_CERT: access_set_cert(arg); return 0;
+    case O_KEY: access_set_key(arg); return 0;
     case 'v': ctl_verbose = 1; return 0;
     case 'q': o->quiet = 1; return 0;
     case O_SHARED: o->shared = 1; return 0;

@@ -17,6 +17,8 @@ enum {
     O_SESSION,
     O_FORCE
 };
+/* Options of every command that say how to reach the gateway (access.h). */
+enum { O_API_KEY_FILE = 300, O_CACERT, O_CERT, O_KEY };
 
 struct opts {
     const char *cmd;      /* the subcommand */

@@ -48,9 +48,9 @@ static void force_reply(struct gw_request *req, long long ended, long long fence
         reply_problem(req, CODE_NOT_HELD, "nobody holds %s '%s'", what, req->name);
         return;
     }
-    /* The key id comes with auth (#19): "-" until a request carries one. */
-    log_warn("forced release of %s '%s': %lld hold(s) ended, fence %lld, key id -", what, req->name,
-             ended, fence);
+    /* Who did it: the API key's id, "-" with auth off. */
+    log_warn("forced release of %s '%s': %lld hold(s) ended, fence %lld, key id %s", what,
+             req->name, ended, fence, req->key_id ? req->key_id : "-");
     atomic_fetch_add(&forced, 1);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);

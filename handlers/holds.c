@@ -301,21 +301,23 @@ static void attempt(struct hold_call *hc) {
                           hc->fair ? "1" : "0",
                           redis_release_channel_for(k.hash),
                           k.message,
-                          hc->session};
-    /* The common case (exclusive, no owner, max-hold, lock-delay, waiting
-     * or session) sends the script's short form, token and ttl only: every
-     * argument costs Redis time (bench/RESULTS.md, "Redis fast path").  A
-     * session-bound hold declares its session's key as KEYS[4] and passes
-     * its token last; the others leave both out (argv[3] is skipped). */
+                          hc->session ? hc->session : "",
+                          req->key_id ? req->key_id : ""};
+    /* The common case (exclusive, no owner, max-hold, lock-delay, waiting,
+     * session or API key) sends the script's short form, token and ttl
+     * only: every argument costs Redis time (bench/RESULTS.md, "Redis fast
+     * path").  A session-bound hold declares its session's key as KEYS[4];
+     * the others leave it out (argv[3] is skipped).  The session token and
+     * the key id go last, only when one is set. */
+    int extra = hc->session || req->key_id ? 2 : 0;
     int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
-                        hc->lock_delay_ms == 0 && wait_left == 0 && !hc->session
+                        hc->lock_delay_ms == 0 && wait_left == 0 && !extra
                     ? 5 + backend->per_slot /* cluster: + the shard channel (argv[14]) */
-                : hc->session ? 17
-                              : 15;
+                    : 15 + (hc->session ? 1 : 0) + extra;
     int nkeys = hc->session ? 4 : 3;
-    const char *av[17];
-    size_t lens[17];
-    for (int i = 0, j = 0; i < 17 && j < nargs; i++) {
+    const char *av[18];
+    size_t lens[18];
+    for (int i = 0, j = 0; i < 18 && j < nargs; i++) {
         if (i == 3 && !hc->session) continue;
         av[j] = argv[i];
         lens[j] = strlen(av[j]);
@@ -551,6 +553,8 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
     }
     if (r->elements > 5 && r->element[5]->type == REDIS_REPLY_STRING && r->element[5]->len > 0)
         cJSON_AddStringToObject(o, "owner", r->element[5]->str);
+    if (r->elements > 8 && r->element[8]->type == REDIS_REPLY_STRING && r->element[8]->len > 0)
+        cJSON_AddStringToObject(o, "key_id", r->element[8]->str);
     reply_json(req, 200, o);
 }
 

@@ -3,6 +3,7 @@
 #include "common/alloc.h"
 #include "common/decimal.h"
 #include "handlers/backend.h"
+#include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -91,6 +92,7 @@ int listing_cursor_decode(const char *cursor, char *scan_cursor, size_t cap) {
 /* ---- the request -------------------------------------------------------------------- */
 
 enum listing_what { LIST_LOCKS, LIST_SEMAPHORES, LIST_IDS };
+static const enum auth_kind list_kind[] = {AUTH_LOCKS, AUTH_SEMAPHORES, AUTH_IDS};
 
 /* Milliseconds since the epoch as RFC 3339 UTC, e.g. 2026-11-23T23:20:01.123Z. */
 static void add_time(cJSON *o, const char *key, long long ms) {
@@ -184,6 +186,10 @@ static void list_done(void *arg, const struct redis_result *res) {
     for (size_t i = 1; i < r->elements; i++) {
         const redisReply *e = r->element[i];
         if (e->type != REDIS_REPLY_ARRAY) continue;
+        /* With auth on, a page shows only the names the key may read. */
+        if (e->elements < 1 || e->element[0]->type != REDIS_REPLY_STRING ||
+            !access_may(req, list_kind[lc->what], e->element[0]->str, AUTH_READ))
+            continue;
         cJSON_AddItemToArray(lc->items, lc->what == LIST_IDS
                                             ? id_entry(e)
                                             : hold_entry(e, lc->what == LIST_SEMAPHORES));

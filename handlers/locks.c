@@ -45,9 +45,8 @@ void locks_acquire(struct gw_request *req) {
 
 void locks_extend(struct gw_request *req) { hold_extend(req, 0); }
 
-/* ?force=true ends every hold whatever the token.  Auth (#19): this is the
- * one place where force=true must ask for the admin grant instead of the
- * route's own. */
+/* ?force=true ends every hold whatever the token (the admin grant with
+ * auth: handlers/access.c). */
 void locks_release(struct gw_request *req) {
     int force = force_asked_or_reply(req);
     if (force > 0) force_release(req, 0);

@@ -16,6 +16,7 @@
 #include "common/names.h"
 #include "common/token.h"
 #include "handlers/backend.h"
+#include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
 #include "server/config.h"
@@ -114,6 +115,8 @@ static struct multi_call *names_or_reply(struct gw_request *req) {
                               v->valuestring);
                 return NULL;
             }
+        /* Every name needs the key's write grant: all or nothing here too. */
+        if (access_name_or_reply(req, AUTH_LOCKS, v->valuestring, AUTH_WRITE) != GW_OK) return NULL;
     }
     struct multi_call *mc = alloc_check(calloc(1, sizeof *mc));
     mc->req = req;

@@ -38,7 +38,7 @@ void semaphores_acquire(struct gw_request *req) {
 
 void semaphores_extend(struct gw_request *req) { hold_extend(req, 1); }
 
-/* ?force=true: as locks_release (the admin grant with auth, #19). */
+/* ?force=true: as locks_release (the admin grant with auth). */
 void semaphores_release(struct gw_request *req) {
     int force = force_asked_or_reply(req);
     if (force > 0) force_release(req, 1);

@@ -13,7 +13,8 @@
 --         22+ characters, the other fields are short), its record packed
 --         with Redis's struct library: '<I4I7I6I4' count, fence, lease end
 --         (ms), ttl (ms): 21 bytes, and only when one is set, '<I6I4'
---         max-hold end (ms), lock-delay (ms) followed by the owner's bytes.
+--         max-hold end (ms), lock-delay (ms) followed by the owner's bytes
+--         and the holder's attributes (ATTRS below).
 --         Packed, a held lock's hash fits the allocation class of
 --         Redisson's RLock hash (bench/RESULTS.md).
 --   m     kind of the holders when not exclusive: s shared, p permit
@@ -32,19 +33,26 @@
 -- Integers as decimal strings (f, dl, w): exact up to 2^53.
 local function int(n) return string.format('%d', n) end
 
--- Per-holder attributes follow the owner's bytes (owners never hold NUL):
--- "\0" .. <letter> .. <value>, repeated.  s: the session the hold is bound
--- to (its token).  Letters this version does not know are kept as they are.
+-- Per-holder attributes follow the owner's bytes (owners never hold NUL)
+-- as "\0" .. <letter> .. <value>, repeated; decode makes each a field of
+-- the holder table, and a record without them reads as before.  One row a
+-- letter: k the API key id that acquired the hold (server/auth.h), s the
+-- session the hold is bound to (its token).  Letters this version does not
+-- know are kept as they are (attrs).
+local ATTRS = {{'k', 'key_id'}, {'s', 'session'}}
+local ATTR_FIELD = {k = 'key_id', s = 'session'}
+
 local function encode(h)
   local exp = h.session and SESSION_EXP or h.exp
   local rec = struct.pack('<I4I7I6I4', h.count, h.fence, exp, h.ttl)
-  if h.hold == 0 and h.delay == 0 and h.owner == '' and not h.session and not h.attrs then
-    return rec
+  local tail = ''
+  for _, a in ipairs(ATTRS) do
+    local v = h[a[2]]
+    if v and v ~= '' then tail = tail .. '\0' .. a[1] .. v end
   end
-  rec = rec .. struct.pack('<I6I4', h.hold, h.delay) .. h.owner
-  if h.session then rec = rec .. '\0s' .. h.session end
-  if h.attrs then rec = rec .. h.attrs end
-  return rec
+  if h.attrs then tail = tail .. h.attrs end
+  if h.hold == 0 and h.delay == 0 and h.owner == '' and tail == '' then return rec end
+  return rec .. struct.pack('<I6I4', h.hold, h.delay) .. h.owner .. tail
 end
 
 -- pos: where the record starts in v (after x's token), 1 for a token field.
@@ -54,14 +62,15 @@ local function decode(v, pos)
   if pos <= #v then
     h.hold, h.delay, pos = struct.unpack('<I6I4', v, pos)
     local rest = string.sub(v, pos)
-    local z = string.find(rest, '\0', 1, true)
-    if z then
-      h.owner = string.sub(rest, 1, z - 1)
-      for a in string.gmatch(string.sub(rest, z + 1), '[^%z]+') do
-        if string.sub(a, 1, 1) == 's' then
-          h.session = string.sub(a, 2)
+    local nul = string.find(rest, '\0', 1, true)
+    if nul then
+      h.owner = string.sub(rest, 1, nul - 1)
+      for letter, value in string.gmatch(string.sub(rest, nul), '%z(.)([^%z]*)') do
+        local field = ATTR_FIELD[letter]
+        if field then
+          h[field] = value
         else
-          h.attrs = (h.attrs or '') .. '\0' .. a
+          h.attrs = (h.attrs or '') .. '\0' .. letter .. value
         end
       end
     else

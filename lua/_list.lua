@@ -3,21 +3,6 @@
 local cursor, pattern, count, what = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local out = {}
 
--- The owner's bytes may carry attributes ("\0" letter value, repeated:
--- the shared holder-record convention); k is the API key's id.
-local function owner_and_key(h)
-  local owner, key_id = (h.owner or '') .. (h.attrs or ''), h.key_id or h.k or ''
-  local z = string.find(owner, '\0', 1, true)
-  if z then
-    local rest = string.sub(owner, z)
-    owner = string.sub(owner, 1, z - 1)
-    for letter, value in string.gmatch(rest, '%z(.)([^%z]*)') do
-      if letter == 'k' then key_id = value end
-    end
-  end
-  return owner, key_id
-end
-
 local function add_holds(key, flat)
   local entry, mode, limit, alive = {}, 'x', 0, 0
   for i = 1, #flat, 2 do
@@ -34,10 +19,9 @@ local function add_holds(key, flat)
     -- A session-bound holder lives as long as its session (_holders.lua).
     if h and h.session then h.exp = session_state(key, h.session) end
     if h and h.exp > now then
-      local owner, key_id = owner_and_key(h)
       alive = alive + 1
       local n = #entry
-      entry[n + 1], entry[n + 2], entry[n + 3] = owner, key_id, h.fence
+      entry[n + 1], entry[n + 2], entry[n + 3] = h.owner, h.key_id or '', h.fence
       entry[n + 4], entry[n + 5], entry[n + 6] = h.count, remaining(h.exp), h.exp - 1 - h.ttl
     end
   end

@@ -8,7 +8,8 @@
 --          long form: 1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none),
 --          5 lock_delay_ms, 6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
 --          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message,
---          13 session token ('' or absent: none; then KEYS[4] is its key)
+--          13 session token ('' or absent: none; then KEYS[4] is its key),
+--          14 API key id ('' or absent: none)
 -- Returns  fence (a bare integer > 0)           the fast path: acquired by a
 --                                               new holder, count 1, ttl_ms
 --                                               as asked, 1 holder
@@ -139,7 +140,7 @@ if waiter ~= '' then
 end
 
 local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
-           delay = delay, owner = owner}
+           delay = delay, owner = owner, key_id = ARGV[14] or ''}
 if max_hold > 0 then h.hold = now + max_hold end
 if session then
   h.session, h.exp, h.ttl, h.hold = session, session_end, 0, 0

@@ -1,7 +1,8 @@
 -- inspect.lua: who holds it, never revealing a token.  (Layout: _holders.lua.)
 --
 -- KEYS     hash
--- Returns  {1, holders, count, fence, ttl_ms, owner, kind(1 x, 2 s, 3 p), limit}
+-- Returns  {1, holders, count, fence, ttl_ms, owner, kind(1 x, 2 s, 3 p), limit,
+--           key_id}
 --          fence is the highest, ttl_ms the longest remaining lease, count
 --          and owner those of the longest-held holder (lowest fence)
 --          {-1}  nobody holds it
@@ -15,4 +16,4 @@ if st.alive == 0 then
 end
 local first = st.holders[st.first]
 return {1, st.alive, first.count, st.maxfence, remaining(st.maxexp), first.owner,
-        kind_code[st.mode], st.limit}
+        kind_code[st.mode], st.limit, first.key_id or ''}

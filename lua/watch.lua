@@ -28,4 +28,4 @@ save_ttl(KEYS[1], st)
 if st.alive == 0 then return {-1} end
 local first = st.holders[st.first]
 return {1, st.alive, first.count, st.maxfence, remaining(st.maxexp), first.owner,
-        kind_code[st.mode], st.limit}
+        kind_code[st.mode], st.limit, first.key_id or ''}

@@ -16,11 +16,13 @@ have_cmd xxd        || need+=(xxd)
 have_lib libmicrohttpd || need+=(libmicrohttpd-dev)
 have_lib hiredis       || need+=(libhiredis-dev)
 have_lib libcjson      || need+=(libcjson-dev)
+have_lib gnutls        || need+=(libgnutls28-dev)
 have_lib libcurl       || need+=(libcurl4-openssl-dev)
 have_cmd redis-server  || need+=(redis-server)
 have_cmd redis-cli     || need+=(redis-tools)
 have_cmd faketime      || need+=(faketime)
 have_cmd redis-sentinel || need+=(redis-sentinel)
+have_cmd openssl     || need+=(openssl)
 for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -169,6 +169,7 @@ ok "redis-server on 127.0.0.1:$rport"
 
 mapfile -t entry < <(jq -r '.Entrypoint[]' <<<"$cfg")
 mapfile -t cmd < <(jq -r '(.Cmd // [])[]' <<<"$cfg")
+entry_cmd=("${entry[@]}" "${cmd[@]}")
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$@" 2>/dev/null; }
 ready=""
 for _ in 1 2 3 4 5; do
@@ -272,6 +273,55 @@ if [ -n "$srv_pid" ]; then
     run_pid="" srv_pid=""
 fi
 if [ $fail -ne 0 ]; then echo "---- server log"; tail -n 40 "$tmp/server.log"; fi
+
+# ---- once more with TLS and API keys on (docker-compose.secure.yml's way) ----------
+# The key is made by the image's own `lockgate keygen`; certificates by
+# tests/integration/tls_certs.sh; both mounted read-only under /run/secrets.
+mkdir -p "$tmp/secrets"
+tests/integration/tls_certs.sh "$tmp/secrets" >/dev/null 2>&1
+kg="$(buildah run "$ctr" -- lockgate keygen imgtest --grant locks::write --grant ops::read 2>&1)"
+secret="$(grep -o 'Bearer imgtest\.[A-Za-z0-9_-]*' <<<"$kg" | head -n1 | cut -d. -f2)"
+entry="$(sed -n '/^{/,$p' <<<"$kg")"
+check "lockgate keygen in the image prints a secret and an entry" \
+    bash -c '[ ${#1} -eq 43 ] && jq -e ".id == \"imgtest\"" <<<"$2" >/dev/null' _ "$secret" "$entry"
+jq -n --argjson e "$entry" '{keys: [$e]}' >"$tmp/secrets/keys.json" 2>/dev/null
+chmod 755 "$tmp/secrets"; chmod 644 "$tmp/secrets"/*
+tport="$(free_port)"
+tbase="https://127.0.0.1:$tport"
+tenv=(--env "LOCKGATE_LISTEN=127.0.0.1:$tport" --env "LOCKGATE_REDIS=redis://127.0.0.1:$rport"
+      --env LOCKGATE_AUTH_FILE=/run/secrets/keys.json --env LOCKGATE_TLS_CERT=/run/secrets/server.pem
+      --env LOCKGATE_TLS_KEY=/run/secrets/server.key)
+buildah run --volume "$tmp/secrets:/run/secrets:ro" "${tenv[@]}" "$ctr" -- "${entry_cmd[@]}" \
+    >"$tmp/tls-server.log" 2>&1 &
+tls_pid=$!
+tcode() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$tmp/secrets/ca.pem" "$@" 2>/dev/null; }
+tready=""
+for _ in $(seq 250); do
+    [ "$(tcode "$tbase/healthz")" = 200 ] && { tready=1; break; }
+    kill -0 "$tls_pid" 2>/dev/null || break
+    sleep 0.04
+done
+check "with TLS and auth: GET /healthz over https -> 200" [ -n "$tready" ]
+check "with TLS and auth: POST a lock without a key -> 401" \
+    [ "$(tcode -X POST "$tbase/v1/locks/imgtls")" = 401 ]
+check "with TLS and auth: POST a lock with the key -> 201" \
+    [ "$(tcode -X POST -H "Authorization: Bearer imgtest.$secret" "$tbase/v1/locks/imgtls")" = 201 ]
+check "with TLS and auth: mint an id with a locks-only key -> 403" \
+    [ "$(tcode -X POST -H "Authorization: Bearer imgtest.$secret" "$tbase/v1/ids/imgtls")" = 403 ]
+check "with TLS and auth: plain http to the port gets no HTTP status" \
+    [ "$(code "http://127.0.0.1:$tport/healthz")" = 000 ]
+out="$(buildah run --volume "$tmp/secrets:/run/secrets:ro" --env "LOCKGATE_API_KEY=imgtest.$secret" "$ctr" -- \
+       lockctl --url "$tbase" --cacert /run/secrets/ca.pem status imgtls 2>&1)"
+check "with TLS and auth: lockctl status inside the container shows key_id" grep -q '"key_id"' <<<"$out"
+buildah run --volume "$tmp/secrets:/run/secrets:ro" "${tenv[@]}" "$ctr" -- "${hc[@]}" >/dev/null 2>&1
+check "with TLS and auth: the HEALTHCHECK command succeeds over https (exit $?)" [ $? -eq 0 ]
+check "with TLS and auth: the secret is in no log line" bash -c '! grep -qF -- "$1" "$2"' _ "$secret" "$tmp/tls-server.log"
+tsrv="$(ss -Htlnp "sport = :$tport" | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2)"
+[ -n "$tsrv" ] && kill -TERM "$tsrv"
+for _ in $(seq 100); do kill -0 "$tls_pid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$tls_pid" 2>/dev/null && kill -KILL "$tls_pid" 2>/dev/null
+wait "$tls_pid" 2>/dev/null
+if [ $fail -ne 0 ]; then echo "---- TLS server log"; tail -n 20 "$tmp/tls-server.log"; fi
 
 # ---- numbers ---------------------------------------------------------------------
 size="$(buildah images --format '{{.Size}}' "$IMAGE" | head -n1)"

@@ -72,6 +72,16 @@ static void usage(void) {
            "                         third of it: a fair waiter of a gateway that died or\n"
            "                         lost Redis stops holding up its queue MS after that\n"
            "                         [LOCKGATE_LIVENESS_TTL_MS] (300-300000, default 2000)\n"
+           "  --auth-file PATH      API keys and their grants (JSON, README \"Access\n"
+           "                         control\"); without it anyone who reaches the port\n"
+           "                         may do anything [LOCKGATE_AUTH_FILE]; SIGHUP rereads it\n"
+           "  --tls-cert PATH       serve HTTPS with this PEM certificate (chain)\n"
+           "                         [LOCKGATE_TLS_CERT]; SIGHUP rereads it and the key\n"
+           "  --tls-key PATH        its PEM private key [LOCKGATE_TLS_KEY]\n"
+           "  --tls-client-ca PATH  mutual TLS: require a client certificate signed by\n"
+           "                         this CA [LOCKGATE_TLS_CLIENT_CA]\n"
+           "  --max-connections-per-ip N  connections one client address may hold\n"
+           "                         [LOCKGATE_MAX_CONNECTIONS_PER_IP] (default 0: unlimited)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --help                 print this and exit\n"
@@ -204,6 +214,11 @@ int config_parse_redis_url(struct gw_config *cfg, const char *url) {
     return 0;
 }
 
+int config_listen_is_loopback(const struct gw_config *cfg) {
+    const char *h = cfg->listen_host;
+    return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0 || strcmp(h, "localhost") == 0;
+}
+
 int config_parse_epoch(const char *s, int64_t *out) {
     long long v;
     if (parse_digits(s, 0, 4102444800LL, &v) == 0) {
@@ -228,6 +243,25 @@ int config_parse_epoch(const char *s, int64_t *out) {
         back.tm_hour != want.tm_hour || back.tm_min != want.tm_min || back.tm_sec != want.tm_sec)
         return -1;
     *out = (int64_t)t;
+    return 0;
+}
+
+/* The access options (#19) go by digits: '1' --auth-file, '2' --tls-cert,
+ * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip. */
+static const char *access_option_name(int opt) {
+    switch (opt) {
+    case '1': return "auth file";
+    case '2': return "TLS certificate";
+    case '3': return "TLS key";
+    case '4': return "TLS client CA";
+    case '5': return "max connections per ip (0-1000000)";
+    }
+    return NULL;
+}
+
+static int copy_path(char *dst, size_t cap, const char *val) {
+    if (!*val || strlen(val) >= cap) return -1;
+    strcpy(dst, val);
     return 0;
 }
 
@@ -270,6 +304,11 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'A': ok = parse_int(val, 0, 16, &cfg->min_replicas_ack); break;
     case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
     case 'G': ok = parse_int(val, 300, 300000, &cfg->liveness_ttl_ms); break;
+    case '1': ok = copy_path(cfg->auth_file, sizeof cfg->auth_file, val); break;
+    case '2': ok = copy_path(cfg->tls_cert, sizeof cfg->tls_cert, val); break;
+    case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
+    case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
+    case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
     case 'I':
         if (strcmp(val, "async") == 0)
             cfg->redis_io_blocking = 0;
@@ -279,7 +318,9 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
             ok = -1;
         break;
     }
-    if (ok < 0)
+    if (ok < 0 && access_option_name(opt))
+        snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
+    else if (ok < 0)
         snprintf(err, errlen, "bad value for %s: '%s'",
                  opt == 'l'   ? "listen address"
                  : opt == 'r' ? "Redis URL (at most 9)"
@@ -345,6 +386,11 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
         {'N', "LOCKGATE_ID_NAMESPACES"         },
         {'K', "LOCKGATE_REDIS_CLUSTER"         },
+        {'1', "LOCKGATE_AUTH_FILE"             },
+        {'2', "LOCKGATE_TLS_CERT"              },
+        {'3', "LOCKGATE_TLS_KEY"               },
+        {'4', "LOCKGATE_TLS_CLIENT_CA"         },
+        {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -371,6 +417,11 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"replica-ack-timeout-ms", required_argument, 0, 'W'},
         {"redis-io",               required_argument, 0, 'I'},
         {"liveness-ttl-ms",        required_argument, 0, 'G'},
+        {"auth-file",              required_argument, 0, '1'},
+        {"tls-cert",               required_argument, 0, '2'},
+        {"tls-key",                required_argument, 0, '3'},
+        {"tls-client-ca",          required_argument, 0, '4'},
+        {"max-connections-per-ip", required_argument, 0, '5'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

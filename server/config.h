@@ -45,6 +45,11 @@ struct gw_config {
     int id_namespaces;                              /* id namespaces live at once (idtable) */
     struct gw_endpoint cluster[GW_MAX_SEEDS]; /* --redis-cluster seeds: cluster mode when any */
     int ncluster;                             /* used entries of cluster */
+    char auth_file[4096];                     /* --auth-file: API keys, "" for none */
+    char tls_cert[4096];                      /* --tls-cert: PEM chain, "" for plain HTTP */
+    char tls_key[4096];                       /* --tls-key: its PEM private key */
+    char tls_client_ca[4096];                 /* --tls-client-ca: mutual TLS, "" off */
+    int max_connections_per_ip;               /* 0: unlimited */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the
@@ -61,6 +66,10 @@ int config_parse_endpoint(struct gw_endpoint *e, const char *s);
 
 /* Parses "host:port" or "[v6]:port"; returns 0 or -1. */
 int config_parse_listen(struct gw_config *cfg, const char *s);
+
+/* 1 when cfg listens on a loopback address only (127.0.0.0/8, ::1,
+ * localhost). */
+int config_listen_is_loopback(const struct gw_config *cfg);
 
 /* Parses unix seconds or "YYYY-MM-DDTHH:MM:SSZ"; returns 0 or -1. */
 int config_parse_epoch(const char *s, int64_t *out);

@@ -1,12 +1,19 @@
 /* main.c -- flags, signals, start and stop.
  *
+ * `lockgate keygen ...` makes an API key instead (keygen.h).  SIGHUP
+ * rereads the auth file and the TLS certificate and key.
+ *
  * Start: settings, scripts, then the workers (worker.h).  Stop on SIGTERM
  * or SIGINT: stop accepting, answer waiting requests 503, let requests in
  * flight finish (up to 4 s; what Redis still owes then is answered 503),
  * then close Redis; exit 0. */
 #include "handlers/handlers.h"
 #include "server/config.h"
+#include "server/auth.h"
 #include "server/http.h"
+#include "server/keygen.h"
+#include "server/metrics.h"
+#include "server/tls.h"
 #include "server/liveness.h"
 #include "server/log.h"
 #include "server/scripts.h"
@@ -17,15 +24,18 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "keygen") == 0) return keygen_main(argc - 1, argv + 1);
     static struct gw_config cfg;
-    char err[256];
+    char err[512];
     int rc = config_load(&cfg, argc, argv, err, sizeof err);
     if (rc == 1) return 0;
-    if (rc < 0) {
+    if (rc < 0 || (cfg.auth_file[0] && auth_load(cfg.auth_file, err, sizeof err) < 0) ||
+        tls_init(&cfg, err, sizeof err) < 0) {
         fprintf(stderr, "lockgate: %s\n", err);
         return 2;
     }
     log_set_level(cfg.log_level);
+    metrics_add_text(auth_metrics_text);
 
     /* Signals are taken synchronously by this thread only: every thread
      * started from here inherits the block. */
@@ -33,6 +43,7 @@ int main(int argc, char **argv) {
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -51,11 +62,26 @@ int main(int argc, char **argv) {
                  cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port, cfg.key_prefix,
                  cfg.threads);
 
+    if (tls_enabled() || auth_enabled())
+        log_info("lockgate: %s, %s", tls_enabled() ? "HTTPS (TLS 1.2+)" : "plain HTTP",
+                 auth_enabled() ? "API keys required" : "no API keys");
+    if (!auth_enabled() && !config_listen_is_loopback(&cfg))
+        log_warn("lockgate: listening on %s with no access control: anyone who reaches the "
+                 "port may take, release and read every lock; start with --auth-file FILE "
+                 "(keys from `lockgate keygen`, README \"Access control\")",
+                 cfg.listen_host);
+
     int sig = 0;
-    sigwait(&stop_signals, &sig);
+    while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+        log_info("SIGHUP received: rereading the auth file and the TLS certificate");
+        auth_reload();
+        tls_reload();
+    }
     log_info("%s received: stopping (%ld requests in flight)",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", http_in_flight());
     workers_stop();
+    tls_stop();
+    auth_stop();
     log_info("lockgate stopped");
     return 0;
 }

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define MAX_ROUTES 32
-static const int statuses[] = {200, 201, 400, 401, 404, 405, 406, 409, 413, 500, 501, 503};
+static const int statuses[] = {200, 201, 400, 401, 403, 404, 405, 406, 409, 413, 500, 501, 503};
 #define NSTATUS  (sizeof statuses / sizeof statuses[0])
 #define NBUCKETS 14
 static const double bucket_le_s[NBUCKETS] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
@@ -37,6 +37,10 @@ static struct {
     uint64_t (*read)(void);         /* the value now */
 } sources[METRICS_SOURCES];
 static size_t nsources;
+
+/* Modules whose metrics carry labels render their own lines. */
+static char *(*text_sources[METRICS_SOURCES])(void);
+static size_t ntext_sources;
 
 static const char *const counter_names[M_COUNTER_COUNT][2] = {
     [M_LOCK_ACQUIRED] = {"lockgate_lock_acquired_total",    "Locks acquired by a new holder"      },
@@ -134,6 +138,11 @@ static void render_histogram(struct abuf *ab, const char *name, const char *help
               atomic_load(&h->count));
 }
 
+void metrics_add_text(char *(*render)(void)) {
+    if (ntext_sources == METRICS_SOURCES) fatal("too many metric text sources");
+    text_sources[ntext_sources++] = render;
+}
+
 char *metrics_render(size_t *len) {
     struct abuf ab = {alloc_check(malloc(8192)), 0, 8192};
 
@@ -173,6 +182,11 @@ char *metrics_render(size_t *len) {
         ab_printf(&ab, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", sources[i].name, sources[i].help,
                   sources[i].name, sources[i].type, sources[i].name,
                   (unsigned long long)sources[i].read());
+    for (size_t i = 0; i < ntext_sources; i++) {
+        char *text = text_sources[i]();
+        ab_printf(&ab, "%s", text);
+        free(text);
+    }
     *len = ab.len;
     return ab.b;
 }

@@ -47,6 +47,11 @@ void metrics_observe_wait(int64_t wait_us);
 void metrics_add_source(const char *name, const char *help, const char *type,
                         uint64_t (*read)(void));
 
+/* Adds a module's own Prometheus lines (metrics with labels): render
+ * returns malloc'd text, freed here.  Registered at start-up, like
+ * metrics_add_source. */
+void metrics_add_text(char *(*render)(void));
+
 /* Returns the Prometheus text; the caller frees it. */
 char *metrics_render(size_t *len);
 

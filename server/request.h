@@ -42,6 +42,7 @@ struct gw_request {
      * the request; NULL until set. */
     char *name;                  /* decoded {name} or {namespace} */
     char *token;                 /* Lock-Token in use */
+    char *key_id;                /* the API key's id (auth.h), NULL without one */
     void *ctx;                   /* handler state across a Redis call */
     int aux;                     /* a small handler value across a call */
     void (*ctx_free)(void *ctx); /* frees ctx at the end, may be NULL */

@@ -33,7 +33,7 @@ int router_match(const struct gw_route *routes, size_t n, const char *method, co
     m->allow[0] = '\0';
     if (strcmp(method, "HEAD") == 0) method = "GET";
     for (size_t i = 0; i < n; i++) {
-        struct route_match tmp;
+        struct route_match tmp = {.param = {NULL}}; /* a route without {param}s leaves none */
         if (!path_matches(routes[i].path, path, &tmp)) continue;
         if (strcmp(routes[i].method, method) == 0) {
             memcpy(m->param, tmp.param, sizeof m->param);

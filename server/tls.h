@@ -1,0 +1,42 @@
+/* tls.h -- HTTPS for the gateway: libmicrohttpd with GnuTLS, TLS 1.2 or
+ * newer, the certificate and key reloadable (SIGHUP) without a restart,
+ * and mutual TLS checked by the gateway itself.
+ *
+ * The daemon start adds tls_daemon_flags() and MHD_OPTION_ARRAY,
+ * tls_daemon_options(): this file owns every TLS option, so the daemon's
+ * code needs no more than those two lines. */
+#ifndef LOCKGATE_TLS_H
+#define LOCKGATE_TLS_H
+
+#include "server/config.h"
+
+struct MHD_Connection;
+struct MHD_OptionItem;
+
+/* Loads the certificate, key and client CA cfg names (if any).  Returns 0,
+ * or -1 with a one-line reason in err (the gateway exits 2). */
+int tls_init(const struct gw_config *cfg, char *err, size_t errlen);
+
+/* 1 when the gateway serves HTTPS. */
+int tls_enabled(void);
+
+/* MHD_USE_TLS when TLS is on, else 0. */
+unsigned tls_daemon_flags(void);
+
+/* The options that set TLS up, ended by MHD_OPTION_END (only that when TLS
+ * is off); static storage. */
+const struct MHD_OptionItem *tls_daemon_options(void);
+
+/* Reads the certificate and key again (SIGHUP); new handshakes use them,
+ * connections already up keep theirs.  An invalid pair keeps the one in
+ * force and logs one error line.  Returns 0 or -1. */
+int tls_reload(void);
+
+/* Frees every certificate and key loaded, once the daemon has stopped. */
+void tls_stop(void);
+
+/* With --tls-client-ca: 1 when the connection's client sent a certificate
+ * that chains to that CA, else 0.  Without it: always 1. */
+int tls_client_verified(struct MHD_Connection *conn);
+
+#endif

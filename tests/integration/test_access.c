@@ -1,0 +1,502 @@
+/* test_access.c -- API keys against the real binary (README, "Access
+ * control"): the auth matrix over every route, key_id on holders, the
+ * denial metrics, SIGHUP reload with a held lock and a parked waiter,
+ * invalid files at start and at reload, the warning when listening beyond
+ * loopback without keys, and no secret in any log the gateway wrote. */
+#include "tests/integration/harness.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct h_redis redis;
+static struct h_gw gw;
+static char dir[64], auth_path[128];
+
+/* Secrets: 43 characters like keygen's; their SHA-256 is computed by the
+ * test with sha256sum so the file is built as a user would. */
+#define SECRET_RIGHT "rightRIGHTrightRIGHTrightRIGHTrightRIGHT123"
+#define SECRET_OTHER "otherOTHERotherOTHERotherOTHERotherOTHER123"
+#define SECRET_RO    "readonlyREADONLYreadonlyREADONLYreadonly123"
+#define SECRET_DENY  "denyDENYdenyDENYdenyDENYdenyDENYdenyDENY123"
+#define SECRET_NEW   "newNEWnewNEWnewNEWnewNEWnewNEWnewNEWnewNE123"
+#define SECRET_WRONG "wrongWRONGwrongWRONGwrongWRONGwrongWRONG123"
+
+static const char *const all_secrets[] = {SECRET_RIGHT, SECRET_OTHER, SECRET_RO,
+                                          SECRET_DENY,  SECRET_NEW,   SECRET_WRONG};
+
+static void sha256_hex(const char *s, char out[65]) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "printf %%s '%s' | sha256sum", s);
+    FILE *p = popen(cmd, "r");
+    out[0] = '\0';
+    if (p) {
+        if (fscanf(p, "%64s", out) != 1) out[0] = '\0';
+        pclose(p);
+    }
+}
+
+/* One key entry whose grants give `access` on prefix for the four kinds a
+ * route may need (ops: on ops_prefix), plus `extra` grants (may be ""). */
+static void key_entry(char *out, size_t cap, const char *id, const char *secret, const char *prefix,
+                      const char *access, const char *ops_prefix, const char *extra) {
+    char sha[65];
+    sha256_hex(secret, sha);
+    snprintf(out, cap,
+             "{\"id\":\"%s\",\"sha256\":\"%s\",\"grants\":["
+             "{\"kind\":\"locks\",\"prefix\":\"%s\",\"access\":\"%s\"},"
+             "{\"kind\":\"semaphores\",\"prefix\":\"%s\",\"access\":\"%s\"},"
+             "{\"kind\":\"ids\",\"prefix\":\"%s\",\"access\":\"%s\"},"
+             "{\"kind\":\"ops\",\"prefix\":\"%s\",\"access\":\"%s\"}%s]}",
+             id, sha, prefix, access, prefix, access, prefix, access, ops_prefix, access, extra);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The file every test starts from: right (write on job-), other (write on
+ * other-), ro (read on job-), deny (write on everything, deny on job-). */
+static void write_keys(int with_new, int with_other) {
+    char right[1024], other[1024], ro[1024], deny[2048], fresh[1024], text[8192];
+    key_entry(right, sizeof right, "right", SECRET_RIGHT, "job-", "write", "",
+              ",{\"kind\":\"admin\",\"prefix\":\"job-f\",\"access\":\"write\"}");
+    key_entry(other, sizeof other, "other", SECRET_OTHER, "other-", "write", "other-", "");
+    key_entry(ro, sizeof ro, "ro", SECRET_RO, "job-", "read", "", "");
+    key_entry(deny, sizeof deny, "deny", SECRET_DENY, "", "write", "",
+              ",{\"kind\":\"locks\",\"prefix\":\"job-\",\"access\":\"deny\"}"
+              ",{\"kind\":\"semaphores\",\"prefix\":\"job-\",\"access\":\"deny\"}"
+              ",{\"kind\":\"ids\",\"prefix\":\"job-\",\"access\":\"deny\"}"
+              ",{\"kind\":\"ops\",\"prefix\":\"\",\"access\":\"deny\"}");
+    key_entry(fresh, sizeof fresh, "fresh", SECRET_NEW, "job-", "write", "", "");
+    snprintf(text, sizeof text, "{\"keys\": [%s,%s%s%s,%s%s%s]}\n", right, with_other ? other : "",
+             with_other ? "," : "", ro, deny, with_new ? "," : "", with_new ? fresh : "");
+    write_file(auth_path, text);
+}
+
+static int log_count(const char *needle);
+
+static struct h_resp call(const char *method, const char *path, const char *token, const char *body,
+                          const char *auth) {
+    char h[256];
+    if (auth) snprintf(h, sizeof h, "Authorization: %s", auth);
+    return h_http(method, gw.port, path, token, body, auth ? h : NULL);
+}
+
+#define BEARER(id, secret) "Bearer " id "." secret
+
+/* ---- the matrix ------------------------------------------------------------- */
+
+#define TOK "AAAAAAAAAAAAAAAAAAAAAA"
+
+static const struct route_case {
+    const char *method, *path, *token, *body;
+    int is_read;         /* a read-only grant lets it through */
+    int ok_status;       /* what the right key gets */
+    const char *ok_code; /* and its problem code, or NULL for a success */
+} routes[] = {
+    {"POST",   "/v1/locks/job-m",          NULL, "{\"ttl_ms\": 60000}", 0, 201, NULL       },
+    {"PATCH",  "/v1/locks/job-m",          TOK,  "{}",                  0, 409, "not_owner"},
+    {"DELETE", "/v1/locks/job-m",          TOK,  NULL,                  0, 409, "not_owner"},
+    {"GET",    "/v1/locks/job-m",          NULL, NULL,                  1, 200, NULL       },
+    {"POST",   "/v1/semaphores/job-m",     NULL, "{\"limit\": 2}",      0, 201, NULL       },
+    {"PATCH",  "/v1/semaphores/job-n",     TOK,  "{}",                  0, 404, "not_held" },
+    {"DELETE", "/v1/semaphores/job-n",     TOK,  NULL,                  0, 404, "not_held" },
+    {"GET",    "/v1/semaphores/job-m",     NULL, NULL,                  1, 200, NULL       },
+    {"POST",   "/v1/ids/job-m",            NULL, NULL,                  0, 200, NULL       },
+    {"GET",    "/v1/ids/job-m",            NULL, NULL,                  0, 200, NULL       },
+    {"GET",    "/v1/ids/job-m/4294967297", NULL, NULL,                  1, 200, NULL       },
+    {"GET",    "/readyz",                  NULL, NULL,                  1, 200, NULL       },
+    {"GET",    "/metrics",                 NULL, NULL,                  1, 200, NULL       },
+};
+
+static int is_status(struct h_resp *r, long status, const char *code) {
+    if (r->status != status) return 0;
+    if (!code) return 1;
+    const char *c = h_jcode(r);
+    return c && strcmp(c, code) == 0;
+}
+
+static void test_access_matrix(void) {
+    static const struct {
+        const char *name, *auth;
+    } who[] = {
+        {"no header",     NULL},
+        {              "malformed", "Bearer right"    },
+        {   "unknown id",  BEARER("nobody",      SECRET_RIGHT)},
+        { "wrong secret",  BEARER("right",      SECRET_WRONG)},
+        { "other prefix",  BEARER("other",      SECRET_OTHER)},
+        {    "read-only",     BEARER("ro",         SECRET_RO)},
+        {         "deny",   BEARER("deny",       SECRET_DENY)},
+        {        "right",  BEARER("right",      SECRET_RIGHT)},
+    };
+    for (size_t r = 0; r < sizeof routes / sizeof routes[0]; r++) {
+        for (size_t w = 0; w < sizeof who / sizeof who[0]; w++) {
+            const struct route_case *rc = &routes[r];
+            struct h_resp resp = call(rc->method, rc->path, rc->token, rc->body, who[w].auth);
+            int ok;
+            if (w <= 3) {
+                ok = is_status(&resp, 401, "unauthenticated") &&
+                     h_header(&resp, "WWW-Authenticate") &&
+                     strcmp(h_header(&resp, "WWW-Authenticate"), "Bearer realm=\"lockgate\"") == 0;
+            } else if (w == 4 || w == 6 || (w == 5 && !rc->is_read)) {
+                ok = is_status(&resp, 403, "forbidden");
+            } else if (w == 5) { /* read-only on a read route: served */
+                ok = is_status(&resp, rc->ok_status, rc->ok_code);
+            } else {
+                ok = is_status(&resp, rc->ok_status, rc->ok_code);
+            }
+            if (!ok)
+                fprintf(stderr, "  %s %s with %s: got %ld %s\n", rc->method, rc->path, who[w].name,
+                        resp.status, resp.body ? resp.body : "");
+            CHECK(ok);
+            h_resp_free(&resp);
+        }
+    }
+    /* Open routes need no key, and a bad one does not matter there. */
+    struct h_resp r = call("GET", "/healthz", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("GET", "/openapi.yaml", NULL, NULL, "Bearer nope");
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    /* A key in the query string is never accepted. */
+    r = call("GET", "/v1/locks/job-m?access_token=right." SECRET_RIGHT, NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 401);
+    h_resp_free(&r);
+}
+
+/* Lists the names under prefix the key shows (following the cursor) into
+ * out, comma-separated; the HTTP status of the first page. */
+static long list_names(const char *what, const char *prefix, const char *auth, char *out,
+                       size_t cap) {
+    char path[300], cursor[200] = "";
+    long first = 0;
+    out[0] = '\0';
+    for (int pages = 0; pages < 1000; pages++) {
+        snprintf(path, sizeof path, "/v1/%s?prefix=%s&cursor=%s", what, prefix, cursor);
+        struct h_resp r = call("GET", path, NULL, NULL, auth);
+        if (!first) first = r.status;
+        cJSON *items = r.json ? cJSON_GetObjectItem(r.json, what) : NULL;
+        for (int i = 0; i < cJSON_GetArraySize(items); i++) {
+            const char *n =
+                cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(items, i), "name"));
+            size_t used = strlen(out);
+            snprintf(out + used, cap - used, "%s,", n ? n : "?");
+        }
+        const char *c = r.status == 200 ? h_jstr(&r, "cursor") : NULL;
+        snprintf(cursor, sizeof cursor, "%s", c ? c : "");
+        h_resp_free(&r);
+        if (!cursor[0]) break;
+    }
+    return first;
+}
+
+/* The routes that check names themselves: a listing shows only what the
+ * key may read; forced release needs admin on the name; a multi-lock
+ * needs write on every name (all or nothing); sessions need a valid key;
+ * the status page's files are open. */
+static void test_access_operator_and_session_routes(void) {
+    struct h_resp r = call("POST", "/v1/locks/job-l1", NULL, "{\"ttl_ms\": 60000}",
+                           BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks/other-l1", NULL, "{\"ttl_ms\": 60000}",
+             BEARER("other", SECRET_OTHER));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    char names[4096];
+    CHECK_EQ_INT(list_names("locks", "", BEARER("right", SECRET_RIGHT), names, sizeof names), 200);
+    CHECK(strstr(names, "job-l1,") && !strstr(names, "other-l1"));
+    CHECK_EQ_INT(list_names("locks", "", BEARER("ro", SECRET_RO), names, sizeof names), 200);
+    CHECK(strstr(names, "job-l1,") && !strstr(names, "other-l1"));
+    CHECK_EQ_INT(list_names("locks", "", BEARER("other", SECRET_OTHER), names, sizeof names), 200);
+    CHECK(strstr(names, "other-l1,") && !strstr(names, "job-l1"));
+    CHECK_EQ_INT(list_names("locks", "", NULL, names, sizeof names), 401);
+    CHECK_EQ_INT(list_names("locks", "", BEARER("right", SECRET_WRONG), names, sizeof names), 401);
+
+    /* Forced release: write on job- is not enough; admin on job-f is. */
+    r = call("DELETE", "/v1/locks/job-l1?force=true", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 403);
+    CHECK_EQ_STR(h_jcode(&r), "forbidden");
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks/job-f1", NULL, "{\"ttl_ms\": 60000}",
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("DELETE", "/v1/locks/job-f1?force=true", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("DELETE", "/v1/locks/job-f1?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 401);
+    h_resp_free(&r);
+    CHECK(log_count("forced release of lock 'job-f1'") == 1 &&
+          log_count("key id right") >= 1); /* logged with who did it */
+
+    /* Multi-lock: one name without the grant refuses the whole request. */
+    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-ma\",\"other-ma\"],\"ttl_ms\":60000}",
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 403);
+    CHECK_EQ_STR(h_jcode(&r), "forbidden");
+    h_resp_free(&r);
+    r = call("GET", "/v1/locks/job-ma", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 404); /* nothing taken */
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-ma\",\"job-mb\"],\"ttl_ms\":60000}",
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-mc\"],\"ttl_ms\":60000}",
+             BEARER("ro", SECRET_RO));
+    CHECK_EQ_INT(r.status, 403);
+    h_resp_free(&r);
+
+    /* Sessions need a key; the status page does not. */
+    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":5000}", NULL);
+    CHECK_EQ_INT(r.status, 401);
+    h_resp_free(&r);
+    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":5000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("GET", "/ui/", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
+/* The holder records the key that acquired it; GET shows it as key_id. */
+static void test_access_key_id_on_holders(void) {
+    struct h_resp r = call("POST", "/v1/locks/job-k", NULL,
+                           "{\"ttl_ms\": 60000, \"owner\": \"me\"}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("GET", "/v1/locks/job-k", NULL, NULL, BEARER("ro", SECRET_RO));
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "key_id"), "right");
+    CHECK_EQ_STR(h_jstr(&r, "owner"), "me");
+    h_resp_free(&r);
+    /* Shared holders and semaphore permits too; the first holder's shows. */
+    r = call("POST", "/v1/semaphores/job-k", NULL, "{\"limit\": 3}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = call("GET", "/v1/semaphores/job-k", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_STR(h_jstr(&r, "key_id"), "right");
+    h_resp_free(&r);
+    /* Extend and release keep working on a record with the attribute. */
+    r = call("PATCH", "/v1/semaphores/job-k", tok, "{}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("GET", "/v1/semaphores/job-k", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_STR(h_jstr(&r, "key_id"), "right");
+    h_resp_free(&r);
+    r = call("DELETE", "/v1/semaphores/job-k", tok, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
+/* Denials are counted by reason. */
+static void test_access_denial_metrics(void) {
+    struct h_resp r = call("GET", "/metrics", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    const char *reasons[] = {"missing", "malformed", "unknown_key", "wrong_secret", "forbidden"};
+    for (size_t i = 0; i < 5; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "lockgate_auth_denials_total{reason=\"%s\"} ", reasons[i]);
+        const char *p = r.body ? strstr(r.body, key) : NULL;
+        CHECK(p && atoll(p + strlen(key)) > 0);
+    }
+    CHECK(r.body && strstr(r.body, "status=\"403\""));
+    h_resp_free(&r);
+}
+
+/* ---- reload ----------------------------------------------------------------- */
+
+struct waiter_arg {
+    struct h_resp resp;
+};
+
+static void *waiter(void *arg) {
+    struct waiter_arg *w = arg;
+    w->resp = call("POST", "/v1/locks/job-r", NULL, "{\"ttl_ms\": 60000, \"wait_ms\": 20000}",
+                   BEARER("right", SECRET_RIGHT));
+    return NULL;
+}
+
+static int log_count(const char *needle) {
+    FILE *f = fopen(gw.log, "r");
+    if (!f) return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle)) n++;
+    fclose(f);
+    return n;
+}
+
+static void test_access_sighup_reload(void) {
+    struct h_resp r =
+        call("POST", "/v1/locks/job-r", NULL, "{\"ttl_ms\": 60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+
+    struct waiter_arg w;
+    pthread_t th;
+    pthread_create(&th, NULL, waiter, &w);
+    for (int i = 0; i < 200 && h_metric(&gw, "lockgate_waiting_requests") != 1; i++) h_sleep_ms(20);
+    /* /metrics needs an ops key now: read the gauge with one. */
+    r = call("GET", "/v1/locks/job-r", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_sleep_ms(300); /* the waiter is parked by now */
+
+    /* New key in, "other" out. */
+    write_keys(1, 0);
+    kill(gw.pid, SIGHUP);
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        r = call("GET", "/v1/locks/job-r", NULL, NULL, BEARER("fresh", SECRET_NEW));
+        seen = r.status == 200;
+        h_resp_free(&r);
+        if (!seen) h_sleep_ms(20);
+    }
+    CHECK(seen);
+    r = call("GET", "/v1/locks/other-1", NULL, NULL, BEARER("other", SECRET_OTHER));
+    CHECK(is_status(&r, 401, "unauthenticated"));
+    h_resp_free(&r);
+
+    /* An invalid file keeps the keys in force and logs one error line. */
+    write_file(auth_path, "{\"keys\": [ not json");
+    kill(gw.pid, SIGHUP);
+    for (int i = 0; i < 200 && log_count("auth: reload failed") < 1; i++) h_sleep_ms(20);
+    CHECK_EQ_INT(log_count("auth: reload failed"), 1);
+    r = call("GET", "/v1/locks/job-r", NULL, NULL, BEARER("fresh", SECRET_NEW));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+
+    /* The held lock is still held by its token; releasing it hands it to
+     * the waiter, which was parked all along. */
+    r = call("DELETE", "/v1/locks/job-r", tok, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.resp.status, 201);
+    h_resp_free(&w.resp);
+    write_keys(0, 1);
+    kill(gw.pid, SIGHUP);
+    h_sleep_ms(200);
+}
+
+static void test_access_invalid_file_at_start(void) {
+    char bad[160], flags[256], out[4096] = "";
+    snprintf(bad, sizeof bad, "%s/bad.json", dir);
+    write_file(bad, "{\"keys\": [{\"id\": \"x\"}]}");
+    snprintf(flags, sizeof flags,
+             "%s/lockgate --listen 127.0.0.1:%d --auth-file %s 2>&1; echo \"exit=$?\"",
+             getenv("BUILD") ? getenv("BUILD") : "build", h_free_port(), bad);
+    FILE *p = popen(flags, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    if (p) pclose(p);
+    CHECK(strstr(out, "exit=2") != NULL);
+    CHECK(strstr(out, "lockgate: auth file") != NULL);
+    /* One line, then the exit status. */
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    CHECK_EQ_INT(lines, 2);
+}
+
+static void test_access_warning_beyond_loopback(void) {
+    struct h_gw open_gw = {0};
+    int port = h_free_port();
+    char flags[128];
+    snprintf(flags, sizeof flags, "--listen 0.0.0.0:%d", port);
+    open_gw.port = port;
+    CHECK_EQ_INT(h_gw_start(&open_gw, &redis, flags), 0);
+    h_sleep_ms(100);
+    FILE *f = fopen(open_gw.log, "r");
+    char line[4096];
+    int warned = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "no access control") && strstr(line, "--auth-file")) warned = 1;
+    if (f) fclose(f);
+    CHECK(warned);
+    h_gw_stop(&open_gw, 5000);
+}
+
+/* --max-connections-per-ip 2: a third connection from 127.0.0.1 is not
+ * served while two are open, and is once one closes. */
+static void test_access_per_ip_limit(void) {
+    struct h_gw lim = {0};
+    CHECK_EQ_INT(h_gw_up(&lim, &redis, "--max-connections-per-ip 2"), 0);
+    h_sleep_ms(200); /* the start-up probe's connection is gone */
+    int a = h_connect(lim.port), b = h_connect(lim.port);
+    CHECK(a >= 0 && b >= 0);
+    h_sleep_ms(200);
+    char out[512];
+    const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    size_t n = h_raw(lim.port, req, sizeof req - 1, out, sizeof out, 1500);
+    CHECK(n == 0 || !strstr(out, "200 OK"));
+    close(a);
+    h_sleep_ms(300);
+    n = h_raw(lim.port, req, sizeof req - 1, out, sizeof out, 3000);
+    CHECK(n > 0 && strstr(out, "200 OK"));
+    close(b);
+    h_gw_stop(&lim, 5000);
+}
+
+/* Last: nothing any of the above sent as a secret reached the log. */
+static void test_access_no_secret_in_logs(void) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cat %s/*.log 2>/dev/null", redis.dir);
+    FILE *p = popen(cmd, "r");
+    char line[8192];
+    int leaks = 0, lines = 0;
+    while (p && fgets(line, sizeof line, p)) {
+        lines++;
+        for (size_t i = 0; i < sizeof all_secrets / sizeof all_secrets[0]; i++)
+            if (strstr(line, all_secrets[i])) leaks++;
+        if (strstr(line, "Bearer ") || strstr(line, "Authorization:") ||
+            strstr(line, "AAAAAAAAAAAAAAAAAAAAAA"))
+            leaks++;
+    }
+    if (p) pclose(p);
+    CHECK(lines > 10);
+    CHECK_EQ_INT(leaks, 0);
+}
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    snprintf(dir, sizeof dir, "/tmp/lockgate-access-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    snprintf(auth_path, sizeof auth_path, "%s/keys.json", dir);
+    write_keys(0, 1);
+    if (h_redis_start(&redis, 0, NULL) < 0) return 1;
+    char flags[256];
+    snprintf(flags, sizeof flags, "--auth-file %s", auth_path);
+    if (h_gw_up(&gw, &redis, flags) < 0) return 1;
+    RUN_SOME(test_access_matrix);
+    RUN_SOME(test_access_key_id_on_holders);
+    RUN_SOME(test_access_operator_and_session_routes);
+    RUN_SOME(test_access_denial_metrics);
+    RUN_SOME(test_access_sighup_reload);
+    RUN_SOME(test_access_invalid_file_at_start);
+    RUN_SOME(test_access_warning_beyond_loopback);
+    RUN_SOME(test_access_per_ip_limit);
+    RUN_SOME(test_access_no_secret_in_logs);
+    h_gw_stop(&gw, 5000);
+    h_redis_stop(&redis);
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_summary("access");
+}

@@ -1,0 +1,351 @@
+/* test_tls.c -- HTTPS (README, "TLS") against the real binary, with
+ * certificates made in a temporary directory (tls_certs.sh): the right CA
+ * is served and a wrong one fails; plain HTTP to the TLS port gets no HTTP
+ * answer and the server goes on serving; mutual TLS without a client
+ * certificate, with one from another CA, and with the right one; a
+ * certificate reload on SIGHUP seen by a new connection while a
+ * connection made before it keeps working; TLS and an API key together. */
+#include "tests/integration/harness.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define DELIVERY_WAIT_MS 3500 /* past delivery.h's watch (3 s) */
+
+static struct h_redis redis;
+static struct h_gw gw, mgw, agw; /* TLS; mutual TLS; TLS and API keys */
+static char dir[64];
+
+struct body {
+    char buf[8192];
+    size_t len;
+};
+
+static size_t sink(char *p, size_t size, size_t n, void *ud) {
+    struct body *b = ud;
+    size_t add = size * n;
+    if (b->len + add >= sizeof b->buf) add = sizeof b->buf - b->len - 1;
+    memcpy(b->buf + b->len, p, add);
+    b->len += add;
+    b->buf[b->len] = '\0';
+    return size * n;
+}
+
+/* GET https://127.0.0.1:port/path on handle c (a new one when NULL),
+ * trusting ca, with a client certificate `client` (dir/<client>.pem and
+ * .key) or none, and an Authorization header or none.  Returns the HTTP
+ * status, 0 when no HTTP answer came (TLS refused). */
+static long https_get(CURL *c, int port, const char *path, const char *ca, const char *client,
+                      const char *auth) {
+    int own = c == NULL;
+    if (own) c = curl_easy_init();
+    char url[256], cafile[128], cert[128], key[128], h[300];
+    struct body b = {.len = 0};
+    snprintf(url, sizeof url, "https://127.0.0.1:%d%s", port, path);
+    snprintf(cafile, sizeof cafile, "%s/%s.pem", dir, ca);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
+    curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (client) {
+        snprintf(cert, sizeof cert, "%s/%s.pem", dir, client);
+        snprintf(key, sizeof key, "%s/%s.key", dir, client);
+        curl_easy_setopt(c, CURLOPT_SSLCERT, cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+    }
+    struct curl_slist *hs = NULL;
+    if (auth) {
+        snprintf(h, sizeof h, "Authorization: %s", auth);
+        hs = curl_slist_append(hs, h);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hs);
+    if (own) curl_easy_cleanup(c);
+    return status;
+}
+
+/* A POST or DELETE over https trusting ca; the Lock-Token answered goes
+ * into token_out (may be NULL), token (may be NULL) is sent. */
+static long https_send(int port, const char *method, const char *path, const char *body,
+                       const char *token, char *token_out) {
+    CURL *c = curl_easy_init();
+    char url[256], cafile[128], h[200];
+    struct body b = {.len = 0}, hb = {.len = 0};
+    snprintf(url, sizeof url, "https://127.0.0.1:%d%s", port, path);
+    snprintf(cafile, sizeof cafile, "%s/ca.pem", dir);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &hb);
+    struct curl_slist *hs = curl_slist_append(NULL, "Expect:");
+    if (token) {
+        snprintf(h, sizeof h, "Lock-Token: %s", token);
+        hs = curl_slist_append(hs, h);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (token_out) {
+        token_out[0] = '\0';
+        const char *t = strstr(hb.buf, "\nLock-Token: ");
+        if (t) sscanf(t + 13, "%128[A-Za-z0-9_-]", token_out);
+    }
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+struct tls_waiter {
+    long status;
+};
+
+static void *tls_wait(void *arg) {
+    struct tls_waiter *w = arg;
+    w->status = https_send(gw.port, "POST", "/v1/locks/tls-w", "{\"wait_ms\": 15000}", NULL, NULL);
+    return NULL;
+}
+
+/* A request parked over TLS is woken by a release made over another TLS
+ * connection, and answered on its own. */
+static void test_tls_waiter_woken(void) {
+    char tok[160];
+    CHECK_EQ_INT(https_send(gw.port, "POST", "/v1/locks/tls-w", "{\"ttl_ms\": 60000}", NULL, tok),
+                 201);
+    CHECK(tok[0] != 0);
+    struct tls_waiter w = {0};
+    pthread_t th;
+    pthread_create(&th, NULL, tls_wait, &w);
+    h_sleep_ms(800);
+    long long t0 = h_now_ms();
+    CHECK_EQ_INT(https_send(gw.port, "DELETE", "/v1/locks/tls-w", NULL, tok, NULL), 200);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(h_now_ms() - t0 < 10000); /* by the release, not the wait's end */
+}
+
+/* Clients that take a lock on a new connection and hang up at once keep
+ * it: after the answer, GnuTLS writes its close_notify, which such a
+ * client's TCP resets; that reset must not read as a lost answer (the
+ * half-close watch of delivery.h gave these locks back). */
+static void test_tls_one_shot_clients_keep_their_locks(void) {
+    char path[64];
+    int granted = 0, held = 0;
+    for (int i = 0; i < 30; i++) {
+        snprintf(path, sizeof path, "/v1/locks/tls-one-%d", i);
+        granted += https_send(gw.port, "POST", path, "{\"ttl_ms\": 60000}", NULL, NULL) == 201;
+    }
+    h_sleep_ms(DELIVERY_WAIT_MS);
+    for (int i = 0; i < 30; i++) {
+        snprintf(path, sizeof path, "/v1/locks/tls-one-%d", i);
+        held += https_get(NULL, gw.port, path, "ca", NULL, NULL) == 200;
+    }
+    CHECK_EQ_INT(granted, 30);
+    CHECK_EQ_INT(held, 30);
+}
+
+static void copy(const char *from, const char *to) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cp %s/%s %s/%s", dir, from, dir, to);
+    if (system(cmd) != 0) fprintf(stderr, "  %s failed\n", cmd);
+}
+
+static void test_tls_right_and_wrong_ca(void) {
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL), 200);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca2", NULL, NULL), 0);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "clientca", NULL, NULL), 0);
+}
+
+static void test_tls_plain_http_gets_no_answer(void) {
+    char out[512];
+    const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    size_t n = h_raw(gw.port, req, sizeof req - 1, out, sizeof out, 2000);
+    CHECK(n == 0 || strstr(out, "HTTP/") == NULL);
+    /* And the plain HTTP client of the harness gets no status either. */
+    struct h_resp r = h_http("GET", gw.port, "/healthz", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 0);
+    h_resp_free(&r);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL), 200);
+}
+
+static void test_tls_mutual(void) {
+    CHECK(https_get(NULL, mgw.port, "/healthz", "ca", NULL, NULL) != 200);
+    CHECK(https_get(NULL, mgw.port, "/healthz", "ca", "rogue", NULL) != 200);
+    CHECK_EQ_INT(https_get(NULL, mgw.port, "/healthz", "ca", "client", NULL), 200);
+    CHECK_EQ_INT(https_get(NULL, mgw.port, "/v1/locks/m", "ca", "client", NULL), 404);
+}
+
+static void test_tls_reload_on_sighup(void) {
+    CURL *kept = curl_easy_init();
+    CHECK_EQ_INT(https_get(kept, gw.port, "/healthz", "ca", NULL, NULL), 200);
+    copy("server2.pem", "live.pem");
+    copy("server2.key", "live.key");
+    kill(gw.pid, SIGHUP);
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = https_get(NULL, gw.port, "/healthz", "ca2", NULL, NULL) == 200;
+        if (!seen) h_sleep_ms(20);
+    }
+    CHECK(seen);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL), 0);
+    /* The connection made before the reload is still up and served. */
+    long conns = -1;
+    CHECK_EQ_INT(https_get(kept, gw.port, "/healthz", "ca", NULL, NULL), 200);
+    curl_easy_getinfo(kept, CURLINFO_NUM_CONNECTS, &conns);
+    CHECK_EQ_INT(conns, 0); /* reused, not a new one */
+    curl_easy_cleanup(kept);
+    /* A broken pair at reload keeps the one in force. */
+    copy("server.pem", "live.pem"); /* ca's certificate with server2's key */
+    kill(gw.pid, SIGHUP);
+    h_sleep_ms(300);
+    CHECK_EQ_INT(https_get(NULL, gw.port, "/healthz", "ca2", NULL, NULL), 200);
+    copy("server.key", "live.key");
+    kill(gw.pid, SIGHUP);
+    seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = https_get(NULL, gw.port, "/healthz", "ca", NULL, NULL) == 200;
+        if (!seen) h_sleep_ms(20);
+    }
+    CHECK(seen);
+}
+
+/* Runs lockctl with env and args; returns its exit status, output in out. */
+static int lockctl(const char *env, const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env %s %s/lockctl %s 2>&1", env,
+             getenv("BUILD") ? getenv("BUILD") : "build", args);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, cap - 1, p) : 0;
+    out[n] = '\0';
+    int st = p ? pclose(p) : -1;
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#define LOCKCTL_SECRET "lockctlLOCKCTLlockctlLOCKCTLlockctlLOCKCTL12"
+
+static void test_tls_lockctl_with_key_and_tls(void) {
+    char args[512], env[256], out[2048], keyfile[128];
+    snprintf(args, sizeof args, "--url https://127.0.0.1:%d --cacert %s/ca.pem id job-ids",
+             agw.port, dir);
+    snprintf(env, sizeof env, "LOCKGATE_API_KEY=ci.%s", LOCKCTL_SECRET);
+    CHECK_EQ_INT(lockctl(env, args, out, sizeof out), 0);
+    CHECK(out[0] >= '1' && out[0] <= '9');
+    /* No key: refused (65); the wrong CA: unreachable (69). */
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 65);
+    CHECK(strstr(out, "unauthenticated") || strstr(out, "401"));
+    snprintf(args, sizeof args, "--url https://127.0.0.1:%d --cacert %s/ca2.pem id job-ids",
+             agw.port, dir);
+    CHECK_EQ_INT(lockctl(env, args, out, sizeof out), 69);
+    /* The key from a file; a lock taken with it shows its key id. */
+    snprintf(keyfile, sizeof keyfile, "%s/lockctl.key", dir);
+    FILE *f = fopen(keyfile, "w");
+    if (f) {
+        fprintf(f, "ci.%s\n", LOCKCTL_SECRET);
+        fclose(f);
+    }
+    snprintf(args, sizeof args,
+             "--url https://127.0.0.1:%d --cacert %s/ca.pem --api-key-file %s acquire job-l "
+             "--ttl 60s -q",
+             agw.port, dir, keyfile);
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 0);
+    snprintf(args, sizeof args,
+             "--url https://127.0.0.1:%d --cacert %s/ca.pem --api-key-file %s status job-l",
+             agw.port, dir, keyfile);
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 0);
+    CHECK(strstr(out, "key_id") && strstr(out, "\"ci\""));
+    /* Mutual TLS: with the client certificate, and without. */
+    snprintf(args, sizeof args,
+             "--url https://127.0.0.1:%d --cacert %s/ca.pem --cert %s/client.pem --key "
+             "%s/client.key id job-ids",
+             mgw.port, dir, dir, dir);
+    CHECK_EQ_INT(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--url https://127.0.0.1:%d --cacert %s/ca.pem id job-ids",
+             mgw.port, dir);
+    CHECK(lockctl("LOCKGATE_API_KEY=", args, out, sizeof out) != 0);
+}
+
+static void test_tls_bad_files_at_start(void) {
+    char cmd[512], out[1024] = "";
+    snprintf(cmd, sizeof cmd,
+             "%s/lockgate --listen 127.0.0.1:%d --tls-cert %s/server.pem --tls-key %s/client.key "
+             "2>&1; echo \"exit=$?\"",
+             getenv("BUILD") ? getenv("BUILD") : "build", h_free_port(), dir, dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    if (p) pclose(p);
+    CHECK(strstr(out, "exit=2") != NULL);
+    CHECK(strstr(out, "lockgate: certificate") != NULL);
+}
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    curl_global_init(CURL_GLOBAL_ALL);
+    snprintf(dir, sizeof dir, "/tmp/lockgate-tls-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "tests/integration/tls_certs.sh %s", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "tls_certs.sh failed\n");
+        return 1;
+    }
+    copy("server.pem", "live.pem");
+    copy("server.key", "live.key");
+    if (h_redis_start(&redis, 0, NULL) < 0) return 1;
+    char flags[512];
+    snprintf(flags, sizeof flags, "--tls-cert %s/live.pem --tls-key %s/live.key", dir, dir);
+    if (h_gw_up(&gw, &redis, flags) < 0) return 1;
+    snprintf(flags, sizeof flags,
+             "--tls-cert %s/server.pem --tls-key %s/server.key --tls-client-ca %s/clientca.pem",
+             dir, dir, dir);
+    if (h_gw_up(&mgw, &redis, flags) < 0) return 1;
+    char sha[80] = "", keys[512], path[128];
+    snprintf(cmd, sizeof cmd, "printf %%s %s | sha256sum", LOCKCTL_SECRET);
+    FILE *p = popen(cmd, "r");
+    if (!p || fscanf(p, "%64s", sha) != 1) return 1;
+    pclose(p);
+    snprintf(keys, sizeof keys,
+             "{\"keys\": [{\"id\": \"ci\", \"sha256\": \"%s\", \"grants\": ["
+             "{\"kind\": \"ids\", \"prefix\": \"job-\", \"access\": \"write\"},"
+             "{\"kind\": \"locks\", \"prefix\": \"job-\", \"access\": \"write\"}]}]}",
+             sha);
+    snprintf(path, sizeof path, "%s/keys.json", dir);
+    FILE *kf = fopen(path, "w");
+    if (!kf) return 1;
+    fputs(keys, kf);
+    fclose(kf);
+    snprintf(flags, sizeof flags, "--tls-cert %s/server.pem --tls-key %s/server.key --auth-file %s",
+             dir, dir, path);
+    if (h_gw_up(&agw, &redis, flags) < 0) return 1;
+    RUN_SOME(test_tls_right_and_wrong_ca);
+    RUN_SOME(test_tls_plain_http_gets_no_answer);
+    RUN_SOME(test_tls_mutual);
+    RUN_SOME(test_tls_waiter_woken);
+    RUN_SOME(test_tls_one_shot_clients_keep_their_locks);
+    RUN_SOME(test_tls_reload_on_sighup);
+    RUN_SOME(test_tls_lockctl_with_key_and_tls);
+    RUN_SOME(test_tls_bad_files_at_start);
+    h_gw_stop(&gw, 5000);
+    h_gw_stop(&mgw, 5000);
+    h_gw_stop(&agw, 5000);
+    h_redis_stop(&redis);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_summary("tls");
+}
