@@ -523,7 +523,10 @@ static void test_noscript(void) {
         CHECK_EQ_INT(r.status, 201);
         h_resp_free(&r);
     }
-    CHECK(h_metric(&g, "lockgate_redis_noscript_total") >= 3); /* one per master at least */
+    /* At least the worker that answered /readyz had its connections up
+     * before the flush; another worker's may have come up after it and
+     * loaded the scripts then (no NOSCRIPT to count). */
+    CHECK(h_metric(&g, "lockgate_redis_noscript_total") >= 1);
     h_gw_stop(&g, 5000);
 }
 
