@@ -8,6 +8,8 @@
 #include "server/http.h"
 #include "server/reply.h"
 
+#include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,4 +58,14 @@ int token_header_or_reply(struct gw_request *req, int required, int *present) {
     }
     req->token = copy_string(tok);
     return GW_OK;
+}
+
+struct cJSON *busy_extra(struct gw_request *req, long long retry_after_ms) {
+    if (retry_after_ms < 1) retry_after_ms = 1;
+    char secs[24];
+    snprintf(secs, sizeof secs, "%lld", (retry_after_ms + 999) / 1000);
+    reply_header(req, "Retry-After", secs);
+    cJSON *extra = cJSON_CreateObject();
+    json_add_int(extra, "retry_after_ms", retry_after_ms);
+    return extra;
 }

@@ -26,6 +26,10 @@ int token_header_or_reply(struct gw_request *req, int required, int *present);
 /* Sets req->token to a new token made by the server. */
 void token_issue(struct gw_request *req);
 
+/* A 409 lock_busy's extra members: sets Retry-After (whole seconds,
+ * rounded up) and returns {"retry_after_ms": ms} (at least 1) to add to. */
+struct cJSON *busy_extra(struct gw_request *req, long long retry_after_ms);
+
 /* locks.c */
 void locks_acquire(struct gw_request *req);
 void locks_extend(struct gw_request *req);

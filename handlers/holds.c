@@ -133,12 +133,7 @@ void hold_leave_queue(struct hold_call *hc) {
  * ended while this gateway was stalled (on_wake), state unknown. */
 static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long why) {
     struct gw_request *req = hc->req;
-    if (retry_after_ms < 1) retry_after_ms = 1;
-    char secs[24];
-    snprintf(secs, sizeof secs, "%lld", (retry_after_ms + 999) / 1000);
-    reply_header(req, "Retry-After", secs);
-    cJSON *extra = cJSON_CreateObject();
-    json_add_int(extra, "retry_after_ms", retry_after_ms);
+    cJSON *extra = busy_extra(req, retry_after_ms);
     metrics_inc(M_LOCK_BUSY, 1);
     int sem = hc->kind == HOLD_PERMIT;
     const char *state = why == 3   ? (sem ? "not full, but fair waiters are queued ahead"

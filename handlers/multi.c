@@ -223,12 +223,7 @@ static void on_give_up(struct waiter *w, int client_gone) {
 
 static void reply_busy(struct multi_call *mc, long long retry_after_ms, long long i) {
     struct gw_request *req = mc->req;
-    if (retry_after_ms < 1) retry_after_ms = 1;
-    char secs[24];
-    snprintf(secs, sizeof secs, "%lld", (retry_after_ms + 999) / 1000);
-    reply_header(req, "Retry-After", secs);
-    cJSON *extra = cJSON_CreateObject();
-    json_add_int(extra, "retry_after_ms", retry_after_ms);
+    cJSON *extra = busy_extra(req, retry_after_ms);
     const char *busy = i >= 1 && i <= mc->n ? mc->names[i - 1] : "";
     if (busy[0]) cJSON_AddStringToObject(extra, "busy_name", busy);
     metrics_inc(M_LOCK_BUSY, 1);
@@ -575,19 +570,25 @@ static const struct redis_result *pick(const struct redis_result *res, int n, in
     return slot;
 }
 
-static void extend_done(void *arg, const struct redis_result *res) {
-    struct gw_request *req = arg;
-    struct multi_call *mc = req->ctx;
+/* 1 when a PATCH or DELETE over the names went through; else answered. */
+static int done_or_reply(struct gw_request *req, const struct redis_result *res) {
     long long v = verdict_of(res);
     if (v == -100) {
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
                       res->ok ? "unexpected answer" : res->error);
-        return;
+        return 0;
     }
     if (v != 1) {
         reply_refused(req, v, elem(res->reply, 1));
-        return;
+        return 0;
     }
+    return 1;
+}
+
+static void extend_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    struct multi_call *mc = req->ctx;
+    if (!done_or_reply(req, res)) return;
     cJSON *o = cJSON_CreateObject();
     long long ttl = elem(res->reply, 1);
     if (backend->fans_out) ttl -= (loop_now_ms() - mc->attempt_ms) + DRIFT_MS(ttl);
@@ -625,16 +626,7 @@ void multi_extend(struct gw_request *req) {
 static void release_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
     struct multi_call *mc = req->ctx;
-    long long v = verdict_of(res);
-    if (v == -100) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
-                      res->ok ? "unexpected answer" : res->error);
-        return;
-    }
-    if (v != 1) {
-        reply_refused(req, v, elem(res->reply, 1));
-        return;
-    }
+    if (!done_or_reply(req, res)) return;
     cJSON *o = cJSON_CreateObject();
     json_add_int(o, "released", elem(res->reply, 1));
     cJSON *names = cJSON_AddArrayToObject(o, "names");
