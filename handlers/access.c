@@ -2,7 +2,7 @@
 #include "handlers/access.h"
 #include "common/alloc.h"
 #include "common/names.h"
-#include "handlers/routes.h"
+#include "server/router.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/log.h"
@@ -51,10 +51,10 @@ static const struct access_rule rules[] = {
 // clang-format on
 
 const struct access_rule *access_rule_for(int route) {
-    if (route < 0 || (size_t)route >= gw_routes_count) return NULL;
+    if (route < 0 || (size_t)route >= router_routes_count) return NULL;
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-        if (strcmp(rules[i].method, gw_routes[route].method) == 0 &&
-            strcmp(rules[i].path, gw_routes[route].path) == 0)
+        if (strcmp(rules[i].method, router_routes[route].method) == 0 &&
+            strcmp(rules[i].path, router_routes[route].path) == 0)
             return &rules[i];
     return NULL;
 }
@@ -67,7 +67,7 @@ static void request_name(const struct gw_request *req, const struct access_rule 
                          char out[NAME_MAX_LEN + 1]) {
     out[0] = '\0';
     if (rule->kind == AUTH_OPS) {
-        snprintf(out, NAME_MAX_LEN + 1, "%s", gw_routes[req->route].path + 1);
+        snprintf(out, NAME_MAX_LEN + 1, "%s", router_routes[req->route].path + 1);
     } else if (req->match.param[0]) {
         if (name_decode(req->match.param[0], req->match.param_len[0], out) < 0) out[0] = '\0';
     }
@@ -79,7 +79,7 @@ static int refuse(struct gw_request *req, enum auth_verdict v, const char *key_i
     if (v == AUTH_FORBIDDEN) {
         log_info("auth: key '%s' refused %s on %s '%s' (%s %.200s)", key_id,
                  auth_access_name(rule->access), auth_kind_name(rule->kind), name,
-                 gw_routes[req->route].method, req->path);
+                 router_routes[req->route].method, req->path);
         reply_problem(req, CODE_FORBIDDEN, "key '%s' has no %s grant for %s '%s'", key_id,
                       auth_access_name(rule->access), auth_kind_name(rule->kind), name);
         return GW_REPLIED;
@@ -88,7 +88,7 @@ static int refuse(struct gw_request *req, enum auth_verdict v, const char *key_i
      * is named (a wrong secret for it), an unknown one is not echoed. */
     log_info("auth: unauthenticated request refused: %s%s%s%s (%s %.200s)", auth_verdict_name(v),
              key_id && key_id[0] ? " for key '" : "", key_id ? key_id : "",
-             key_id && key_id[0] ? "'" : "", gw_routes[req->route].method, req->path);
+             key_id && key_id[0] ? "'" : "", router_routes[req->route].method, req->path);
     reply_header(req, "WWW-Authenticate", "Bearer realm=\"lockgate\"");
     if (v == AUTH_CLIENT_CERT) {
         reply_header(req, "Connection", "close");
@@ -131,7 +131,7 @@ int access_may(const struct gw_request *req, enum auth_kind kind, const char *na
 int access_name_or_reply(struct gw_request *req, enum auth_kind kind, const char *name,
                          enum auth_access want) {
     if (auth_key_may(req->key_id, kind, name, want)) return GW_OK;
-    const struct access_rule rule = {gw_routes[req->route].method, gw_routes[req->route].path, kind,
-                                     want};
+    const struct access_rule rule = {router_routes[req->route].method,
+                                     router_routes[req->route].path, kind, want};
     return refuse(req, AUTH_FORBIDDEN, req->key_id ? req->key_id : "", &rule, name);
 }

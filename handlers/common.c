@@ -1,5 +1,7 @@
 /* common.c -- what every handler needs: settings, names and tokens. */
+#include "handlers/access.h"
 #include "handlers/backend.h"
+#include "handlers/routes.h"
 #include "handlers/handlers.h"
 #include "handlers/force.h"
 #include "handlers/watch.h"
@@ -17,6 +19,8 @@ static const struct gw_config *config;
 
 void handlers_init(const struct gw_config *cfg) {
     config = cfg;
+    router_install(gw_routes, gw_routes_count);
+    http_set_gate(access_or_reply);
     backend_init(cfg);
     watch_init();
     force_init();

@@ -27,8 +27,6 @@
 #include "server/peers.h"
 #include "server/reply.h"
 #include "server/tls.h"
-#include "handlers/access.h"
-#include "handlers/routes.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -53,6 +51,12 @@ struct http_worker {
     atomic_long in_flight;     /* requests dispatched and not ended */
 };
 
+
+/* Who may call what (http_set_gate): asked after routing, before the
+ * handler. */
+static int (*gate)(struct gw_request *req);
+
+void http_set_gate(int (*fn)(struct gw_request *req)) { gate = fn; }
 static _Thread_local struct http_worker *self;
 static struct http_worker *workers[HTTP_MAX_WORKERS];
 static atomic_int nworkers;
@@ -193,7 +197,7 @@ static void request_end(struct gw_request *req, int delivered, int fd) {
  * acts: nothing is acquired for an answer the client refuses). */
 static int media_or_reply(struct gw_request *req) {
     static const char *const json[] = {"application/json", NULL};
-    const char *const *types = gw_routes[req->route].produces;
+    const char *const *types = router_routes[req->route].produces;
     if (!types) types = json;
     int i = accept_choose(http_header(req, MHD_HTTP_HEADER_ACCEPT), types);
     if (i >= 0) {
@@ -212,19 +216,19 @@ static int media_or_reply(struct gw_request *req) {
 static void dispatch(struct gw_request *req, const char *method) {
     req->dispatched = 1;
     in_flight_add(1);
-    req->route = router_match(gw_routes, gw_routes_count, method, req->path, &req->match);
+    req->route = router_match(router_routes, router_routes_count, method, req->path, &req->match);
     if (req->route == ROUTER_NOT_FOUND) {
         reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
     } else if (req->route == ROUTER_BAD_METHOD) {
         reply_header(req, "Allow", req->match.allow);
         reply_problem(req, CODE_METHOD_NOT_ALLOWED, "%.200s allows %s", req->path,
                       req->match.allow);
-    } else if (access_or_reply(req) != GW_OK) {
+    } else if (gate && gate(req) != GW_OK) {
         /* refused: 401 or 403 */
     } else if (req->body_too_large) {
         reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
     } else if (media_or_reply(req) == GW_OK) {
-        gw_routes[req->route].handler(req);
+        router_routes[req->route].handler(req);
     }
     /* Handlers copy what they need out of the body while they run: a
      * request that now waits for Redis, or for a lock, need not keep it. */

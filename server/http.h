@@ -27,6 +27,11 @@ struct http_worker;
 struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l);
 void http_bind(struct http_worker *w);
 
+/* Installs the access check (handlers/access.c) asked of every routed
+ * request before its handler: GW_OK to go on, else it has replied.  Call
+ * before the workers start; none means everyone may call everything. */
+void http_set_gate(int (*fn)(struct gw_request *req));
+
 /* Loop hooks (loop.h): how long libmicrohttpd may wait, and its run at the
  * end of a turn that resumed a connection or reached that time. */
 int http_timeout_hook(void *arg, int64_t now_ms);

@@ -6,7 +6,7 @@
 #include "server/metrics.h"
 #include "common/fatal.h"
 #include "common/alloc.h"
-#include "handlers/routes.h"
+#include "server/router.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -149,10 +149,10 @@ char *metrics_render(size_t *len) {
     ab_printf(&ab, "# HELP lockgate_http_requests_total HTTP requests by route and status\n"
                    "# TYPE lockgate_http_requests_total counter\n");
     for (size_t r = 0; r < MAX_ROUTES + 2; r++) {
-        if (r < MAX_ROUTES && r >= gw_routes_count) continue;
+        if (r < MAX_ROUTES && r >= router_routes_count) continue;
         char route[64];
         if (r < MAX_ROUTES)
-            snprintf(route, sizeof route, "%s %s", gw_routes[r].method, gw_routes[r].path);
+            snprintf(route, sizeof route, "%s %s", router_routes[r].method, router_routes[r].path);
         else
             snprintf(route, sizeof route, "%s", r == MAX_ROUTES ? "unmatched" : "bad_method");
         for (size_t s = 0; s <= NSTATUS; s++) {

@@ -27,6 +27,14 @@ static int path_matches(const char *pattern, const char *path, struct route_matc
     return *p == '\0' && *s == '\0';
 }
 
+const struct gw_route *router_routes;
+size_t router_routes_count;
+
+void router_install(const struct gw_route *routes, size_t n) {
+    router_routes = routes;
+    router_routes_count = n;
+}
+
 int router_match(const struct gw_route *routes, size_t n, const char *method, const char *path,
                  struct route_match *m) {
     int path_seen = 0;

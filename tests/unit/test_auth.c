@@ -207,6 +207,7 @@ static void test_auth_config_flags(void) {
 
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
+    router_install(gw_routes, gw_routes_count); /* as handlers_init does */
     RUN_SOME(test_auth_sha256_known_value);
     RUN_SOME(test_auth_longest_prefix_wins);
     RUN_SOME(test_auth_equal_length_deny_write_read);
