@@ -8,6 +8,7 @@
 #include "common/alloc.h"
 #include "server/body.h"
 #include "server/http.h"
+#include "server/loop.h"
 #include "server/reply.h"
 
 #include <cjson/cJSON.h>
@@ -72,4 +73,12 @@ struct cJSON *busy_extra(struct gw_request *req, long long retry_after_ms) {
     cJSON *extra = cJSON_CreateObject();
     json_add_int(extra, "retry_after_ms", retry_after_ms);
     return extra;
+}
+
+int64_t outage_retry_at(struct gw_request *req, int waited, int64_t deadline_ms, int *backoff_ms) {
+    int64_t now = loop_now_ms();
+    if (!waited || now >= deadline_ms || http_shutting_down() || http_client_gone(req)) return 0;
+    *backoff_ms = *backoff_ms ? *backoff_ms * 2 : 50;
+    if (*backoff_ms > 1000) *backoff_ms = 1000;
+    return now + *backoff_ms < deadline_ms ? now + *backoff_ms : deadline_ms;
 }

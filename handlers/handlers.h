@@ -7,6 +7,7 @@
 #include "server/config.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct gw_request;
 
@@ -29,6 +30,13 @@ void token_issue(struct gw_request *req);
 /* A 409 lock_busy's extra members: sets Retry-After (whole seconds,
  * rounded up) and returns {"retry_after_ms": ms} (at least 1) to add to. */
 struct cJSON *busy_extra(struct gw_request *req, long long retry_after_ms);
+
+/* A request that is already parked rides out a Redis outage: when its
+ * attempt fails it tries again, backing off from 50 ms to 1 s, until its
+ * own deadline; one that was never parked fails fast.  Returns when to try
+ * again, or 0 when the request is to be answered 503 now.  *backoff_ms
+ * starts at 0 and is reset to 0 by the caller after an answer from Redis. */
+int64_t outage_retry_at(struct gw_request *req, int waited, int64_t deadline_ms, int *backoff_ms);
 
 /* locks.c */
 void locks_acquire(struct gw_request *req);

@@ -202,10 +202,16 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
                        const char *err) {
     struct gw_request *req = hc->req;
     if (verdict == VERDICT_ERROR) {
+        int64_t again = outage_retry_at(req, hc->waited, hc->deadline_ms, &hc->backoff_ms);
+        if (again) {
+            waiters_park(&hc->w, again);
+            return;
+        }
         hold_leave_queue(hc);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
     }
+    hc->backoff_ms = 0;
     int64_t now = loop_now_ms();
     if (hc->waited && verdict != VERDICT_BUSY) metrics_observe_wait((now - hc->start_ms) * 1000);
     if (verdict == VERDICT_MODE_MISMATCH || verdict == VERDICT_LIMIT_MISMATCH ||

@@ -38,6 +38,7 @@ struct hold_call {
     int fair;                /* queue in Redis, first come first served */
     int waited;              /* it was parked at least once */
     int queued;              /* an attempt went with its waiter id: it may be queued */
+    int backoff_ms;          /* parked through a Redis outage: the last pause */
     int acks_wanted;         /* replicas that must have the write, 0 off */
     long long ttl_ms;        /* lease length */
     long long wait_ms;       /* how long it may wait, 0 = try once */

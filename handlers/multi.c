@@ -59,6 +59,7 @@ struct multi_call {
     int queued;                             /* an attempt went with its waiter id */
     int parking;                            /* inside park_all: a retry waits for it */
     int retry_pending;                      /* a retry came while parking */
+    int backoff_ms;                         /* parked through a Redis outage: last pause */
     long long ttl_ms;                       /* lease length */
     long long wait_ms;                      /* how long it may wait, 0 = try once */
     int64_t start_ms;                       /* arrival (monotonic) */
@@ -322,10 +323,16 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
                        const char *err) {
     struct gw_request *req = mc->req;
     if (verdict == -100) {
+        int64_t again = outage_retry_at(req, mc->waited, mc->deadline_ms, &mc->backoff_ms);
+        if (again) {
+            park_all(mc, again);
+            return;
+        }
         leave_queues(mc);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err ? err : "unexpected answer");
         return;
     }
+    mc->backoff_ms = 0;
     int64_t now = loop_now_ms();
     if (mc->waited && verdict != 0) metrics_observe_wait((now - mc->start_ms) * 1000);
     if (verdict == -3) {

@@ -391,6 +391,79 @@ static void *waiting_main(void *arg) {
     return NULL;
 }
 
+/* A request with its own body, in a thread (the waiters below). */
+struct posted {
+    struct h_gw *g;
+    const char *path;
+    const char *body;
+    struct h_resp r;
+    long long t_done;
+};
+
+static void *posted_main(void *arg) {
+    struct posted *p = arg;
+    p->r = h_http("POST", p->g->port, p->path, NULL, p->body, NULL);
+    p->t_done = h_now_ms();
+    return NULL;
+}
+
+/* Parked waiters whose retries meet a dead Redis keep waiting until their
+ * own deadline: one whose deadline passes in the outage gets 503, one with
+ * time left gets the lock once Redis is back (without persistence the
+ * short lease it waited on is gone). */
+static void test_waiters_ride_out_outage(void) {
+    struct h_redis redis;
+    struct h_gw gw = {0};
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
+    struct h_resp r = h_http("POST", gw.port, "/v1/locks/outage", NULL, "{\"ttl_ms\":2000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = h_http("POST", gw.port, "/v1/locks", NULL,
+               "{\"names\":[\"outage-m1\",\"outage-m2\"],\"ttl_ms\":2000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    /* Each is woken by its lease's end (2 s), inside the outage; the multi-lock
+     * waiter is parked on both names. */
+    struct posted w[3] = {
+        {&gw, "/v1/locks/outage", "{\"wait_ms\":20000}",                                         {0}, 0},
+        {&gw, "/v1/locks/outage", "{\"wait_ms\":1500}",                                          {0}, 0},
+        {&gw, "/v1/locks",        "{\"names\":[\"outage-m2\",\"outage-m1\"],\"wait_ms\":20000}", {0}, 0},
+    };
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, posted_main, &w[i]);
+    long long waiting = -1;
+    for (int i = 0; i < 100 && waiting != 4; i++) {
+        h_sleep_ms(10);
+        waiting = metric(&gw, "lockgate_waiting_requests");
+    }
+    CHECK_EQ_INT(waiting, 4);
+    h_redis_kill(&redis);
+    long long down_at = h_now_ms();
+    h_sleep_ms(3000);
+    CHECK_EQ_INT(metric(&gw, "lockgate_waiting_requests"), 3);
+    CHECK_EQ_INT(h_redis_restart(&redis, NULL), 0);
+    long long up_at = h_now_ms();
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    fprintf(stderr,
+            "  Redis down %lld ms; short waiter %ld after %lld ms of outage, "
+            "lock waiter %ld and multi-lock waiter %ld %lld and %lld ms after it came back\n",
+            up_at - down_at, w[1].r.status, w[1].t_done - down_at, w[0].r.status, w[2].r.status,
+            w[0].t_done - up_at, w[2].t_done - up_at);
+    CHECK_EQ_INT(w[1].r.status, 503);
+    CHECK_EQ_STR(h_jcode(&w[1].r), "backend_unavailable");
+    CHECK_EQ_INT(w[0].r.status, 201);
+    CHECK_EQ_INT(w[2].r.status, 201);
+    CHECK(w[0].t_done - up_at < 3000);
+    CHECK(w[2].t_done - up_at < 3000);
+    for (int i = 0; i < 3; i++) h_resp_free(&w[i].r);
+    CHECK(gateway_alive(&gw));
+    stop_clean(&gw);
+    h_redis_stop(&redis);
+}
+
 static void test_redis_frozen(void) {
     struct h_redis redis;
     struct h_gw gw = {0};
@@ -769,6 +842,7 @@ static void test_sigterm_with_waiter(void) {
 int main(void) {
     long long t0 = h_now_ms();
     RUN(test_redis_killed_and_restarted);
+    RUN(test_waiters_ride_out_outage);
     RUN(test_script_flush);
     RUN(test_redis_frozen);
     RUN(test_gateway_killed_while_holding);
