@@ -29,7 +29,8 @@ int cluster_key_slot(const char *key, size_t len) {
     return cluster_crc16(key, len) & (CLUSTER_SLOTS - 1);
 }
 
-/* Insertion sort: at most 64 keys (MULTI_MAX), each slot computed once. */
+/* Insertion sort, stable: at most 64 keys (MULTI_MAX), each slot computed
+ * once. */
 int cluster_group_by_slot(const char *const *keys, int n, int *order, int *gstart) {
     int slot[n > 0 ? n : 1];
     for (int i = 0; i < n; i++) slot[i] = cluster_key_slot(keys[i], strlen(keys[i]));
@@ -37,7 +38,7 @@ int cluster_group_by_slot(const char *const *keys, int n, int *order, int *gstar
         int k = i;
         while (k > 0) {
             int a = order[k - 1];
-            if (slot[a] < slot[i] || (slot[a] == slot[i] && strcmp(keys[a], keys[i]) < 0)) break;
+            if (slot[a] <= slot[i]) break;
             order[k] = a;
             k--;
         }
