@@ -22,9 +22,11 @@
  * release of their names -- our own give-back's among them -- says nothing
  * about the obstacle.  Every request takes shared slots in the same order
  * and holds nothing while waiting, so overlapping sets cannot deadlock; the
- * set as a whole is not atomic (README, "Multi-lock").  PATCH and DELETE
- * send one script per group at once; each group is all or nothing, and a
- * refusal names which groups' names went through all the same. */
+ * set as a whole is not atomic (README, "Multi-lock").  A fair waiter
+ * queues, on every master, with the arrival the first master that queued
+ * it answered, so its queues order it alike as on one master.  PATCH and
+ * DELETE send one script per group at once; each group is all or nothing,
+ * and a refusal names which groups' names went through all the same. */
 #include "common/alloc.h"
 #include "common/names.h"
 #include "common/token.h"
@@ -100,6 +102,7 @@ struct multi_call {
     long long gindex[MULTI_MAX];   /* its refused name, 1-based in request order */
     long long sum;                 /* PATCH: shortest ttl; DELETE: holds ended */
     char err[128];                 /* the first Redis error of a group */
+    char arrival[24];              /* fair across slots: the queues' score, "" until known */
 };
 
 static void multi_free(void *ctx) {
@@ -489,6 +492,10 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     }
     give_back(mc, mc->taken);
     mc->busy_group = g;
+    /* A fair waiter across slots queues everywhere with the first score a
+     * master gave it (multi_acquire.lua, ARGV 9). */
+    if (verdict == 0 && mc->queued && mc->ngroups > 1 && !mc->arrival[0] && elem(r, 4) > 0)
+        snprintf(mc->arrival, sizeof mc->arrival, "%lld", elem(r, 4));
     if (verdict == -100) {
         on_verdict(mc, -100, 0, 0, res->ok ? "unexpected answer" : res->error);
         return;
@@ -569,15 +576,16 @@ static void send_group(struct multi_call *mc) {
     snprintf(ttl, sizeof ttl, "%lld", mc->ttl_ms);
     snprintf(left, sizeof left, "%lld", wait_left);
     if (mc->fair && mc->wait_ms > 0) mc->queued = 1;
-    const char *args[8] = {mc->req->token,
+    const char *args[9] = {mc->req->token,
                            ttl,
                            mc->owner,
                            kind,
                            mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
                            left,
                            mc->fair ? "1" : "0",
-                           ""};
-    run_group(mc, mc->taken, SCRIPT_MULTI_ACQUIRE, 1, 8, args, 7, acquire_done, quorum_acquire_done,
+                           "",
+                           mc->arrival};
+    run_group(mc, mc->taken, SCRIPT_MULTI_ACQUIRE, 1, 9, args, 7, acquire_done, quorum_acquire_done,
               mc);
 }
 
@@ -614,16 +622,6 @@ void multi_acquire(struct gw_request *req) {
     }
     struct multi_call *mc = names_or_reply(req);
     if (!mc) return;
-    if (fair && wait > 0 && mc->ngroups > 1) {
-        /* Fair waiting needs one arrival order on every name's queue; the
-         * slots' masters have their own clocks, and a give-back would lose
-         * the queue places the groups already won (README). */
-        reply_problem(req, CODE_NOT_IMPLEMENTED,
-                      "fair waiting across Redis Cluster slots is not available: these names "
-                      "span %d slots (wait with fair: false, or use names of one slot)",
-                      mc->ngroups);
-        return;
-    }
     if (!has_token) token_issue(req);
     free(mc->owner);
     mc->owner = alloc_copy(owner ? owner : "", owner ? strlen(owner) : 0);

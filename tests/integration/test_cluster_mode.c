@@ -685,14 +685,17 @@ static void test_multi_across_slots(void) {
     h_resp_free(&r);
     for (int i = 0; i < 3; i++) CHECK_EQ_INT(lock_status(g.port, n[i], NULL), 404);
 
-    /* Fair waiting across slots is refused; fair without waiting works.
-     * A Session header stays 400. */
+    /* Fair, with and without waiting (free names: at once).  A Session
+     * header stays 400. */
     snprintf(body, sizeof body, "{%s,\"fair\":true,\"wait_ms\":1000}", names);
     r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
-    CHECK_EQ_INT(r.status, 501);
-    CHECK_EQ_STR(h_jcode(&r), "not_implemented");
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
     h_resp_free(&r);
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(lock_status(g.port, n[i], NULL), 404);
+    snprintf(body, sizeof body, "{%s}", names);
+    r = h_http("DELETE", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
     snprintf(body, sizeof body, "{%s,\"fair\":true}", names);
     r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
     CHECK_EQ_INT(r.status, 201);
@@ -786,16 +789,20 @@ static void test_multi_busy_gives_back(void) {
 struct multi_waiter_call {
     pthread_t th;
     int port;
+    char path[128]; /* "" for /v1/locks */
     char body[256];
-    long status;
+    atomic_long status; /* 0 until answered */
     long long t_done;
+    char token[128];
 };
 
 static void *multi_waiter_main(void *arg) {
     struct multi_waiter_call *w = arg;
-    struct h_resp r = h_http("POST", w->port, "/v1/locks", NULL, w->body, NULL);
+    struct h_resp r =
+        h_http("POST", w->port, w->path[0] ? w->path : "/v1/locks", NULL, w->body, NULL);
     w->t_done = h_now_ms();
-    w->status = r.status;
+    snprintf(w->token, sizeof w->token, "%s", r.status == 201 ? h_token(&r) : "");
+    atomic_store(&w->status, r.status);
     h_resp_free(&r);
     return NULL;
 }
@@ -839,6 +846,75 @@ static void test_multi_woken_across_masters(void) {
     h_gw_stop(&b, 5000);
 }
 
+/* Fair across slots: a multi-lock queues with one arrival on every name it
+ * waits for, also on another master and later.  M waits for y (third
+ * master); meanwhile T takes x (first master: M holds nothing) and S, a
+ * fair single waiter, queues on x after M arrived.  y freed, M finds x
+ * busy and queues there with its first arrival, ahead of S; x freed, M
+ * gets both, and S only after M's release. */
+static void test_multi_fair_across_slots(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char n[3][32], px[128], py[128], body[256];
+    names_on_three("mf", n);
+    const char *x = n[0], *y = n[2];
+    snprintf(px, sizeof px, "/v1/locks/%s", x);
+    snprintf(py, sizeof py, "/v1/locks/%s", y);
+    struct h_resp r = h_http("POST", a.port, py, NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char th[128];
+    snprintf(th, sizeof th, "%s", h_token(&r));
+    h_resp_free(&r);
+    static struct multi_waiter_call m, sw;
+    memset(&m, 0, sizeof m);
+    memset(&sw, 0, sizeof sw);
+    m.port = b.port;
+    snprintf(m.body, sizeof m.body,
+             "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":10000,\"wait_ms\":15000,\"fair\":true}", y, x);
+    pthread_create(&m.th, NULL, multi_waiter_main, &m);
+    h_sleep_ms(500);
+    r = h_http("POST", a.port, px, NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201); /* M holds nothing while it waits */
+    char tt[128];
+    snprintf(tt, sizeof tt, "%s", h_token(&r));
+    h_resp_free(&r);
+    sw.port = a.port;
+    snprintf(sw.path, sizeof sw.path, "%s", px);
+    snprintf(sw.body, sizeof sw.body, "{\"ttl_ms\":10000,\"wait_ms\":15000,\"fair\":true}");
+    pthread_create(&sw.th, NULL, multi_waiter_main, &sw);
+    h_sleep_ms(500);
+    r = h_http("DELETE", a.port, py, th, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(atomic_load(&m.status), 0); /* x is T's */
+    CHECK_EQ_INT(atomic_load(&sw.status), 0);
+    r = h_http("DELETE", a.port, px, tt, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(m.th, NULL);
+    CHECK_EQ_INT(atomic_load(&m.status), 201);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(atomic_load(&sw.status), 0); /* behind M on x */
+    snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"]}", x, y);
+    r = h_http("DELETE", b.port, "/v1/locks", m.token, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(sw.th, NULL);
+    CHECK_EQ_INT(atomic_load(&sw.status), 201);
+    printf("    fair across slots: the multi-lock got x %lld ms before the single waiter "
+           "queued after it\n",
+           sw.t_done - m.t_done);
+    r = h_http("DELETE", a.port, px, sw.token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
 /* Two clients hammering overlapping, differently ordered multi-locks whose
  * names live on all three masters (as test_sessions.c's test_multi_hammer,
  * across slots): a non-atomic read-modify-write over all the names never
@@ -853,6 +929,7 @@ struct hm_client {
     int port;
     const int *idx; /* into hm_names */
     int n;
+    int fair; /* fair: true */
     int ok, busy, other;
     long long max_ms;
     long long done_at[4096];
@@ -864,7 +941,9 @@ static void *hm_main(void *arg) {
     struct h_client c;
     h_client_init(&c, 20000);
     char body[256], names_only[256];
-    int len = snprintf(body, sizeof body, "{\"ttl_ms\":5000,\"wait_ms\":3000,\"names\":[");
+    int len =
+        snprintf(body, sizeof body, "{\"ttl_ms\":5000,\"wait_ms\":3000,\"fair\":%s,\"names\":[",
+                 hm->fair ? "true" : "false");
     for (int i = 0; i < hm->n; i++)
         len +=
             snprintf(body + len, sizeof body - len, "%s\"%s\"", i ? "," : "", hm_names[hm->idx[i]]);
@@ -897,36 +976,28 @@ static void *hm_main(void *arg) {
     return NULL;
 }
 
-static void test_multi_hammer_across_slots(void) {
-    struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
-    char three[3][32];
-    names_on_three("mh", three);
-    for (int i = 0; i < 3; i++)
-        snprintf(hm_names[i + 1], sizeof hm_names[i + 1], "%.31s", three[i]);
-    name_in_slots("mh", 0, 5000, 1, hm_names[4], sizeof hm_names[4]); /* first master again */
+/* One run of the two clients, 4 s, fair or not. */
+static void hammer_phase(int port_a, int port_b, int fair) {
     static const int set_a[] = {1, 2, 3}, set_b[] = {3, 2, 4, 1};
     memset(hm_counters, 0, sizeof hm_counters);
     atomic_store(&hm_stop, 0);
     static struct hm_client ca, cb;
     memset(&ca, 0, sizeof ca);
     memset(&cb, 0, sizeof cb);
-    ca.port = a.port, ca.idx = set_a, ca.n = 3;
-    cb.port = b.port, cb.idx = set_b, cb.n = 4;
+    ca.port = port_a, ca.idx = set_a, ca.n = 3, ca.fair = fair;
+    cb.port = port_b, cb.idx = set_b, cb.n = 4, cb.fair = fair;
     long long t0 = h_now_ms();
     pthread_create(&ca.th, NULL, hm_main, &ca);
     pthread_create(&cb.th, NULL, hm_main, &cb);
-    h_sleep_ms(5000);
+    h_sleep_ms(4000);
     atomic_store(&hm_stop, 1);
     pthread_join(ca.th, NULL);
     pthread_join(cb.th, NULL);
     long long t1 = h_now_ms();
-    printf("    hammer across slots: %d + %d cycles in %lld ms, busy %d/%d, other %d/%d, "
+    printf("    hammer across slots%s: %d + %d cycles in %lld ms, busy %d/%d, other %d/%d, "
            "longest request %lld/%lld ms\n",
-           ca.ok, cb.ok, t1 - t0, ca.busy, cb.busy, ca.other, cb.other, ca.max_ms, cb.max_ms);
+           fair ? " (fair)" : "", ca.ok, cb.ok, t1 - t0, ca.busy, cb.busy, ca.other, cb.other,
+           ca.max_ms, cb.max_ms);
     CHECK(ca.ok > 10 && cb.ok > 10);
     CHECK_EQ_INT(ca.other + cb.other, 0);
     CHECK_EQ_INT(hm_counters[1], ca.ok + cb.ok);
@@ -945,6 +1016,21 @@ static void test_multi_hammer_across_slots(void) {
     }
     printf("    longest gap between completions: %lld ms\n", gap);
     CHECK(gap < 1500);
+}
+
+static void test_multi_hammer_across_slots(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char three[3][32];
+    names_on_three("mh", three);
+    for (int i = 0; i < 3; i++)
+        snprintf(hm_names[i + 1], sizeof hm_names[i + 1], "%.31s", three[i]);
+    name_in_slots("mh", 0, 5000, 1, hm_names[4], sizeof hm_names[4]); /* first master again */
+    hammer_phase(a.port, b.port, 0);
+    hammer_phase(a.port, b.port, 1);
     h_gw_stop(&a, 5000);
     h_gw_stop(&b, 5000);
 }
@@ -1002,6 +1088,7 @@ int main(void) {
     RUN(test_multi_across_slots);
     RUN(test_multi_busy_gives_back);
     RUN(test_multi_woken_across_masters);
+    RUN(test_multi_fair_across_slots);
     RUN(test_multi_hammer_across_slots);
     RUN(test_multi_replica_ack);
     RUN(test_replica_ack);
