@@ -93,16 +93,18 @@ struct multi_call {
     int taken;                 /* groups the current attempt has taken */
     int busy_group;            /* the group an attempt found busy: parked on its names */
     struct group_ref {
-        struct multi_call *mc;     /* the request */
-        int g;                     /* the group */
-    } refs[MULTI_MAX];             /* callback arguments, one per group */
-    int pending;                   /* group answers (or WAITs) still to come */
-    long long acked;               /* --min-replicas-ack: fewest replicas of a group */
-    long long gverdict[MULTI_MAX]; /* PATCH/DELETE: each group's verdict (-100 failed) */
-    long long gindex[MULTI_MAX];   /* its refused name, 1-based in request order */
-    long long sum;                 /* PATCH: shortest ttl; DELETE: holds ended */
-    char err[128];                 /* the first Redis error of a group */
-    char arrival[24];              /* fair across slots: the queues' score, "" until known */
+        struct multi_call *mc;         /* the request */
+        int g;                         /* the group */
+    } refs[MULTI_MAX];                 /* callback arguments, one per group */
+    int pending;                       /* group answers (or WAITs) still to come */
+    long long acked;                   /* --min-replicas-ack: fewest replicas of a group */
+    long long gverdict[MULTI_MAX];     /* PATCH/DELETE: each group's verdict (-100 failed) */
+    long long gindex[MULTI_MAX];       /* its refused name, 1-based in request order */
+    long long sum;                     /* PATCH: shortest ttl; DELETE: holds ended */
+    char err[128];                     /* the first Redis error of a group */
+    char arrival[24];                  /* fair across slots: the queues' score, "" until known */
+    void (*then)(struct multi_call *); /* after a give-back's answers (give_back_then) */
+    long long fv, fa, fb;              /* the failed attempt's verdict and its two values */
 };
 
 static void multi_free(void *ctx) {
@@ -235,6 +237,24 @@ static void give_back(struct multi_call *mc, int groups) {
         run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, ignore_one, ignore_all, NULL);
 }
 
+static void give_back_done(void *arg, const struct redis_result *res) {
+    struct multi_call *mc = arg;
+    if (--mc->pending == 0) mc->then(mc);
+}
+
+/* give_back, then `then` once every group's master has answered (or
+ * failed): what follows -- an answer, or waiting -- comes after the names
+ * are free, so a client that reads the answer and looks finds them free,
+ * and nothing is held while the request waits.  Per-slot backends only
+ * (one master per group: no quorum to reduce). */
+static void give_back_then(struct multi_call *mc, int groups, void (*then)(struct multi_call *)) {
+    const char *args[2] = {mc->req->token, ""};
+    mc->then = then;
+    mc->pending = groups;
+    for (int g = groups - 1; g >= 0; g--)
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, give_back_done, ignore_all, mc);
+}
+
 static void release_undelivered(struct gw_request *req) {
     struct multi_call *mc = req->ctx;
     give_back(mc, mc->ngroups);
@@ -361,19 +381,20 @@ static void reply_granted(struct multi_call *mc, long long ttl) {
  * else given back and answered 503 (as holds.c).  In cluster mode each
  * group's master is asked (a WAIT there counts that master's replicas),
  * and every one of them must have enough. */
+static void reply_unacked(struct multi_call *mc) {
+    long long acked = mc->acked;
+    reply_problem(mc->req, CODE_BACKEND_UNAVAILABLE,
+                  "only %lld of %d replicas acknowledged the locks in time; they were given back",
+                  acked < 0 ? 0 : acked, handlers_config()->min_replicas_ack);
+}
+
 static void ack_done(void *arg, const struct redis_result *res) {
     struct multi_call *mc = ((struct group_ref *)arg)->mc;
     long long got = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
     if (got < mc->acked) mc->acked = got;
     if (--mc->pending > 0) return;
-    long long acked = mc->acked;
-    int wanted = handlers_config()->min_replicas_ack;
-    if (acked < wanted) {
-        give_back(mc, mc->ngroups);
-        reply_problem(
-            mc->req, CODE_BACKEND_UNAVAILABLE,
-            "only %lld of %d replicas acknowledged the locks in time; they were given back",
-            acked < 0 ? 0 : acked, wanted);
+    if (mc->acked < handlers_config()->min_replicas_ack) {
+        give_back_then(mc, mc->ngroups, reply_unacked);
         return;
     }
     reply_granted(mc, mc->ttl_ms - (loop_now_ms() - mc->attempt_ms));
@@ -467,6 +488,12 @@ static long long verdict_of(const struct redis_result *res) {
 
 static void send_group(struct multi_call *mc);
 
+/* A failed attempt goes on (waits, or is answered) with what acquire_done
+ * kept of it. */
+static void resume_failed(struct multi_call *mc) {
+    on_verdict(mc, mc->fv, mc->fa, mc->fb, mc->fv == -100 ? mc->err : NULL);
+}
+
 /* Group mc->taken's answer: the next group, the grant, or (anything but a
  * grant) the give-back of the groups taken before it. */
 static void acquire_done(void *arg, const struct redis_result *res) {
@@ -490,18 +517,24 @@ static void acquire_done(void *arg, const struct redis_result *res) {
         on_verdict(mc, 1, ttl < 1 ? 1 : ttl, 0, NULL);
         return;
     }
-    give_back(mc, mc->taken);
     mc->busy_group = g;
     /* A fair waiter across slots queues everywhere with the first score a
      * master gave it (multi_acquire.lua, ARGV 9). */
     if (verdict == 0 && mc->queued && mc->ngroups > 1 && !mc->arrival[0] && elem(r, 4) > 0)
         snprintf(mc->arrival, sizeof mc->arrival, "%lld", elem(r, 4));
+    mc->fv = verdict;
     if (verdict == -100) {
-        on_verdict(mc, -100, 0, 0, res->ok ? "unexpected answer" : res->error);
+        mc->fa = mc->fb = 0;
+        snprintf(mc->err, sizeof mc->err, "%s", res->ok ? "unexpected answer" : res->error);
+    } else {
+        mc->fa = elem(r, 1);
+        mc->fb = request_index(mc, g, verdict == 0 ? elem(r, 3) : elem(r, 1));
+    }
+    if (mc->taken > 0) {
+        give_back_then(mc, mc->taken, resume_failed);
         return;
     }
-    on_verdict(mc, verdict, elem(r, 1),
-               request_index(mc, g, verdict == 0 ? elem(r, 3) : elem(r, 1)), NULL);
+    resume_failed(mc);
 }
 
 static void fence_raise(struct multi_call *mc) {

@@ -830,7 +830,7 @@ static void test_multi_woken_across_masters(void) {
              "{\"names\":[\"%s\",\"%s\",\"%s\"],\"ttl_ms\":5000,\"wait_ms\":20000}", n[0], n[2],
              n[1]);
     pthread_create(&w.th, NULL, multi_waiter_main, &w);
-    for (int i = 0; i < 250 && h_metric(&b, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
+    for (int i = 0; i < 750 && h_metric(&b, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
     CHECK(h_metric(&b, "lockgate_waiting_requests") >= 1);
     h_sleep_ms(200);
     CHECK_EQ_INT(lock_status(a.port, n[0], NULL), 404); /* nothing held while waiting */
@@ -878,7 +878,7 @@ static void test_multi_fair_across_slots(void) {
              "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":10000,\"wait_ms\":15000,\"fair\":true}", y, x);
     pthread_create(&m.th, NULL, multi_waiter_main, &m);
     /* Parked (on y, its busy group): x, taken on the way, is given back. */
-    for (int i = 0; i < 250 && h_metric(&b, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
+    for (int i = 0; i < 750 && h_metric(&b, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
     CHECK(h_metric(&b, "lockgate_waiting_requests") >= 1);
     r = h_http("POST", a.port, px, NULL, "{\"ttl_ms\":30000}", NULL);
     if (r.status != 201) fprintf(stderr, "    POST x: %ld %s\n", r.status, r.body);
@@ -890,7 +890,7 @@ static void test_multi_fair_across_slots(void) {
     snprintf(sw.path, sizeof sw.path, "%s", px);
     snprintf(sw.body, sizeof sw.body, "{\"ttl_ms\":10000,\"wait_ms\":15000,\"fair\":true}");
     pthread_create(&sw.th, NULL, multi_waiter_main, &sw);
-    for (int i = 0; i < 250 && h_metric(&a, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
+    for (int i = 0; i < 750 && h_metric(&a, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
     CHECK(h_metric(&a, "lockgate_waiting_requests") >= 1);
     h_sleep_ms(200);
     r = h_http("DELETE", a.port, py, th, NULL, NULL);
