@@ -50,10 +50,9 @@ struct backend {
     /* Any other script on one name's keys (multi.c, sessions.c, watch.c,
      * force.c), for callers that reduce a quorum's answers themselves: one
      * gets the answer when there is one master to ask, all gets every
-     * master's when the backend fans out.  here: redis_eval_here rather
-     * than redis_eval in single mode (the callback never parks). */
+     * master's when the backend fans out. */
     void (*eval)(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                 const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here);
+                 const size_t *lens, redis_cb one, redis_all_cb all, void *arg);
     /* Leases a block of ids for namespace key (idgen's slow path; blocks the
      * calling thread for at most a few command timeouts): 0, or -1. */
     int (*id_lease)(const char *key, const char *epoch, uint32_t want,

@@ -283,7 +283,7 @@ static void quorum_inspect(int nargs, const char *const *argv, const size_t *len
 }
 
 static void quorum_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here) {
+                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg) {
     redis_eval_all(id, nkeys, nargs, argv, lens, all, arg);
 }
 

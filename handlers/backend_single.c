@@ -99,26 +99,23 @@ static void acquire_done(void *arg, const struct redis_result *res) {
 
 static void single_acquire(struct hold_call *hc, int nkeys, int nargs, const char *const *argv,
                            const size_t *lens) {
-    if (hc->wait_ms == 0)
-        redis_eval_here(SCRIPT_ACQUIRE, nkeys, nargs, argv, lens, acquire_done, hc);
-    else
-        redis_eval(SCRIPT_ACQUIRE, nkeys, nargs, argv, lens, acquire_done, hc);
+    redis_eval(SCRIPT_ACQUIRE, nkeys, nargs, argv, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
 
 static void single_extend(int nargs, const char *const *argv, const size_t *lens, int64_t start_ns,
                           redis_cb cb, void *arg) {
-    redis_eval_here(SCRIPT_EXTEND, 1, nargs, argv, lens, cb, arg);
+    redis_eval(SCRIPT_EXTEND, 1, nargs, argv, lens, cb, arg);
 }
 
 static void single_release(int nargs, const char *const *argv, const size_t *lens, redis_cb cb,
                            void *arg) {
-    redis_eval_here(SCRIPT_RELEASE, 1, nargs, argv, lens, cb, arg);
+    redis_eval(SCRIPT_RELEASE, 1, nargs, argv, lens, cb, arg);
 }
 
 static void single_inspect(int nargs, const char *const *argv, const size_t *lens, redis_cb cb,
                            void *arg) {
-    redis_eval_here(SCRIPT_INSPECT, 1, nargs, argv, lens, cb, arg);
+    redis_eval(SCRIPT_INSPECT, 1, nargs, argv, lens, cb, arg);
 }
 
 /* dequeue.lua answers {removed, dropped}; the others' answers are dropped. */
@@ -144,11 +141,8 @@ static void single_forget(enum script_id id, int nkeys, int nargs, const char *c
 }
 
 static void single_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here) {
-    if (here)
-        redis_eval_here(id, nkeys, nargs, argv, lens, one, arg);
-    else
-        redis_eval(id, nkeys, nargs, argv, lens, one, arg);
+                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg) {
+    redis_eval(id, nkeys, nargs, argv, lens, one, arg);
 }
 
 /* Ready when a PING makes the whole round trip through the Redis layer. */
