@@ -96,9 +96,6 @@ struct lease_wait {
 };
 void backend_lease_finish(struct lease_wait *lw, int ok);
 void backend_lease_wait_for(struct lease_wait *lw);
-/* acquire.lua's answer in v[0..4] (see backend.h, acquire). */
-long long backend_acquire_verdict(const struct hold_call *hc, const struct redis_result *res,
-                                  long long *v, const char **err);
 /* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */
 int backend_parse_lease(const struct redis_result *res, struct idgen_block_lease *out);
 /* One id_lease.lua call, waited for: single and cluster's id_lease. */

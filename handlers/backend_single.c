@@ -73,7 +73,7 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     struct hold_call *hc = arg;
     long long v[5] = {0};
     const char *err = NULL;
-    long long verdict = backend_acquire_verdict(hc, res, v, &err);
+    long long verdict = verdict_parse_acquire(res, hc->ttl_ms, v, &err);
     if (verdict == VERDICT_BUSY) v[2] = hold_reply_int(res, 2);
     metrics_inc(M_DEAD_WAITERS, (uint64_t)hold_acquire_dropped(res));
     if (!hc->acks_wanted) {

@@ -104,10 +104,6 @@ void hold_give_back(struct gw_request *req);
 /* A fair waiter that stops waiting leaves the queue at once. */
 void hold_leave_queue(struct hold_call *hc);
 
-/* Reads a script's reply into v[0..n): the verdict, or VERDICT_ERROR with
- * *err set (see holds.c). */
-long long hold_parse_verdict(const struct redis_result *res, long long *v, size_t n,
-                             const char **err);
 /* Element i of a script's array reply when it is an integer, else 0. */
 long long hold_reply_int(const struct redis_result *res, size_t i);
 /* How many dead gateways' queue entries an acquire.lua answer dropped. */
