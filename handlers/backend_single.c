@@ -33,18 +33,23 @@
 
 static void send_wait(struct hold_call *hc);
 
+/* The 503 goes out once the give-back is done, so that whoever the client
+ * tells next (or a GET through another worker) finds the lock free. */
+static void given_back(void *arg, const struct redis_result *res) {
+    struct hold_call *hc = arg;
+    hold_attempt_done(hc, VERDICT_ERROR, NULL, hc->ack->serr);
+}
+
 static void ack_finish(struct hold_call *hc) {
     struct hold_ack *a = hc->ack;
     a->got_script = a->got_ack = 0;
     long long verdict = a->sverdict;
     if ((verdict == VERDICT_GRANTED || verdict == VERDICT_REENTERED) &&
         a->acked < hc->acks_wanted) {
-        hold_give_back(hc->req);
-        char why[128];
-        snprintf(why, sizeof why,
+        snprintf(a->serr, sizeof a->serr,
                  "only %lld of %d replicas acknowledged the lock in time; it was given back",
                  a->acked < 0 ? 0 : a->acked, hc->acks_wanted);
-        hold_attempt_done(hc, VERDICT_ERROR, NULL, why);
+        hold_give_back_then(hc->req, given_back, hc);
         return;
     }
     hold_attempt_done(hc, verdict, a->sv, a->serr);

@@ -134,15 +134,31 @@ static int gives_back(const struct hold_call *hc, long long verdict) {
            (verdict == VERDICT_REENTERED && hc->kind != HOLD_PERMIT && backend->undoes_reentry);
 }
 
+/* release.lua's arguments for giving req's hold back; k holds the keys. */
+static void give_back_args(struct gw_request *req, struct hold_keys *k, const char *argv[4],
+                           size_t lens[4]) {
+    struct hold_call *hc = req->ctx;
+    hold_keys(req->name, hc->kind == HOLD_PERMIT, k);
+    argv[0] = k->hash, argv[1] = req->token;
+    argv[2] = redis_release_channel_for(k->hash), argv[3] = k->message;
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+}
+
 /* The client will never learn it got the lock: give it back. */
 void hold_give_back(struct gw_request *req) {
-    struct hold_call *hc = req->ctx;
     struct hold_keys k;
-    hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {k.hash, req->token, redis_release_channel_for(k.hash), k.message};
+    const char *argv[4];
     size_t lens[4];
-    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    give_back_args(req, &k, argv, lens);
     backend->forget(SCRIPT_RELEASE, 1, 4, argv, lens, NULL);
+}
+
+void hold_give_back_then(struct gw_request *req, redis_cb done, void *arg) {
+    struct hold_keys k;
+    const char *argv[4];
+    size_t lens[4];
+    give_back_args(req, &k, argv, lens);
+    redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, done, arg);
 }
 
 static void reply_granted(struct hold_call *hc, long long verdict, const long long *v) {
