@@ -90,6 +90,7 @@ struct redis {
     struct node node[REDIS_MAX_NODES]; /* the Redis masters (cluster: every node met) */
     int nnodes;                        /* 1, the quorum's size, or cluster nodes known */
     int cluster;                       /* cluster mode: ops go by slot (redis_cluster.inc) */
+    int counted_up;                    /* single mode: counted in instances_up */
     struct cluster_map map;            /* cluster mode: slot -> node */
     int uncovered;                     /* cluster mode: slots with no master in the map */
     int64_t next_refresh_ms;           /* cluster mode: next CLUSTER SLOTS */
@@ -133,6 +134,10 @@ static const struct gw_config *settings;
 /* Command connections made so far, per node, by every instance (see
  * reconnect_if_up_elsewhere). */
 static atomic_uint up_count[REDIS_MAX_NODES];
+/* Single mode: instances, and those whose command connection is up, so
+ * that /readyz says ready only when every worker (and the auxiliary loop)
+ * can send, not just the one that answered it. */
+static atomic_int instances, instances_up;
 
 
 /* ------------------------------------------------------------------------
@@ -339,6 +344,10 @@ static void cluster_sub_gone(struct node *n);
 static void connection_gone(struct rconn *c) {
     if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
     if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
+    if (c == &self->node[0].cmd && self->counted_up) {
+        self->counted_up = 0;
+        atomic_fetch_sub(&instances_up, 1);
+    }
     c->ac = NULL;
     c->connected = 0;
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
@@ -362,6 +371,10 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     c->ever_connected = 1;
     if (c->node && c == &c->node->cmd)
         c->seen_up = atomic_fetch_add(&up_count[c->node - self->node], 1) + 1;
+    if (c == &self->node[0].cmd && !self->counted_up) {
+        self->counted_up = 1;
+        atomic_fetch_add(&instances_up, 1);
+    }
     log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
 }
 
@@ -775,6 +788,8 @@ const char *redis_release_channel_for(const char *key) {
     return self->cluster ? cluster_chan[cluster_key_slot(key, strlen(key))] : self->channel;
 }
 
+const char *redis_release_channel_of_slot(int slot) { return cluster_chan[slot]; }
+
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
     free(prelude);
     prelude = op_new(0, argc, argv, lens, NULL, NULL);
@@ -818,7 +833,13 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
         for (int i = 0; i < cfg->nnodes; i++) node_add(r, cfg->nodes[i].host, cfg->nodes[i].port);
     }
     r->sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
+    atomic_fetch_add(&instances, 1);
     return r;
+}
+
+int redis_all_instances_up(void) {
+    if (!self || self->cluster || self->nnodes > 1) return 1;
+    return atomic_load(&instances_up) == atomic_load(&instances);
 }
 
 void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
@@ -845,4 +866,8 @@ void redis_fail_all(void) {
     if (self->sen.ac) connection_drop(&self->sen, "the gateway is stopping");
 }
 
-void redis_free(struct redis *r) { free(r); }
+void redis_free(struct redis *r) {
+    atomic_fetch_sub(&instances, 1);
+    if (r->counted_up) atomic_fetch_sub(&instances_up, 1);
+    free(r);
+}

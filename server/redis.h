@@ -43,6 +43,9 @@ void redis_settings(const struct gw_config *cfg);
 struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscribe);
 void redis_bind(struct redis *r);
 void redis_free(struct redis *r);
+/* Single Redis (also through Sentinel): whether every instance's command
+ * connection is up; 1 in the other modes, whose readiness is their own. */
+int redis_all_instances_up(void);
 
 /* Called with every release message "KIND:NAME", and when the subscription
  * is (re)made (releases may have been missed); on r's thread. */
@@ -115,6 +118,8 @@ const char *redis_release_channel(void);
  * shard channel in key's slot, "<prefix>released{<tag>}" (the scripts then
  * SPUBLISH: lua/_layout.lua, publish), else redis_release_channel(). */
 const char *redis_release_channel_for(const char *key);
+/* Cluster mode only: the shard channel of slot (0..16383). */
+const char *redis_release_channel_of_slot(int slot);
 
 
 #endif

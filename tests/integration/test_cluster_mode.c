@@ -311,6 +311,83 @@ static void test_two_gateways_wake(void) {
     h_gw_stop(&b, 5000);
 }
 
+/* A fair waiter whose gateway dies: the slot's liveness key
+ * (<prefix>gw{<slot tag>}:<gateway id>, server/liveness.c) lapses, and the
+ * fair waiter queued behind it on another gateway gets the lock within
+ * about --liveness-ttl-ms of the release, not at the dead one's wait_ms. */
+struct fair_call {
+    int port;
+    const char *path;
+    const char *body;
+    long status;
+    long long t_done;
+};
+
+static void *fair_call_main(void *arg) {
+    struct fair_call *c = arg;
+    struct h_resp r = h_http("POST", c->port, c->path, NULL, c->body, NULL);
+    c->status = r.status;
+    c->t_done = h_now_ms();
+    h_resp_free(&r);
+    return NULL;
+}
+
+static int waiting_is(struct h_gw *g, long long n, int ms) {
+    for (long long end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(10))
+        if (h_metric(g, "lockgate_waiting_requests") == n) return 1;
+    return 0;
+}
+
+static void test_dead_gateway_fair_waiter(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, "--liveness-ttl-ms 1000"), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, "--liveness-ttl-ms 1000"), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char name[32], path[64];
+    name_in_slots("ghost", 5500, 10900, 0, name, sizeof name); /* the second master's */
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp h = h_http("POST", b.port, path, NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(h.status, 201);
+    char token[128];
+    snprintf(token, sizeof token, "%s", h_token(&h));
+    h_resp_free(&h);
+    struct fair_call dead = {a.port, path, "{\"ttl_ms\":5000,\"wait_ms\":60000,\"fair\":true}", 0,
+                             0};
+    struct fair_call next = {b.port, path, "{\"ttl_ms\":5000,\"wait_ms\":20000,\"fair\":true}", 0,
+                             0};
+    pthread_t td, tn;
+    pthread_create(&td, NULL, fair_call_main, &dead);
+    CHECK(waiting_is(&a, 1, 3000));
+    pthread_create(&tn, NULL, fair_call_main, &next);
+    CHECK(waiting_is(&b, 1, 3000));
+    /* The slot's key of each gateway is on the name's master. */
+    int port = 0;
+    char id[64];
+    CHECK_EQ_INT(master_of_slot(cluster_key_slot(name, strlen(name)), id, sizeof id, &port), 0);
+    struct h_redis m = cl;
+    m.port = port;
+    m.cn = 0;
+    const char *keys = h_redis_cli(&m, "EVAL \"return #redis.call('keys', 'lockgate:gw{*')\" 0");
+    printf("    %s: per-slot liveness keys on its master: %s\n", name, keys ? keys : "?");
+    CHECK(keys && strcmp(keys, "2") == 0); /* a's and b's: each has a fair waiter there */
+    h_gw_kill(&a);
+    long long t_kill = h_now_ms();
+    h = h_http("DELETE", b.port, path, token, NULL, NULL);
+    CHECK_EQ_INT(h.status, 200);
+    h_resp_free(&h);
+    long long t_rel = h_now_ms();
+    pthread_join(tn, NULL);
+    pthread_join(td, NULL);
+    long long base = t_kill > t_rel ? t_kill : t_rel;
+    printf("    fair follower %ld %lld ms after the later of kill and release "
+           "(liveness ttl 1000 ms; the dead waiter's wait_ms 60000)\n",
+           next.status, next.t_done - base);
+    CHECK_EQ_INT(next.status, 201);
+    CHECK(next.t_done - base < 3500);
+    h_gw_stop(&b, 5000);
+}
+
 /* Moves the first 300 slots of the master of slot 0 to the master of slot
  * 16383 with redis-cli --cluster reshard, while clients contend for names
  * in those slots through two gateways. */
@@ -584,6 +661,7 @@ int main(void) {
     }
     RUN(test_ready_and_spread);
     RUN(test_two_gateways_wake);
+    RUN(test_dead_gateway_fair_waiter);
     RUN(test_refused_in_cluster_mode);
     RUN(test_replica_ack);
     RUN(test_listing);
