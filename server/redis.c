@@ -85,33 +85,37 @@ struct node {
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
 
 struct redis {
-    struct loop *loop;                 /* the loop its connections are on */
-    struct gw_config cfg;              /* copy of the settings */
-    struct node node[REDIS_MAX_NODES]; /* the Redis masters (cluster: every node met) */
-    int nnodes;                        /* 1, the quorum's size, or cluster nodes known */
-    int cluster;                       /* cluster mode: ops go by slot (redis_cluster.inc) */
-    int counted_up;                    /* single mode: counted in instances_up */
-    struct cluster_map map;            /* cluster mode: slot -> node */
-    int uncovered;                     /* cluster mode: slots with no master in the map */
-    int64_t next_refresh_ms;           /* cluster mode: next CLUSTER SLOTS */
-    int refresh_asked;                 /* cluster mode: one is outstanding */
-    int refresh_i;                     /* cluster mode: the node asked last */
-    int16_t sub_at[CLUSTER_SLOTS];     /* cluster mode: node whose pub/sub has the
+    struct loop *loop;                       /* the loop its connections are on */
+    struct gw_config cfg;                    /* copy of the settings */
+    struct node node[REDIS_MAX_NODES];       /* the Redis masters (cluster: every node met) */
+    int nnodes;                              /* 1, the quorum's size, or cluster nodes known */
+    int cluster;                             /* cluster mode: ops go by slot (redis_cluster.inc) */
+    int counted_up;                          /* single mode: counted in instances_up */
+    struct cluster_map map;                  /* cluster mode: slot -> node */
+    int uncovered;                           /* cluster mode: slots with no master in the map */
+    int64_t next_refresh_ms;                 /* cluster mode: next CLUSTER SLOTS */
+    int refresh_asked;                       /* cluster mode: one is outstanding */
+    int refresh_i;                           /* cluster mode: the node asked last */
+    int16_t sub_at[CLUSTER_SLOTS];           /* cluster mode: node whose pub/sub has the
                                           slot's channel, -1 none */
-    char owns[REDIS_MAX_NODES];        /* cluster mode: the node serves slots */
-    int nmasters;                      /* cluster mode: nodes serving slots */
-    int retry_all_due;                 /* cluster mode: wake every waiter this turn */
-    struct redis_op delayed;           /* cluster mode: ops waiting out TRYAGAIN */
-    struct rconn sen;                  /* Sentinel mode: asks for the master and
+    uint16_t want[CLUSTER_SLOTS];            /* cluster mode: keys with waiters, per slot */
+    unsigned char sub_demand[CLUSTER_SLOTS]; /* cluster mode: an SSUBSCRIBE for a
+                                                slot's first waiters is on its way */
+    void (*on_slot_subscribed)(void *arg, int slot); /* that one is confirmed */
+    char owns[REDIS_MAX_NODES];                      /* cluster mode: the node serves slots */
+    int nmasters;                                    /* cluster mode: nodes serving slots */
+    int retry_all_due;                               /* cluster mode: wake every waiter this turn */
+    struct redis_op delayed;                         /* cluster mode: ops waiting out TRYAGAIN */
+    struct rconn sen;                                /* Sentinel mode: asks for the master and
                                       listens for +switch-master */
-    int sentinel_i;                    /* which sentinel sen talks to */
-    int master_known;                  /* Sentinel mode: cmd/sub may connect */
-    int reresolve;                     /* Sentinel mode: ask for the master again */
-    char channel[GW_PREFIX_MAX + 16];  /* "<prefix>released" */
-    const char *fail_reason;           /* why outstanding commands are failing */
-    int subscribe;                     /* keeps a pub/sub connection per node */
-    int stopping;                      /* redis_fail_all ran: commands fail at once */
-    struct redis_op *failed;           /* commands to fail at the turn's end */
+    int sentinel_i;                                  /* which sentinel sen talks to */
+    int master_known;                                /* Sentinel mode: cmd/sub may connect */
+    int reresolve;                                   /* Sentinel mode: ask for the master again */
+    char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
+    const char *fail_reason;                         /* why outstanding commands are failing */
+    int subscribe;                                   /* keeps a pub/sub connection per node */
+    int stopping;                                    /* redis_fail_all ran: commands fail at once */
+    struct redis_op *failed;                         /* commands to fail at the turn's end */
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
@@ -847,6 +851,10 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
     r->on_release = on_release;
     r->on_resubscribed = on_resubscribed;
     r->hook_arg = arg;
+}
+
+void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot)) {
+    r->on_slot_subscribed = fn;
 }
 
 void redis_bind(struct redis *r) { self = r; }

@@ -52,6 +52,16 @@ int redis_all_instances_up(void);
 void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
                       void (*on_resubscribed)(void *arg), void *arg);
 
+/* Cluster mode subscribes to a slot's release channel only once it has
+ * waiters there (and keeps the subscription until the connection or the
+ * slot moves).  redis_interest: the waiters of key ("KIND:NAME") start
+ * (on 1) or stop (on 0) on the calling worker; returns the key's slot, -1
+ * outside cluster mode.  on_slot_subscribed is called once a subscription
+ * made for a slot's first waiters is confirmed: a release may have been
+ * missed before it, so those waiters try again. */
+int redis_interest(const char *key, int on);
+void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
+
 /* The loop turn-end hook (loop.h): fails what could not be sent, makes and
  * times out connections, writes what the turn queued. */
 void redis_turn_hook(void *arg, int64_t now_ms);

@@ -307,6 +307,17 @@ static void test_two_gateways_wake(void) {
     printf("    SPUBLISH calls on the masters: %lld, PUBLISH: %lld\n", spub, pub);
     CHECK(spub >= 2);
     CHECK_EQ_INT(pub, 0);
+    /* Subscribed where there were waiters only: the two names' slots, not
+     * all 16,384 (each gateway's waiting worker keeps its subscription). */
+    long long chans = 0;
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis n = h_cluster_node(&cl, i);
+        n.cn = 0;
+        const char *c = h_redis_cli(&n, "EVAL \"return #redis.call('pubsub', 'shardchannels')\" 0");
+        if (c) chans += atoll(c);
+    }
+    printf("    shard channels subscribed on the nodes: %lld\n", chans);
+    CHECK_EQ_INT(chans, 2);
     h_gw_stop(&a, 5000);
     h_gw_stop(&b, 5000);
 }
