@@ -138,7 +138,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         hold_attempt_done(hc, v[0], v, NULL);
         return;
     }
-    /* Give back what we got (a re-entry's level is left, as in gives_back). */
+    /* Give back what we got (a re-entry's level is left, as in hold_gives_back). */
     if (granted > 0 && !reentered) hold_give_back(hc->req);
     if (answered < q) {
         char why[160];

@@ -34,10 +34,17 @@
 static void send_wait(struct hold_call *hc);
 
 /* The 503 goes out once the give-back is done, so that whoever the client
- * tells next (or a GET through another worker) finds the lock free. */
+ * tells next (or a GET through another worker) finds the lock free.  It is
+ * final, also for a request that was waiting: trying again would take the
+ * lock and meet the same replicas. */
 static void given_back(void *arg, const struct redis_result *res) {
     struct hold_call *hc = arg;
-    hold_attempt_done(hc, VERDICT_ERROR, NULL, hc->ack->serr);
+    if (!res->ok) /* the hold stays until its lease ends */
+        snprintf(hc->ack->serr, sizeof hc->ack->serr,
+                 "only %lld of %d replicas acknowledged the lock in time, and giving it back "
+                 "failed (Redis: %s): it is held until its lease ends",
+                 hc->ack->acked < 0 ? 0 : hc->ack->acked, hc->acks_wanted, res->error);
+    hold_fail(hc, hc->ack->serr);
 }
 
 static void ack_finish(struct hold_call *hc) {
@@ -46,9 +53,17 @@ static void ack_finish(struct hold_call *hc) {
     long long verdict = a->sverdict;
     if ((verdict == VERDICT_GRANTED || verdict == VERDICT_REENTERED) &&
         a->acked < hc->acks_wanted) {
+        long long acked = a->acked < 0 ? 0 : a->acked;
+        if (!hold_gives_back(hc, verdict)) { /* a permit's re-entry cannot be undone */
+            snprintf(a->serr, sizeof a->serr,
+                     "only %lld of %d replicas acknowledged the re-entry in time; it stands", acked,
+                     hc->acks_wanted);
+            hold_fail(hc, a->serr);
+            return;
+        }
         snprintf(a->serr, sizeof a->serr,
-                 "only %lld of %d replicas acknowledged the lock in time; it was given back",
-                 a->acked < 0 ? 0 : a->acked, hc->acks_wanted);
+                 "only %lld of %d replicas acknowledged the lock in time; it was given back", acked,
+                 hc->acks_wanted);
         hold_give_back_then(hc->req, given_back, hc);
         return;
     }

@@ -129,7 +129,7 @@ static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long
  * quorum mode a re-entry is not undone either: the release would go to
  * every master, also to those that did not take the level, and end the
  * hold there. */
-static int gives_back(const struct hold_call *hc, long long verdict) {
+int hold_gives_back(const struct hold_call *hc, long long verdict) {
     return verdict == VERDICT_GRANTED ||
            (verdict == VERDICT_REENTERED && hc->kind != HOLD_PERMIT && backend->undoes_reentry);
 }
@@ -181,8 +181,13 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     }
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
-    if (gives_back(hc, verdict)) req->on_undelivered = hold_give_back;
+    if (hold_gives_back(hc, verdict)) req->on_undelivered = hold_give_back;
     reply_json(req, verdict == VERDICT_GRANTED ? 201 : 200, o);
+}
+
+void hold_fail(struct hold_call *hc, const char *why) {
+    hold_leave_queue(hc);
+    reply_problem(hc->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", why);
 }
 
 /* Acts on one attempt's outcome: reply, or park the request to try again. */
@@ -190,7 +195,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
                        const char *err) {
     struct gw_request *req = hc->req;
     if (verdict == VERDICT_ERROR) {
-        int64_t again = outage_retry_at(req, hc->waited, hc->deadline_ms, &hc->backoff_ms);
+        int64_t again = outage_retry_at(req, err, hc->waited, hc->deadline_ms, &hc->backoff_ms);
         if (again) {
             waiters_park(&hc->w, again);
             return;
@@ -243,7 +248,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     }
     if (hc->waited && http_client_gone(req)) {
         /* It left while this attempt was on its way: it must not hold. */
-        if (gives_back(hc, verdict)) {
+        if (hold_gives_back(hc, verdict)) {
             hold_give_back(req);
             metrics_inc(M_GIVEN_BACK, 1);
         }

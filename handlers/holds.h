@@ -25,7 +25,7 @@ struct hold_ack {
     int got_script, got_ack; /* which of the two answers are in */
     long long sverdict;      /* the script's verdict */
     long long sv[5];         /* its values */
-    char serr[128];          /* its error, when sverdict is -100 */
+    char serr[256];          /* its error, when sverdict is -100 */
     long long acked;         /* replicas WAIT counted, -1 on error */
 };
 
@@ -99,6 +99,13 @@ void hold_keys(const char *name, int semaphore, struct hold_keys *k);
  * the request to try again.  See backend_acquire_cb for v. */
 void hold_attempt_done(struct hold_call *hc, long long verdict, const long long *v,
                        const char *err);
+
+/* Whether an undelivered grant of this verdict is given back (holds.c). */
+int hold_gives_back(const struct hold_call *hc, long long verdict);
+
+/* Answers 503 backend_unavailable now, with why, leaving the fair queue;
+ * no riding out (contrast hold_attempt_done with VERDICT_ERROR). */
+void hold_fail(struct hold_call *hc, const char *why);
 
 /* The client will never learn it got the hold: give it back. */
 void hold_give_back(struct gw_request *req);

@@ -295,7 +295,7 @@ static void reply_granted(struct multi_call *mc, long long ttl) {
     }
     metrics_inc(M_LOCK_ACQUIRED, (uint64_t)mc->n);
     /* A give-back takes one level of every name: right for a new hold and
-     * a re-entry alike (not in quorum mode, as holds.c's gives_back). */
+     * a re-entry alike (not in quorum mode, as holds.c's hold_gives_back). */
     if (backend->undoes_reentry || !all_reentered) req->on_undelivered = release_undelivered;
     reply_json(req, all_reentered ? 200 : 201, o);
 }
@@ -323,7 +323,7 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
                        const char *err) {
     struct gw_request *req = mc->req;
     if (verdict == -100) {
-        int64_t again = outage_retry_at(req, mc->waited, mc->deadline_ms, &mc->backoff_ms);
+        int64_t again = outage_retry_at(req, err, mc->waited, mc->deadline_ms, &mc->backoff_ms);
         if (again) {
             park_all(mc, again);
             return;

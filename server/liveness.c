@@ -43,7 +43,7 @@ static _Thread_local int64_t next_ms, last_turn_ms;
 /* ---- cluster mode: one key per slot with waiters --------------------------------- */
 
 /* The calling worker's fair waiters per slot, and how many slots have any. */
-static _Thread_local uint16_t *slot_waiters;
+static _Thread_local uint32_t *slot_waiters;
 static _Thread_local int busy_slots;
 
 /* Sets a slot's key: <prefix>gw{<tag>}:<id>, the tag from the slot's
@@ -71,6 +71,14 @@ static void renew_slots(void) {
 static void waiter_id(char out[LIVENESS_WAITER_ID_MAX], int live) {
     unsigned long long n = atomic_fetch_add_explicit(&V.seq, 1, memory_order_relaxed) + 1;
     snprintf(out, LIVENESS_WAITER_ID_MAX, "%s%c%llx", V.id, live ? '.' : '-', n);
+}
+
+void liveness_connection_up(void *arg) {
+    static _Thread_local int renewing; /* a renewal that connects a node re-enters */
+    if (!V.cluster || !busy_slots || renewing) return;
+    renewing = 1;
+    renew_slots();
+    renewing = 0;
 }
 
 int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key) {

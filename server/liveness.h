@@ -42,6 +42,11 @@ void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]);
  * whose hash key is key; returns what to give liveness_waiter_leave when
  * it is done (answered or gone), on the same worker. */
 int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key);
+
+/* Cluster mode: a command connection of the calling worker is being made
+ * (redis_on_command_up): its slots' keys are set again at once, since a
+ * restarted or failed-over master may not have them. */
+void liveness_connection_up(void *arg);
 void liveness_waiter_leave(int joined);
 
 #endif

@@ -99,10 +99,12 @@ struct redis {
     int refresh_i;                           /* cluster mode: the node asked last */
     int16_t sub_at[CLUSTER_SLOTS];           /* cluster mode: node whose pub/sub has the
                                           slot's channel, -1 none */
-    uint16_t want[CLUSTER_SLOTS];            /* cluster mode: keys with waiters, per slot */
+    uint32_t want[CLUSTER_SLOTS];            /* cluster mode: keys with waiters, per slot */
     unsigned char sub_demand[CLUSTER_SLOTS]; /* cluster mode: an SSUBSCRIBE for a
                                                 slot's first waiters is on its way */
     void (*on_slot_subscribed)(void *arg, int slot); /* that one is confirmed */
+    void (*on_cmd_up)(void *arg);                    /* a command connection is being made */
+    void *cmd_up_arg;                                /* its argument */
     char owns[REDIS_MAX_NODES];                      /* cluster mode: the node serves slots */
     int nmasters;                                    /* cluster mode: nodes serving slots */
     int retry_all_due;                               /* cluster mode: wake every waiter this turn */
@@ -139,9 +141,10 @@ static const struct gw_config *settings;
 /* Command connections made so far, per node, by every instance (see
  * reconnect_if_up_elsewhere). */
 static atomic_uint up_count[REDIS_MAX_NODES];
-/* Single mode: instances, and those whose command connection is up, so
- * that /readyz says ready only when every worker (and the auxiliary loop)
- * can send, not just the one that answered it. */
+/* Single mode: instances there will be (redis_settings), and those whose
+ * command connection is up, so that /readyz says ready only when every
+ * worker (and the auxiliary loop) can send, not just the one that
+ * answered it. */
 static atomic_int instances, instances_up;
 
 
@@ -448,6 +451,7 @@ static void cmd_up(struct rconn *c) {
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
     if (prelude)
         redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
+    if (self->on_cmd_up) self->on_cmd_up(self->cmd_up_arg);
 }
 
 /* Each message is ["message", channel, "KIND:NAME"]; the first reply is the
@@ -784,7 +788,20 @@ void redis_command_all(int argc, const char *const *argv, const size_t *lens, re
     }
 }
 
-void redis_settings(const struct gw_config *cfg) { settings = cfg; }
+void redis_settings(const struct gw_config *cfg) {
+    settings = cfg;
+    atomic_store(&instances, cfg->threads + 1); /* the workers and the auxiliary loop */
+}
+
+int redis_error_is_final(const char *why) {
+    static const char *const codes[] = {"ERR",       "WRONGTYPE", "NOPERM", "NOAUTH",
+                                        "WRONGPASS", "EXECABORT", NULL};
+    for (int i = 0; why && codes[i]; i++) {
+        size_t n = strlen(codes[i]);
+        if (strncmp(why, codes[i], n) == 0 && (why[n] == ' ' || why[n] == '\0')) return 1;
+    }
+    return 0;
+}
 int redis_nodes(void) { return settings->nnodes; }
 int redis_quorum(void) { return settings->nnodes == 1 ? 1 : settings->quorum; }
 
@@ -850,7 +867,6 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
         for (int i = 0; i < cfg->nnodes; i++) node_add(r, cfg->nodes[i].host, cfg->nodes[i].port);
     }
     r->sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
-    atomic_fetch_add(&instances, 1);
     return r;
 }
 
@@ -868,6 +884,11 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
 
 void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot)) {
     r->on_slot_subscribed = fn;
+}
+
+void redis_on_command_up(struct redis *r, void (*fn)(void *arg), void *arg) {
+    r->on_cmd_up = fn;
+    r->cmd_up_arg = arg;
 }
 
 void redis_bind(struct redis *r) { self = r; }

@@ -62,6 +62,12 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
 int redis_interest(const char *key, int on);
 void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
 
+/* fn(arg) is called as each command connection of r is being made, after
+ * its AUTH, SELECT, script loads and prelude are queued and before any
+ * other command: what it sends goes out first on that connection (cluster
+ * mode's per-slot liveness keys, after a restart or a failover). */
+void redis_on_command_up(struct redis *r, void (*fn)(void *arg), void *arg);
+
 /* The loop turn-end hook (loop.h): fails what could not be sent, makes and
  * times out connections, writes what the turn queued. */
 void redis_turn_hook(void *arg, int64_t now_ms);
@@ -80,6 +86,12 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
  * lease) and so cannot wait on its own loop. */
 void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
                    const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
+
+/* Whether a failure's why (redis_result.error) is Redis refusing the
+ * command itself (an error reply such as ERR or WRONGTYPE), which trying
+ * again will not change, rather than Redis being away, loading, read-only
+ * or moving (which it may). */
+int redis_error_is_final(const char *why);
 
 /* Any other command, e.g. {"PING"}. */
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg);

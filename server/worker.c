@@ -73,6 +73,7 @@ static int worker_init(struct worker *w, int id, const struct gw_config *cfg) {
         if (cfg->ncluster) { /* subscribe where there are waiters */
             waiters_on_interest(w->waiters, on_interest, NULL);
             redis_on_slot_subscribed(w->redis, on_slot_subscribed);
+            redis_on_command_up(w->redis, liveness_connection_up, NULL);
         }
         loop_on_turn_start(w->loop, liveness_turn_hook, NULL);
         loop_on_timeout(w->loop, waiters_timeout_hook, w->waiters);
