@@ -9,6 +9,7 @@
 #include "server/body.h"
 #include "server/http.h"
 #include "server/loop.h"
+#include "server/redis.h"
 #include "server/reply.h"
 
 #include <cjson/cJSON.h>
@@ -75,9 +76,12 @@ struct cJSON *busy_extra(struct gw_request *req, long long retry_after_ms) {
     return extra;
 }
 
-int64_t outage_retry_at(struct gw_request *req, int waited, int64_t deadline_ms, int *backoff_ms) {
+int64_t outage_retry_at(struct gw_request *req, const char *why, int waited, int64_t deadline_ms,
+                        int *backoff_ms) {
     int64_t now = loop_now_ms();
-    if (!waited || now >= deadline_ms || http_shutting_down() || http_client_gone(req)) return 0;
+    if (!waited || redis_error_is_final(why) || now >= deadline_ms || http_shutting_down() ||
+        http_client_gone(req))
+        return 0;
     *backoff_ms = *backoff_ms ? *backoff_ms * 2 : 50;
     if (*backoff_ms > 1000) *backoff_ms = 1000;
     return now + *backoff_ms < deadline_ms ? now + *backoff_ms : deadline_ms;

@@ -32,11 +32,13 @@ void token_issue(struct gw_request *req);
 struct cJSON *busy_extra(struct gw_request *req, long long retry_after_ms);
 
 /* A request that is already parked rides out a Redis outage: when its
- * attempt fails it tries again, backing off from 50 ms to 1 s, until its
- * own deadline; one that was never parked fails fast.  Returns when to try
- * again, or 0 when the request is to be answered 503 now.  *backoff_ms
- * starts at 0 and is reset to 0 by the caller after an answer from Redis. */
-int64_t outage_retry_at(struct gw_request *req, int waited, int64_t deadline_ms, int *backoff_ms);
+ * attempt fails (why) it tries again, backing off from 50 ms to 1 s, until
+ * its own deadline; one that was never parked, or whose failure is final
+ * (redis_error_is_final), is answered at once.  Returns when to try again,
+ * or 0 when the request is to be answered 503 now.  *backoff_ms starts at
+ * 0 and is reset to 0 by the caller after an answer from Redis. */
+int64_t outage_retry_at(struct gw_request *req, const char *why, int waited, int64_t deadline_ms,
+                        int *backoff_ms);
 
 /* locks.c */
 void locks_acquire(struct gw_request *req);

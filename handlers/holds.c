@@ -43,34 +43,6 @@ static const char *kind_name(long long code) {
     return code == 2 ? "shared" : code == 3 ? "permit" : "exclusive";
 }
 
-/* Reads the script's reply: an array whose first n elements are integers
- * (fewer when the first is negative), or a bare integer, which stands for
- * an array of it and zeros (a fast path's answer: building a Lua table
- * costs Redis more than the rest of a release).  Returns the first, or
- * -100 with *err set when Redis failed or the reply has another shape. */
-long long hold_parse_verdict(const struct redis_result *res, long long *v, size_t n,
-                             const char **err) {
-    *err = "Redis gave an unexpected answer";
-    if (!res->ok) {
-        *err = res->error;
-        return VERDICT_ERROR;
-    }
-    const redisReply *r = res->reply;
-    if (r->type == REDIS_REPLY_INTEGER) {
-        for (size_t i = 0; i < n; i++) v[i] = i == 0 ? r->integer : 0;
-        return r->integer;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return VERDICT_ERROR;
-    for (size_t i = 0; i < n; i++) {
-        if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER) {
-            if (i > 0 && v[0] < 0) break;
-            return VERDICT_ERROR;
-        }
-        v[i] = r->element[i]->integer;
-    }
-    return v[0];
-}
-
 /* Element i of a script's array reply when it is an integer, else 0. */
 long long hold_reply_int(const struct redis_result *res, size_t i) {
     const redisReply *r = res->ok ? res->reply : NULL;
@@ -93,7 +65,7 @@ long long hold_acquire_dropped(const struct redis_result *res) {
 static long long script_verdict(struct gw_request *req, const struct redis_result *res,
                                 long long *v, size_t n) {
     const char *err;
-    long long verdict = hold_parse_verdict(res, v, n, &err);
+    long long verdict = verdict_parse(res, v, n, &err);
     if (verdict == VERDICT_ERROR) reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
     return verdict;
 }
@@ -157,20 +129,36 @@ static void reply_busy(struct hold_call *hc, long long retry_after_ms, long long
  * quorum mode a re-entry is not undone either: the release would go to
  * every master, also to those that did not take the level, and end the
  * hold there. */
-static int gives_back(const struct hold_call *hc, long long verdict) {
+int hold_gives_back(const struct hold_call *hc, long long verdict) {
     return verdict == VERDICT_GRANTED ||
            (verdict == VERDICT_REENTERED && hc->kind != HOLD_PERMIT && backend->undoes_reentry);
 }
 
+/* release.lua's arguments for giving req's hold back; k holds the keys. */
+static void give_back_args(struct gw_request *req, struct hold_keys *k, const char *argv[4],
+                           size_t lens[4]) {
+    struct hold_call *hc = req->ctx;
+    hold_keys(req->name, hc->kind == HOLD_PERMIT, k);
+    argv[0] = k->hash, argv[1] = req->token;
+    argv[2] = redis_release_channel_for(k->hash), argv[3] = k->message;
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+}
+
 /* The client will never learn it got the lock: give it back. */
 void hold_give_back(struct gw_request *req) {
-    struct hold_call *hc = req->ctx;
     struct hold_keys k;
-    hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {k.hash, req->token, redis_release_channel_for(k.hash), k.message};
+    const char *argv[4];
     size_t lens[4];
-    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    give_back_args(req, &k, argv, lens);
     backend->forget(SCRIPT_RELEASE, 1, 4, argv, lens, NULL);
+}
+
+void hold_give_back_then(struct gw_request *req, redis_cb done, void *arg) {
+    struct hold_keys k;
+    const char *argv[4];
+    size_t lens[4];
+    give_back_args(req, &k, argv, lens);
+    redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, done, arg);
 }
 
 static void reply_granted(struct hold_call *hc, long long verdict, const long long *v) {
@@ -193,8 +181,13 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     }
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
-    if (gives_back(hc, verdict)) req->on_undelivered = hold_give_back;
+    if (hold_gives_back(hc, verdict)) req->on_undelivered = hold_give_back;
     reply_json(req, verdict == VERDICT_GRANTED ? 201 : 200, o);
+}
+
+void hold_fail(struct hold_call *hc, const char *why) {
+    hold_leave_queue(hc);
+    reply_problem(hc->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", why);
 }
 
 /* Acts on one attempt's outcome: reply, or park the request to try again. */
@@ -202,7 +195,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
                        const char *err) {
     struct gw_request *req = hc->req;
     if (verdict == VERDICT_ERROR) {
-        int64_t again = outage_retry_at(req, hc->waited, hc->deadline_ms, &hc->backoff_ms);
+        int64_t again = outage_retry_at(req, err, hc->waited, hc->deadline_ms, &hc->backoff_ms);
         if (again) {
             waiters_park(&hc->w, again);
             return;
@@ -255,7 +248,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     }
     if (hc->waited && http_client_gone(req)) {
         /* It left while this attempt was on its way: it must not hold. */
-        if (gives_back(hc, verdict)) {
+        if (hold_gives_back(hc, verdict)) {
             hold_give_back(req);
             metrics_inc(M_GIVEN_BACK, 1);
         }
@@ -385,6 +378,7 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
 
 static void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);
     free(hc->ack);
     free(hc);
@@ -403,7 +397,11 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
     if (session_header_or_reply(req, &hc->session)) return;
-    if (hc->fair && hc->wait_ms > 0) liveness_waiter_id(hc->waiter_id); /* its place in the queue */
+    if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
+        struct hold_keys k;
+        hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+        hc->live_slot = liveness_waiter_join(hc->waiter_id, k.hash);
+    }
     attempt(hc);
 }
 

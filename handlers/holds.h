@@ -8,6 +8,7 @@
 #include "common/names.h"
 #include "server/config.h"
 #include <stddef.h>
+#include "server/redis.h"
 #include "server/waiters.h"
 
 struct gw_request;
@@ -24,7 +25,7 @@ struct hold_ack {
     int got_script, got_ack; /* which of the two answers are in */
     long long sverdict;      /* the script's verdict */
     long long sv[5];         /* its values */
-    char serr[128];          /* its error, when sverdict is -100 */
+    char serr[256];          /* its error, when sverdict is -100 */
     long long acked;         /* replicas WAIT counted, -1 on error */
 };
 
@@ -49,7 +50,8 @@ struct hold_call {
     int64_t deadline_ms;     /* start + wait_ms */
     int64_t attempt_ms;      /* when the current attempt was sent */
     struct hold_ack *ack;    /* NULL unless acks_wanted */
-    char waiter_id[32];      /* its id in the fair queue (liveness.h) */
+    char waiter_id[32];      /* its id in the fair queue (liveness.h), "" if none */
+    int live_slot;           /* what liveness_waiter_join returned */
     const char *owner;       /* informational, "" for none (after the struct) */
     char *session;           /* Session header: the session it is bound to, or NULL
                                 (malloc'd, freed with it) */
@@ -98,16 +100,22 @@ void hold_keys(const char *name, int semaphore, struct hold_keys *k);
 void hold_attempt_done(struct hold_call *hc, long long verdict, const long long *v,
                        const char *err);
 
+/* Whether an undelivered grant of this verdict is given back (holds.c). */
+int hold_gives_back(const struct hold_call *hc, long long verdict);
+
+/* Answers 503 backend_unavailable now, with why, leaving the fair queue;
+ * no riding out (contrast hold_attempt_done with VERDICT_ERROR). */
+void hold_fail(struct hold_call *hc, const char *why);
+
 /* The client will never learn it got the hold: give it back. */
 void hold_give_back(struct gw_request *req);
+/* The same on the one master of the name (single and cluster backends),
+ * calling done(arg, ...) once Redis has answered. */
+void hold_give_back_then(struct gw_request *req, redis_cb done, void *arg);
 
 /* A fair waiter that stops waiting leaves the queue at once. */
 void hold_leave_queue(struct hold_call *hc);
 
-/* Reads a script's reply into v[0..n): the verdict, or VERDICT_ERROR with
- * *err set (see holds.c). */
-long long hold_parse_verdict(const struct redis_result *res, long long *v, size_t n,
-                             const char **err);
 /* Element i of a script's array reply when it is an integer, else 0. */
 long long hold_reply_int(const struct redis_result *res, size_t i);
 /* How many dead gateways' queue entries an acquire.lua answer dropped. */

@@ -219,7 +219,7 @@ static void run_group(struct multi_call *mc, int g, enum script_id id, int queue
     for (int i = 0; i < nargs; i++) argv[nkeys + i] = args[i];
     if (chan >= 0) argv[nkeys + chan] = redis_release_channel_for(group_name(mc, g));
     for (int i = 0; i < total; i++) lens[i] = strlen(argv[i]);
-    backend->eval(id, nkeys, total, argv, lens, one, all, arg, 0);
+    backend->eval(id, nkeys, total, argv, lens, one, all, arg);
     free(buf);
     free(lens);
     free(argv);
@@ -271,7 +271,7 @@ static void leave_queues(struct multi_call *mc) {
         const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel_for(h), mc->wkeys[i]};
         size_t lens[6];
         for (int k = 0; k < 6; k++) lens[k] = strlen(argv[k]);
-        backend->eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, ignore_all, NULL, 0);
+        backend->eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, ignore_all, NULL);
     }
 }
 
@@ -372,7 +372,7 @@ static void reply_granted(struct multi_call *mc, long long ttl) {
     }
     metrics_inc(M_LOCK_ACQUIRED, (uint64_t)mc->n);
     /* A give-back takes one level of every name: right for a new hold and
-     * a re-entry alike (not in quorum mode, as holds.c's gives_back). */
+     * a re-entry alike (not in quorum mode, as holds.c's hold_gives_back). */
     if (backend->undoes_reentry || !all_reentered) req->on_undelivered = release_undelivered;
     reply_json(req, all_reentered ? 200 : 201, o);
 }
@@ -406,7 +406,7 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
                        const char *err) {
     struct gw_request *req = mc->req;
     if (verdict == -100) {
-        int64_t again = outage_retry_at(req, mc->waited, mc->deadline_ms, &mc->backoff_ms);
+        int64_t again = outage_retry_at(req, err, mc->waited, mc->deadline_ms, &mc->backoff_ms);
         if (again) {
             park_all(mc, again);
             return;

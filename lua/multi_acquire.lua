@@ -32,6 +32,7 @@ local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
 local arrival, given = now_us, ARGV[9] and ARGV[9] ~= ''
 if given then arrival = ARGV[9] + 0 end
 local n = #KEYS / 3
+live_channel = ARGV[8]
 
 -- A fair waiter's place in name i's queue, until its wait ends.
 local function join(i)

@@ -63,7 +63,8 @@ struct rconn {
     int port;
     redisAsyncContext *ac;          /* NULL while down */
     int fd;                         /* its socket while hiredis has one, else -1 */
-    uint32_t events;                /* epoll events hiredis asked for */
+    uint32_t events;                /* epoll events registered for it */
+    int want_write;                 /* hiredis has output: written at the turn's end */
     int connected;                  /* onConnect said OK */
     int64_t connecting_since;       /* when the attempt started */
     int64_t next_attempt_ms;        /* earliest next attempt */
@@ -85,32 +86,39 @@ struct node {
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
 
 struct redis {
-    struct loop *loop;                 /* the loop its connections are on */
-    struct gw_config cfg;              /* copy of the settings */
-    struct node node[REDIS_MAX_NODES]; /* the Redis masters (cluster: every node met) */
-    int nnodes;                        /* 1, the quorum's size, or cluster nodes known */
-    int cluster;                       /* cluster mode: ops go by slot (redis_cluster.inc) */
-    struct cluster_map map;            /* cluster mode: slot -> node */
-    int uncovered;                     /* cluster mode: slots with no master in the map */
-    int64_t next_refresh_ms;           /* cluster mode: next CLUSTER SLOTS */
-    int refresh_asked;                 /* cluster mode: one is outstanding */
-    int refresh_i;                     /* cluster mode: the node asked last */
-    int16_t sub_at[CLUSTER_SLOTS];     /* cluster mode: node whose pub/sub has the
+    struct loop *loop;                       /* the loop its connections are on */
+    struct gw_config cfg;                    /* copy of the settings */
+    struct node node[REDIS_MAX_NODES];       /* the Redis masters (cluster: every node met) */
+    int nnodes;                              /* 1, the quorum's size, or cluster nodes known */
+    int cluster;                             /* cluster mode: ops go by slot (redis_cluster.inc) */
+    int counted_up;                          /* single mode: counted in instances_up */
+    struct cluster_map map;                  /* cluster mode: slot -> node */
+    int uncovered;                           /* cluster mode: slots with no master in the map */
+    int64_t next_refresh_ms;                 /* cluster mode: next CLUSTER SLOTS */
+    int refresh_asked;                       /* cluster mode: one is outstanding */
+    int refresh_i;                           /* cluster mode: the node asked last */
+    int16_t sub_at[CLUSTER_SLOTS];           /* cluster mode: node whose pub/sub has the
                                           slot's channel, -1 none */
-    char owns[REDIS_MAX_NODES];        /* cluster mode: the node serves slots */
-    int nmasters;                      /* cluster mode: nodes serving slots */
-    int retry_all_due;                 /* cluster mode: wake every waiter this turn */
-    struct redis_op delayed;           /* cluster mode: ops waiting out TRYAGAIN */
-    struct rconn sen;                  /* Sentinel mode: asks for the master and
+    uint32_t want[CLUSTER_SLOTS];            /* cluster mode: keys with waiters, per slot */
+    unsigned char sub_demand[CLUSTER_SLOTS]; /* cluster mode: an SSUBSCRIBE for a
+                                                slot's first waiters is on its way */
+    void (*on_slot_subscribed)(void *arg, int slot); /* that one is confirmed */
+    void (*on_cmd_up)(void *arg);                    /* a command connection is being made */
+    void *cmd_up_arg;                                /* its argument */
+    char owns[REDIS_MAX_NODES];                      /* cluster mode: the node serves slots */
+    int nmasters;                                    /* cluster mode: nodes serving slots */
+    int retry_all_due;                               /* cluster mode: wake every waiter this turn */
+    struct redis_op delayed;                         /* cluster mode: ops waiting out TRYAGAIN */
+    struct rconn sen;                                /* Sentinel mode: asks for the master and
                                       listens for +switch-master */
-    int sentinel_i;                    /* which sentinel sen talks to */
-    int master_known;                  /* Sentinel mode: cmd/sub may connect */
-    int reresolve;                     /* Sentinel mode: ask for the master again */
-    char channel[GW_PREFIX_MAX + 16];  /* "<prefix>released" */
-    const char *fail_reason;           /* why outstanding commands are failing */
-    int subscribe;                     /* keeps a pub/sub connection per node */
-    int stopping;                      /* redis_fail_all ran: commands fail at once */
-    struct redis_op *failed;           /* commands to fail at the turn's end */
+    int sentinel_i;                                  /* which sentinel sen talks to */
+    int master_known;                                /* Sentinel mode: cmd/sub may connect */
+    int reresolve;                                   /* Sentinel mode: ask for the master again */
+    char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
+    const char *fail_reason;                         /* why outstanding commands are failing */
+    int subscribe;                                   /* keeps a pub/sub connection per node */
+    int stopping;                                    /* redis_fail_all ran: commands fail at once */
+    struct redis_op *failed;                         /* commands to fail at the turn's end */
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
@@ -133,6 +141,11 @@ static const struct gw_config *settings;
 /* Command connections made so far, per node, by every instance (see
  * reconnect_if_up_elsewhere). */
 static atomic_uint up_count[REDIS_MAX_NODES];
+/* Single mode: instances there will be (redis_settings), and those whose
+ * command connection is up, so that /readyz says ready only when every
+ * worker (and the auxiliary loop) can send, not just the one that
+ * answered it. */
+static atomic_int instances, instances_up;
 
 
 /* ------------------------------------------------------------------------
@@ -290,7 +303,12 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
 
 /* ------------------------------------------------------------------------
  * hiredis event hooks: hiredis says what it wants to wait for; the loop's
- * epoll registration follows.  ev.data is the struct rconn.
+ * epoll registration follows.  ev.data is the struct rconn.  Output is the
+ * exception: a connected socket is almost always writable, so hiredis's
+ * wish to write only marks the connection, the turn's end writes, and
+ * EPOLLOUT is registered only while a write is left unfinished (the
+ * socket's buffer full).  That saves two epoll_ctl per turn and
+ * connection with output.
  * --------------------------------------------------------------------- */
 
 static void on_events(void *arg, uint32_t events) {
@@ -316,15 +334,18 @@ static void ev_del_read(void *p) {
 }
 static void ev_add_write(void *p) {
     struct rconn *c = p;
-    ev_update(c, c->events | EPOLLOUT);
+    c->want_write = 1;
+    if (!c->connected) ev_update(c, c->events | EPOLLOUT); /* connect(2) completes so */
 }
 static void ev_del_write(void *p) {
     struct rconn *c = p;
+    c->want_write = 0;
     ev_update(c, c->events & ~(uint32_t)EPOLLOUT);
 }
 static void ev_cleanup(void *p) {
     struct rconn *c = p;
     ev_update(c, 0);
+    c->want_write = 0;
     c->fd = -1;
 }
 
@@ -339,6 +360,10 @@ static void cluster_sub_gone(struct node *n);
 static void connection_gone(struct rconn *c) {
     if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
     if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
+    if (c == &self->node[0].cmd && self->counted_up) {
+        self->counted_up = 0;
+        atomic_fetch_sub(&instances_up, 1);
+    }
     c->ac = NULL;
     c->connected = 0;
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
@@ -362,6 +387,10 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     c->ever_connected = 1;
     if (c->node && c == &c->node->cmd)
         c->seen_up = atomic_fetch_add(&up_count[c->node - self->node], 1) + 1;
+    if (c == &self->node[0].cmd && !self->counted_up) {
+        self->counted_up = 1;
+        atomic_fetch_add(&instances_up, 1);
+    }
     log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
 }
 
@@ -422,6 +451,7 @@ static void cmd_up(struct rconn *c) {
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
     if (prelude)
         redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
+    if (self->on_cmd_up) self->on_cmd_up(self->cmd_up_arg);
 }
 
 /* Each message is ["message", channel, "KIND:NAME"]; the first reply is the
@@ -568,8 +598,12 @@ static void conn_turn(struct rconn *c, int64_t now) {
         connection_drop(c, "Redis did not accept the connection in time");
         return;
     }
-    /* Everything this turn queued goes out in one write. */
-    if (c->connected && (c->events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
+    /* Everything this turn queued goes out in one write; what the socket
+     * did not take waits for EPOLLOUT. */
+    if (c->connected && c->want_write) {
+        redisAsyncHandleWrite(c->ac);
+        if (c->ac && c->want_write) ev_update(c, c->events | EPOLLOUT);
+    }
 }
 
 static void cluster_turn(int64_t now);
@@ -653,14 +687,6 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
 void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
                    const char *const *argv, const size_t *lens, redis_cb cb, void *arg) {
     post_on(r, eval_op(id, nkeys, nargs, argv, lens, cb, arg));
-}
-
-void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                     const size_t *lens, redis_cb cb, void *arg) {
-    if (self && self->cfg.redis_io_blocking)
-        redis_blocking_eval(id, nkeys, nargs, argv, lens, cb, arg);
-    else
-        redis_eval(id, nkeys, nargs, argv, lens, cb, arg);
 }
 
 /* ------------------------------------------------------------------------
@@ -762,7 +788,20 @@ void redis_command_all(int argc, const char *const *argv, const size_t *lens, re
     }
 }
 
-void redis_settings(const struct gw_config *cfg) { settings = cfg; }
+void redis_settings(const struct gw_config *cfg) {
+    settings = cfg;
+    atomic_store(&instances, cfg->threads + 1); /* the workers and the auxiliary loop */
+}
+
+int redis_error_is_final(const char *why) {
+    static const char *const codes[] = {"ERR",       "WRONGTYPE", "NOPERM", "NOAUTH",
+                                        "WRONGPASS", "EXECABORT", NULL};
+    for (int i = 0; why && codes[i]; i++) {
+        size_t n = strlen(codes[i]);
+        if (strncmp(why, codes[i], n) == 0 && (why[n] == ' ' || why[n] == '\0')) return 1;
+    }
+    return 0;
+}
 int redis_nodes(void) { return settings->nnodes; }
 int redis_quorum(void) { return settings->nnodes == 1 ? 1 : settings->quorum; }
 
@@ -782,6 +821,8 @@ const char *redis_release_channel(void) { return self->channel; }
 const char *redis_release_channel_for(const char *key) {
     return self->cluster ? cluster_chan[cluster_key_slot(key, strlen(key))] : self->channel;
 }
+
+const char *redis_release_channel_of_slot(int slot) { return cluster_chan[slot]; }
 
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
     free(prelude);
@@ -829,11 +870,25 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     return r;
 }
 
+int redis_all_instances_up(void) {
+    if (!self || self->cluster || self->nnodes > 1) return 1;
+    return atomic_load(&instances_up) == atomic_load(&instances);
+}
+
 void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
                       void (*on_resubscribed)(void *arg), void *arg) {
     r->on_release = on_release;
     r->on_resubscribed = on_resubscribed;
     r->hook_arg = arg;
+}
+
+void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot)) {
+    r->on_slot_subscribed = fn;
+}
+
+void redis_on_command_up(struct redis *r, void (*fn)(void *arg), void *arg) {
+    r->on_cmd_up = fn;
+    r->cmd_up_arg = arg;
 }
 
 void redis_bind(struct redis *r) { self = r; }
@@ -853,4 +908,8 @@ void redis_fail_all(void) {
     if (self->sen.ac) connection_drop(&self->sen, "the gateway is stopping");
 }
 
-void redis_free(struct redis *r) { free(r); }
+void redis_free(struct redis *r) {
+    atomic_fetch_sub(&instances, 1);
+    if (r->counted_up) atomic_fetch_sub(&instances_up, 1);
+    free(r);
+}

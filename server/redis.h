@@ -43,11 +43,30 @@ void redis_settings(const struct gw_config *cfg);
 struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscribe);
 void redis_bind(struct redis *r);
 void redis_free(struct redis *r);
+/* Single Redis (also through Sentinel): whether every instance's command
+ * connection is up; 1 in the other modes, whose readiness is their own. */
+int redis_all_instances_up(void);
 
 /* Called with every release message "KIND:NAME", and when the subscription
  * is (re)made (releases may have been missed); on r's thread. */
 void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
                       void (*on_resubscribed)(void *arg), void *arg);
+
+/* Cluster mode subscribes to a slot's release channel only once it has
+ * waiters there (and keeps the subscription until the connection or the
+ * slot moves).  redis_interest: the waiters of key ("KIND:NAME") start
+ * (on 1) or stop (on 0) on the calling worker; returns the key's slot, -1
+ * outside cluster mode.  on_slot_subscribed is called once a subscription
+ * made for a slot's first waiters is confirmed: a release may have been
+ * missed before it, so those waiters try again. */
+int redis_interest(const char *key, int on);
+void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
+
+/* fn(arg) is called as each command connection of r is being made, after
+ * its AUTH, SELECT, script loads and prelude are queued and before any
+ * other command: what it sends goes out first on that connection (cluster
+ * mode's per-slot liveness keys, after a restart or a failover). */
+void redis_on_command_up(struct redis *r, void (*fn)(void *arg), void *arg);
 
 /* The loop turn-end hook (loop.h): fails what could not be sent, makes and
  * times out connections, writes what the turn queued. */
@@ -68,16 +87,11 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
 void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
                    const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
 
-/* Like redis_eval, except with --redis-io blocking: the call is then made
- * on the thread's own blocking connection (redis_blocking.c) and cb runs
- * before this returns. */
-void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                     const size_t *lens, redis_cb cb, void *arg);
-
-/* redis_blocking.c: the bridge redis_eval_here uses in blocking mode. */
-void redis_blocking_init(const struct gw_config *cfg);
-void redis_blocking_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                         const size_t *lens, redis_cb cb, void *arg);
+/* Whether a failure's why (redis_result.error) is Redis refusing the
+ * command itself (an error reply such as ERR or WRONGTYPE), which trying
+ * again will not change, rather than Redis being away, loading, read-only
+ * or moving (which it may). */
+int redis_error_is_final(const char *why);
 
 /* Any other command, e.g. {"PING"}. */
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
@@ -126,6 +140,8 @@ const char *redis_release_channel(void);
  * shard channel in key's slot, "<prefix>released{<tag>}" (the scripts then
  * SPUBLISH: lua/_layout.lua, publish), else redis_release_channel(). */
 const char *redis_release_channel_for(const char *key);
+/* Cluster mode only: the shard channel of slot (0..16383). */
+const char *redis_release_channel_of_slot(int slot);
 
 
 #endif
