@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/fleet.sh -- `make bench`, the fleet part (issue #15): what idle
 # connections cost everyone else, gateway CPU per request against a
-# /healthz, one connection against the blocking bridge, and the sweep up to
+# /healthz, one connection, and the sweep up to
 # 10,000 connections.  Each target printed PASS or MISS; informs, does not
 # gate.
 #
@@ -64,16 +64,6 @@ GW_PID=$!
 PIDS+=("$GW_PID")
 GW=http://127.0.0.1:$GPORT
 wait_for gateway "$TMP/gateway.log" curl -sf "$GW/readyz"
-# The blocking bridge (--redis-io blocking), where this build still has it:
-# the one-connection latency is compared with it.
-BGW_PID=""
-if "$BUILD/lockgate" --help 2>&1 | grep -q -- '--redis-io'; then
-    "$BUILD/lockgate" --listen "127.0.0.1:$BPORT" --redis "redis://127.0.0.1:$RPORT" \
-        --threads 8 --redis-io blocking --log-level warn > "$TMP/before.log" 2>&1 &
-    BGW_PID=$!
-    PIDS+=("$BGW_PID")
-    wait_for "blocking gateway" "$TMP/before.log" curl -sf "http://127.0.0.1:$BPORT/readyz"
-fi
 say "redis :$RPORT, gateway :$GPORT (pid $GW_PID, flags '${FLEET_GW_FLAGS:-}'), data in $TMP"
 
 HZ=$(getconf CLK_TCK)
@@ -144,11 +134,9 @@ for round in $(seq "$ROUNDS"); do
     say "idle connections answered again: ${a:-0} of $IDLE_OPEN"
     IDLE_ANSWERED=${a:-0}
     run locks1 1 locks.lua "$GW/"
-    [ -z "$BGW_PID" ] || run before1 1 locks.lua "http://127.0.0.1:$BPORT/" "$BGW_PID"
     "${RCLI[@]}" flushall >/dev/null
 done
 for l in healthz locks healthz_idle locks_idle locks1; do finish $l; done
-[ -z "$BGW_PID" ] || finish before1
 
 # ---- the sweep
 for c in $SWEEP; do
@@ -178,7 +166,6 @@ row locks "locks cycle, 50 conns"
 row healthz_idle "GET /healthz, 50 conns, $IDLE_OPEN idle open"
 row locks_idle "locks cycle, 50 conns, $IDLE_OPEN idle open"
 row locks1 "locks cycle, 1 conn"
-[ -z "$BGW_PID" ] || row before1 "locks cycle, 1 conn, --redis-io blocking --threads 8"
 for c in $SWEEP; do row "sweep$c" "sweep: locks cycle, $c conns"; done
 echo
 echo "| target | measured | |"
@@ -192,11 +179,7 @@ echo "| $IDLE_OPEN idle: /healthz req/s ≥ 0.9×, p99 ≤ 1.5× | $t_hr×, $t_h
 echo "| $IDLE_OPEN idle: RSS < 64 MiB; all still answered | $(mib "$RSS_WITH_IDLE") MiB; $IDLE_ANSWERED | $(verdict "$RSS_WITH_IDLE < 65536 && $IDLE_ANSWERED == $IDLE_OPEN") |"
 t_cpu=$(ratio "${R[locks.gw_us]}" "${R[healthz.gw_us]}")
 echo "| gateway CPU per lock request ≤ 1.5 × per /healthz, 50 conns | ${R[locks.gw_us]} ÷ ${R[healthz.gw_us]} µs = $t_cpu× | $(verdict "$t_cpu <= 1.5") |"
-if [ -n "$BGW_PID" ]; then
-    echo "| 1 conn: gateway CPU per lock request ≤ 45 µs; p50 ≤ blocking's | ${R[locks1.gw_us]} µs; ${R[locks1.p50]} vs ${R[before1.p50]} ms | $(verdict "${R[locks1.gw_us]} <= 45 && ${R[locks1.p50]} <= ${R[before1.p50]}") |"
-else
-    echo "| 1 conn: gateway CPU per lock request ≤ 45 µs (no blocking bridge in this build) | ${R[locks1.gw_us]} µs; p50 ${R[locks1.p50]} ms | $(verdict "${R[locks1.gw_us]} <= 45") |"
-fi
+echo "| 1 conn: gateway CPU per lock request ≤ 45 µs | ${R[locks1.gw_us]} µs; p50 ${R[locks1.p50]} ms | $(verdict "${R[locks1.gw_us]} <= 45") |"
 last=${SWEEP##* }
 echo "| sweep to $last conns: no errors | ${R[sweep$last.err]} errors | $(verdict "${R[sweep$last.err]} == 0") |"
 if [ -n "$WAIT_LINE" ]; then

@@ -4,7 +4,7 @@
 # cost the gateway and Redis.  Not part of `make bench`; for measuring one
 # change before and after (run it on both builds, one after the other).
 #
-#   bench/quick.sh [GATEWAY FLAGS...]      e.g. bench/quick.sh --redis-io blocking
+#   bench/quick.sh [GATEWAY FLAGS...]      e.g. bench/quick.sh --workers 1
 #
 # Environment: GW (binary, default build/lockgate), CONNS (50), SECONDS_EACH
 # (4), PHASES ("get locks").  Needs wrk and redis-server (make bench installs

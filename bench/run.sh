@@ -12,7 +12,6 @@
 #   BENCH_ROUNDS=3         rounds of the main phases, interleaved
 #   BENCH_SWEEP_SECONDS=6  length of each sweep point
 #   BENCH_THREADS=2        gateway --threads
-#   BENCH_BEFORE_THREADS=8 --threads of the "before" gateway (--redis-io blocking)
 #   BENCH_WAITERS=10000    concurrent waiters (lowered if `ulimit -n` is short)
 #   BENCH_HANDOFFS=200     sequential release-to-waiter hand-offs
 #   BENCH_PROFILE=1        perf record the gateway and Redis during the locks
@@ -106,16 +105,6 @@ GW_PID=$!
 PIDS+=("$GW_PID")
 GW=http://127.0.0.1:$GPORT
 wait_for gateway "$TMP/gateway.log" curl -sf "$GW/readyz"
-# "Before": the same gateway with the per-thread blocking bridge the
-# event-driven layer replaced (--redis-io blocking), with the thread count
-# that served it best here (8; 2 and 32 were slower).
-BEFORE_THREADS=${BENCH_BEFORE_THREADS:-8}
-"$BUILD/lockgate" --listen "127.0.0.1:$BPORT" --redis "redis://127.0.0.1:$RPORT" \
-    --threads "$BEFORE_THREADS" --redis-io blocking --log-level warn > "$TMP/before.log" 2>&1 &
-BGW_PID=$!
-PIDS+=("$BGW_PID")
-BGW=http://127.0.0.1:$BPORT
-wait_for "blocking gateway" "$TMP/before.log" curl -sf "$BGW/readyz"
 say "redis :$RPORT (pid $REDIS_PID), gateway :$GPORT (pid $GW_PID, $THREADS threads)," \
     "etcd $ETCD_VERSION :$EPORT (pid $ETCD_PID), data in $TMP"
 
@@ -259,9 +248,7 @@ for round in $(seq "$ROUNDS"); do
         PERF2=$!
     fi
     run_wrk locks 50 "$DUR" locks.lua "$GW/"
-    WRK_GW_PID=$BGW_PID run_wrk before 50 "$DUR" locks.lua "$BGW/"
     run_wrk locks1 1 "$DUR" locks.lua "$GW/"
-    WRK_GW_PID=$BGW_PID run_wrk before1 1 "$DUR" locks.lua "$BGW/"
     run_wrk etcd 50 "$DUR" etcd.lua "$ETCD/"
     EVICT_A=$(gw_metric lockgate_id_namespaces_evicted_total)
     python3 bench/churn.py "127.0.0.1:$GPORT" "$CHURN_RATE" "churn-$round" >> "$TMP/churn.txt" &
@@ -274,7 +261,7 @@ for round in $(seq "$ROUNDS"); do
     EVICT_IDS=$(( ${EVICT_IDS:-0} + $(gw_metric lockgate_id_namespaces_evicted_total) - EVICT_A ))
 done
 "${RCLI[@]}" --scan --pattern 'lockgate:id:{churn-*' | xargs -r -n 1000 "${RCLI[@]}" del >/dev/null
-for l in healthz locks before locks1 before1 etcd ids1 ids1000; do finish $l; done
+for l in healthz locks locks1 etcd ids1 ids1000; do finish $l; done
 R[ids1000.ids]=$(calc %.0f "${R[ids1000.rps]} * 1000")
 EVAL_US=$(evalsha_us)
 LEFT_KEYS=$("${RCLI[@]}" dbsize)
@@ -393,9 +380,6 @@ R_LOCKS_ETCD=$(ratio "${R[locks.rps]}" "${R[etcd.rps]}")
 R_ETCD_CPU=$(ratio "${R[etcd.etcd_us]}" "$(calc %.3f "${R[locks.gw_us]} + ${R[locks.redis_us]}")")
 R_CPU_HTTP=$(ratio "${R[locks.gw_us]}" "${R[healthz.gw_us]}")
 R_IDS_HTTP=$(ratio "${R[ids1.rps]}" "${R[healthz.rps]}")
-R_BEFORE_HTTP=$(ratio "${R[before.rps]}" "${R[healthz.rps]}")
-R_LOCKS_BEFORE=$(ratio "${R[locks.rps]}" "${R[before.rps]}")
-R_LOCKS1_BEFORE1=$(ratio "${R[locks1.rps]}" "${R[before1.rps]}")
 R_LOCKS_REDIS=$(ratio "${R[locks.rps]}" "${R[redis_acq.rps]}")
 cost() { calc %.1f "${R[$1.gw_us]} + ${R[$1.redis_us]} + ${R[$1.client_us]}"; }
 cost_ratio() { calc %.2f "$(cost "$1") / $(cost "$2")"; }
@@ -412,9 +396,7 @@ row() { # row LABEL TEXT VALUE
 }
 row healthz "HTTP ceiling: GET /healthz, 50 conns" "$(f0 "${R[healthz.rps]}") req/s"
 row locks "locks: POST+DELETE random names, 50 conns" "$(f0 "${R[locks.rps]}") req/s ($(f0 "${R[locks.rps]} / 2") cycles/s)"
-row before "before: the same on --redis-io blocking --threads $BEFORE_THREADS, 50 conns" "$(f0 "${R[before.rps]}") req/s"
 row locks1 "locks, 1 conn" "$(f0 "${R[locks1.rps]}") req/s"
-row before1 "before (--redis-io blocking), 1 conn" "$(f0 "${R[before1.rps]}") req/s"
 row etcd "etcd $ETCD_VERSION: lock+unlock (v3 HTTP), 50 conns" "$(f0 "${R[etcd.rps]}") req/s"
 echo "| Redis ceiling: redis-benchmark EVALSHA acquire.lua, 50 clients | $(f0 "${R[redis_acq.rps]}") calls/s | ${R[redis_acq.p50]} | ${R[redis_acq.p99]} | | - · ${R[redis_acq.redis_us]} · - · ${R[redis_acq.client_us]} |"
 echo "| (reference) Redisson's tryLock script, same way | $(f0 "${R[redisson.rps]}") calls/s | ${R[redisson.p50]} | ${R[redisson.p99]} | | - · ${R[redisson.redis_us]} · - · ${R[redisson.client_us]} |"
@@ -463,7 +445,6 @@ echo "| hand-off p50 < 2 ms, p99 < 10 ms | ${R[hand.p50_ms]:-?} / ${R[hand.p99_m
 echo "| Redis memory per held lock ≤ Redisson's layout: RLock (no fences; mean MEMORY USAGE) · RFencedLock (fences, as lockgate; used_memory) | $HASH_BYTES vs $RSN_HASH_BYTES · $MEM_PER_LOCK vs $FENCED_PER_LOCK B | $(verdict "$HASH_BYTES <= $RSN_HASH_BYTES") · $(verdict "$MEM_PER_LOCK <= $FENCED_PER_LOCK") |"
 echo "| Redis per acquire+release cycle ≤ 1.0 × Redisson's: by instructions (callgrind) · by time (commandstats) | $RC_IR · $RC_T | $(verdict "$RC_IR <= 1.0") · $(verdict "$RC_T <= 1.0") |"
 echo "| (for reading) Redis per acquire · per release ÷ Redisson's, by instructions · by time | $RC_IR_ACQ · $RC_IR_REL · $RC_T_ACQ · $RC_T_REL | |"
-echo "| before and after: blocking bridge ÷ HTTP ceiling · event-driven ÷ blocking at 50 conns · at 1 conn | $R_BEFORE_HTTP · $R_LOCKS_BEFORE · $R_LOCKS1_BEFORE1 | |"
 echo "| (for reading) locks ÷ Redis ceiling (acquire alone) | $R_LOCKS_REDIS | |"
 echo "| (for reading, retired targets) locks ÷ HTTP ceiling · locks ÷ etcd, by requests/s | $R_LOCKS_HTTP · $R_LOCKS_ETCD | |"
 echo "| (for reading) by CPU spent per request (gateway + Redis + client): healthz ÷ locks · healthz ÷ single ids | $(cost_ratio healthz locks) · $(cost_ratio healthz ids1) | |"

@@ -1,7 +1,6 @@
 /* backend.c -- see backend.h: the choice, made once, and what the backends
  * share (an HTTP thread waiting for an id block). */
 #include "handlers/backend.h"
-#include "handlers/holds.h"
 #include "handlers/verdict.h"
 #include "idgen/idgen.h"
 #include "server/cluster.h"
@@ -13,7 +12,7 @@
 
 const struct backend *backend = &backend_single;
 
-/* A lock's keys hash by their tag, the name (holds.h, hold_keys). */
+/* A lock's keys hash by their tag, the name (holds.c, hold_keys). */
 int backend_one_slot(const char *const *names, int n) {
     for (int i = 1; i < n; i++)
         if (cluster_key_slot(names[i], strlen(names[i])) !=
@@ -75,17 +74,4 @@ int backend_lease_one(const char *key, const char *epoch, uint32_t want,
     redis_eval_on(workers_aux_redis(), SCRIPT_ID_LEASE, 1, 3, argv, lens, lease_done, &lw);
     backend_lease_wait_for(&lw);
     return lw.ok ? 0 : -1;
-}
-
-/* acquire.lua's answer in v[0..4]: {verdict, fence, count, ttl, holders},
- * or its fast path's bare fence, which means {1, fence, 1, ttl asked, 1}. */
-long long backend_acquire_verdict(const struct hold_call *hc, const struct redis_result *res,
-                                  long long *v, const char **err) {
-    if (res->ok && res->reply->type == REDIS_REPLY_INTEGER && res->reply->integer > 0) {
-        v[0] = 1, v[1] = res->reply->integer, v[2] = 1, v[3] = hc->ttl_ms, v[4] = 1;
-        return VERDICT_GRANTED;
-    }
-    long long verdict = hold_parse_verdict(res, v, 2, err);
-    if (verdict > 0) verdict = hold_parse_verdict(res, v, 5, err);
-    return verdict;
 }

@@ -50,10 +50,9 @@ struct backend {
     /* Any other script on one name's keys (multi.c, sessions.c, watch.c,
      * force.c), for callers that reduce a quorum's answers themselves: one
      * gets the answer when there is one master to ask, all gets every
-     * master's when the backend fans out.  here: redis_eval_here rather
-     * than redis_eval in single mode (the callback never parks). */
+     * master's when the backend fans out. */
     void (*eval)(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                 const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here);
+                 const size_t *lens, redis_cb one, redis_all_cb all, void *arg);
     /* Leases a block of ids for namespace key (idgen's slow path; blocks the
      * calling thread for at most a few command timeouts): 0, or -1. */
     int (*id_lease)(const char *key, const char *epoch, uint32_t want,
@@ -98,9 +97,6 @@ struct lease_wait {
 };
 void backend_lease_finish(struct lease_wait *lw, int ok);
 void backend_lease_wait_for(struct lease_wait *lw);
-/* acquire.lua's answer in v[0..4] (see backend.h, acquire). */
-long long backend_acquire_verdict(const struct hold_call *hc, const struct redis_result *res,
-                                  long long *v, const char **err);
 /* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */
 int backend_parse_lease(const struct redis_result *res, struct idgen_block_lease *out);
 /* One id_lease.lua call, waited for: single and cluster's id_lease. */

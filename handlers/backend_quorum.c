@@ -91,7 +91,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     for (int i = 0; i < n; i++) {
         long long v[5] = {0};
         const char *e;
-        long long verdict = backend_acquire_verdict(hc, &res[i], v, &e);
+        long long verdict = verdict_parse_acquire(&res[i], hc->ttl_ms, v, &e);
         if (verdict == VERDICT_ERROR) {
             err = e;
             continue;
@@ -182,7 +182,7 @@ quorum_pick(const struct redis_result *res, int n, int want,
     for (int i = 0; i < n; i++) {
         long long v[1];
         const char *e;
-        long long verdict = hold_parse_verdict(&res[i], v, 1, &e);
+        long long verdict = verdict_parse(&res[i], v, 1, &e);
         if (verdict == VERDICT_ERROR) continue;
         answered++;
         if (verdict > 0) {
@@ -283,7 +283,7 @@ static void quorum_inspect(int nargs, const char *const *argv, const size_t *len
 }
 
 static void quorum_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here) {
+                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg) {
     redis_eval_all(id, nkeys, nargs, argv, lens, all, arg);
 }
 

@@ -34,18 +34,23 @@
 
 static void send_wait(struct hold_call *hc);
 
+/* The 503 goes out once the give-back is done, so that whoever the client
+ * tells next (or a GET through another worker) finds the lock free. */
+static void given_back(void *arg, const struct redis_result *res) {
+    struct hold_call *hc = arg;
+    hold_attempt_done(hc, VERDICT_ERROR, NULL, hc->ack->serr);
+}
+
 static void ack_finish(struct hold_call *hc) {
     struct hold_ack *a = hc->ack;
     a->got_script = a->got_ack = 0;
     long long verdict = a->sverdict;
     if ((verdict == VERDICT_GRANTED || verdict == VERDICT_REENTERED) &&
         a->acked < hc->acks_wanted) {
-        hold_give_back(hc->req);
-        char why[128];
-        snprintf(why, sizeof why,
+        snprintf(a->serr, sizeof a->serr,
                  "only %lld of %d replicas acknowledged the lock in time; it was given back",
                  a->acked < 0 ? 0 : a->acked, hc->acks_wanted);
-        hold_attempt_done(hc, VERDICT_ERROR, NULL, why);
+        hold_give_back_then(hc->req, given_back, hc);
         return;
     }
     hold_attempt_done(hc, verdict, a->sv, a->serr);
@@ -74,7 +79,7 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     struct hold_call *hc = arg;
     long long v[5] = {0};
     const char *err = NULL;
-    long long verdict = backend_acquire_verdict(hc, res, v, &err);
+    long long verdict = verdict_parse_acquire(res, hc->ttl_ms, v, &err);
     if (verdict == VERDICT_BUSY) v[2] = hold_reply_int(res, 2);
     metrics_inc(M_DEAD_WAITERS, (uint64_t)hold_acquire_dropped(res));
     if (!hc->acks_wanted) {
@@ -100,26 +105,23 @@ static void acquire_done(void *arg, const struct redis_result *res) {
 
 static void single_acquire(struct hold_call *hc, int nkeys, int nargs, const char *const *argv,
                            const size_t *lens) {
-    if (hc->wait_ms == 0)
-        redis_eval_here(SCRIPT_ACQUIRE, nkeys, nargs, argv, lens, acquire_done, hc);
-    else
-        redis_eval(SCRIPT_ACQUIRE, nkeys, nargs, argv, lens, acquire_done, hc);
+    redis_eval(SCRIPT_ACQUIRE, nkeys, nargs, argv, lens, acquire_done, hc);
     if (hc->acks_wanted) send_wait(hc);
 }
 
 static void single_extend(int nargs, const char *const *argv, const size_t *lens, int64_t start_ns,
                           redis_cb cb, void *arg) {
-    redis_eval_here(SCRIPT_EXTEND, 1, nargs, argv, lens, cb, arg);
+    redis_eval(SCRIPT_EXTEND, 1, nargs, argv, lens, cb, arg);
 }
 
 static void single_release(int nargs, const char *const *argv, const size_t *lens, redis_cb cb,
                            void *arg) {
-    redis_eval_here(SCRIPT_RELEASE, 1, nargs, argv, lens, cb, arg);
+    redis_eval(SCRIPT_RELEASE, 1, nargs, argv, lens, cb, arg);
 }
 
 static void single_inspect(int nargs, const char *const *argv, const size_t *lens, redis_cb cb,
                            void *arg) {
-    redis_eval_here(SCRIPT_INSPECT, 1, nargs, argv, lens, cb, arg);
+    redis_eval(SCRIPT_INSPECT, 1, nargs, argv, lens, cb, arg);
 }
 
 /* dequeue.lua answers {removed, dropped}; the others' answers are dropped. */
@@ -145,11 +147,8 @@ static void single_forget(enum script_id id, int nkeys, int nargs, const char *c
 }
 
 static void single_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg, int here) {
-    if (here)
-        redis_eval_here(id, nkeys, nargs, argv, lens, one, arg);
-    else
-        redis_eval(id, nkeys, nargs, argv, lens, one, arg);
+                        const size_t *lens, redis_cb one, redis_all_cb all, void *arg) {
+    redis_eval(id, nkeys, nargs, argv, lens, one, arg);
 }
 
 /* Ready when a PING makes the whole round trip through the Redis layer. */

@@ -104,5 +104,5 @@ void force_release(struct gw_request *req, int semaphore) {
     size_t lens[3];
     for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
     req->aux = semaphore;
-    backend->eval(SCRIPT_FORCE, 1, 3, argv, lens, force_done, force_all_done, req, 1);
+    backend->eval(SCRIPT_FORCE, 1, 3, argv, lens, force_done, force_all_done, req);
 }

@@ -43,34 +43,6 @@ static const char *kind_name(long long code) {
     return code == 2 ? "shared" : code == 3 ? "permit" : "exclusive";
 }
 
-/* Reads the script's reply: an array whose first n elements are integers
- * (fewer when the first is negative), or a bare integer, which stands for
- * an array of it and zeros (a fast path's answer: building a Lua table
- * costs Redis more than the rest of a release).  Returns the first, or
- * -100 with *err set when Redis failed or the reply has another shape. */
-long long hold_parse_verdict(const struct redis_result *res, long long *v, size_t n,
-                             const char **err) {
-    *err = "Redis gave an unexpected answer";
-    if (!res->ok) {
-        *err = res->error;
-        return VERDICT_ERROR;
-    }
-    const redisReply *r = res->reply;
-    if (r->type == REDIS_REPLY_INTEGER) {
-        for (size_t i = 0; i < n; i++) v[i] = i == 0 ? r->integer : 0;
-        return r->integer;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return VERDICT_ERROR;
-    for (size_t i = 0; i < n; i++) {
-        if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER) {
-            if (i > 0 && v[0] < 0) break;
-            return VERDICT_ERROR;
-        }
-        v[i] = r->element[i]->integer;
-    }
-    return v[0];
-}
-
 /* Element i of a script's array reply when it is an integer, else 0. */
 long long hold_reply_int(const struct redis_result *res, size_t i) {
     const redisReply *r = res->ok ? res->reply : NULL;
@@ -93,7 +65,7 @@ long long hold_acquire_dropped(const struct redis_result *res) {
 static long long script_verdict(struct gw_request *req, const struct redis_result *res,
                                 long long *v, size_t n) {
     const char *err;
-    long long verdict = hold_parse_verdict(res, v, n, &err);
+    long long verdict = verdict_parse(res, v, n, &err);
     if (verdict == VERDICT_ERROR) reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
     return verdict;
 }
@@ -162,15 +134,31 @@ static int gives_back(const struct hold_call *hc, long long verdict) {
            (verdict == VERDICT_REENTERED && hc->kind != HOLD_PERMIT && backend->undoes_reentry);
 }
 
+/* release.lua's arguments for giving req's hold back; k holds the keys. */
+static void give_back_args(struct gw_request *req, struct hold_keys *k, const char *argv[4],
+                           size_t lens[4]) {
+    struct hold_call *hc = req->ctx;
+    hold_keys(req->name, hc->kind == HOLD_PERMIT, k);
+    argv[0] = k->hash, argv[1] = req->token;
+    argv[2] = redis_release_channel_for(k->hash), argv[3] = k->message;
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+}
+
 /* The client will never learn it got the lock: give it back. */
 void hold_give_back(struct gw_request *req) {
-    struct hold_call *hc = req->ctx;
     struct hold_keys k;
-    hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {k.hash, req->token, redis_release_channel_for(k.hash), k.message};
+    const char *argv[4];
     size_t lens[4];
-    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    give_back_args(req, &k, argv, lens);
     backend->forget(SCRIPT_RELEASE, 1, 4, argv, lens, NULL);
+}
+
+void hold_give_back_then(struct gw_request *req, redis_cb done, void *arg) {
+    struct hold_keys k;
+    const char *argv[4];
+    size_t lens[4];
+    give_back_args(req, &k, argv, lens);
+    redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, done, arg);
 }
 
 static void reply_granted(struct hold_call *hc, long long verdict, const long long *v) {

@@ -8,6 +8,7 @@
 #include "common/names.h"
 #include "server/config.h"
 #include <stddef.h>
+#include "server/redis.h"
 #include "server/waiters.h"
 
 struct gw_request;
@@ -100,14 +101,13 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
 
 /* The client will never learn it got the hold: give it back. */
 void hold_give_back(struct gw_request *req);
+/* The same on the one master of the name (single and cluster backends),
+ * calling done(arg, ...) once Redis has answered. */
+void hold_give_back_then(struct gw_request *req, redis_cb done, void *arg);
 
 /* A fair waiter that stops waiting leaves the queue at once. */
 void hold_leave_queue(struct hold_call *hc);
 
-/* Reads a script's reply into v[0..n): the verdict, or VERDICT_ERROR with
- * *err set (see holds.c). */
-long long hold_parse_verdict(const struct redis_result *res, long long *v, size_t n,
-                             const char **err);
 /* Element i of a script's array reply when it is an integer, else 0. */
 long long hold_reply_int(const struct redis_result *res, size_t i);
 /* How many dead gateways' queue entries an acquire.lua answer dropped. */

@@ -236,7 +236,7 @@ static void list_next(struct gw_request *req) {
     if (backend->per_slot)
         redis_eval_at_master(lc->master, SCRIPT_LIST_CLUSTER, 4, argv, lens, list_done, req);
     else
-        redis_eval_here(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
+        redis_eval(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
 }
 
 /* Reads prefix, limit and cursor, or answers 400. */

@@ -168,7 +168,7 @@ static void run_names(struct multi_call *mc, enum script_id id, int queues, int 
     }
     for (int i = 0; i < nargs; i++) argv[nkeys + i] = args[i];
     for (int i = 0; i < total; i++) lens[i] = strlen(argv[i]);
-    backend->eval(id, nkeys, total, argv, lens, one, all, arg, 0);
+    backend->eval(id, nkeys, total, argv, lens, one, all, arg);
     free(buf);
     free(lens);
     free(argv);
@@ -198,7 +198,7 @@ static void leave_queues(struct multi_call *mc) {
         const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel_for(h), mc->wkeys[i]};
         size_t lens[6];
         for (int k = 0; k < 6; k++) lens[k] = strlen(argv[k]);
-        backend->eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, ignore_all, NULL, 0);
+        backend->eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, ignore_all, NULL);
     }
 }
 

@@ -154,7 +154,7 @@ static void session_run(struct gw_request *req, enum script_id id, int nargs,
     sc->done = done;
     sc->req = req;
     sc->want = want;
-    backend->eval(id, 1, nargs + 1, argv, lens, one_done, all_done, sc, 1);
+    backend->eval(id, 1, nargs + 1, argv, lens, one_done, all_done, sc);
 }
 
 /* ---- replica acknowledgement ----------------------------------------------------

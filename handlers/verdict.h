@@ -1,7 +1,7 @@
 /* verdict.h -- the first integer of every lua/ script's answer, named.
  *
  * The scripts answer {verdict, values...} (or a bare integer on a fast
- * path, see holds.c parse_verdict); C compares against these names, never
+ * path, see verdict_parse below); C compares against these names, never
  * against bare numbers.  VERDICT_ERROR is C's own: Redis failed or the
  * answer had another shape. */
 #ifndef LOCKGATE_VERDICT_H
@@ -27,5 +27,17 @@ enum busy_cause {
     BUSY_QUEUED = 3,  /* free, but fair waiters are queued ahead */
     BUSY_STALLED = 4, /* C only: the wait ended while this gateway was stalled */
 };
+
+#include <stddef.h>
+
+struct redis_result;
+
+/* Reads a script's reply into v[0..n): the verdict (v[0]), or VERDICT_ERROR
+ * with *err set. */
+long long verdict_parse(const struct redis_result *res, long long *v, size_t n, const char **err);
+/* acquire.lua's answer in v[0..4] (see backend.h, acquire); ttl_ms is the
+ * lease asked for, which its fast path's bare fence stands for. */
+long long verdict_parse_acquire(const struct redis_result *res, long long ttl_ms, long long *v,
+                                const char **err);
 
 #endif

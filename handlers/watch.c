@@ -119,7 +119,7 @@ static void attempt(struct watch_call *wc) {
     const char *argv[] = {wc->hash, after, left_s};
     size_t lens[3] = {strlen(wc->hash), strlen(after), strlen(left_s)};
     wc->w.seen_seq = waiters_release_seq();
-    backend->eval(SCRIPT_WATCH, 1, 3, argv, lens, watch_done, watch_all_done, wc, 0);
+    backend->eval(SCRIPT_WATCH, 1, 3, argv, lens, watch_done, watch_all_done, wc);
 }
 
 static void on_wake(struct waiter *w) {

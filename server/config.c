@@ -63,11 +63,6 @@ static void usage(void) {
            "                         [LOCKGATE_MIN_REPLICAS_ACK] (default 0)\n"
            "  --replica-ack-timeout-ms MS  how long that WAIT may take\n"
            "                         [LOCKGATE_REPLICA_ACK_TIMEOUT_MS] (default 500)\n"
-           "  --redis-io MODE        async (default): every Redis call goes through the\n"
-           "                         event loop, pipelined; blocking: an HTTP thread makes\n"
-           "                         its own blocking call for requests that cannot wait\n"
-           "                         (the per-thread bridge, kept to measure against;\n"
-           "                         single Redis only) [LOCKGATE_REDIS_IO]\n"
            "  --liveness-ttl-ms MS   TTL of this gateway's liveness key, renewed every\n"
            "                         third of it: a fair waiter of a gateway that died or\n"
            "                         lost Redis stops holding up its queue MS after that\n"
@@ -309,14 +304,6 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
-    case 'I':
-        if (strcmp(val, "async") == 0)
-            cfg->redis_io_blocking = 0;
-        else if (strcmp(val, "blocking") == 0)
-            cfg->redis_io_blocking = 1;
-        else
-            ok = -1;
-        break;
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -337,7 +324,6 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'M' ? "sentinel master name"
                  : opt == 'A' ? "min replicas ack (0-16)"
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
-                 : opt == 'I' ? "redis io (async or blocking)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
                               : "log level",
                  val);
@@ -381,7 +367,6 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'A', "LOCKGATE_MIN_REPLICAS_ACK"      },
         {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
         {'Q', "LOCKGATE_QUORUM"                },
-        {'I', "LOCKGATE_REDIS_IO"              },
         {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
         {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
         {'N', "LOCKGATE_ID_NAMESPACES"         },
@@ -415,7 +400,6 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"sentinel-master",        required_argument, 0, 'M'},
         {"min-replicas-ack",       required_argument, 0, 'A'},
         {"replica-ack-timeout-ms", required_argument, 0, 'W'},
-        {"redis-io",               required_argument, 0, 'I'},
         {"liveness-ttl-ms",        required_argument, 0, 'G'},
         {"auth-file",              required_argument, 0, '1'},
         {"tls-cert",               required_argument, 0, '2'},
@@ -458,10 +442,6 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
                  "--sentinel (give a password in a seed: redis://:PASSWORD@host:port)");
         return -1;
     }
-    if (cfg->ncluster && cfg->redis_io_blocking) {
-        snprintf(err, errlen, "--redis-io blocking works with a single Redis only, not a cluster");
-        return -1;
-    }
     if (cfg->nnodes >= 3 && cfg->min_replicas_ack) {
         /* A WAIT would have to follow every write on every master of the
          * quorum, and a quorum already survives losing a master: settled by
@@ -482,12 +462,6 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
     if (cfg->nnodes >= 3 && cfg->nsentinels) {
         snprintf(err, errlen, "quorum mode and Sentinel mode cannot be combined");
-        return -1;
-    }
-    if (cfg->redis_io_blocking && (cfg->nnodes > 1 || cfg->nsentinels || cfg->min_replicas_ack)) {
-        snprintf(err, errlen,
-                 "--redis-io blocking works with a single Redis only "
-                 "(no quorum, Sentinel or replica acknowledgement)");
         return -1;
     }
     if (cfg->quorum == 0) cfg->quorum = cfg->nnodes / 2 + 1;

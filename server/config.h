@@ -40,7 +40,6 @@ struct gw_config {
     int quorum;                                     /* nodes that must agree (default majority) */
     int min_replicas_ack;                           /* WAIT for this many replicas after a write */
     int replica_ack_timeout_ms;                     /* WAIT's timeout */
-    int redis_io_blocking;                          /* --redis-io blocking: the measured "before" */
     int liveness_ttl_ms;                            /* TTL of the gateway's liveness key */
     int id_namespaces;                              /* id namespaces live at once (idtable) */
     struct gw_endpoint cluster[GW_MAX_SEEDS]; /* --redis-cluster seeds: cluster mode when any */

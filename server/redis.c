@@ -655,14 +655,6 @@ void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
     post_on(r, eval_op(id, nkeys, nargs, argv, lens, cb, arg));
 }
 
-void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                     const size_t *lens, redis_cb cb, void *arg) {
-    if (self && self->cfg.redis_io_blocking)
-        redis_blocking_eval(id, nkeys, nargs, argv, lens, cb, arg);
-    else
-        redis_eval(id, nkeys, nargs, argv, lens, cb, arg);
-}
-
 /* ------------------------------------------------------------------------
  * Fan-out (quorum mode).  Each master's reply is copied, since hiredis
  * frees it when its own callback returns, and handed over with the others

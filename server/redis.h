@@ -68,17 +68,6 @@ void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv
 void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
                    const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
 
-/* Like redis_eval, except with --redis-io blocking: the call is then made
- * on the thread's own blocking connection (redis_blocking.c) and cb runs
- * before this returns. */
-void redis_eval_here(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                     const size_t *lens, redis_cb cb, void *arg);
-
-/* redis_blocking.c: the bridge redis_eval_here uses in blocking mode. */
-void redis_blocking_init(const struct gw_config *cfg);
-void redis_blocking_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
-                         const size_t *lens, redis_cb cb, void *arg);
-
 /* Any other command, e.g. {"PING"}. */
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
 

@@ -84,7 +84,6 @@ static int worker_init(struct worker *w, int id, const struct gw_config *cfg) {
 
 int workers_start(const struct gw_config *cfg) {
     redis_settings(cfg);
-    redis_blocking_init(cfg);
     if (worker_init(&aux, -1, cfg) < 0) return -1;
     if (offload_start(cfg->threads) < 0) return -1;
     nworkers = cfg->threads;

@@ -55,7 +55,7 @@ int h_cluster_start(struct h_redis *r, int masters, int replicas);
 int h_cluster_mode(void);
 /* RUN, except in cluster mode, where the test is reported skipped: for
  * tests of what a cluster refuses at start or cannot do by design (a
- * database other than 0, --redis-io blocking, one node's SCRIPT FLUSH). */
+ * database other than 0, one node's SCRIPT FLUSH). */
 #define RUN_NOT_CLUSTER(fn)                                     \
     do {                                                        \
         if (h_cluster_mode())                                   \

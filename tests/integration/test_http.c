@@ -3,7 +3,7 @@
  * each Redis mode), half-close, hang-ups that must not leave a holder,
  * Content-Length with Transfer-Encoding (nothing smuggled runs), transfer
  * codings, HEAD, Host, and Accept with q-values.  Pipelining is run in
- * every Redis mode: single (async and --redis-io blocking), quorum, and
+ * every Redis mode: single, quorum, and
  * Sentinel with --min-replicas-ack. */
 #include "tests/integration/harness.h"
 
@@ -547,16 +547,8 @@ static void test_accept(void) {
 }
 
 /* ============================================================================
- * Other Redis modes: the blocking bridge and quorum
+ * Another Redis mode: quorum
  * ========================================================================= */
-
-static void test_pipelined_blocking_mode(void) {
-    struct h_gw g = {0};
-    CHECK_EQ_INT(h_gw_up(&g, &redis, "--redis-io blocking"), 0);
-    pipelined_mix(g.port, "blocking", 0);
-    pipelined_mix(g.port, "blocking", 1);
-    CHECK_EQ_INT(h_gw_stop(&g, 8000), 0);
-}
 
 static void test_pipelined_quorum_mode(void) {
     struct h_redis r[3];
@@ -642,7 +634,6 @@ int main(void) {
     RUN(test_host);
     RUN(test_head);
     RUN(test_accept);
-    RUN(test_pipelined_blocking_mode);
     RUN(test_pipelined_quorum_mode);
     RUN(test_pipelined_sentinel_acks);
     RUN(test_stops_clean);

@@ -611,91 +611,6 @@ static void test_redis_auth_db_prefix(void) {
     h_redis_kill(&r);
 }
 
-/* --redis-io blocking: the per-thread bridge kept to measure against.  It
- * must keep the whole contract: AUTH and SELECT on its own connections,
- * busy answers, NOSCRIPT after SCRIPT FLUSH, 503 while Redis is down and
- * recovery after, and waiting requests (which stay on the event loop). */
-static void test_blocking_bridge(void) {
-    struct h_redis r;
-    struct h_gw g = {0};
-    if (start_with_password(&r, &g, "bridge-pw", 2, "--redis-io blocking --threads 3", NULL) < 0) {
-        CHECK(0);
-        return;
-    }
-    struct h_resp a = h_http("POST", g.port, "/v1/locks/bridge", NULL, "{\"ttl_ms\":600}", NULL);
-    CHECK_EQ_INT(a.status, 201);
-    char tok[160], hdr[200];
-    snprintf(tok, sizeof tok, "%s", h_header(&a, "Lock-Token") ? h_header(&a, "Lock-Token") : "");
-    snprintf(hdr, sizeof hdr, "Lock-Token: %s", tok);
-    long long fence = h_jint(&a, "fence");
-    h_resp_free(&a);
-    const char *in2 =
-        h_redis_cli(&r, "-a bridge-pw --no-auth-warning -n 2 EXISTS lockgate:lock:{bridge}");
-    CHECK(in2 && strcmp(in2, "1") == 0);
-    struct h_resp b = h_http("POST", g.port, "/v1/locks/bridge", NULL, NULL, NULL);
-    CHECK_EQ_INT(b.status, 409);
-    CHECK_EQ_STR(h_jcode(&b), "lock_busy");
-    h_resp_free(&b);
-    b = h_http("GET", g.port, "/v1/locks/bridge", NULL, NULL, NULL);
-    CHECK_EQ_INT(b.status, 200);
-    CHECK_EQ_INT(h_jint(&b, "fence"), fence);
-    h_resp_free(&b);
-    b = h_http("PATCH", g.port, "/v1/locks/bridge", NULL, "{\"ttl_ms\":400}", hdr);
-    CHECK_EQ_INT(b.status, 200);
-    h_resp_free(&b);
-    /* A waiter is parked on the loop and gets the lock when the lease ends. */
-    long long t0 = h_now_ms();
-    b = h_http("POST", g.port, "/v1/locks/bridge", NULL, "{\"wait_ms\":5000}", NULL);
-    CHECK_EQ_INT(b.status, 201);
-    CHECK(h_now_ms() - t0 >= 300);
-    CHECK(h_jint(&b, "fence") > fence);
-    snprintf(tok, sizeof tok, "%s", h_header(&b, "Lock-Token") ? h_header(&b, "Lock-Token") : "");
-    snprintf(hdr, sizeof hdr, "Lock-Token: %s", tok);
-    h_resp_free(&b);
-    b = h_http("DELETE", g.port, "/v1/locks/bridge", NULL, NULL, hdr);
-    CHECK_EQ_INT(b.status, 200);
-    h_resp_free(&b);
-    /* NOSCRIPT: loaded again, the request still succeeds. */
-    h_redis_cli(&r, "-a bridge-pw --no-auth-warning SCRIPT FLUSH");
-    b = h_http("POST", g.port, "/v1/locks/bridge2", NULL, NULL, NULL);
-    CHECK_EQ_INT(b.status, 201);
-    h_resp_free(&b);
-    /* Redis down: 503, and the gateway stays up; back: served again. */
-    h_redis_kill(&r);
-    b = h_http("POST", g.port, "/v1/locks/bridge3", NULL, NULL, NULL);
-    CHECK_EQ_INT(b.status, 503);
-    CHECK_EQ_STR(h_jcode(&b), "backend_unavailable");
-    h_resp_free(&b);
-    if (h_redis_restart(&r, NULL) < 0) {
-        CHECK(0);
-    } else {
-        h_redis_cli(&r, "CONFIG SET requirepass bridge-pw");
-        int status = 0;
-        for (int i = 0; i < 50 && status != 201; i++) {
-            b = h_http("POST", g.port, "/v1/locks/bridge3", NULL, NULL, NULL);
-            status = (int)b.status;
-            h_resp_free(&b);
-            if (status != 201) h_sleep_ms(100);
-        }
-        CHECK_EQ_INT(status, 201);
-    }
-    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
-    h_redis_kill(&r);
-    /* Blocking is for a single Redis only: quorum mode refuses it. */
-    char cmd[512];
-    const char *build = getenv("BUILD");
-    snprintf(cmd, sizeof cmd,
-             "%s/lockgate --redis-io blocking --redis redis://127.0.0.1:1 "
-             "--redis redis://127.0.0.1:2 --redis redis://127.0.0.1:3 2>/dev/null",
-             build ? build : "build");
-    int rc = system(cmd);
-    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
-    snprintf(cmd, sizeof cmd, "%s/lockgate --redis-io sometimes 2>/dev/null",
-             build ? build : "build");
-    rc = system(cmd);
-    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
-}
-
 int main(void) {
     if (h_redis_start(&redis, 1, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
     RUN(test_acquire_new);
@@ -718,7 +633,6 @@ int main(void) {
     RUN(test_release_expiry);
     RUN(test_fence_survives_redis_restart);
     RUN_NOT_CLUSTER(test_redis_auth_db_prefix);
-    RUN_NOT_CLUSTER(test_blocking_bridge);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     h_redis_stop(&redis);
     return check_summary("locks");
