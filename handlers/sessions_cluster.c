@@ -80,6 +80,8 @@ struct session_acquire {
     char *argv[AV_MAX];   /* holds.c's argv, copied (the attempt's are on its stack) */
     long long verdict;    /* acquire.lua's, kept across the bind */
     long long v[5];       /* its values */
+    long long outcome;    /* the verdict to answer once a give-back is done */
+    char err[128];        /* its error text */
 };
 
 static void acquire_free(struct session_acquire *sa) {
@@ -92,6 +94,20 @@ static void acquire_finish(struct session_acquire *sa, long long verdict, const 
     acquire_free(sa);
 }
 
+static void given_back(void *arg, const struct redis_result *res) {
+    struct session_acquire *sa = arg;
+    (void)res;
+    acquire_finish(sa, sa->outcome, sa->outcome == VERDICT_ERROR ? sa->err : NULL);
+}
+
+/* Gives the hold back, then answers outcome (so the client, told it holds
+ * nothing, finds it so through any gateway). */
+static void give_back(struct session_acquire *sa, long long outcome, const char *err) {
+    sa->outcome = outcome;
+    snprintf(sa->err, sizeof sa->err, "%s", err ? err : "");
+    hold_give_back_then(sa->hc->req, given_back, sa);
+}
+
 /* --min-replicas-ack: the grant stands once enough replicas of the
  * lock's master have it (as backend_single.c's), else it is given back. */
 static void acked(void *arg, const struct redis_result *res) {
@@ -101,8 +117,7 @@ static void acked(void *arg, const struct redis_result *res) {
         acquire_finish(sa, sa->verdict, NULL);
         return;
     }
-    hold_give_back(sa->hc->req);
-    acquire_finish(sa, VERDICT_ERROR, "too few replicas acknowledged the lock; it was given back");
+    give_back(sa, VERDICT_ERROR, "too few replicas acknowledged the lock; it was given back");
 }
 
 static void bound(void *arg, const struct redis_result *res) {
@@ -121,17 +136,16 @@ static void bound(void *arg, const struct redis_result *res) {
         return;
     }
     /* Not listed in its session: nobody could renew or end it, so it goes. */
-    hold_give_back(sa->hc->req);
     if (verdict_ok(res))
-        acquire_finish(sa, VERDICT_SESSION_ENDED, NULL);
+        give_back(sa, VERDICT_SESSION_ENDED, NULL);
     else
-        acquire_finish(sa, VERDICT_ERROR, res->ok ? "unexpected answer" : res->error);
+        give_back(sa, VERDICT_ERROR, res->ok ? "unexpected answer" : res->error);
 }
 
 static void acquired(void *arg, const struct redis_result *res) {
     struct session_acquire *sa = arg;
     const char *err = NULL;
-    sa->verdict = backend_acquire_verdict(sa->hc, res, sa->v, &err);
+    sa->verdict = verdict_parse_acquire(res, sa->hc->ttl_ms, sa->v, &err);
     if (sa->verdict == VERDICT_BUSY) sa->v[2] = hold_reply_int(res, 2);
     metrics_inc(M_DEAD_WAITERS, (uint64_t)hold_acquire_dropped(res));
     if (sa->verdict != VERDICT_GRANTED && sa->verdict != VERDICT_REENTERED) {

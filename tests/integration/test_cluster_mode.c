@@ -465,7 +465,7 @@ static char *session_start(int port, const char *body, char *loc, size_t cap) {
 struct session_waiter {
     pthread_t th;
     int port;
-    char path[64];
+    char path[128];
     const char *body;
     long status;        /* its answer */
     long long fence;    /* the fence it got */
@@ -517,7 +517,7 @@ static void test_session_expiry(void) {
     for (int i = 0; i < SESSION_NAMES; i++) {
         snprintf(names[i], sizeof names[i], "sx-%d", i);
         thirds[cluster_key_slot(names[i], strlen(names[i])) * 3 / CLUSTER_SLOTS]++;
-        char path[64];
+        char path[128];
         snprintf(path, sizeof path, "/v1/locks/%s", names[i]);
         CHECK_EQ_INT(session_acquire(a.port, path, sess, NULL, &fences[i]), 201);
     }
@@ -537,7 +537,7 @@ static void test_session_expiry(void) {
         h_client_init(&c, 10000);
         int held = 0;
         for (int i = 0; i < SESSION_NAMES; i++) {
-            char path[64];
+            char path[128];
             snprintf(path, sizeof path, "/v1/locks/%s", names[i]);
             held += h_client_do(&c, "GET", b.port, path, NULL, NULL) == 200;
         }
@@ -567,7 +567,7 @@ static void test_session_expiry(void) {
     int freed = 0;
     for (int i = 0; i < SESSION_NAMES; i++) {
         if (i == wi) continue;
-        char path[64];
+        char path[128];
         snprintf(path, sizeof path, "/v1/locks/%s", names[i]);
         struct h_resp q = h_http("POST", a.port, path, NULL, "{\"ttl_ms\":2000}", NULL);
         freed += q.status == 201 && h_jint(&q, "fence") > fences[i];
@@ -596,7 +596,7 @@ static void test_session_delete_wakes(void) {
     char loc[200];
     char *sess =
         session_start(a.port, "{\"ttl_ms\":30000,\"lock_delay_ms\":10000}", loc, sizeof loc);
-    char n[2][32], tok[2][160], path[64];
+    char n[2][32], tok[2][160], path[128];
     long long fence[2];
     name_in_slots("sd", 0, 5000, 0, n[0], sizeof n[0]);
     name_in_slots("sd", 11000, 16383, 0, n[1], sizeof n[1]);
