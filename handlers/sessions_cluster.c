@@ -214,7 +214,7 @@ struct session_fan {
     int n;                  /* holds */
     struct session_hold *h; /* sorted by slot */
     int pending;            /* calls not yet answered */
-    int failed;             /* calls Redis did not answer */
+    int failed;             /* calls Redis did not answer (or WAITs short of replicas) */
     long long acted;        /* holds the scripts acted on */
     char err[160];          /* the first failure */
     char skey[SKEY_MAX];    /* the session's key, for the clean-up */
@@ -311,6 +311,18 @@ static void slot_done(void *arg, const struct redis_result *res) {
     if (--f->pending == 0) fan_finish(f);
 }
 
+/* --min-replicas-ack: a pushed lease counts once the replicas of its
+ * slot's master have it (a failover could otherwise bring back the old
+ * end, and another client the lock while the session still lives). */
+static void push_acked(void *arg, const struct redis_result *res) {
+    struct session_fan *f = arg;
+    long long n = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
+    if (n < handlers_config()->min_replicas_ack && !f->failed++)
+        snprintf(f->err, sizeof f->err, "only %lld replica(s) acknowledged a slot's leases",
+                 n < 0 ? 0 : n);
+    if (--f->pending == 0) fan_finish(f);
+}
+
 /* One session_holds.lua call for f->h[first .. first+count), one slot. */
 static void fan_send(struct session_fan *f, int first, int count, const char *arg) {
     size_t n = (size_t)(2 * count + 3);
@@ -330,6 +342,16 @@ static void fan_send(struct session_fan *f, int first, int count, const char *ar
     redis_eval(SCRIPT_SESSION_HOLDS, count, (int)n, av, lens, slot_done, c);
     free(av);
     free(lens);
+    int wanted = handlers_config()->min_replicas_ack;
+    if (wanted && f->op == 'p') {
+        char w[16], timeout[16];
+        snprintf(w, sizeof w, "%d", wanted);
+        snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
+        const char *wv[3] = {"WAIT", w, timeout};
+        size_t wl[3] = {4, strlen(w), strlen(timeout)};
+        f->pending++;
+        redis_command_for(f->h[first].key, 3, wv, wl, push_acked, f);
+    }
 }
 
 void sessions_cluster_fan(struct gw_request *req, const struct redis_result *res, size_t first,
