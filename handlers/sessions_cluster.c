@@ -282,7 +282,7 @@ static void forget_gone(struct session_fan *f) {
         av[n++] = f->h[i].token;
     }
     for (int i = 0; i < n; i++) lens[i] = strlen(av[i]);
-    redis_eval(SCRIPT_SESSION_BIND, 1, n - 1, av, lens, unbound, NULL);
+    redis_eval(SCRIPT_SESSION_BIND, 1, n, av, lens, unbound, NULL);
     free(av);
     free(lens);
 }

@@ -652,12 +652,29 @@ static void test_session_replica_ack(void) {
     CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
     char loc[200];
     char *sess = session_start(g.port, "{\"ttl_ms\":10000}", loc, sizeof loc);
-    for (int i = 0; i < 6; i++) {
+    char tok0[160];
+    for (int i = 0; i < 7; i++) {
         char path[64];
         snprintf(path, sizeof path, "/v1/locks/sacked-%d", i);
-        CHECK_EQ_INT(session_acquire(g.port, path, sess, NULL, NULL), 201);
+        CHECK_EQ_INT(session_acquire(g.port, path, sess, i == 0 ? tok0 : NULL, NULL), 201);
     }
-    struct h_resp r = h_http("PATCH", g.port, loc, NULL, "{\"ttl_ms\":20000}", NULL);
+    /* A hold released with its own token: the session's list (in another
+     * slot) keeps it until the next GET or PATCH finds it gone. */
+    struct h_resp r = h_http("DELETE", g.port, "/v1/locks/sacked-0", tok0, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = h_http("GET", g.port, loc, NULL, NULL, NULL);
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "holds")), 6);
+    h_resp_free(&r);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "HLEN lockgate:session:{%s}", sess);
+    long long fields = -1;
+    for (int i = 0; i < 50 && fields != 5 + 6; i++, h_sleep_ms(20)) {
+        const char *out = h_redis_cli(&cl, cmd);
+        fields = out ? atoll(out) : -1;
+    }
+    CHECK_EQ_INT(fields, 5 + 6); /* e t d o h, and the six held */
+    r = h_http("PATCH", g.port, loc, NULL, "{\"ttl_ms\":20000}", NULL);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(h_jint(&r, "holds"), 6);
     h_resp_free(&r);
