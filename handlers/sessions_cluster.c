@@ -21,15 +21,15 @@
  *            listed hold that does not exist (released, expired) is
  *            skipped by GET, PATCH and DELETE and then taken off the list.
  *   PATCH    session_renew.lua in its slot moves the session's end and
- *            lists its holds; then session_holds.lua p moves every hold's
+ *            lists its holds; then session_slot.lua p moves every hold's
  *            end, one call per slot that has holds, all in flight at once
  *            (auto-pipelined per master).  The cost: 1 + (slots used)
  *            writes, not one (bench/RESULTS.md).  A master that does not
  *            answer makes it 503: the holds there may end at the old time.
  *   DELETE   session_end.lua ends the session's key and lists its holds;
- *            session_holds.lua r releases them per slot, publishing on the
+ *            session_slot.lua r releases them per slot, publishing on the
  *            slot's shard channel (SPUBLISH) so waiters wake.
- *   GET      session_read.lua, then session_holds.lua c per slot: only
+ *   GET      session_read.lua, then session_slot.lua c per slot: only
  *            holds that are still held are listed.
  *
  * Times cross masters as durations, never as clock readings: each master
@@ -210,7 +210,7 @@ struct session_hold {
 
 struct session_fan {
     struct gw_request *req; /* answered by finish once all slots answered */
-    char op;                /* session_holds.lua's op: p, r or c */
+    char op;                /* session_slot.lua's op: p, r or c */
     int n;                  /* holds */
     struct session_hold *h; /* sorted by slot */
     int pending;            /* calls not yet answered */
@@ -323,7 +323,7 @@ static void push_acked(void *arg, const struct redis_result *res) {
     if (--f->pending == 0) fan_finish(f);
 }
 
-/* One session_holds.lua call for f->h[first .. first+count), one slot. */
+/* One session_slot.lua call for f->h[first .. first+count), one slot. */
 static void fan_send(struct session_fan *f, int first, int count, const char *arg) {
     size_t n = (size_t)(2 * count + 3);
     const char **av = alloc_check(malloc(sizeof *av * n));
@@ -339,7 +339,7 @@ static void fan_send(struct session_fan *f, int first, int count, const char *ar
     c->f = f;
     c->first = first;
     c->count = count;
-    redis_eval(SCRIPT_SESSION_HOLDS, count, (int)n, av, lens, slot_done, c);
+    redis_eval(SCRIPT_SESSION_SLOT, count, (int)n, av, lens, slot_done, c);
     free(av);
     free(lens);
     int wanted = handlers_config()->min_replicas_ack;

@@ -25,7 +25,7 @@ const char *session_fan_error(const struct session_fan *f); /* the first failure
 /* Adds {kind, name, token} for each hold still held to array holds. */
 void session_fan_list(const struct session_fan *f, struct cJSON *holds);
 
-/* Runs session_holds.lua op ('p' push ttl_ms arg, 'r' release, 'c' check)
+/* Runs session_slot.lua op ('p' push ttl_ms arg, 'r' release, 'c' check)
  * on the holds that res (a session script's answer) lists from element
  * first on, as "kind:name", token pairs: one call per slot, all at once.
  * When every call has answered, finish(req, f, body) runs (body: the

@@ -101,7 +101,7 @@ end
 -- lease itself (h.carried): its record's lease end is a real time, the
 -- session's end as the gateway read it from the session's slot, and its
 -- lock-delay the session's; renewals push the new end to every hold, one
--- script per slot (session_holds.lua, handlers/sessions_cluster.c).  Such
+-- script per slot (session_slot.lua, handlers/sessions_cluster.c).  Such
 -- a record is never read against the session's key: its expiry is seen in
 -- the lock's own slot, like any lease's.
 local session_cache = {}

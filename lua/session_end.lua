@@ -12,7 +12,7 @@
 -- known only once it is read.  On one master (single, Sentinel) and in
 -- quorum mode (every master has its own copy of every key) they are local.
 -- In Redis Cluster they are in other slots: the session ends here and the
--- gateway releases its holds, one session_holds.lua call per slot
+-- gateway releases its holds, one session_slot.lua call per slot
 -- (handlers/sessions_cluster.c).
 --@include _layout.lua
 --@include _clock.lua

@@ -8,7 +8,7 @@
 -- Redis Cluster (ARGV 2 is 1): the holds' hashes live in other slots and
 -- carry the session's lease themselves, so nothing here touches them and
 -- there is no horizon; the answer lists them, and the gateway pushes the
--- new end to each slot (session_holds.lua, handlers/sessions_cluster.c).
+-- new end to each slot (session_slot.lua, handlers/sessions_cluster.c).
 --
 -- KEYS     the session's hash
 -- ARGV     1 ttl_ms (0: the ttl it was started or last renewed with),

@@ -1,4 +1,4 @@
--- session_holds.lua: Redis Cluster mode: act on a session's holds that
+-- session_slot.lua: Redis Cluster mode: act on a session's holds that
 -- share one slot (handlers/sessions_cluster.c calls this once per slot the
 -- session's holds use, all slots at once).  Each hold carries the
 -- session's lease itself (_holders.lua, sessions).
