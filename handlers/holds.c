@@ -373,6 +373,7 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
 
 static void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);
     free(hc->ack);
     free(hc);
@@ -391,7 +392,11 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
     if (session_header_or_reply(req, &hc->session)) return;
-    if (hc->fair && hc->wait_ms > 0) liveness_waiter_id(hc->waiter_id); /* its place in the queue */
+    if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
+        struct hold_keys k;
+        hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+        hc->live_slot = liveness_waiter_join(hc->waiter_id, k.hash);
+    }
     attempt(hc);
 }
 

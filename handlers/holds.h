@@ -50,7 +50,8 @@ struct hold_call {
     int64_t deadline_ms;     /* start + wait_ms */
     int64_t attempt_ms;      /* when the current attempt was sent */
     struct hold_ack *ack;    /* NULL unless acks_wanted */
-    char waiter_id[32];      /* its id in the fair queue (liveness.h) */
+    char waiter_id[32];      /* its id in the fair queue (liveness.h), "" if none */
+    int live_slot;           /* what liveness_waiter_join returned */
     const char *owner;       /* informational, "" for none (after the struct) */
     char *session;           /* Session header: the session it is bound to, or NULL
                                 (malloc'd, freed with it) */

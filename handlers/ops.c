@@ -26,6 +26,11 @@ static void readyz_done(void *arg, const struct redis_result *res) {
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
         return;
     }
+    if (!redis_all_instances_up()) { /* a request on another worker would still 503 */
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "Redis: not every worker's connection is up yet");
+        return;
+    }
     static const char ready[] = "{\"status\":\"ready\"}";
     reply_raw(req, 200, "application/json", alloc_copy(ready, sizeof ready - 1), sizeof ready - 1);
 }

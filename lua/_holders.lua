@@ -326,8 +326,14 @@ local function key_parts()
   return p or '', k or '', n or ''
 end
 
+-- The gateway keys' prefix: <prefix>gw: for the per-gateway keys, and in
+-- Redis Cluster mode <prefix>gw{<tag>}: for the per-slot ones
+-- (server/liveness.c), the tag being the one of the slot's release
+-- channel, which the script sets in live_channel before queue_head.
+local live_channel = nil
 local function gateway_key_prefix()
-  return (key_parts()) .. 'gw:'
+  local tag = live_channel and string.match(live_channel, '({[^{}]*})$')
+  return (key_parts()) .. 'gw' .. (tag or '') .. ':'
 end
 
 -- The release channel and message (redis.c, holds.c): ARGV[ci], ARGV[ci+1]
@@ -344,8 +350,8 @@ end
 -- Returns the head's id and the time its turn ends at the latest: its
 -- deadline, or sooner its gateway's key's expiry, when the head would be
 -- found dead.  self, the caller's own waiter id, is alive by definition.
--- Ids without a gateway part (gateways of older versions) have their
--- deadline only.
+-- Ids without a gateway part ("<id>-<n>", or gateways of older versions)
+-- have their deadline only.
 -- qkey, dkey: another name's queue and deadlines (multi_acquire.lua);
 -- KEYS[2], KEYS[3] when nil.
 local function queue_head(self, qkey, dkey)

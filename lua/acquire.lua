@@ -113,7 +113,10 @@ end
 -- empty (or holds only the expired) and is not read.
 local head, head_deadline = nil, 0
 local queued = false
-if st.w > now then head, head_deadline = queue_head(waiter) end
+if st.w > now then
+  live_channel = release_channel(11)
+  head, head_deadline = queue_head(waiter)
+end
 if busy_for < 0 and head and head ~= waiter then
   queued = true
   busy_for = head_deadline - now

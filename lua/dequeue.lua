@@ -9,6 +9,7 @@
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
+live_channel = ARGV[2]
 local head = queue_head(ARGV[1])
 local removed = redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])

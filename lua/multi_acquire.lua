@@ -25,6 +25,7 @@
 local token, ttl, owner, kind = ARGV[1], ARGV[2] + 0, ARGV[3], ARGV[4]
 local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
 local n = #KEYS / 3
+live_channel = ARGV[8]
 
 local sts, busy_for, why, first_busy = {}, -1, 1, 0
 for i = 1, n do

@@ -6,11 +6,14 @@
  * fails because the connection is down or was dropped for a timeout, and
  * the next connection sets the key before anything else (the prelude). */
 #include "server/liveness.h"
+#include "common/alloc.h"
+#include "server/cluster.h"
 #include "server/log.h"
 #include "server/redis.h"
 #include "common/token.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,7 +25,8 @@ static struct {
     int period_ms;                    /* renewal interval of the gateway */
     int workers;                      /* workers taking turns at it */
     atomic_ullong seq;                /* waiter ids handed out */
-    char sep;                         /* '.' after the gateway id; '-' in cluster mode */
+    int cluster;                      /* per-slot keys (Redis Cluster mode) */
+    char prefix[GW_PREFIX_MAX + 1];   /* the key prefix */
 } V;
 
 static void ignore_one(void *arg, const struct redis_result *res) {}
@@ -36,8 +40,67 @@ static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 static atomic_int slots;
 static _Thread_local int64_t next_ms, last_turn_ms;
 
+/* ---- cluster mode: one key per slot with waiters --------------------------------- */
+
+/* The calling worker's fair waiters per slot, and how many slots have any. */
+static _Thread_local uint16_t *slot_waiters;
+static _Thread_local int busy_slots;
+
+/* Sets a slot's key: <prefix>gw{<tag>}:<id>, the tag from the slot's
+ * release channel chan, "<prefix>released{<tag>}". */
+static void set_slot_key(const char *chan) {
+    const char *tag = strchr(chan, '{');
+    char key[GW_PREFIX_MAX + 64];
+    snprintf(key, sizeof key, "%sgw%s:%s", V.prefix, tag ? tag : "", V.id);
+    const char *argv[] = {"SET", key, V.value, "PX", V.ttl};
+    size_t lens[5];
+    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
+    redis_command_for(key, 5, argv, lens, ignore_one, NULL);
+}
+
+static void renew_slots(void) {
+    for (int s = 0, seen = 0; s < CLUSTER_SLOTS && seen < busy_slots; s++) {
+        if (!slot_waiters[s]) continue;
+        seen++;
+        set_slot_key(redis_release_channel_of_slot(s));
+    }
+}
+
+/* A waiter id: "<gateway id>.<n>", or with live 0 "<gateway id>-<n>",
+ * which the scripts read as "no key to check: its deadline only". */
+static void waiter_id(char out[LIVENESS_WAITER_ID_MAX], int live) {
+    unsigned long long n = atomic_fetch_add_explicit(&V.seq, 1, memory_order_relaxed) + 1;
+    snprintf(out, LIVENESS_WAITER_ID_MAX, "%s%c%llx", V.id, live ? '.' : '-', n);
+}
+
+int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key) {
+    waiter_id(out, 1);
+    if (!V.cluster) return -1;
+    if (!slot_waiters) slot_waiters = alloc_check(calloc(CLUSTER_SLOTS, sizeof *slot_waiters));
+    int slot = cluster_key_slot(key, strlen(key));
+    if (slot_waiters[slot]++ == 0) {
+        busy_slots++;
+        set_slot_key(redis_release_channel_for(key));
+    }
+    return slot;
+}
+
+void liveness_waiter_leave(int joined) {
+    if (joined < 0 || !slot_waiters || !slot_waiters[joined]) return;
+    if (--slot_waiters[joined] == 0) busy_slots--;
+}
+
+/* ---- renewal ------------------------------------------------------------------------ */
+
 void liveness_turn_hook(void *arg, int64_t now_ms) {
-    if (!V.key[0]) return; /* cluster mode: no liveness key (liveness_init) */
+    if (V.cluster) {
+        /* Each worker renews its own slots' keys, every period. */
+        if (busy_slots && now_ms >= next_ms) {
+            next_ms = now_ms + V.period_ms;
+            renew_slots();
+        }
+        return;
+    }
     if (!last_turn_ms) {
         next_ms = now_ms + (int64_t)(atomic_fetch_add(&slots, 1) % V.workers) * V.period_ms;
         last_turn_ms = now_ms;
@@ -60,21 +123,19 @@ void liveness_init(const struct gw_config *cfg) {
     token_new(t);
     memcpy(V.id, t, LIVENESS_ID_LEN);
     V.id[LIVENESS_ID_LEN] = '\0';
-    if (cfg->ncluster) {
-        /* A queue's script may only read keys of its own slot, and this
-         * key lives in one.  Waiter ids then carry no gateway part (no
-         * '.'), which the scripts read as "deadline only": a dead
-         * gateway's waiter holds its queue until its own wait ends. */
-        V.sep = '-';
-        log_info("liveness: cluster mode, gateway id %s, no liveness key", V.id);
-        return;
-    }
-    V.sep = '.';
+    snprintf(V.prefix, sizeof V.prefix, "%s", cfg->key_prefix);
     snprintf(V.key, sizeof V.key, "%sgw:%s", cfg->key_prefix, V.id);
     snprintf(V.value, sizeof V.value, "%s:%d", cfg->listen_host, cfg->listen_port);
     snprintf(V.ttl, sizeof V.ttl, "%d", cfg->liveness_ttl_ms);
     V.period_ms = cfg->liveness_ttl_ms / 3;
     V.workers = cfg->threads > 0 ? cfg->threads : 1;
+    if (cfg->ncluster) {
+        V.cluster = 1;
+        log_info("liveness: cluster mode, gateway id %s, a key per slot with fair waiters "
+                 "(%sgw{<slot tag>}:%s), ttl %d ms",
+                 V.id, cfg->key_prefix, V.id, cfg->liveness_ttl_ms);
+        return;
+    }
     const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
     size_t lens[5];
     for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
@@ -82,7 +143,4 @@ void liveness_init(const struct gw_config *cfg) {
     log_info("liveness: gateway id %s, key %s, ttl %d ms", V.id, V.key, cfg->liveness_ttl_ms);
 }
 
-void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]) {
-    unsigned long long n = atomic_fetch_add_explicit(&V.seq, 1, memory_order_relaxed) + 1;
-    snprintf(out, LIVENESS_WAITER_ID_MAX, "%s%c%llx", V.id, V.sep, n);
-}
+void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]) { waiter_id(out, !V.cluster); }

@@ -7,7 +7,14 @@
  * quorum mode, and first thing on every new command connection, so a
  * restarted or failed-over Redis has it before any waiter's attempt.  Fair
  * waiters' ids are "<id>.<n>", from which the scripts find the key: the
- * cost is one SET per gateway per renewal, nothing per waiter. */
+ * cost is one SET per gateway per renewal, nothing per waiter.
+ *
+ * In Redis Cluster mode a queue's script can only read keys of its own
+ * slot, so the key is per slot: <prefix>gw{<slot tag>}:<id>, the tag being
+ * the one of the slot's release channel (redis.h).  A worker sets it when
+ * its first fair waiter in that slot joins (on its connection to the
+ * slot's master, ahead of the waiter's attempt) and renews it while it has
+ * waiters there: one SET per slot with waiters per renewal. */
 #ifndef LOCKGATE_LIVENESS_H
 #define LOCKGATE_LIVENESS_H
 
@@ -27,7 +34,14 @@ void liveness_init(const struct gw_config *cfg);
 void liveness_turn_hook(void *arg, int64_t now_ms);
 
 /* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
- * life; any thread. */
+ * life; any thread.  In cluster mode "<gateway id>-<n>": a waiter whose
+ * liveness is its deadline only (no slot key kept for it). */
 void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]);
+
+/* The same for a fair waiter of the calling worker that queues on the lock
+ * whose hash key is key; returns what to give liveness_waiter_leave when
+ * it is done (answered or gone), on the same worker. */
+int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key);
+void liveness_waiter_leave(int joined);
 
 #endif

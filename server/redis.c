@@ -63,7 +63,8 @@ struct rconn {
     int port;
     redisAsyncContext *ac;          /* NULL while down */
     int fd;                         /* its socket while hiredis has one, else -1 */
-    uint32_t events;                /* epoll events hiredis asked for */
+    uint32_t events;                /* epoll events registered for it */
+    int want_write;                 /* hiredis has output: written at the turn's end */
     int connected;                  /* onConnect said OK */
     int64_t connecting_since;       /* when the attempt started */
     int64_t next_attempt_ms;        /* earliest next attempt */
@@ -85,32 +86,37 @@ struct node {
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
 
 struct redis {
-    struct loop *loop;                 /* the loop its connections are on */
-    struct gw_config cfg;              /* copy of the settings */
-    struct node node[REDIS_MAX_NODES]; /* the Redis masters (cluster: every node met) */
-    int nnodes;                        /* 1, the quorum's size, or cluster nodes known */
-    int cluster;                       /* cluster mode: ops go by slot (redis_cluster.inc) */
-    struct cluster_map map;            /* cluster mode: slot -> node */
-    int uncovered;                     /* cluster mode: slots with no master in the map */
-    int64_t next_refresh_ms;           /* cluster mode: next CLUSTER SLOTS */
-    int refresh_asked;                 /* cluster mode: one is outstanding */
-    int refresh_i;                     /* cluster mode: the node asked last */
-    int16_t sub_at[CLUSTER_SLOTS];     /* cluster mode: node whose pub/sub has the
+    struct loop *loop;                       /* the loop its connections are on */
+    struct gw_config cfg;                    /* copy of the settings */
+    struct node node[REDIS_MAX_NODES];       /* the Redis masters (cluster: every node met) */
+    int nnodes;                              /* 1, the quorum's size, or cluster nodes known */
+    int cluster;                             /* cluster mode: ops go by slot (redis_cluster.inc) */
+    int counted_up;                          /* single mode: counted in instances_up */
+    struct cluster_map map;                  /* cluster mode: slot -> node */
+    int uncovered;                           /* cluster mode: slots with no master in the map */
+    int64_t next_refresh_ms;                 /* cluster mode: next CLUSTER SLOTS */
+    int refresh_asked;                       /* cluster mode: one is outstanding */
+    int refresh_i;                           /* cluster mode: the node asked last */
+    int16_t sub_at[CLUSTER_SLOTS];           /* cluster mode: node whose pub/sub has the
                                           slot's channel, -1 none */
-    char owns[REDIS_MAX_NODES];        /* cluster mode: the node serves slots */
-    int nmasters;                      /* cluster mode: nodes serving slots */
-    int retry_all_due;                 /* cluster mode: wake every waiter this turn */
-    struct redis_op delayed;           /* cluster mode: ops waiting out TRYAGAIN */
-    struct rconn sen;                  /* Sentinel mode: asks for the master and
+    uint16_t want[CLUSTER_SLOTS];            /* cluster mode: keys with waiters, per slot */
+    unsigned char sub_demand[CLUSTER_SLOTS]; /* cluster mode: an SSUBSCRIBE for a
+                                                slot's first waiters is on its way */
+    void (*on_slot_subscribed)(void *arg, int slot); /* that one is confirmed */
+    char owns[REDIS_MAX_NODES];                      /* cluster mode: the node serves slots */
+    int nmasters;                                    /* cluster mode: nodes serving slots */
+    int retry_all_due;                               /* cluster mode: wake every waiter this turn */
+    struct redis_op delayed;                         /* cluster mode: ops waiting out TRYAGAIN */
+    struct rconn sen;                                /* Sentinel mode: asks for the master and
                                       listens for +switch-master */
-    int sentinel_i;                    /* which sentinel sen talks to */
-    int master_known;                  /* Sentinel mode: cmd/sub may connect */
-    int reresolve;                     /* Sentinel mode: ask for the master again */
-    char channel[GW_PREFIX_MAX + 16];  /* "<prefix>released" */
-    const char *fail_reason;           /* why outstanding commands are failing */
-    int subscribe;                     /* keeps a pub/sub connection per node */
-    int stopping;                      /* redis_fail_all ran: commands fail at once */
-    struct redis_op *failed;           /* commands to fail at the turn's end */
+    int sentinel_i;                                  /* which sentinel sen talks to */
+    int master_known;                                /* Sentinel mode: cmd/sub may connect */
+    int reresolve;                                   /* Sentinel mode: ask for the master again */
+    char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
+    const char *fail_reason;                         /* why outstanding commands are failing */
+    int subscribe;                                   /* keeps a pub/sub connection per node */
+    int stopping;                                    /* redis_fail_all ran: commands fail at once */
+    struct redis_op *failed;                         /* commands to fail at the turn's end */
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
@@ -133,6 +139,10 @@ static const struct gw_config *settings;
 /* Command connections made so far, per node, by every instance (see
  * reconnect_if_up_elsewhere). */
 static atomic_uint up_count[REDIS_MAX_NODES];
+/* Single mode: instances, and those whose command connection is up, so
+ * that /readyz says ready only when every worker (and the auxiliary loop)
+ * can send, not just the one that answered it. */
+static atomic_int instances, instances_up;
 
 
 /* ------------------------------------------------------------------------
@@ -290,7 +300,12 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
 
 /* ------------------------------------------------------------------------
  * hiredis event hooks: hiredis says what it wants to wait for; the loop's
- * epoll registration follows.  ev.data is the struct rconn.
+ * epoll registration follows.  ev.data is the struct rconn.  Output is the
+ * exception: a connected socket is almost always writable, so hiredis's
+ * wish to write only marks the connection, the turn's end writes, and
+ * EPOLLOUT is registered only while a write is left unfinished (the
+ * socket's buffer full).  That saves two epoll_ctl per turn and
+ * connection with output.
  * --------------------------------------------------------------------- */
 
 static void on_events(void *arg, uint32_t events) {
@@ -316,15 +331,18 @@ static void ev_del_read(void *p) {
 }
 static void ev_add_write(void *p) {
     struct rconn *c = p;
-    ev_update(c, c->events | EPOLLOUT);
+    c->want_write = 1;
+    if (!c->connected) ev_update(c, c->events | EPOLLOUT); /* connect(2) completes so */
 }
 static void ev_del_write(void *p) {
     struct rconn *c = p;
+    c->want_write = 0;
     ev_update(c, c->events & ~(uint32_t)EPOLLOUT);
 }
 static void ev_cleanup(void *p) {
     struct rconn *c = p;
     ev_update(c, 0);
+    c->want_write = 0;
     c->fd = -1;
 }
 
@@ -339,6 +357,10 @@ static void cluster_sub_gone(struct node *n);
 static void connection_gone(struct rconn *c) {
     if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
     if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
+    if (c == &self->node[0].cmd && self->counted_up) {
+        self->counted_up = 0;
+        atomic_fetch_sub(&instances_up, 1);
+    }
     c->ac = NULL;
     c->connected = 0;
     c->next_attempt_ms = loop_now_ms() + c->backoff_ms;
@@ -362,6 +384,10 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     c->ever_connected = 1;
     if (c->node && c == &c->node->cmd)
         c->seen_up = atomic_fetch_add(&up_count[c->node - self->node], 1) + 1;
+    if (c == &self->node[0].cmd && !self->counted_up) {
+        self->counted_up = 1;
+        atomic_fetch_add(&instances_up, 1);
+    }
     log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
 }
 
@@ -568,8 +594,12 @@ static void conn_turn(struct rconn *c, int64_t now) {
         connection_drop(c, "Redis did not accept the connection in time");
         return;
     }
-    /* Everything this turn queued goes out in one write. */
-    if (c->connected && (c->events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
+    /* Everything this turn queued goes out in one write; what the socket
+     * did not take waits for EPOLLOUT. */
+    if (c->connected && c->want_write) {
+        redisAsyncHandleWrite(c->ac);
+        if (c->ac && c->want_write) ev_update(c, c->events | EPOLLOUT);
+    }
 }
 
 static void cluster_turn(int64_t now);
@@ -775,6 +805,8 @@ const char *redis_release_channel_for(const char *key) {
     return self->cluster ? cluster_chan[cluster_key_slot(key, strlen(key))] : self->channel;
 }
 
+const char *redis_release_channel_of_slot(int slot) { return cluster_chan[slot]; }
+
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
     free(prelude);
     prelude = op_new(0, argc, argv, lens, NULL, NULL);
@@ -818,7 +850,13 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
         for (int i = 0; i < cfg->nnodes; i++) node_add(r, cfg->nodes[i].host, cfg->nodes[i].port);
     }
     r->sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
+    atomic_fetch_add(&instances, 1);
     return r;
+}
+
+int redis_all_instances_up(void) {
+    if (!self || self->cluster || self->nnodes > 1) return 1;
+    return atomic_load(&instances_up) == atomic_load(&instances);
 }
 
 void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
@@ -826,6 +864,10 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
     r->on_release = on_release;
     r->on_resubscribed = on_resubscribed;
     r->hook_arg = arg;
+}
+
+void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot)) {
+    r->on_slot_subscribed = fn;
 }
 
 void redis_bind(struct redis *r) { self = r; }
@@ -845,4 +887,8 @@ void redis_fail_all(void) {
     if (self->sen.ac) connection_drop(&self->sen, "the gateway is stopping");
 }
 
-void redis_free(struct redis *r) { free(r); }
+void redis_free(struct redis *r) {
+    atomic_fetch_sub(&instances, 1);
+    if (r->counted_up) atomic_fetch_sub(&instances_up, 1);
+    free(r);
+}

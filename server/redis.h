@@ -43,11 +43,24 @@ void redis_settings(const struct gw_config *cfg);
 struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscribe);
 void redis_bind(struct redis *r);
 void redis_free(struct redis *r);
+/* Single Redis (also through Sentinel): whether every instance's command
+ * connection is up; 1 in the other modes, whose readiness is their own. */
+int redis_all_instances_up(void);
 
 /* Called with every release message "KIND:NAME", and when the subscription
  * is (re)made (releases may have been missed); on r's thread. */
 void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char *key, size_t len),
                       void (*on_resubscribed)(void *arg), void *arg);
+
+/* Cluster mode subscribes to a slot's release channel only once it has
+ * waiters there (and keeps the subscription until the connection or the
+ * slot moves).  redis_interest: the waiters of key ("KIND:NAME") start
+ * (on 1) or stop (on 0) on the calling worker; returns the key's slot, -1
+ * outside cluster mode.  on_slot_subscribed is called once a subscription
+ * made for a slot's first waiters is confirmed: a release may have been
+ * missed before it, so those waiters try again. */
+int redis_interest(const char *key, int on);
+void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
 
 /* The loop turn-end hook (loop.h): fails what could not be sent, makes and
  * times out connections, writes what the turn queued. */
@@ -115,6 +128,8 @@ const char *redis_release_channel(void);
  * shard channel in key's slot, "<prefix>released{<tag>}" (the scripts then
  * SPUBLISH: lua/_layout.lua, publish), else redis_release_channel(). */
 const char *redis_release_channel_for(const char *key);
+/* Cluster mode only: the shard channel of slot (0..16383). */
+const char *redis_release_channel_of_slot(int slot);
 
 
 #endif

@@ -28,6 +28,7 @@
 
 struct bucket_entry {
     struct bucket_entry *next;  /* chain */
+    int group;                  /* what the interest hook said of its key */
     struct waiter *head, *tail; /* the key's waiters, oldest first */
     char key[];                 /* the key, NUL-terminated */
 };
@@ -40,9 +41,11 @@ struct waiters {
     struct bucket_entry *buckets[NBUCKETS]; /* key -> its waiters */
     struct {
         uint64_t seq, hash;
-    } ring[RING];         /* the last releases seen */
-    uint64_t release_seq; /* releases seen */
-    uint64_t arrivals;    /* first parks so far */
+    } ring[RING];                                        /* the last releases seen */
+    uint64_t release_seq;                                /* releases seen */
+    uint64_t arrivals;                                   /* first parks so far */
+    int (*interest)(void *arg, const char *key, int on); /* see waiters_on_interest */
+    void *interest_arg;                                  /* its argument */
 };
 
 static _Thread_local struct waiters *self;
@@ -136,6 +139,7 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     if (!*slot) {
         struct bucket_entry *e = alloc_check(calloc(1, sizeof *e + len + 1));
         memcpy(e->key, w->key, len + 1);
+        e->group = self->interest ? self->interest(self->interest_arg, e->key, 1) : -1;
         *slot = e;
     }
     struct bucket_entry *e = *slot;
@@ -179,6 +183,7 @@ void waiters_unpark(struct waiter *w) {
         e->tail = w->prev;
     if (!e->head) {
         *slot = e->next;
+        if (self->interest) self->interest(self->interest_arg, e->key, 0);
         free(e);
     }
 }
@@ -231,6 +236,25 @@ void waiters_run_due(int64_t now_ms) {
 
 void waiters_retry_all(void) {
     while (self->heap_len > 0) wake(self->heap[0]);
+}
+
+/* Due now rather than woken here: waking may free others of the list
+ * (multi-lock), and the due hook wakes them one at a time, safely. */
+void waiters_retry_group(int group) {
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (struct bucket_entry *e = self->buckets[b]; e; e = e->next) {
+            if (e->group != group) continue;
+            for (struct waiter *w = e->head; w; w = w->next) {
+                w->wake_ms = 0;
+                heap_up(w->heap_i);
+            }
+        }
+}
+
+void waiters_on_interest(struct waiters *ws, int (*fn)(void *arg, const char *key, int on),
+                         void *arg) {
+    ws->interest = fn;
+    ws->interest_arg = arg;
 }
 
 void waiters_give_up_all(void) {

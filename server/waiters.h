@@ -76,6 +76,17 @@ void waiters_run_due(int64_t now_ms);
  * every waiter tries again. */
 void waiters_retry_all(void);
 
+/* Called on the worker's thread when the first waiter of a key parks (on
+ * 1: what it returns is the key's group) and when the last one leaves
+ * (on 0): cluster mode subscribes to a slot's releases once it has waiters
+ * there (worker.c wires it to redis_interest). */
+void waiters_on_interest(struct waiters *ws, int (*fn)(void *arg, const char *key, int on),
+                         void *arg);
+
+/* Every waiter of a key in group tries again soon (at the turn's end): a
+ * subscription just made may have missed a release. */
+void waiters_retry_group(int group);
+
 /* The gateway is stopping: every waiter gives up (it answers 503). */
 void waiters_give_up_all(void);
 

@@ -47,6 +47,8 @@ struct redis *workers_aux_redis(void) {
 
 static void on_release(void *arg, const char *key, size_t len) { waiters_on_release(key, len); }
 static void on_resubscribed(void *arg) { waiters_retry_all(); }
+static int on_interest(void *arg, const char *key, int on) { return redis_interest(key, on); }
+static void on_slot_subscribed(void *arg, int slot) { waiters_retry_group(slot); }
 
 static void *worker_main(void *arg) {
     struct worker *w = arg;
@@ -68,6 +70,10 @@ static int worker_init(struct worker *w, int id, const struct gw_config *cfg) {
         w->http = http_worker_new(cfg, w->loop);
         if (!w->http) return -1;
         redis_on_release(w->redis, on_release, on_resubscribed, NULL);
+        if (cfg->ncluster) { /* subscribe where there are waiters */
+            waiters_on_interest(w->waiters, on_interest, NULL);
+            redis_on_slot_subscribed(w->redis, on_slot_subscribed);
+        }
         loop_on_turn_start(w->loop, liveness_turn_hook, NULL);
         loop_on_timeout(w->loop, waiters_timeout_hook, w->waiters);
         loop_on_timeout(w->loop, http_timeout_hook, w->http);

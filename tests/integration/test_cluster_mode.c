@@ -307,7 +307,95 @@ static void test_two_gateways_wake(void) {
     printf("    SPUBLISH calls on the masters: %lld, PUBLISH: %lld\n", spub, pub);
     CHECK(spub >= 2);
     CHECK_EQ_INT(pub, 0);
+    /* Subscribed where there were waiters only: the two names' slots, not
+     * all 16,384 (each gateway's waiting worker keeps its subscription). */
+    long long chans = 0;
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis n = h_cluster_node(&cl, i);
+        n.cn = 0;
+        const char *c = h_redis_cli(&n, "EVAL \"return #redis.call('pubsub', 'shardchannels')\" 0");
+        if (c) chans += atoll(c);
+    }
+    printf("    shard channels subscribed on the nodes: %lld\n", chans);
+    CHECK_EQ_INT(chans, 2);
     h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* A fair waiter whose gateway dies: the slot's liveness key
+ * (<prefix>gw{<slot tag>}:<gateway id>, server/liveness.c) lapses, and the
+ * fair waiter queued behind it on another gateway gets the lock within
+ * about --liveness-ttl-ms of the release, not at the dead one's wait_ms. */
+struct fair_call {
+    int port;
+    const char *path;
+    const char *body;
+    long status;
+    long long t_done;
+};
+
+static void *fair_call_main(void *arg) {
+    struct fair_call *c = arg;
+    struct h_resp r = h_http("POST", c->port, c->path, NULL, c->body, NULL);
+    c->status = r.status;
+    c->t_done = h_now_ms();
+    h_resp_free(&r);
+    return NULL;
+}
+
+static int waiting_is(struct h_gw *g, long long n, int ms) {
+    for (long long end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(10))
+        if (h_metric(g, "lockgate_waiting_requests") == n) return 1;
+    return 0;
+}
+
+static void test_dead_gateway_fair_waiter(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, "--liveness-ttl-ms 1000"), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, "--liveness-ttl-ms 1000"), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char name[32], path[64];
+    name_in_slots("ghost", 5500, 10900, 0, name, sizeof name); /* the second master's */
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp h = h_http("POST", b.port, path, NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(h.status, 201);
+    char token[128];
+    snprintf(token, sizeof token, "%s", h_token(&h));
+    h_resp_free(&h);
+    struct fair_call dead = {a.port, path, "{\"ttl_ms\":5000,\"wait_ms\":60000,\"fair\":true}", 0,
+                             0};
+    struct fair_call next = {b.port, path, "{\"ttl_ms\":5000,\"wait_ms\":20000,\"fair\":true}", 0,
+                             0};
+    pthread_t td, tn;
+    pthread_create(&td, NULL, fair_call_main, &dead);
+    CHECK(waiting_is(&a, 1, 3000));
+    pthread_create(&tn, NULL, fair_call_main, &next);
+    CHECK(waiting_is(&b, 1, 3000));
+    /* The slot's key of each gateway is on the name's master. */
+    int port = 0;
+    char id[64];
+    CHECK_EQ_INT(master_of_slot(cluster_key_slot(name, strlen(name)), id, sizeof id, &port), 0);
+    struct h_redis m = cl;
+    m.port = port;
+    m.cn = 0;
+    const char *keys = h_redis_cli(&m, "EVAL \"return #redis.call('keys', 'lockgate:gw{*')\" 0");
+    printf("    %s: per-slot liveness keys on its master: %s\n", name, keys ? keys : "?");
+    CHECK(keys && strcmp(keys, "2") == 0); /* a's and b's: each has a fair waiter there */
+    h_gw_kill(&a);
+    long long t_kill = h_now_ms();
+    h = h_http("DELETE", b.port, path, token, NULL, NULL);
+    CHECK_EQ_INT(h.status, 200);
+    h_resp_free(&h);
+    long long t_rel = h_now_ms();
+    pthread_join(tn, NULL);
+    pthread_join(td, NULL);
+    long long base = t_kill > t_rel ? t_kill : t_rel;
+    printf("    fair follower %ld %lld ms after the later of kill and release "
+           "(liveness ttl 1000 ms; the dead waiter's wait_ms 60000)\n",
+           next.status, next.t_done - base);
+    CHECK_EQ_INT(next.status, 201);
+    CHECK(next.t_done - base < 3500);
     h_gw_stop(&b, 5000);
 }
 
@@ -381,6 +469,73 @@ static void test_reshard_under_load(void) {
 
 /* Kills the master of the contended names; its replica takes over (node
  * timeout 1.5 s) and the gateways serve the names again without restart. */
+/* Ids minted through the failover by two gateways, from namespaces on the
+ * victim's master: within a namespace every id once, and each minter's
+ * increasing (README "Failover with replication lag": a lost lease is
+ * reissued only within the same second, and a failover takes seconds). */
+#define ID_NS  3
+#define ID_MAX 100000 /* per minter and namespace */
+struct minter {
+    int port;
+    pthread_t th;
+    unsigned long long *ids[ID_NS];
+    int n[ID_NS], n503, nother, decreasing;
+};
+static struct {
+    atomic_int stop;
+    char ns[ID_NS][32];
+} M;
+
+static void *id_minter(void *arg) {
+    struct minter *m = arg;
+    struct h_client c;
+    h_client_init(&c, 3000);
+    unsigned long long last[ID_NS] = {0};
+    for (int round = 0; !atomic_load(&M.stop); round++) {
+        int k = round % ID_NS;
+        char path[80];
+        snprintf(path, sizeof path, "/v1/ids/%s?count=10", M.ns[k]);
+        long st = h_client_do(&c, "POST", m->port, path, NULL, NULL);
+        if (st != 200) {
+            if (st == 503)
+                m->n503++;
+            else
+                m->nother++;
+            h_sleep_ms(20);
+            continue;
+        }
+        cJSON *o = cJSON_ParseWithLength(c.last.body, c.last.body_len);
+        cJSON *v;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(o, "ids")) {
+            unsigned long long id = cJSON_IsString(v) ? strtoull(v->valuestring, NULL, 10) : 0;
+            if (id <= last[k]) m->decreasing++;
+            last[k] = id;
+            if (m->n[k] < ID_MAX) m->ids[k][m->n[k]++] = id;
+        }
+        cJSON_Delete(o);
+        h_sleep_ms(2); /* a steady trickle, not a flood */
+    }
+    h_client_free(&c);
+    return NULL;
+}
+
+static int by_id(const void *a, const void *b) {
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Ids both minters got in namespace k more than once. */
+static int id_repeats(struct minter *m, int k) {
+    int n = m[0].n[k] + m[1].n[k], repeats = 0;
+    unsigned long long *all = calloc((size_t)n + 1, sizeof *all);
+    memcpy(all, m[0].ids[k], (size_t)m[0].n[k] * sizeof *all);
+    memcpy(all + m[0].n[k], m[1].ids[k], (size_t)m[1].n[k] * sizeof *all);
+    qsort(all, (size_t)n, sizeof *all, by_id);
+    for (int i = 1; i < n; i++) repeats += all[i] == all[i - 1];
+    free(all);
+    return repeats;
+}
+
 static void test_failover_under_load(void) {
     struct h_gw a, b;
     CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
@@ -397,6 +552,13 @@ static void test_failover_under_load(void) {
         if (cl.cport[i] == port) victim = i;
     CHECK(victim >= 0);
     if (victim < 0) return;
+    for (int k = 0; k < ID_NS; k++)
+        name_in_slots("fo-ids", 6000, 10000, k, M.ns[k], sizeof M.ns[k]);
+    struct minter mint[2] = {{.port = a.port}, {.port = b.port}};
+    for (int i = 0; i < 2; i++) {
+        for (int k = 0; k < ID_NS; k++) mint[i].ids[k] = calloc(ID_MAX, sizeof(unsigned long long));
+        pthread_create(&mint[i].th, NULL, id_minter, &mint[i]);
+    }
     pthread_t th[THREADS];
     load_start(th, a.port, b.port);
     h_sleep_ms(1000);
@@ -417,6 +579,23 @@ static void test_failover_under_load(void) {
     }
     h_sleep_ms(1000);
     load_stop(th);
+    atomic_store(&M.stop, 1);
+    int minted = 0, repeats = 0, decreasing = 0, n503 = 0, nother = 0;
+    for (int i = 0; i < 2; i++) {
+        pthread_join(mint[i].th, NULL);
+        for (int k = 0; k < ID_NS; k++) minted += mint[i].n[k];
+        decreasing += mint[i].decreasing, n503 += mint[i].n503, nother += mint[i].nother;
+    }
+    for (int k = 0; k < ID_NS; k++) repeats += id_repeats(mint, k);
+    printf("    ids through the failover, two gateways, %d namespaces on the victim: %d minted, "
+           "%d repeated, %d not increasing, %d answers 503, %d other\n",
+           ID_NS, minted, repeats, decreasing, n503, nother);
+    CHECK(minted > 100);
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreasing, 0);
+    CHECK_EQ_INT(nother, 0);
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < ID_NS; k++) free(mint[i].ids[k]);
     int overlaps, inversions;
     judge(&overlaps, &inversions);
     struct h_resp r = h_http("GET", a.port, "/readyz", NULL, NULL, NULL);
@@ -838,6 +1017,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_ready_and_spread);
     RUN(test_two_gateways_wake);
+    RUN(test_dead_gateway_fair_waiter);
     RUN(test_refused_in_cluster_mode);
     RUN_SOME(test_session_expiry);
     RUN_SOME(test_session_delete_wakes);
