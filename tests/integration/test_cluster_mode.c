@@ -399,80 +399,11 @@ static void test_dead_gateway_fair_waiter(void) {
     h_gw_stop(&b, 5000);
 }
 
-/* Moves the first 300 slots of the master of slot 0 to the master of slot
- * 16383 with redis-cli --cluster reshard, while clients contend for names
- * in those slots through two gateways. */
-static void test_reshard_under_load(void) {
-    struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
-    char from[64], to[64];
-    int from_port, to_port;
-    CHECK_EQ_INT(master_of_slot(0, from, sizeof from, &from_port), 0);
-    CHECK_EQ_INT(master_of_slot(16383, to, sizeof to, &to_port), 0);
-    for (int k = 0; k < NAMES; k++) name_in_slots("resh", 0, 299, k, L.names[k], sizeof L.names[k]);
-    /* Filler keys in the names' slots make each slot's migration take a
-     * while (one key per MIGRATE), so requests meet half-moved slots: ASK. */
-    for (int k = 0; k < NAMES; k++) {
-        char fill[256];
-        snprintf(fill, sizeof fill,
-                 "EVAL \"for i = 1, 3000 do redis.call('SET', KEYS[1] .. i, 'x') end\" 1 "
-                 "'filler:{%s}:'",
-                 L.names[k]);
-        h_redis_cli(&cl, fill);
-    }
-    pthread_t th[THREADS];
-    load_start(th, a.port, b.port);
-    h_sleep_ms(1000);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "--cluster reshard 127.0.0.1:%d --cluster-from %s --cluster-to %s "
-             "--cluster-slots 300 --cluster-yes --cluster-pipeline 1 >/dev/null 2>&1",
-             from_port, from, to);
-    struct h_redis seed = h_cluster_node(&cl, 0);
-    seed.cn = 0; /* redis-cli --cluster takes no -c */
-    long long t0 = h_now_ms();
-    h_redis_cli(&seed, cmd);
-    long long took = h_now_ms() - t0;
-    h_sleep_ms(1000);
-    load_stop(th);
-    char now_id[64];
-    int now_port = 0;
-    for (int k = 0; k < NAMES; k++) {
-        int s = cluster_key_slot(L.names[k], strlen(L.names[k]));
-        CHECK_EQ_INT(master_of_slot(s, now_id, sizeof now_id, &now_port), 0);
-        CHECK_EQ_INT(now_port, to_port);
-    }
-    int overlaps, inversions;
-    judge(&overlaps, &inversions);
-    long long redirects = h_metric(&a, "lockgate_redis_redirects_total") +
-                          h_metric(&b, "lockgate_redis_redirects_total");
-    long long asks =
-        h_metric(&a, "lockgate_redis_ask_total") + h_metric(&b, "lockgate_redis_ask_total");
-    printf("    reshard of 300 slots: %lld ms; holds %d, 201 %d, 409 %d, 503 %d (slowest %lld ms), "
-           "other %d; redirects followed %lld (ASK %lld); overlaps %d, fence inversions %d\n",
-           took, L.nholds, atomic_load(&L.n201), atomic_load(&L.n409), atomic_load(&L.n503),
-           atomic_load(&L.slowest_503_us) / 1000, atomic_load(&L.nother), redirects, asks, overlaps,
-           inversions);
-    CHECK(L.nholds > 50);
-    CHECK_EQ_INT(overlaps, 0);
-    CHECK_EQ_INT(inversions, 0);
-    CHECK_EQ_INT(atomic_load(&L.nother), 0);
-    CHECK(atomic_load(&L.slowest_503_us) < 5000000); /* bounded: within a few command timeouts */
-    CHECK(redirects > 0);
-    CHECK(asks > 0);
-    h_gw_stop(&a, 5000);
-    h_gw_stop(&b, 5000);
-}
-
-/* Kills the master of the contended names; its replica takes over (node
- * timeout 1.5 s) and the gateways serve the names again without restart. */
-/* Ids minted through the failover by two gateways, from namespaces on the
- * victim's master: within a namespace every id once, and each minter's
- * increasing (README "Failover with replication lag": a lost lease is
- * reissued only within the same second, and a failover takes seconds). */
+/* Ids minted by two gateways while slots move or a master fails over, from
+ * namespaces in the slots concerned: within a namespace every id once, and
+ * each minter's increasing (README "Failover with replication lag": a lost
+ * lease is reissued only within the same second, and a failover takes
+ * seconds; a moving slot's mark moves with it). */
 #define ID_NS  3
 #define ID_MAX 100000 /* per minter and namespace */
 struct minter {
@@ -536,6 +467,119 @@ static int id_repeats(struct minter *m, int k) {
     return repeats;
 }
 
+/* Two minters, on gateways a and b, over namespaces in slots [lo, hi]. */
+static void minters_start(struct minter *m, int port_a, int port_b, const char *stem, int lo,
+                          int hi) {
+    atomic_store(&M.stop, 0);
+    for (int k = 0; k < ID_NS; k++) name_in_slots(stem, lo, hi, k, M.ns[k], sizeof M.ns[k]);
+    m[0] = (struct minter){.port = port_a};
+    m[1] = (struct minter){.port = port_b};
+    for (int i = 0; i < 2; i++) {
+        for (int k = 0; k < ID_NS; k++) m[i].ids[k] = calloc(ID_MAX, sizeof(unsigned long long));
+        pthread_create(&m[i].th, NULL, id_minter, &m[i]);
+    }
+}
+
+/* Stops them, prints what they got (through `when`, during which the two
+ * gateways leased `blocks` blocks) and checks it. */
+static void minters_check(struct minter *m, const char *when, long long blocks) {
+    atomic_store(&M.stop, 1);
+    int minted = 0, repeats = 0, decreasing = 0, n503 = 0, nother = 0;
+    for (int i = 0; i < 2; i++) {
+        pthread_join(m[i].th, NULL);
+        for (int k = 0; k < ID_NS; k++) minted += m[i].n[k];
+        decreasing += m[i].decreasing, n503 += m[i].n503, nother += m[i].nother;
+    }
+    for (int k = 0; k < ID_NS; k++) repeats += id_repeats(m, k);
+    printf("    ids through the %s, two gateways, %d namespaces: %d minted in %lld blocks "
+           "leased, %d repeated, %d not increasing, %d answers 503, %d other\n",
+           when, ID_NS, minted, blocks, repeats, decreasing, n503, nother);
+    CHECK(minted > 100);
+    CHECK(blocks > 2 * ID_NS); /* leased again while the slots moved, not one block each */
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreasing, 0);
+    CHECK_EQ_INT(nother, 0);
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < ID_NS; k++) free(m[i].ids[k]);
+}
+
+/* Moves the first 300 slots of the master of slot 0 to the master of slot
+ * 16383 with redis-cli --cluster reshard, while clients contend for names
+ * in those slots through two gateways. */
+static void test_reshard_under_load(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char from[64], to[64];
+    int from_port, to_port;
+    CHECK_EQ_INT(master_of_slot(0, from, sizeof from, &from_port), 0);
+    CHECK_EQ_INT(master_of_slot(16383, to, sizeof to, &to_port), 0);
+    for (int k = 0; k < NAMES; k++) name_in_slots("resh", 0, 299, k, L.names[k], sizeof L.names[k]);
+    /* Filler keys in the names' slots make each slot's migration take a
+     * while (one key per MIGRATE), so requests meet half-moved slots: ASK. */
+    for (int k = 0; k < NAMES; k++) {
+        char fill[256];
+        snprintf(fill, sizeof fill,
+                 "EVAL \"for i = 1, 3000 do redis.call('SET', KEYS[1] .. i, 'x') end\" 1 "
+                 "'filler:{%s}:'",
+                 L.names[k]);
+        h_redis_cli(&cl, fill);
+    }
+    struct minter mint[2];
+    long long blocks0 =
+        h_metric(&a, "lockgate_id_blocks_total") + h_metric(&b, "lockgate_id_blocks_total");
+    minters_start(mint, a.port, b.port, "resh-ids", 0, 299);
+    pthread_t th[THREADS];
+    load_start(th, a.port, b.port);
+    h_sleep_ms(1000);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "--cluster reshard 127.0.0.1:%d --cluster-from %s --cluster-to %s "
+             "--cluster-slots 300 --cluster-yes --cluster-pipeline 1 >/dev/null 2>&1",
+             from_port, from, to);
+    struct h_redis seed = h_cluster_node(&cl, 0);
+    seed.cn = 0; /* redis-cli --cluster takes no -c */
+    long long t0 = h_now_ms();
+    h_redis_cli(&seed, cmd);
+    long long took = h_now_ms() - t0;
+    h_sleep_ms(1000);
+    load_stop(th);
+    minters_check(mint, "reshard",
+                  h_metric(&a, "lockgate_id_blocks_total") +
+                      h_metric(&b, "lockgate_id_blocks_total") - blocks0);
+    char now_id[64];
+    int now_port = 0;
+    for (int k = 0; k < NAMES; k++) {
+        int s = cluster_key_slot(L.names[k], strlen(L.names[k]));
+        CHECK_EQ_INT(master_of_slot(s, now_id, sizeof now_id, &now_port), 0);
+        CHECK_EQ_INT(now_port, to_port);
+    }
+    int overlaps, inversions;
+    judge(&overlaps, &inversions);
+    long long redirects = h_metric(&a, "lockgate_redis_redirects_total") +
+                          h_metric(&b, "lockgate_redis_redirects_total");
+    long long asks =
+        h_metric(&a, "lockgate_redis_ask_total") + h_metric(&b, "lockgate_redis_ask_total");
+    printf("    reshard of 300 slots: %lld ms; holds %d, 201 %d, 409 %d, 503 %d (slowest %lld ms), "
+           "other %d; redirects followed %lld (ASK %lld); overlaps %d, fence inversions %d\n",
+           took, L.nholds, atomic_load(&L.n201), atomic_load(&L.n409), atomic_load(&L.n503),
+           atomic_load(&L.slowest_503_us) / 1000, atomic_load(&L.nother), redirects, asks, overlaps,
+           inversions);
+    CHECK(L.nholds > 50);
+    CHECK_EQ_INT(overlaps, 0);
+    CHECK_EQ_INT(inversions, 0);
+    CHECK_EQ_INT(atomic_load(&L.nother), 0);
+    CHECK(atomic_load(&L.slowest_503_us) < 5000000); /* bounded: within a few command timeouts */
+    CHECK(redirects > 0);
+    CHECK(asks > 0);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* Kills the master of the contended names; its replica takes over (node
+ * timeout 1.5 s) and the gateways serve the names again without restart. */
 static void test_failover_under_load(void) {
     struct h_gw a, b;
     CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
@@ -552,13 +596,10 @@ static void test_failover_under_load(void) {
         if (cl.cport[i] == port) victim = i;
     CHECK(victim >= 0);
     if (victim < 0) return;
-    for (int k = 0; k < ID_NS; k++)
-        name_in_slots("fo-ids", 6000, 10000, k, M.ns[k], sizeof M.ns[k]);
-    struct minter mint[2] = {{.port = a.port}, {.port = b.port}};
-    for (int i = 0; i < 2; i++) {
-        for (int k = 0; k < ID_NS; k++) mint[i].ids[k] = calloc(ID_MAX, sizeof(unsigned long long));
-        pthread_create(&mint[i].th, NULL, id_minter, &mint[i]);
-    }
+    struct minter mint[2];
+    long long blocks0 =
+        h_metric(&a, "lockgate_id_blocks_total") + h_metric(&b, "lockgate_id_blocks_total");
+    minters_start(mint, a.port, b.port, "fo-ids", 6000, 10000);
     pthread_t th[THREADS];
     load_start(th, a.port, b.port);
     h_sleep_ms(1000);
@@ -579,23 +620,9 @@ static void test_failover_under_load(void) {
     }
     h_sleep_ms(1000);
     load_stop(th);
-    atomic_store(&M.stop, 1);
-    int minted = 0, repeats = 0, decreasing = 0, n503 = 0, nother = 0;
-    for (int i = 0; i < 2; i++) {
-        pthread_join(mint[i].th, NULL);
-        for (int k = 0; k < ID_NS; k++) minted += mint[i].n[k];
-        decreasing += mint[i].decreasing, n503 += mint[i].n503, nother += mint[i].nother;
-    }
-    for (int k = 0; k < ID_NS; k++) repeats += id_repeats(mint, k);
-    printf("    ids through the failover, two gateways, %d namespaces on the victim: %d minted, "
-           "%d repeated, %d not increasing, %d answers 503, %d other\n",
-           ID_NS, minted, repeats, decreasing, n503, nother);
-    CHECK(minted > 100);
-    CHECK_EQ_INT(repeats, 0);
-    CHECK_EQ_INT(decreasing, 0);
-    CHECK_EQ_INT(nother, 0);
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < ID_NS; k++) free(mint[i].ids[k]);
+    minters_check(mint, "failover",
+                  h_metric(&a, "lockgate_id_blocks_total") +
+                      h_metric(&b, "lockgate_id_blocks_total") - blocks0);
     int overlaps, inversions;
     judge(&overlaps, &inversions);
     struct h_resp r = h_http("GET", a.port, "/readyz", NULL, NULL, NULL);
