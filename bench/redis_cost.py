@@ -28,6 +28,9 @@ mark), and Redis memory per held lock beside Redisson's RLock layout.
 
   bench/redis_cost.py [--gen DIR] [--ab DIR] [-n N] [--reps R] [--callgrind] [--markdown]
   bench/redis_cost.py --paths [--gen DIR] [-n N]
+  bench/redis_cost.py --cluster [...]  the same on a cluster-enabled Redis (one node
+             serving every slot), lockgate's cluster forms (the shard channel
+             passed): what Redis Cluster itself adds, to lockgate and to Redisson
 
   --gen DIR  the generated scripts (default build/gen/lua)
   --ab DIR   a second set of generated scripts (an older build) measured in
@@ -61,6 +64,9 @@ RSN_ID = "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
 TOKEN = "Bq3kZr8TqM2xWv9yLp0AbC"
 
 
+CLUSTER = False  # --cluster: a cluster-enabled Redis, the gateway's cluster forms
+
+
 def resp(*args):
     out = [b"*%d\r\n" % len(args)]
     for a in args:
@@ -73,23 +79,37 @@ class Redis:
     """A private redis-server on a free loopback port, stopped by close()."""
 
     def __init__(self, callgrind=False):
+        cluster = CLUSTER
         self.dir = tempfile.mkdtemp(prefix="lockgate-rcost.")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
+        while True:  # a cluster node's bus listens on port + 10000: keep it below 65536
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+            s.close()
+            if not cluster or self.port < 55000:
+                break
         self.cg = self.dir + "/callgrind.out" if callgrind else None
         pre = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                "--toggle-collect=evalShaCommand", "--callgrind-out-file=" + self.cg] \
             if callgrind else []
         self.proc = subprocess.Popen(
             pre + ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, "--logfile", self.dir + "/redis.log"])
+             "--appendonly", "no", "--dir", self.dir, "--logfile", self.dir + "/redis.log"]
+            + (["--cluster-enabled", "yes", "--cluster-config-file", self.dir + "/nodes.conf"]
+               if cluster else []))
         for _ in range(600):
             if self.cli("ping").strip() == "PONG":
-                return
+                break
             time.sleep(0.05)
-        raise SystemExit("redis-server did not start")
+        else:
+            raise SystemExit("redis-server did not start")
+        if cluster:  # a one-node cluster that serves every slot
+            self.cli("cluster", "addslotsrange", "0", "16383")
+            for _ in range(600):
+                if "cluster_state:ok" in self.cli("cluster", "info"):
+                    return
+                time.sleep(0.05)
+            raise SystemExit("cluster did not come up")
 
     def cli(self, *args):
         r = subprocess.run(["redis-cli", "-p", str(self.port), *args],
@@ -139,7 +159,14 @@ def lockgate_payloads(r, gen, n, tag):
     names = ["lockgate:lock:{%s-%d}" % (tag, i) for i in range(n)]
     # As the gateway sends the common case: the short form, token and ttl
     # (scripts from before the fast path take every argument).
-    rest = () if "#ARGV == 2" in src else ("", 0, 0, "x", 0, "", 0, 0, "lockgate:released", "m")
+    short = "#ARGV == 2" in src or "local short = #ARGV" in src  # has the short form
+    rest = () if short else ("", 0, 0, "x", 0, "", 0, 0, "lockgate:released", "m")
+    if CLUSTER:  # the cluster's short form carries the shard channel (its slot's tag)
+        chan = lambda k: "lockgate:released{%s}" % k[k.index("{") + 1:-1]
+        a = b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 30000, chan(k))
+                     for k in names)
+        d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, chan(k), "lock:" + k) for k in names)
+        return a, d
     a = b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 30000, *rest)
                  for k in names)
     d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, "lockgate:released", "lock:" + k)
@@ -269,7 +296,10 @@ def main():
     ap.add_argument("--callgrind", action="store_true")
     ap.add_argument("--paths", action="store_true")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--cluster", action="store_true")
     o = ap.parse_args()
+    global CLUSTER
+    CLUSTER = o.cluster
     if o.paths:
         print("| path (callgrind, %d names) | Redis instructions inside EVALSHA per call |" % o.n)
         print("|---|---:|")

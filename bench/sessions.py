@@ -12,7 +12,12 @@ temporary directory, and measures:
            single-lock cycles (4 POST + 4 DELETE), ROUNDS times on one
            keep-alive connection: Redis time and wall time per cycle.
 
-  bench/sessions.py [-n N] [--reps R] [--rounds K] [--build DIR]
+  With --cluster, the renew rows only, against a Redis Cluster of three
+  masters (no replicas) started the same way: Redis time is summed over
+  the masters, and a session's renewal there is 1 + (slots holding its
+  holds) script calls (README, "Sessions").
+
+  bench/sessions.py [-n N] [--reps R] [--rounds K] [--build DIR] [--cluster]
 
 Prints one Markdown table row per measurement.  Standard library only.
 """
@@ -63,14 +68,40 @@ class Gw:
         return r.status, r.getheader("Lock-Token") or r.getheader("Session"), raw
 
 
-def redis_usec(port):
-    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"],
-                         capture_output=True, text=True).stdout
+def redis_usec(ports):
     total = 0
-    for line in out.splitlines():
-        if line.startswith("cmdstat_evalsha:") or line.startswith("cmdstat_eval:"):
-            total += int(line.split("usec=")[1].split(",")[0])
+    for port in ports if isinstance(ports, list) else [ports]:
+        out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("cmdstat_evalsha:") or line.startswith("cmdstat_eval:"):
+                total += int(line.split("usec=")[1].split(",")[0])
     return total
+
+
+def redis_calls(ports):
+    total = 0
+    for port in ports:
+        out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("cmdstat_evalsha:") or line.startswith("cmdstat_eval:"):
+                total += int(line.split("calls=")[1].split(",")[0])
+    return total
+
+
+def cluster_port():
+    # A cluster node's bus listens on port + 10000: both must be free.
+    while True:
+        p = free_port()
+        if p < 55000:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", p + 10000))
+                s.close()
+                return p
+            except OSError:
+                s.close()
 
 
 def cpu_ms(pid):
@@ -78,8 +109,10 @@ def cpu_ms(pid):
     return (int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def reset(port):
-    subprocess.run(["redis-cli", "-p", str(port), "CONFIG", "RESETSTAT"], capture_output=True)
+def reset(ports):
+    for port in ports if isinstance(ports, list) else [ports]:
+        subprocess.run(["redis-cli", "-p", str(port), "CONFIG", "RESETSTAT"],
+                       capture_output=True)
 
 
 def measure(rport, pid, fn):
@@ -96,7 +129,10 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=500)
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
+    ap.add_argument("--cluster", action="store_true")
     a = ap.parse_args()
+    if a.cluster:
+        return cluster_main(a)
     d = tempfile.mkdtemp(prefix="lockgate-sessbench.")
     rport, gport = free_port(), free_port()
     procs = []
@@ -156,6 +192,73 @@ def main():
               f"| {med(m, 1) / r * 1000:.0f} us gateway CPU | {med(m, 2) / r * 1000:.0f} us wall |")
         print(f"| 4 single-lock cycles | {med(s, 0) / r:.0f} us Redis "
               f"| {med(s, 1) / r * 1000:.0f} us gateway CPU | {med(s, 2) / r * 1000:.0f} us wall |")
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def cluster_main(a):
+    d = tempfile.mkdtemp(prefix="lockgate-sessbench.")
+    ports, gport = [cluster_port() for _ in range(3)], free_port()
+    procs = []
+    try:
+        for p in ports:
+            procs.append(subprocess.Popen(
+                ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", d, "--cluster-enabled", "yes",
+                 "--cluster-config-file", f"nodes-{p}.conf"], stdout=subprocess.DEVNULL))
+        for p in ports:
+            wait_port(p)
+        subprocess.run(["redis-cli", "--cluster", "create"] +
+                       [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"],
+                       capture_output=True, check=True)
+        end = time.time() + 20
+        while time.time() < end:
+            info = subprocess.run(["redis-cli", "-p", str(ports[0]), "CLUSTER", "INFO"],
+                                  capture_output=True, text=True).stdout
+            if "cluster_state:ok" in info:
+                break
+            time.sleep(0.1)
+        gw = subprocess.Popen([f"{a.build}/lockgate", "--listen", f"127.0.0.1:{gport}",
+                               "--redis-cluster", f"127.0.0.1:{ports[0]}"],
+                              stderr=open(os.path.join(d, "gw.log"), "w"))
+        procs.append(gw)
+        wait_port(gport)
+        g = Gw(gport)
+        end = time.time() + 20
+        while time.time() < end and g.do("GET", "/readyz")[0] != 200:
+            time.sleep(0.1)
+        st, stok, _ = g.do("POST", "/v1/sessions", {"ttl_ms": 600000})
+        for i in range(a.n):
+            st, _, raw = g.do("POST", f"/v1/locks/s{i}", {}, {"Session": stok})
+            if st != 201:
+                raise SystemExit(f"bound acquire: {st} {raw!r}")
+        toks = []
+        for i in range(a.n):
+            st, t, _ = g.do("POST", f"/v1/locks/p{i}", {"ttl_ms": 600000})
+            toks.append(t)
+        # 20 session PATCHes a round, so gateway CPU shows above its 10 ms ticks.
+        k = 20
+        sess, plain, calls = [], [], []
+        for _ in range(a.reps):
+            r = measure(ports, gw.pid,
+                        lambda: [g.do("PATCH", f"/v1/sessions/{stok}", {}) for _ in range(k)])
+            sess.append((r[0] / k, r[1] / k, r[2] / k))
+            calls.append(redis_calls(ports) / k)
+            plain.append(measure(ports, gw.pid, lambda: [
+                g.do("PATCH", f"/v1/locks/p{i}", {}, {"Lock-Token": toks[i]})
+                for i in range(a.n)]))
+        med = lambda rows, k: statistics.median(r[k] for r in rows)
+        print(f"| cluster: renew {a.n} holds: one session PATCH "
+              f"({statistics.median(calls):.0f} script calls) | {med(sess, 0):.0f} us Redis "
+              f"| {med(sess, 1):.2f} ms gateway CPU | {med(sess, 2):.2f} ms wall |")
+        print(f"| cluster: renew {a.n} holds: {a.n} lock PATCHes | {med(plain, 0):.0f} us Redis "
+              f"| {med(plain, 1):.1f} ms gateway CPU | {med(plain, 2):.1f} ms wall |")
     finally:
         for p in reversed(procs):
             p.terminate()

@@ -64,8 +64,9 @@ struct backend {
     int undoes_reentry; /* an undelivered re-entry can be given back: its
                            release reaches exactly the masters that took it */
     int per_slot;       /* one script call may touch one hash slot's keys only
-                           (cluster): multi-lock across slots and sessions are
-                           refused with 501 (multi.c, sessions.c) */
+                           (cluster): multi-lock across slots is refused
+                           with 501 (multi.c); sessions go slot by slot
+                           (sessions_cluster.c) */
     int fans_out;       /* calls go to every master (multi.c, sessions.c,
                            watch.c and force.c still reduce for themselves) */
 };

@@ -11,6 +11,7 @@
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "handlers/holds.h"
+#include "handlers/sessions_cluster.h"
 #include "handlers/verdict.h"
 #include "server/http.h"
 #include "server/loop.h"
@@ -172,6 +173,16 @@ static void single_ready(redis_cb cb, void *arg) {
     redis_command(1, argv, lens, cb, arg);
 }
 
+/* A session-bound hold in cluster mode takes three calls in two slots
+ * (sessions_cluster.c); any other, one. */
+static void cluster_acquire(struct hold_call *hc, int nkeys, int nargs, const char *const *argv,
+                            const size_t *lens) {
+    if (hc->session)
+        sessions_cluster_acquire(hc, nargs, argv, lens);
+    else
+        single_acquire(hc, nkeys, nargs, argv, lens);
+}
+
 /* Ready when every slot has a master whose connection is up and that
  * answers (cluster.c keeps the map; the PING goes to each master). */
 static void cluster_ready(redis_cb cb, void *arg) { redis_cluster_ready(cb, arg); }
@@ -192,7 +203,7 @@ const struct backend backend_single = {
 
 const struct backend backend_cluster = {
     .name = "cluster",
-    .acquire = single_acquire,
+    .acquire = cluster_acquire,
     .extend = single_extend,
     .release = single_release,
     .inspect = single_inspect,

@@ -9,11 +9,16 @@
  *
  * Quorum mode keeps a copy of the session on every master, like any hold:
  * a create or renew counts when a quorum did it, an end when any master
- * ended it (as a release), a read when a quorum knows the session. */
+ * ended it (as a release), a read when a quorum knows the session.
+ *
+ * Redis Cluster keeps the session's key and its holds in different slots:
+ * there the holds carry the session's lease, and a renewal, end or read
+ * goes on to each slot that holds some (sessions_cluster.c). */
 #include "common/alloc.h"
 #include "common/token.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "handlers/sessions_cluster.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/redis.h"
@@ -29,20 +34,10 @@ void session_key(const char *token, char *out, size_t cap) {
     snprintf(out, cap, "%ssession:{%s}", handlers_config()->key_prefix, token);
 }
 
-/* Sessions are not built for Redis Cluster (README, "Cluster mode"): a
- * session's key and its holds' live in different slots, and a script may
- * only touch one.  Every session route, and a Session header, answer 501. */
-static int cluster_refused_or_reply(struct gw_request *req) {
-    if (!backend->per_slot) return GW_OK;
-    reply_problem(req, CODE_NOT_IMPLEMENTED, "sessions are not available in Redis Cluster mode");
-    return GW_REPLIED;
-}
-
 int session_header_or_reply(struct gw_request *req, char **out) {
     const char *tok = http_header(req, "Session");
     *out = NULL;
     if (!tok) return GW_OK;
-    if (cluster_refused_or_reply(req)) return GW_REPLIED;
     if (!token_valid(tok)) {
         reply_problem(req, CODE_INVALID_TOKEN,
                       "a Session token is %d-%d characters of [A-Za-z0-9_-]", TOKEN_MIN_LEN,
@@ -210,7 +205,9 @@ static void reply_acked(struct gw_request *req, int status, cJSON *body) {
     snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
     const char *argv[3] = {"WAIT", n, timeout};
     size_t lens[3] = {4, strlen(n), strlen(timeout)};
-    redis_command(3, argv, lens, ack_done, req);
+    char key[GW_PREFIX_MAX + TOKEN_MAX_LEN + 16];
+    session_key(req->token, key, sizeof key); /* in cluster mode, its master's */
+    redis_command_for(key, 3, argv, lens, ack_done, req);
 }
 
 /* ---- POST /v1/sessions ------------------------------------------------------------ */
@@ -232,7 +229,6 @@ static void created(struct gw_request *req, const struct redis_result *res) {
 static void json_free(void *ctx) { cJSON_Delete(ctx); }
 
 void sessions_create(struct gw_request *req) {
-    if (cluster_refused_or_reply(req)) return;
     long long ttl, delay;
     const char *owner;
     if (body_parse_or_reply(req) ||
@@ -258,6 +254,20 @@ void sessions_create(struct gw_request *req) {
 
 /* ---- PATCH /v1/sessions/{token} ----------------------------------------------------- */
 
+/* Cluster mode: the session moved, then its holds, slot by slot. */
+static void renew_pushed(struct gw_request *req, const struct session_fan *f, cJSON *o) {
+    if (session_fan_failed(f)) {
+        cJSON_Delete(o);
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "the session was renewed, but %d slot(s) of its holds did not answer "
+                      "(Redis: %s): holds there may expire at the session's previous end",
+                      session_fan_failed(f), session_fan_error(f));
+        return;
+    }
+    json_add_int(o, "holds", session_fan_acted(f));
+    reply_acked(req, 200, o);
+}
+
 static void renewed(struct gw_request *req, const struct redis_result *res) {
     if (verdict_of(res) != 1) {
         reply_gone(req);
@@ -266,23 +276,40 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));
+    if (backend->per_slot) {
+        sessions_cluster_fan(req, res, 3, 'p', int_at(res, 1), o, renew_pushed);
+        return;
+    }
     json_add_int(o, "holds", int_at(res, 2));
     reply_acked(req, 200, o);
 }
 
 void sessions_renew(struct gw_request *req) {
-    if (cluster_refused_or_reply(req)) return;
     long long ttl;
     if (path_token_or_reply(req) || body_parse_or_reply(req) ||
         body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
         return;
     char t[24];
     snprintf(t, sizeof t, "%lld", ttl);
-    const char *args[1] = {t};
-    session_run(req, SCRIPT_SESSION_RENEW, 1, args, 0, renewed);
+    const char *args[2] = {t, "1"}; /* "1": cluster mode, list the holds */
+    session_run(req, SCRIPT_SESSION_RENEW, backend->per_slot ? 2 : 1, args, 0, renewed);
 }
 
 /* ---- DELETE /v1/sessions/{token} ---------------------------------------------------- */
+
+/* Cluster mode: the session is gone, then its holds, slot by slot. */
+static void end_released(struct gw_request *req, const struct session_fan *f, cJSON *o) {
+    if (session_fan_failed(f)) {
+        cJSON_Delete(o);
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "the session has ended, but %d slot(s) of its holds did not answer "
+                      "(Redis: %s): holds there stay until their lease, the session's last end",
+                      session_fan_failed(f), session_fan_error(f));
+        return;
+    }
+    json_add_int(o, "released", session_fan_acted(f));
+    reply_json(req, 200, o);
+}
 
 static void ended(struct gw_request *req, const struct redis_result *res) {
     if (verdict_of(res) != 1) {
@@ -291,18 +318,34 @@ static void ended(struct gw_request *req, const struct redis_result *res) {
     }
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
+    if (backend->per_slot) {
+        sessions_cluster_fan(req, res, 2, 'r', 0, o, end_released);
+        return;
+    }
     json_add_int(o, "released", int_at(res, 1));
     reply_json(req, 200, o);
 }
 
 void sessions_end(struct gw_request *req) {
-    if (cluster_refused_or_reply(req)) return;
     if (path_token_or_reply(req)) return;
-    const char *args[1] = {redis_release_channel()};
-    session_run(req, SCRIPT_SESSION_END, 1, args, 1, ended);
+    const char *args[2] = {redis_release_channel(), "1"}; /* "1": cluster mode */
+    session_run(req, SCRIPT_SESSION_END, backend->per_slot ? 2 : 1, args, 1, ended);
 }
 
 /* ---- GET /v1/sessions/{token} ------------------------------------------------------- */
+
+/* Cluster mode: the holds the session lists that are still held. */
+static void read_checked(struct gw_request *req, const struct session_fan *f, cJSON *o) {
+    if (session_fan_failed(f)) {
+        cJSON_Delete(o);
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "%d slot(s) of the session's holds did not answer (Redis: %s)",
+                      session_fan_failed(f), session_fan_error(f));
+        return;
+    }
+    session_fan_list(f, alloc_check(cJSON_AddArrayToObject(o, "holds")));
+    reply_json(req, 200, o);
+}
 
 static void read_done(struct gw_request *req, const struct redis_result *res) {
     if (verdict_of(res) != 1) {
@@ -317,6 +360,10 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
     json_add_int(o, "lock_delay_ms", int_at(res, 2));
     if (r->elements > 3 && r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len > 0)
         cJSON_AddStringToObject(o, "owner", r->element[3]->str);
+    if (backend->per_slot) {
+        sessions_cluster_fan(req, res, 5, 'c', 0, o, read_checked);
+        return;
+    }
     cJSON *holds = alloc_check(cJSON_AddArrayToObject(o, "holds"));
     for (size_t i = 5; i + 1 < r->elements; i += 2) {
         const redisReply *what = r->element[i], *tok = r->element[i + 1];
@@ -334,7 +381,6 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
 }
 
 void sessions_inspect(struct gw_request *req) {
-    if (cluster_refused_or_reply(req)) return;
     if (path_token_or_reply(req)) return;
     session_run(req, SCRIPT_SESSION_READ, 0, NULL, 0, read_done);
 }

@@ -43,7 +43,7 @@ local ATTRS = {{'k', 'key_id'}, {'s', 'session'}}
 local ATTR_FIELD = {k = 'key_id', s = 'session'}
 
 local function encode(h)
-  local exp = h.session and SESSION_EXP or h.exp
+  local exp = h.session and not h.carried and SESSION_EXP or h.exp
   local rec = struct.pack('<I4I7I6I4', h.count, h.fence, exp, h.ttl)
   local tail = ''
   for _, a in ipairs(ATTRS) do
@@ -77,6 +77,9 @@ local function decode(v, pos)
       h.owner = rest
     end
   end
+  -- A session-bound record with a real lease end carries its session's
+  -- lease itself (Redis Cluster: see "sessions" below).
+  if h.session and h.exp ~= SESSION_EXP then h.carried = true end
   return h
 end
 
@@ -89,12 +92,18 @@ end
 --
 -- A session-bound hold's liveness is the session's end, read here from a
 -- key the caller did not declare in KEYS (only the acquire that binds a
--- hold declares its session).  That is allowed in the modes lockgate has:
--- one master holds every key (single, Sentinel), or every master holds its
--- own copy of every key (quorum), so the key is always local.  Cluster
--- mode (#20) will declare it: a holder record names its session, so the
--- gateway passes the session keys of a name's holders, read with the
--- record, or keeps a session's holds in its own slot (README, "Sessions").
+-- hold declares its session).  That is allowed where one master holds
+-- every key (single, Sentinel) or every master holds its own copy of every
+-- key (quorum), so the key is always local.
+--
+-- Redis Cluster puts the session's key and a hold's hash in different
+-- slots, and a script may touch one.  There the hold carries the session's
+-- lease itself (h.carried): its record's lease end is a real time, the
+-- session's end as the gateway read it from the session's slot, and its
+-- lock-delay the session's; renewals push the new end to every hold, one
+-- script per slot (session_slot.lua, handlers/sessions_cluster.c).  Such
+-- a record is never read against the session's key: its expiry is seen in
+-- the lock's own slot, like any lease's.
 local session_cache = {}
 
 local function session_key(hkey, tok)
@@ -134,7 +143,7 @@ local function load(key, flat)
       local tok, pos = struct.unpack('<s', v)
       hd = decode(v, pos)
       st.xfence = hd.fence
-      if hd.session then
+      if hd.session and not hd.carried then
         hd.exp, hd.sdelay = session_state(key, hd.session)
         -- Its session ended: x's record becomes an ended one (as a
         -- release leaves it), so the fast paths see the name free.
@@ -146,7 +155,9 @@ local function load(key, flat)
       if hd.exp > now then f, st.xtoken = tok, tok end
     elseif #f >= 22 then
       hd = decode(v)
-      if hd.session then hd.exp, hd.sdelay = session_state(key, hd.session) end
+      if hd.session and not hd.carried then
+        hd.exp, hd.sdelay = session_state(key, hd.session)
+      end
       st.tfield[f] = true
     end
     if hd then
@@ -226,7 +237,7 @@ local function save_ttl(key, st, gone)
   -- horizon (SESSION_HORIZON_MS), which renewals push ahead of its end.
   for _, h in pairs(st.holders) do
     local until_ = h.exp
-    if h.session then
+    if h.session and not h.carried then
       local _, sdelay, hz = session_state(key, h.session)
       until_ = hz
       if sdelay > h.delay then until_ = hz + sdelay - h.delay end

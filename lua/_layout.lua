@@ -17,7 +17,9 @@ local SESSION_HORIZON_MS = 3600000
 -- A session-bound holder (attribute s) has no lease of its
 -- own: its record's lease end is this, far past any real time, so the fast
 -- paths (which read the lease end from the record) see the name as held
--- and leave it to load(), which reads the session's end instead.
+-- and leave it to load(), which reads the session's end instead.  (In
+-- Redis Cluster mode a bound holder's record carries the session's real
+-- end instead, its lease: _holders.lua, "sessions".)
 local SESSION_EXP = 140737488355328 -- 2^47 ms
 
 -- The exclusive holder's record (field x): its token, zero-terminated, then

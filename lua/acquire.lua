@@ -23,7 +23,8 @@
 --          {-6}                                 the session has ended
 -- A session-bound hold (ARGV 13) has no lease: ttl_ms is ignored, the hold
 -- lives while the session does, and its answer's ttl_ms is the session's
--- remaining time.  Waiters on a session-bound name get that as their retry
+-- remaining time.  Without KEYS[4] (Redis Cluster) ttl_ms is the session's
+-- remaining time, which the hold carries as its lease.  Waiters on a session-bound name get that as their retry
 -- hint, so they try again when the session would expire.
 -- dropped: queue entries of dead gateways this call removed (_holders.lua);
 -- a grant carries it only when it is not 0.
@@ -69,10 +70,16 @@ local owner, max_hold, delay = short and '' or ARGV[3], tonumber(ARGV[4] or '0')
 
 local session = ARGV[13]
 if session == '' then session = nil end
-local session_end = 0
-if session then
+local session_end, carried = 0, false
+if session and KEYS[4] then
   session_end = tonumber(redis.call('HGET', KEYS[4], 'e') or '0')
   if session_end <= now then return {-6} end
+elseif session then
+  -- Redis Cluster: the session's key lives in another slot, so the gateway
+  -- read it first and sends its remaining time as ttl_ms, its lock-delay as
+  -- lock_delay_ms: the hold carries that lease (_holders.lua, sessions).
+  carried = true
+  session_end = now + ttl + 1
 end
 
 local st = load(KEYS[1], flat)
@@ -80,7 +87,11 @@ local me = st.holders[token]
 if me then
   if st.mode ~= kind then return {-3} end
   me.count = me.count + 1
-  if not me.session then me.exp = cap_exp(me, ttl) end
+  if not me.session then
+    me.exp = cap_exp(me, ttl)
+  elseif me.carried and carried then
+    me.exp = session_end
+  end
   put(KEYS[1], st, token, me, st.mode)
   save_ttl(KEYS[1], st)
   return {2, me.fence, me.count, remaining(me.exp), st.alive}
@@ -146,9 +157,10 @@ local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
            delay = delay, owner = owner, key_id = ARGV[14] or ''}
 if max_hold > 0 then h.hold = now + max_hold end
 if session then
-  h.session, h.exp, h.ttl, h.hold = session, session_end, 0, 0
+  h.session, h.exp, h.ttl, h.hold, h.carried = session, session_end, 0, 0, carried
   ttl = remaining(session_end)
-  redis.call('HSET', KEYS[4], KEYS[1], token)
+  -- Carried: the gateway lists it in the session's key, in its own slot.
+  if not carried then redis.call('HSET', KEYS[4], KEYS[1], token) end
 end
 if kind ~= 'p' then
   h.fence = now_us

@@ -25,7 +25,7 @@ for token, h in pairs(st.holders) do
   ended = ended + 1
   redis.call('SADD', fo, token)
   -- Its session no longer carries it (as release.lua does).
-  if h.session then redis.call('HDEL', session_key(KEYS[1], h.session), KEYS[1]) end
+  if h.session and not h.carried then redis.call('HDEL', session_key(KEYS[1], h.session), KEYS[1]) end
   if h.exp > last_exp then last_exp = h.exp end
   if token == st.xtoken then
     redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, h.fence, 0, 0))

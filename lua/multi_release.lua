@@ -28,7 +28,7 @@ for i = 1, #KEYS do
     ended = ended + 1
     st.holders[token] = nil
     st.alive = st.alive - 1
-    if me.session then redis.call('HDEL', session_key(hk, me.session), hk) end
+    if me.session and not me.carried then redis.call('HDEL', session_key(hk, me.session), hk) end
     local gone = token
     if token == st.xtoken then
       redis.call('HSET', hk, 'x', struct.pack(X_HEAD, '', 0, me.fence, 0, 0))

@@ -60,7 +60,7 @@ end
 st.holders[ARGV[1]] = nil
 st.alive = st.alive - 1
 -- The session no longer carries it (its key: see session_state).
-if me.session then redis.call('HDEL', session_key(KEYS[1], me.session), KEYS[1]) end
+if me.session and not me.carried then redis.call('HDEL', session_key(KEYS[1], me.session), KEYS[1]) end
 local gone = ARGV[1]
 if ARGV[1] == st.xtoken then
   -- x's record stays, ended, as the fence's carrier.

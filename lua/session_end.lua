@@ -3,14 +3,17 @@
 -- brings no lock-delay: that is for sessions that expire.
 --
 -- KEYS     the session's hash
--- ARGV     1 channel
+-- ARGV     1 channel, 2 cluster ('1', or absent)
 -- Returns  {1, holds released}
+--          {1, 0, kind:name, token, ...}  (cluster) ended; the holds are
+--                                         listed, not released
 --          {-1}  no such session (ended, expired)
 -- The holds' hashes are not in KEYS: they are the session's own fields,
 -- known only once it is read.  On one master (single, Sentinel) and in
--- quorum mode (every master has its own copy of every key) they are local;
--- cluster mode (#20) will call this once per slot the session's holds use
--- (README, "Sessions").
+-- quorum mode (every master has its own copy of every key) they are local.
+-- In Redis Cluster they are in other slots: the session ends here and the
+-- gateway releases its holds, one session_slot.lua call per slot
+-- (handlers/sessions_cluster.c).
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
@@ -22,6 +25,19 @@ for i = 1, #flat, 2 do
   elseif #flat[i] > 1 then holds[#holds + 1] = flat[i] end
 end
 if e <= now then return {-1} end
+if ARGV[2] == '1' then
+  redis.call('DEL', KEYS[1])
+  local out = {1, 0}
+  for i = 1, #flat, 2 do
+    local k, n = string.match(flat[i], '(lock):{([^{]*)}$')
+    if not k then k, n = string.match(flat[i], '(sem):{([^{]*)}$') end
+    if k then
+      out[#out + 1] = k .. ':' .. n
+      out[#out + 1] = flat[i + 1]
+    end
+  end
+  return out
+end
 -- Gone first: load() then finds the session's holders dead, drops their
 -- fields and ends x's record, with no lock-delay (the session has none left).
 redis.call('DEL', KEYS[1])

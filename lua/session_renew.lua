@@ -5,9 +5,17 @@
 -- and, by as much, the expiry of every hash the session holds, so those
 -- outlive the session but not by more than a horizon.
 --
+-- Redis Cluster (ARGV 2 is 1): the holds' hashes live in other slots and
+-- carry the session's lease themselves, so nothing here touches them and
+-- there is no horizon; the answer lists them, and the gateway pushes the
+-- new end to each slot (session_slot.lua, handlers/sessions_cluster.c).
+--
 -- KEYS     the session's hash
--- ARGV     1 ttl_ms (0: the ttl it was started or last renewed with)
+-- ARGV     1 ttl_ms (0: the ttl it was started or last renewed with),
+--          2 cluster ('1', or absent)
 -- Returns  {1, ttl_ms, holds}   renewed
+--          {1, ttl_ms, holds, kind:name, token, ...}  renewed (cluster;
+--                               kind lock or sem)
 --          {-1}                 no such session (ended, expired)
 --@include _layout.lua
 --@include _clock.lua
@@ -22,6 +30,19 @@ local hz = tonumber(s[4] or '0')
 if hz == 0 then hz = s[1] + SESSION_HORIZON_MS end
 -- e, t, d, o and h are the session's own fields; the rest are its holds.
 local holds = redis.call('HLEN', KEYS[1]) - (s[4] and 5 or 4)
+if ARGV[2] == '1' then
+  local out = {1, ttl, holds}
+  local flat = redis.call('HGETALL', KEYS[1])
+  for i = 1, #flat, 2 do
+    local k, n = string.match(flat[i], '(lock):{([^{]*)}$')
+    if not k then k, n = string.match(flat[i], '(sem):{([^{]*)}$') end
+    if k then
+      out[#out + 1] = k .. ':' .. n
+      out[#out + 1] = flat[i + 1]
+    end
+  end
+  return out
+end
 if e + SESSION_HORIZON_MS / 2 > hz then
   local shift = e + SESSION_HORIZON_MS - hz
   redis.call('HSET', KEYS[1], 'h', hz + shift)

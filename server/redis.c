@@ -573,6 +573,15 @@ static void reconnect_if_up_elsewhere(struct rconn *c) {
     connect_start(c);
 }
 
+/* Everything queued on c goes out in one write; what the socket did not
+ * take waits for EPOLLOUT. */
+static void flush_output(struct rconn *c) {
+    if (c->ac && c->connected && c->want_write) {
+        redisAsyncHandleWrite(c->ac);
+        if (c->ac && c->want_write) ev_update(c, c->events | EPOLLOUT);
+    }
+}
+
 static void conn_turn(struct rconn *c, int64_t now) {
     if (!c->ac) {
         if (c == &self->sen) {
@@ -598,12 +607,7 @@ static void conn_turn(struct rconn *c, int64_t now) {
         connection_drop(c, "Redis did not accept the connection in time");
         return;
     }
-    /* Everything this turn queued goes out in one write; what the socket
-     * did not take waits for EPOLLOUT. */
-    if (c->connected && c->want_write) {
-        redisAsyncHandleWrite(c->ac);
-        if (c->ac && c->want_write) ev_update(c, c->events | EPOLLOUT);
-    }
+    flush_output(c);
 }
 
 static void cluster_turn(int64_t now);
@@ -896,6 +900,14 @@ void redis_bind(struct redis *r) { self = r; }
 void redis_turn_hook(void *arg, int64_t now_ms) {
     fail_queued();
     redis_loop_turn(now_ms);
+    /* Callbacks run by the turn itself (a timeout's failed commands, a
+     * dropped connection's) may have queued more on connections already
+     * written: out with it now, not at the next turn. */
+    flush_output(&self->sen);
+    for (int i = 0; i < self->nnodes; i++) {
+        flush_output(&self->node[i].cmd);
+        flush_output(&self->node[i].sub);
+    }
 }
 
 void redis_fail_all(void) {

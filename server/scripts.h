@@ -29,6 +29,8 @@ enum script_id {
     SCRIPT_FORCE,        /* end every hold on a name (force.c) */
     SCRIPT_WATCH,        /* inspect and mark for a watcher (watch.c) */
     SCRIPT_LIST_CLUSTER, /* list.lua allowed several slots (cluster mode) */
+    SCRIPT_SESSION_BIND, /* cluster mode: a hold's side in its session's slot */
+    SCRIPT_SESSION_SLOT, /* cluster mode: a session's holds in one slot */
     SCRIPT_COUNT
 };
 

@@ -1,0 +1,55 @@
+-- session_slot.lua: Redis Cluster mode: act on a session's holds that
+-- share one slot (handlers/sessions_cluster.c calls this once per slot the
+-- session's holds use, all slots at once).  Each hold carries the
+-- session's lease itself (_holders.lua, sessions).
+--
+-- KEYS     the holds' hashes, all in one slot
+-- ARGV     1 op:
+--            p  push: each hold's lease ends ARGV 2 ms from now (a renewal)
+--            r  release: each hold ends, all levels, without lock-delay,
+--               and its waiters are woken on channel ARGV 2 (the session
+--               ended by DELETE)
+--            c  check: only say which are held
+--          2 ttl_ms (p) or the slot's release channel (r), '' for c
+--          3 the session's token
+--          4, 5, ...  the token of each key's hold, in KEYS order
+-- Returns  {holds acted on, i, j, ...}  i, j: 1-based indexes of the keys
+--          that no hold of this session holds (released, or expired): the
+--          gateway takes them off the session's list
+--@include _layout.lua
+--@include _clock.lua
+--@include _holders.lua
+local op, arg, session = ARGV[1], ARGV[2], ARGV[3]
+local out = {0}
+for i = 1, #KEYS do
+  local key, token = KEYS[i], ARGV[3 + i]
+  local st = load(key)
+  local me = st.holders[token]
+  if not me or me.session ~= session then
+    out[#out + 1] = i
+    save_ttl(key, st)
+  else
+    out[1] = out[1] + 1
+    if op == 'p' then
+      me.exp = now + tonumber(arg) + 1
+      put(key, st, token, me, st.mode)
+      save_ttl(key, st)
+    elseif op == 'r' then
+      st.holders[token] = nil
+      st.alive = st.alive - 1
+      local gone = token
+      if token == st.xtoken then
+        -- x's record stays, ended, as the fence's carrier (release.lua).
+        redis.call('HSET', key, 'x', struct.pack(X_HEAD, '', 0, me.fence, 0, 0))
+        st.xtoken, gone = nil, nil
+      end
+      save_ttl(key, st, gone)
+      if st.w > now or st.v > now then
+        local k, n = string.match(key, '(lock):{([^{]*)}$')
+        if not k then k, n = string.match(key, '(sem):{([^{]*)}$') end
+        publish(arg, k .. ':' .. n)
+      end
+    end
+  end
+end
+return out
