@@ -3,7 +3,6 @@
 #include "handlers/backend.h"
 #include "handlers/verdict.h"
 #include "idgen/idgen.h"
-#include "server/cluster.h"
 #include "server/worker.h"
 
 #include <hiredis/hiredis.h>
@@ -11,15 +10,6 @@
 #include <string.h>
 
 const struct backend *backend = &backend_single;
-
-/* A lock's keys hash by their tag, the name (holds.c, hold_keys). */
-int backend_one_slot(const char *const *names, int n) {
-    for (int i = 1; i < n; i++)
-        if (cluster_key_slot(names[i], strlen(names[i])) !=
-            cluster_key_slot(names[0], strlen(names[0])))
-            return 0;
-    return 1;
-}
 
 void backend_init(const struct gw_config *cfg) {
     if (cfg->ncluster)

@@ -64,8 +64,8 @@ struct backend {
     int undoes_reentry; /* an undelivered re-entry can be given back: its
                            release reaches exactly the masters that took it */
     int per_slot;       /* one script call may touch one hash slot's keys only
-                           (cluster): multi-lock across slots is refused
-                           with 501 (multi.c); sessions go slot by slot
+                           (cluster): a multi-lock goes group by group in slot
+                           order (multi.c), sessions slot by slot
                            (sessions_cluster.c) */
     int fans_out;       /* calls go to every master (multi.c, sessions.c,
                            watch.c and force.c still reduce for themselves) */
@@ -80,10 +80,6 @@ void backend_init(const struct gw_config *cfg);
 
 /* The three backends (backend_single.c, backend_quorum.c, backend_cluster.c). */
 extern const struct backend backend_single, backend_quorum, backend_cluster;
-
-/* Whether every name's lock keys share one hash slot (a multi-lock request
- * a per_slot backend can take in one script). */
-int backend_one_slot(const char *const *names, int n);
 
 /* ---- shared by the backends (backend.c) ---------------------------------------- */
 

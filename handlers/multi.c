@@ -11,7 +11,22 @@
  *
  * Quorum mode runs the script on every master; the set counts as taken
  * when a quorum took all of it within the lease's validity, as for one
- * lock (holds.c, "quorum mode"); otherwise what was taken is given back. */
+ * lock (holds.c, "quorum mode"); otherwise what was taken is given back.
+ *
+ * Cluster mode: one script may only touch one slot's keys, so the names are
+ * split into groups, one per slot (cluster_group_by_slot: by ascending
+ * slot), and an attempt takes the groups one after the other, each
+ * atomically with the same script.  A group found busy (or failing) makes
+ * the attempt give back every group it took, newest first, and wait parked
+ * on the busy group's names only: the earlier groups were free, and a
+ * release of their names -- our own give-back's among them -- says nothing
+ * about the obstacle.  Every request takes shared slots in the same order
+ * and holds nothing while waiting, so overlapping sets cannot deadlock; the
+ * set as a whole is not atomic (README, "Multi-lock").  A fair waiter
+ * queues, on every master, with the arrival the first master that queued
+ * it answered, so its queues order it alike as on one master.  PATCH and
+ * DELETE send one script per group at once; each group is all or nothing,
+ * and a refusal names which groups' names went through all the same. */
 #include "common/alloc.h"
 #include "common/names.h"
 #include "common/token.h"
@@ -19,6 +34,7 @@
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
+#include "server/cluster.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/liveness.h"
@@ -69,6 +85,26 @@ struct multi_call {
     char waiter_id[LIVENESS_WAITER_ID_MAX]; /* its id in the fair queues */
     char *owner;                            /* "" for none */
     long long granted[2 * MULTI_MAX];       /* per name: fence, count (a grant) */
+
+    /* Groups (one per slot in cluster mode, else one of every name). */
+    int ngroups;               /* how many */
+    int order[MULTI_MAX];      /* name indices in taking order (identity: one group) */
+    int gstart[MULTI_MAX + 1]; /* group g is order[gstart[g] .. gstart[g + 1]) */
+    int taken;                 /* groups the current attempt has taken */
+    int busy_group;            /* the group an attempt found busy: parked on its names */
+    struct group_ref {
+        struct multi_call *mc;         /* the request */
+        int g;                         /* the group */
+    } refs[MULTI_MAX];                 /* callback arguments, one per group */
+    int pending;                       /* group answers (or WAITs) still to come */
+    long long acked;                   /* --min-replicas-ack: fewest replicas of a group */
+    long long gverdict[MULTI_MAX];     /* PATCH/DELETE: each group's verdict (-100 failed) */
+    long long gindex[MULTI_MAX];       /* its refused name, 1-based in request order */
+    long long sum;                     /* PATCH: shortest ttl; DELETE: holds ended */
+    char err[128];                     /* the first Redis error of a group */
+    char arrival[24];                  /* fair across slots: the queues' score, "" until known */
+    void (*then)(struct multi_call *); /* after a give-back's answers (give_back_then) */
+    long long fv, fa, fb;              /* the failed attempt's verdict and its two values */
 };
 
 static void multi_free(void *ctx) {
@@ -137,36 +173,51 @@ static struct multi_call *names_or_reply(struct gw_request *req) {
     req->ctx_free = multi_free;
     /* One of the names stands for the request in logs and problem details. */
     req->name = alloc_copy(mc->names[0], strlen(mc->names[0]));
-    if (backend->per_slot && !backend_one_slot((const char *const *)mc->names, n)) {
-        /* The groups-in-order design (README) is not built: one script can
-         * only touch one slot's keys. */
-        reply_problem(req, CODE_NOT_IMPLEMENTED,
-                      "in Redis Cluster mode the names of one request must share a hash slot; "
-                      "these span several");
-        return NULL;
+    if (backend->per_slot) {
+        mc->ngroups =
+            cluster_group_by_slot((const char *const *)mc->names, n, mc->order, mc->gstart);
+    } else {
+        for (int i = 0; i < n; i++) mc->order[i] = i;
+        mc->ngroups = 1, mc->gstart[0] = 0, mc->gstart[1] = n;
     }
+    for (int g = 0; g < mc->ngroups; g++) mc->refs[g] = (struct group_ref){mc, g};
     return mc;
 }
 
 /* ---- scripts over all names ------------------------------------------------------ */
 
-/* Runs id with the names' hashes as KEYS (and, with queues, their two queue
- * keys each) and args as ARGV, on every master in quorum mode. */
-static void run_names(struct multi_call *mc, enum script_id id, int queues, int nargs,
-                      const char *const *args, redis_cb one, redis_all_cb all, void *arg) {
-    int per = queues ? 3 : 1, nkeys = per * mc->n, total = nkeys + nargs;
+/* The first name of group g in taking order (its slot's stand-in). */
+static const char *group_name(const struct multi_call *mc, int g) {
+    return mc->names[mc->order[mc->gstart[g]]];
+}
+
+/* Name k (0-based) of group g, as a 1-based index in request order. */
+static long long request_index(const struct multi_call *mc, int g, long long k) {
+    int size = mc->gstart[g + 1] - mc->gstart[g];
+    return k >= 1 && k <= size ? mc->order[mc->gstart[g] + k - 1] + 1 : 0;
+}
+
+/* Runs id with group g's hashes as KEYS (and, with queues, their two queue
+ * keys each) and args as ARGV, on every master in quorum mode; ARGV[chan],
+ * when chan >= 0, becomes the release channel of the group's slot. */
+static void run_group(struct multi_call *mc, int g, enum script_id id, int queues, int nargs,
+                      const char *const *args, int chan, redis_cb one, redis_all_cb all,
+                      void *arg) {
+    int from = mc->gstart[g], size = mc->gstart[g + 1] - from;
+    int per = queues ? 3 : 1, nkeys = per * size, total = nkeys + nargs;
     const char **argv = alloc_check(calloc((size_t)total, sizeof *argv));
     size_t *lens = alloc_check(calloc((size_t)total, sizeof *lens));
     char *buf = alloc_check(malloc((size_t)nkeys * (KEY_MAX + 8)));
-    for (int i = 0; i < mc->n; i++) {
-        char *h = buf + (size_t)per * i * (KEY_MAX + 8);
+    for (int k = 0; k < size; k++) {
+        char *h = buf + (size_t)per * k * (KEY_MAX + 8);
         char *q = h + (KEY_MAX + 8), *d = q + (KEY_MAX + 8);
         char qb[KEY_MAX + 8], db[KEY_MAX + 8];
-        keys_of(mc->names[i], h, queues ? q : qb, queues ? d : db);
-        argv[per * i] = h;
-        if (queues) argv[per * i + 1] = q, argv[per * i + 2] = d;
+        keys_of(mc->names[mc->order[from + k]], h, queues ? q : qb, queues ? d : db);
+        argv[per * k] = h;
+        if (queues) argv[per * k + 1] = q, argv[per * k + 2] = d;
     }
     for (int i = 0; i < nargs; i++) argv[nkeys + i] = args[i];
+    if (chan >= 0) argv[nkeys + chan] = redis_release_channel_for(group_name(mc, g));
     for (int i = 0; i < total; i++) lens[i] = strlen(argv[i]);
     backend->eval(id, nkeys, total, argv, lens, one, all, arg);
     free(buf);
@@ -177,14 +228,36 @@ static void run_names(struct multi_call *mc, enum script_id id, int queues, int 
 static void ignore_one(void *arg, const struct redis_result *res) {}
 static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 
-/* Releases one level of every name, answer unread (a give-back). */
-static void give_back(struct multi_call *mc) {
-    const char *args[2] = {mc->req->token, redis_release_channel_for(mc->names[0])};
-    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, ignore_one, ignore_all, NULL);
+/* Releases one level of every name of the first `groups` groups, newest
+ * first, answers unread (a give-back).  One level is exactly what an
+ * attempt added: a new hold ends, a re-entered one goes back down. */
+static void give_back(struct multi_call *mc, int groups) {
+    const char *args[2] = {mc->req->token, ""};
+    for (int g = groups - 1; g >= 0; g--)
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, ignore_one, ignore_all, NULL);
+}
+
+static void give_back_done(void *arg, const struct redis_result *res) {
+    struct multi_call *mc = arg;
+    if (--mc->pending == 0) mc->then(mc);
+}
+
+/* give_back, then `then` once every group's master has answered (or
+ * failed): what follows -- an answer, or waiting -- comes after the names
+ * are free, so a client that reads the answer and looks finds them free,
+ * and nothing is held while the request waits.  Per-slot backends only
+ * (one master per group: no quorum to reduce). */
+static void give_back_then(struct multi_call *mc, int groups, void (*then)(struct multi_call *)) {
+    const char *args[2] = {mc->req->token, ""};
+    mc->then = then;
+    mc->pending = groups;
+    for (int g = groups - 1; g >= 0; g--)
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, give_back_done, ignore_all, mc);
 }
 
 static void release_undelivered(struct gw_request *req) {
-    give_back(req->ctx);
+    struct multi_call *mc = req->ctx;
+    give_back(mc, mc->ngroups);
     metrics_inc(M_GIVEN_BACK, 1);
 }
 
@@ -255,15 +328,19 @@ static void on_wake(struct waiter *w) {
     attempt(mc);
 }
 
+/* Parks on the names of the group the attempt found busy: every name when
+ * there is one group. */
 static void park_all(struct multi_call *mc, int64_t wake) {
     mc->parking = 1;
     mc->retry_pending = 0;
-    for (int i = 0; i < mc->n && !mc->retry_pending; i++) {
+    int from = mc->gstart[mc->busy_group], to = mc->gstart[mc->busy_group + 1];
+    for (int k = from; k < to && !mc->retry_pending; k++) {
+        int i = mc->order[k];
         struct waiter *w = &mc->ws[i].w;
         mc->ws[i].mc = mc;
         w->key = mc->wkeys[i];
         w->fair = mc->fair;
-        w->fd = i == 0 ? http_client_fd(mc->req) : -1; /* one hang-up watch */
+        w->fd = k == from ? http_client_fd(mc->req) : -1; /* one hang-up watch */
         w->seen_seq = mc->seen_seq;
         w->retry = on_wake;
         w->give_up = on_give_up;
@@ -301,17 +378,23 @@ static void reply_granted(struct multi_call *mc, long long ttl) {
 }
 
 /* --min-replicas-ack: a grant is answered once enough replicas have it,
- * else given back and answered 503 (as holds.c). */
+ * else given back and answered 503 (as holds.c).  In cluster mode each
+ * group's master is asked (a WAIT there counts that master's replicas),
+ * and every one of them must have enough. */
+static void reply_unacked(struct multi_call *mc) {
+    long long acked = mc->acked;
+    reply_problem(mc->req, CODE_BACKEND_UNAVAILABLE,
+                  "only %lld of %d replicas acknowledged the locks in time; they were given back",
+                  acked < 0 ? 0 : acked, handlers_config()->min_replicas_ack);
+}
+
 static void ack_done(void *arg, const struct redis_result *res) {
-    struct multi_call *mc = arg;
-    long long acked = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
-    int wanted = handlers_config()->min_replicas_ack;
-    if (acked < wanted) {
-        give_back(mc);
-        reply_problem(
-            mc->req, CODE_BACKEND_UNAVAILABLE,
-            "only %lld of %d replicas acknowledged the locks in time; they were given back",
-            acked < 0 ? 0 : acked, wanted);
+    struct multi_call *mc = ((struct group_ref *)arg)->mc;
+    long long got = res->ok && res->reply->type == REDIS_REPLY_INTEGER ? res->reply->integer : -1;
+    if (got < mc->acked) mc->acked = got;
+    if (--mc->pending > 0) return;
+    if (mc->acked < handlers_config()->min_replicas_ack) {
+        give_back_then(mc, mc->ngroups, reply_unacked);
         return;
     }
     reply_granted(mc, mc->ttl_ms - (loop_now_ms() - mc->attempt_ms));
@@ -364,7 +447,7 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
         return;
     }
     if (mc->waited && http_client_gone(req)) {
-        give_back(mc);
+        give_back(mc, mc->ngroups);
         metrics_inc(M_GIVEN_BACK, 1);
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         reply_problem(req, CODE_LOCK_BUSY, "the client went away while waiting");
@@ -376,9 +459,13 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
         snprintf(timeout, sizeof timeout, "%d", handlers_config()->replica_ack_timeout_ms);
         const char *argv[3] = {"WAIT", n, timeout};
         size_t lens[3] = {4, strlen(n), strlen(timeout)};
-        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8];
-        keys_of(mc->names[0], h, q, d); /* the master that took the write, in cluster mode */
-        redis_command_for(h, 3, argv, lens, ack_done, mc);
+        mc->pending = mc->ngroups;
+        mc->acked = 1 << 30;
+        for (int g = 0; g < mc->ngroups; g++) {
+            char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8];
+            keys_of(group_name(mc, g), h, q, d); /* the master that took the group */
+            redis_command_for(h, 3, argv, lens, ack_done, &mc->refs[g]);
+        }
         return;
     }
     reply_granted(mc, a);
@@ -399,20 +486,55 @@ static long long verdict_of(const struct redis_result *res) {
     return res->reply->element[0]->integer;
 }
 
+static void send_group(struct multi_call *mc);
+
+/* A failed attempt goes on (waits, or is answered) with what acquire_done
+ * kept of it. */
+static void resume_failed(struct multi_call *mc) {
+    on_verdict(mc, mc->fv, mc->fa, mc->fb, mc->fv == -100 ? mc->err : NULL);
+}
+
+/* Group mc->taken's answer: the next group, the grant, or (anything but a
+ * grant) the give-back of the groups taken before it. */
 static void acquire_done(void *arg, const struct redis_result *res) {
     struct multi_call *mc = arg;
+    int g = mc->taken;
     long long verdict = verdict_of(res);
-    if (verdict == -100) {
-        on_verdict(mc, -100, 0, 0, res->ok ? NULL : res->error);
-        return;
-    }
     const redisReply *r = res->reply;
     if (verdict == 1) {
-        for (int i = 0; i < 2 * mc->n; i++) mc->granted[i] = elem(r, 2 + (size_t)i);
-        on_verdict(mc, 1, elem(r, 1), 0, NULL);
+        for (int k = 0; k < mc->gstart[g + 1] - mc->gstart[g]; k++) {
+            int i = mc->order[mc->gstart[g] + k];
+            mc->granted[2 * i] = elem(r, 2 + 2 * (size_t)k);
+            mc->granted[2 * i + 1] = elem(r, 3 + 2 * (size_t)k);
+        }
+        if (++mc->taken < mc->ngroups) {
+            send_group(mc);
+            return;
+        }
+        /* The first group's lease began when the attempt did. */
+        long long ttl = elem(r, 1);
+        if (mc->ngroups > 1) ttl = mc->ttl_ms - (loop_now_ms() - mc->attempt_ms);
+        on_verdict(mc, 1, ttl < 1 ? 1 : ttl, 0, NULL);
         return;
     }
-    on_verdict(mc, verdict, elem(r, 1), verdict == 0 ? elem(r, 3) : elem(r, 1), NULL);
+    mc->busy_group = g;
+    /* A fair waiter across slots queues everywhere with the first score a
+     * master gave it (multi_acquire.lua, ARGV 9). */
+    if (verdict == 0 && mc->queued && mc->ngroups > 1 && !mc->arrival[0] && elem(r, 4) > 0)
+        snprintf(mc->arrival, sizeof mc->arrival, "%lld", elem(r, 4));
+    mc->fv = verdict;
+    if (verdict == -100) {
+        mc->fa = mc->fb = 0;
+        snprintf(mc->err, sizeof mc->err, "%s", res->ok ? "unexpected answer" : res->error);
+    } else {
+        mc->fa = elem(r, 1);
+        mc->fb = request_index(mc, g, verdict == 0 ? elem(r, 3) : elem(r, 1));
+    }
+    if (mc->taken > 0) {
+        give_back_then(mc, mc->taken, resume_failed);
+        return;
+    }
+    resume_failed(mc);
 }
 
 static void fence_raise(struct multi_call *mc) {
@@ -462,7 +584,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         on_verdict(mc, 1, validity, 0, NULL);
         return;
     }
-    if (granted > 0) give_back(mc);
+    if (granted > 0) give_back(mc, 1);
     if (answered < q) {
         char why[160];
         snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
@@ -476,7 +598,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     on_verdict(mc, 0, retry, busy_i, NULL);
 }
 
-static void attempt(struct multi_call *mc) {
+/* Sends group mc->taken's script; the attempt's first when taken is 0. */
+static void send_group(struct multi_call *mc) {
     long long wait_left = 0;
     if (mc->wait_ms > 0) {
         wait_left = mc->deadline_ms - loop_now_ms();
@@ -486,17 +609,25 @@ static void attempt(struct multi_call *mc) {
     snprintf(ttl, sizeof ttl, "%lld", mc->ttl_ms);
     snprintf(left, sizeof left, "%lld", wait_left);
     if (mc->fair && mc->wait_ms > 0) mc->queued = 1;
-    const char *args[8] = {mc->req->token,
+    const char *args[9] = {mc->req->token,
                            ttl,
                            mc->owner,
                            kind,
                            mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
                            left,
                            mc->fair ? "1" : "0",
-                           redis_release_channel_for(mc->names[0])};
+                           "",
+                           mc->arrival};
+    run_group(mc, mc->taken, SCRIPT_MULTI_ACQUIRE, 1, 9, args, 7, acquire_done, quorum_acquire_done,
+              mc);
+}
+
+static void attempt(struct multi_call *mc) {
+    mc->taken = 0;
+    mc->busy_group = 0;
     mc->seen_seq = waiters_release_seq();
     mc->attempt_ms = loop_now_ms();
-    run_names(mc, SCRIPT_MULTI_ACQUIRE, 1, 8, args, acquire_done, quorum_acquire_done, mc);
+    send_group(mc);
 }
 
 void multi_acquire(struct gw_request *req) {
@@ -539,18 +670,28 @@ void multi_acquire(struct gw_request *req) {
 
 /* ---- extend and release ------------------------------------------------------------ */
 
-/* {-1|-2|-5, i}: the problem for name i. */
-static void reply_refused(struct gw_request *req, long long verdict, long long i) {
+/* PATCH and DELETE send one script per group at once and answer when every
+ * group has.  Each group is all or nothing; with one group (every mode but
+ * cluster, or names in one slot) so is the request.  Across groups, the
+ * answer is the first group's (in taking order) that did not go through:
+ * its refusal, or 503 when Redis failed there; the problem then lists in
+ * `done_names` the names of the groups that went through all the same
+ * (extended, or released: not undone). */
+
+/* {-1|-2|-5, i}: the problem for name i; extra (may be NULL) added. */
+static void reply_refused(struct gw_request *req, long long verdict, long long i, cJSON *extra) {
     struct multi_call *mc = req->ctx;
     const char *name = i >= 1 && i <= mc->n ? mc->names[i - 1] : "";
+    const char *what = extra ? "its slot's names were not changed" : "nothing was done";
     if (verdict == -5)
-        reply_problem(req, CODE_SESSION_BOUND,
-                      "lock '%s' is bound to a session: renew the session instead", name);
+        reply_problem_with(req, CODE_SESSION_BOUND, extra,
+                           "lock '%s' is bound to a session: renew the session instead (%s)", name,
+                           what);
     else if (verdict == -1)
-        reply_problem(req, CODE_NOT_HELD, "nobody holds lock '%s': nothing was done", name);
+        reply_problem_with(req, CODE_NOT_HELD, extra, "nobody holds lock '%s': %s", name, what);
     else
-        reply_problem(req, CODE_NOT_OWNER,
-                      "lock '%s' is held, but not by this token: nothing was done", name);
+        reply_problem_with(req, CODE_NOT_OWNER, extra,
+                           "lock '%s' is held, but not by this token: %s", name, what);
 }
 
 /* Quorum mode: a success when `want` masters succeeded, else the
@@ -577,38 +718,61 @@ static const struct redis_result *pick(const struct redis_result *res, int n, in
     return slot;
 }
 
-/* 1 when a PATCH or DELETE over the names went through; else answered. */
-static int done_or_reply(struct gw_request *req, const struct redis_result *res) {
+/* Notes group g's verdict (and its refused name, or the Redis error);
+ * returns the verdict. */
+static long long note_group(struct multi_call *mc, int g, const struct redis_result *res) {
     long long v = verdict_of(res);
-    if (v == -100) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
-                      res->ok ? "unexpected answer" : res->error);
-        return 0;
+    mc->gverdict[g] = v;
+    if (v == -100 && !mc->err[0])
+        snprintf(mc->err, sizeof mc->err, "%s", res->ok ? "unexpected answer" : res->error);
+    if (v != 1 && v != -100) mc->gindex[g] = request_index(mc, g, elem(res->reply, 1));
+    return v;
+}
+
+/* 1 when every group went through; else answers (see above) and 0. */
+static int all_done_or_reply(struct multi_call *mc) {
+    int bad = -1;
+    for (int g = 0; g < mc->ngroups && bad < 0; g++)
+        if (mc->gverdict[g] != 1) bad = g;
+    if (bad < 0) return 1;
+    cJSON *extra = NULL;
+    if (mc->ngroups > 1) {
+        extra = cJSON_CreateObject();
+        cJSON *done = cJSON_AddArrayToObject(extra, "done_names");
+        for (int g = 0; g < mc->ngroups; g++)
+            for (int k = mc->gstart[g]; mc->gverdict[g] == 1 && k < mc->gstart[g + 1]; k++)
+                cJSON_AddItemToArray(done, cJSON_CreateString(mc->names[mc->order[k]]));
     }
-    if (v != 1) {
-        reply_refused(req, v, elem(res->reply, 1));
-        return 0;
-    }
-    return 1;
+    if (mc->gverdict[bad] == -100)
+        reply_problem_with(mc->req, CODE_BACKEND_UNAVAILABLE, extra, "Redis: %s", mc->err);
+    else
+        reply_refused(mc->req, mc->gverdict[bad], mc->gindex[bad], extra);
+    return 0;
 }
 
 static void extend_done(void *arg, const struct redis_result *res) {
-    struct gw_request *req = arg;
-    struct multi_call *mc = req->ctx;
-    if (!done_or_reply(req, res)) return;
+    struct group_ref *ref = arg;
+    struct multi_call *mc = ref->mc;
+    if (note_group(mc, ref->g, res) == 1) {
+        long long ttl = elem(res->reply, 1);
+        if (mc->sum < 0 || ttl < mc->sum) mc->sum = ttl;
+        for (int k = mc->gstart[ref->g]; k < mc->gstart[ref->g + 1]; k++)
+            mc->granted[2 * mc->order[k]] = elem(res->reply, 2 + (size_t)(k - mc->gstart[ref->g]));
+    }
+    if (--mc->pending > 0 || !all_done_or_reply(mc)) return;
     cJSON *o = cJSON_CreateObject();
-    long long ttl = elem(res->reply, 1);
+    long long ttl = mc->sum;
     if (backend->fans_out) ttl -= (loop_now_ms() - mc->attempt_ms) + DRIFT_MS(ttl);
     json_add_int(o, "ttl_ms", ttl < 1 ? 1 : ttl);
     cJSON *locks = cJSON_AddArrayToObject(o, "locks");
     for (int i = 0; i < mc->n; i++) {
         cJSON *l = cJSON_CreateObject();
         cJSON_AddStringToObject(l, "name", mc->names[i]);
-        json_add_int(l, "fence", elem(res->reply, 2 + (size_t)i));
+        json_add_int(l, "fence", mc->granted[2 * i]);
         cJSON_AddItemToArray(locks, l);
     }
     metrics_inc(M_LOCK_EXTENDED, (uint64_t)mc->n);
-    reply_json(req, 200, o);
+    reply_json(mc->req, 200, o);
 }
 
 static void quorum_extend_done(void *arg, const struct redis_result *res, int n) {
@@ -627,19 +791,24 @@ void multi_extend(struct gw_request *req) {
     snprintf(t, sizeof t, "%lld", ttl);
     const char *args[2] = {req->token, t};
     mc->attempt_ms = loop_now_ms();
-    run_names(mc, SCRIPT_MULTI_EXTEND, 0, 2, args, extend_done, quorum_extend_done, req);
+    mc->sum = -1;
+    mc->pending = mc->ngroups;
+    for (int g = 0; g < mc->ngroups; g++)
+        run_group(mc, g, SCRIPT_MULTI_EXTEND, 0, 2, args, -1, extend_done, quorum_extend_done,
+                  &mc->refs[g]);
 }
 
 static void release_done(void *arg, const struct redis_result *res) {
-    struct gw_request *req = arg;
-    struct multi_call *mc = req->ctx;
-    if (!done_or_reply(req, res)) return;
+    struct group_ref *ref = arg;
+    struct multi_call *mc = ref->mc;
+    if (note_group(mc, ref->g, res) == 1) mc->sum += elem(res->reply, 1);
+    if (--mc->pending > 0 || !all_done_or_reply(mc)) return;
     cJSON *o = cJSON_CreateObject();
-    json_add_int(o, "released", elem(res->reply, 1));
+    json_add_int(o, "released", mc->sum);
     cJSON *names = cJSON_AddArrayToObject(o, "names");
     for (int i = 0; i < mc->n; i++) cJSON_AddItemToArray(names, cJSON_CreateString(mc->names[i]));
     metrics_inc(M_LOCK_RELEASED, (uint64_t)mc->n);
-    reply_json(req, 200, o);
+    reply_json(mc->req, 200, o);
 }
 
 /* A release goes to every master; one that released stands for them all. */
@@ -652,6 +821,10 @@ void multi_release(struct gw_request *req) {
     if (token_header_or_reply(req, 1, NULL) || body_parse_or_reply(req)) return;
     struct multi_call *mc = names_or_reply(req);
     if (!mc) return;
-    const char *args[2] = {req->token, redis_release_channel_for(mc->names[0])};
-    run_names(mc, SCRIPT_MULTI_RELEASE, 0, 2, args, release_done, quorum_release_done, req);
+    const char *args[2] = {req->token, ""};
+    mc->sum = 0;
+    mc->pending = mc->ngroups;
+    for (int g = 0; g < mc->ngroups; g++)
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, release_done, quorum_release_done,
+                  &mc->refs[g]);
 }

@@ -4,11 +4,13 @@
 -- KEYS     per name i: 3i-2 its hash, 3i-1 its queue zset, 3i its queue
 --          deadlines hash (as acquire.lua's KEYS)
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
---          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel
+--          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
+--          9 arrival (optional; '' or absent: this call's clock, in us)
 -- Returns  {1, ttl_ms, fence_1, count_1, fence_2, count_2, ...}  all taken
 --                                 (a name the token held already: re-entered)
---          {0, retry_after_ms, why, i}  busy: nothing taken; why as
---                                 acquire.lua's, i the first busy name
+--          {0, retry_after_ms, why, i, arrival}  busy: nothing taken; why
+--                                 as acquire.lua's, i the first busy name,
+--                                 arrival the score a fair waiter queued with
 --          {-3, i}                the token holds name i in the other mode
 --
 -- While busy it holds nothing, so two multi-locks over overlapping sets
@@ -18,14 +20,36 @@
 -- which the current obstacles are all gone.  Fair waiters join every
 -- name's queue with the same arrival (this call's clock): all queues order
 -- waiters alike, so the earliest is at the head of all of its names'
--- queues and no two fair waiters wait for each other.
+-- queues and no two fair waiters wait for each other.  In cluster mode a
+-- request spanning slots runs this once per slot, each on its own master:
+-- the gateway passes the arrival the first queueing call answered to every
+-- later call (ARGV 9), so the one order holds across masters too.
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
 local token, ttl, owner, kind = ARGV[1], ARGV[2] + 0, ARGV[3], ARGV[4]
 local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
+local arrival, given = now_us, ARGV[9] and ARGV[9] ~= ''
+if given then arrival = ARGV[9] + 0 end
 local n = #KEYS / 3
 live_channel = ARGV[8]
+
+-- A fair waiter's place in name i's queue, until its wait ends.
+local function join(i)
+  redis.call('ZADD', KEYS[3 * i - 1], 'NX', arrival, waiter)
+  redis.call('HSET', KEYS[3 * i], waiter, now + wait_left)
+  if redis.call('PTTL', KEYS[3 * i]) < wait_left then
+    redis.call('PEXPIRE', KEYS[3 * i - 1], wait_left)
+    redis.call('PEXPIRE', KEYS[3 * i], wait_left)
+  end
+end
+
+-- A given arrival may be earlier than waiters already queued here: it
+-- takes its place before the queues are judged, so that it is ahead of
+-- them now rather than at its next attempt, which nothing would wake.
+if given and fair and wait_left > 0 then
+  for i = 1, n do join(i) end
+end
 
 local sts, busy_for, why, first_busy = {}, -1, 1, 0
 for i = 1, n do
@@ -59,14 +83,7 @@ if busy_for >= 0 then
     local until_ms = now + wait_left
     for i = 1, n do
       local st, hk = sts[i], KEYS[3 * i - 2]
-      if fair then
-        redis.call('ZADD', KEYS[3 * i - 1], 'NX', now_us, waiter)
-        redis.call('HSET', KEYS[3 * i], waiter, until_ms)
-        if redis.call('PTTL', KEYS[3 * i]) < wait_left then
-          redis.call('PEXPIRE', KEYS[3 * i - 1], wait_left)
-          redis.call('PEXPIRE', KEYS[3 * i], wait_left)
-        end
-      end
+      if fair then join(i) end
       if (st.busy or fair) and until_ms > st.w then
         st.w = until_ms
         redis.call('HSET', hk, 'w', until_ms)
@@ -75,7 +92,7 @@ if busy_for >= 0 then
     end
   end
   if busy_for < 1 then busy_for = 1 end
-  return {0, busy_for, why, first_busy}
+  return {0, busy_for, why, first_busy, arrival}
 end
 
 local out = {1, ttl}

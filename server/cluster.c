@@ -29,6 +29,28 @@ int cluster_key_slot(const char *key, size_t len) {
     return cluster_crc16(key, len) & (CLUSTER_SLOTS - 1);
 }
 
+/* Insertion sort, stable: at most 64 keys (MULTI_MAX), each slot computed
+ * once. */
+int cluster_group_by_slot(const char *const *keys, int n, int *order, int *gstart) {
+    int slot[n > 0 ? n : 1];
+    for (int i = 0; i < n; i++) slot[i] = cluster_key_slot(keys[i], strlen(keys[i]));
+    for (int i = 0; i < n; i++) {
+        int k = i;
+        while (k > 0) {
+            int a = order[k - 1];
+            if (slot[a] <= slot[i]) break;
+            order[k] = a;
+            k--;
+        }
+        order[k] = i;
+    }
+    int g = 0;
+    for (int k = 0; k < n; k++)
+        if (k == 0 || slot[order[k]] != slot[order[k - 1]]) gstart[g++] = k;
+    gstart[g] = n;
+    return g;
+}
+
 enum cluster_redirect cluster_parse_error(const char *err, int *slot, char *host, size_t cap,
                                           int *port) {
     enum cluster_redirect kind;

@@ -19,6 +19,14 @@ uint16_t cluster_crc16(const void *buf, size_t len);
  * key, modulo 16384. */
 int cluster_key_slot(const char *key, size_t len);
 
+/* Orders n keys for taking them slot by slot (multi-lock in cluster mode):
+ * order[] gets the key indices by ascending slot, so any two requests take
+ * the slots they share in the same order, and within a slot in the given
+ * order (one script takes a slot's keys at once); gstart[g] is where
+ * group g (one slot's keys) starts in order[], gstart[ngroups] == n.
+ * Returns the number of groups (1 for n == 1). */
+int cluster_group_by_slot(const char *const *keys, int n, int *order, int *gstart);
+
 /* A redirect error from a cluster node. */
 enum cluster_redirect {
     CLUSTER_NONE = 0, /* not a redirect */

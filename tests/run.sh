@@ -41,7 +41,7 @@ done
 # LOCKGATE_TEST_CLUSTER is set and points the gateways at it.  CLUSTER_SUITES
 # overrides the list ("" skips them).
 cluster_start=$SECONDS
-for s in ${CLUSTER_SUITES-test_locks test_wait test_mutex test_ids}; do
+for s in ${CLUSTER_SUITES-test_locks test_wait test_mutex test_ids test_sessions}; do
     t="$BUILD/tests/$s"
     [ -x "$t" ] || continue
     echo "== $s (cluster)"

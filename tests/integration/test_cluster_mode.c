@@ -895,23 +895,19 @@ static void test_session_replica_ack(void) {
     h_gw_stop(&g, 5000);
 }
 
-/* What cluster mode does not build answers 501 not_implemented: a
- * multi-lock whose names span slots.  A multi-lock whose names share a
- * slot works. */
-static void test_refused_in_cluster_mode(void) {
+/* A multi-lock whose names share a slot runs as one script (across slots:
+ * the test_multi_* tests); nothing is refused in cluster mode any more. */
+static void test_multi_one_slot(void) {
     struct h_gw g;
     CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
     CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
-    struct h_resp r = h_http("POST", g.port, "/v1/locks", NULL, "{\"names\":[\"a\",\"b\"]}", NULL);
-    CHECK_EQ_INT(r.status, 501);
-    h_resp_free(&r);
     /* Two names in one slot: taken together. */
     char n1[32], n2[32];
     name_in_slots("same", 777, 777, 0, n1, sizeof n1);
     name_in_slots("same", 777, 777, 1, n2, sizeof n2);
     char body[128];
     snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"]}", n1, n2);
-    r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    struct h_resp r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
     if (r.status != 201) fprintf(stderr, "    multi-lock answer: %ld %s\n", r.status, r.body);
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
@@ -1036,6 +1032,516 @@ static void test_auth(void) {
     h_redis_stop(&r);
 }
 
+/* ============================================================================
+ * Multi-lock across slots
+ * ========================================================================= */
+
+/* Three names, one on each master (the slot ranges redis-cli --cluster
+ * create gives three masters, before any resharding), stem-distinct. */
+static void names_on_three(const char *stem, char n[3][32]) {
+    name_in_slots(stem, 0, 5000, 0, n[0], sizeof n[0]);
+    name_in_slots(stem, 5600, 10800, 0, n[1], sizeof n[1]);
+    name_in_slots(stem, 11000, 16383, 0, n[2], sizeof n[2]);
+}
+
+static long lock_status(int port, const char *name, long long *count) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = h_http("GET", port, path, NULL, NULL, NULL);
+    long st = r.status;
+    if (count) *count = st == 200 ? h_jint(&r, "count") : 0;
+    h_resp_free(&r);
+    return st;
+}
+
+/* The fence of name in a multi-lock grant's locks[], 0 when absent. */
+static long long fence_in(struct h_resp *r, const char *name) {
+    cJSON *locks = r->json ? cJSON_GetObjectItem(r->json, "locks") : NULL, *e;
+    cJSON_ArrayForEach(e, locks) {
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "name")), name) == 0)
+            return (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "fence"));
+    }
+    return 0;
+}
+
+/* How many names a problem's done_names lists, and whether name is one. */
+static int done_has(struct h_resp *r, const char *name, int *count) {
+    cJSON *done = r->json ? cJSON_GetObjectItem(r->json, "done_names") : NULL, *e;
+    int has = 0;
+    *count = cJSON_GetArraySize(done);
+    cJSON_ArrayForEach(e, done) has |= strcmp(cJSON_GetStringValue(e), name) == 0;
+    return has;
+}
+
+/* Names on all three masters, asked in no slot order: 201 with every
+ * name's fence, each an ordinary lock of the token; PATCH extends all,
+ * DELETE releases all.  A partial PATCH / DELETE (one name released alone
+ * before) answers the refusal and lists the names that went through. */
+static void test_multi_across_slots(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    char n[3][32], body[256], names[160];
+    names_on_three("mx", n);
+    snprintf(names, sizeof names, "\"names\":[\"%s\",\"%s\",\"%s\"]", n[2], n[0], n[1]);
+    snprintf(body, sizeof body, "{%s,\"ttl_ms\":20000}", names);
+    struct h_resp r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char tok[128];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    for (int i = 0; i < 3; i++) CHECK(fence_in(&r, n[i]) > 0);
+    CHECK(h_jint(&r, "ttl_ms") > 15000 && h_jint(&r, "ttl_ms") <= 20000);
+    h_resp_free(&r);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(lock_status(g.port, n[i], NULL), 200);
+    snprintf(body, sizeof body, "{%s,\"ttl_ms\":60000}", names);
+    r = h_http("PATCH", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(h_jint(&r, "ttl_ms") > 50000);
+    for (int i = 0; i < 3; i++) CHECK(fence_in(&r, n[i]) > 0);
+    h_resp_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", n[0]);
+    r = h_http("GET", g.port, path, NULL, NULL, NULL);
+    CHECK(h_jint(&r, "ttl_ms") > 50000); /* the PATCH reached every master */
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{%s}", names);
+    r = h_http("DELETE", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "released"), 3);
+    h_resp_free(&r);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(lock_status(g.port, n[i], NULL), 404);
+
+    /* Partial: n[1] released alone; PATCH and DELETE of the three refuse
+     * with 404 naming it, and do the other two masters' names. */
+    snprintf(body, sizeof body, "{%s,\"ttl_ms\":20000}", names);
+    r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/locks/%s", n[1]);
+    r = h_http("DELETE", g.port, path, tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{%s,\"ttl_ms\":40000}", names);
+    r = h_http("PATCH", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_held");
+    CHECK(strstr(h_jstr(&r, "detail"), n[1]) != NULL);
+    int nd = 0;
+    CHECK(done_has(&r, n[0], &nd) && done_has(&r, n[2], &nd) && !done_has(&r, n[1], &nd));
+    CHECK_EQ_INT(nd, 2);
+    h_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/locks/%s", n[2]);
+    r = h_http("GET", g.port, path, NULL, NULL, NULL);
+    CHECK(h_jint(&r, "ttl_ms") > 30000); /* extended although n[1] was refused */
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{%s}", names);
+    r = h_http("DELETE", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK(done_has(&r, n[0], &nd) && done_has(&r, n[2], &nd));
+    CHECK_EQ_INT(nd, 2);
+    h_resp_free(&r);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(lock_status(g.port, n[i], NULL), 404);
+
+    /* Fair, with and without waiting (free names: at once).  A Session
+     * header stays 400. */
+    snprintf(body, sizeof body, "{%s,\"fair\":true,\"wait_ms\":1000}", names);
+    r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{%s}", names);
+    r = h_http("DELETE", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{%s,\"fair\":true}", names);
+    r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{%s}", names);
+    r = h_http("DELETE", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = h_http("POST", g.port, "/v1/locks", NULL, body, "Session: AAAAAAAAAAAAAAAAAAAAAAAA");
+    CHECK_EQ_INT(r.status, 400);
+    h_resp_free(&r);
+    h_gw_stop(&g, 5000);
+}
+
+/* A multi-lock including a name someone else holds on another master takes
+ * nothing: the names of the lower slots, taken first, are given back (GET
+ * 404, an immediate POST 201).  Re-entry is given back as what it was: a
+ * name the token held already goes back to count 1, not released. */
+static void test_multi_busy_gives_back(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    char n[3][32], body[256], path[128];
+    names_on_three("mb", n);
+    snprintf(path, sizeof path, "/v1/locks/%s", n[2]); /* the highest slot: taken last */
+    struct h_resp r = h_http("POST", g.port, path, NULL, "{\"ttl_ms\":8000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char other[128];
+    snprintf(other, sizeof other, "%s", h_token(&r));
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\",\"%s\"]}", n[2], n[1], n[0]);
+    r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "lock_busy");
+    CHECK_EQ_STR(h_jstr(&r, "busy_name"), n[2]);
+    CHECK(h_jint(&r, "retry_after_ms") > 5000);
+    h_resp_free(&r);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(lock_status(g.port, n[i], NULL), 404);
+        snprintf(path, sizeof path, "/v1/locks/%s", n[i]);
+        r = h_http("POST", g.port, path, NULL, "{\"ttl_ms\":5000}", NULL);
+        CHECK_EQ_INT(r.status, 201);
+        char t[128];
+        snprintf(t, sizeof t, "%s", h_token(&r));
+        h_resp_free(&r);
+        r = h_http("DELETE", g.port, path, t, NULL, NULL);
+        CHECK_EQ_INT(r.status, 200);
+        h_resp_free(&r);
+    }
+    /* Re-entry: the token holds n[0]; its multi-lock of all three fails on
+     * n[2] and leaves n[0] at count 1, still held. */
+    snprintf(path, sizeof path, "/v1/locks/%s", n[0]);
+    r = h_http("POST", g.port, path, NULL, "{\"ttl_ms\":20000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char mine[128];
+    snprintf(mine, sizeof mine, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("POST", g.port, "/v1/locks", mine, body, NULL);
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    long long count = 0;
+    CHECK_EQ_INT(lock_status(g.port, n[0], &count), 200);
+    CHECK_EQ_INT(count, 1);
+    CHECK_EQ_INT(lock_status(g.port, n[1], NULL), 404);
+    /* Once n[2] is free the same request re-enters n[0] (count 2) and
+     * takes the others: 201, and one DELETE of the set leaves count 1. */
+    snprintf(path, sizeof path, "/v1/locks/%s", n[2]);
+    r = h_http("DELETE", g.port, path, other, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = h_http("POST", g.port, "/v1/locks", mine, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    CHECK_EQ_INT(lock_status(g.port, n[0], &count), 200);
+    CHECK_EQ_INT(count, 2);
+    r = h_http("DELETE", g.port, "/v1/locks", mine, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "released"), 2);
+    h_resp_free(&r);
+    CHECK_EQ_INT(lock_status(g.port, n[0], &count), 200);
+    CHECK_EQ_INT(count, 1);
+    snprintf(path, sizeof path, "/v1/locks/%s", n[0]);
+    r = h_http("DELETE", g.port, path, mine, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(lock_status(g.port, n[0], NULL), 404);
+    h_gw_stop(&g, 5000);
+}
+
+struct multi_waiter_call {
+    pthread_t th;
+    int port;
+    char path[128]; /* "" for /v1/locks */
+    char body[256];
+    atomic_long status; /* 0 until answered */
+    long long t_done;
+    char token[128];
+};
+
+static void *multi_waiter_main(void *arg) {
+    struct multi_waiter_call *w = arg;
+    struct h_resp r =
+        h_http("POST", w->port, w->path[0] ? w->path : "/v1/locks", NULL, w->body, NULL);
+    w->t_done = h_now_ms();
+    snprintf(w->token, sizeof w->token, "%s", r.status == 201 ? h_token(&r) : "");
+    atomic_store(&w->status, r.status);
+    h_resp_free(&r);
+    return NULL;
+}
+
+/* A cross-slot multi-lock waiting on gateway B for a name on the third
+ * master holds nothing while it waits (the first two masters' names are
+ * free), and a release of that name through gateway A wakes it at once (the
+ * lease is 30 s). */
+static void test_multi_woken_across_masters(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char n[3][32], path[128];
+    names_on_three("mw", n);
+    snprintf(path, sizeof path, "/v1/locks/%s", n[2]);
+    struct h_resp r = h_http("POST", a.port, path, NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char tok[128];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    struct multi_waiter_call w = {.port = b.port};
+    snprintf(w.body, sizeof w.body,
+             "{\"names\":[\"%s\",\"%s\",\"%s\"],\"ttl_ms\":5000,\"wait_ms\":20000}", n[0], n[2],
+             n[1]);
+    pthread_create(&w.th, NULL, multi_waiter_main, &w);
+    for (int i = 0; i < 750 && h_metric(&b, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
+    CHECK(h_metric(&b, "lockgate_waiting_requests") >= 1);
+    h_sleep_ms(200);
+    CHECK_EQ_INT(lock_status(a.port, n[0], NULL), 404); /* nothing held while waiting */
+    CHECK_EQ_INT(lock_status(a.port, n[1], NULL), 404);
+    long long t = h_now_ms();
+    r = h_http("DELETE", a.port, path, tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    printf("    woken %lld ms after the release on the third master\n", w.t_done - t);
+    CHECK(w.t_done - t < 2000);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(lock_status(a.port, n[i], NULL), 200);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* Fair across slots: a multi-lock queues with one arrival on every name it
+ * waits for, also on another master and later.  M waits for y (third
+ * master); meanwhile T takes x (first master: M holds nothing) and S, a
+ * fair single waiter, queues on x after M arrived.  y freed, M finds x
+ * busy and queues there with its first arrival, ahead of S; x freed, M
+ * gets both, and S only after M's release. */
+static void test_multi_fair_across_slots(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char n[3][32], px[128], py[128], body[256];
+    names_on_three("mf", n);
+    const char *x = n[0], *y = n[2];
+    snprintf(px, sizeof px, "/v1/locks/%s", x);
+    snprintf(py, sizeof py, "/v1/locks/%s", y);
+    struct h_resp r = h_http("POST", a.port, py, NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char th[128];
+    snprintf(th, sizeof th, "%s", h_token(&r));
+    h_resp_free(&r);
+    static struct multi_waiter_call m, sw;
+    memset(&m, 0, sizeof m);
+    memset(&sw, 0, sizeof sw);
+    m.port = b.port;
+    snprintf(m.body, sizeof m.body,
+             "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":10000,\"wait_ms\":15000,\"fair\":true}", y, x);
+    pthread_create(&m.th, NULL, multi_waiter_main, &m);
+    /* Parked (on y, its busy group): x, taken on the way, is given back. */
+    for (int i = 0; i < 750 && h_metric(&b, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
+    CHECK(h_metric(&b, "lockgate_waiting_requests") >= 1);
+    r = h_http("POST", a.port, px, NULL, "{\"ttl_ms\":30000}", NULL);
+    if (r.status != 201) fprintf(stderr, "    POST x: %ld %s\n", r.status, r.body);
+    CHECK_EQ_INT(r.status, 201); /* M holds nothing while it waits */
+    char tt[128];
+    snprintf(tt, sizeof tt, "%s", h_token(&r));
+    h_resp_free(&r);
+    sw.port = a.port;
+    snprintf(sw.path, sizeof sw.path, "%s", px);
+    snprintf(sw.body, sizeof sw.body, "{\"ttl_ms\":10000,\"wait_ms\":15000,\"fair\":true}");
+    pthread_create(&sw.th, NULL, multi_waiter_main, &sw);
+    for (int i = 0; i < 750 && h_metric(&a, "lockgate_waiting_requests") < 1; i++) h_sleep_ms(20);
+    CHECK(h_metric(&a, "lockgate_waiting_requests") >= 1);
+    h_sleep_ms(200);
+    r = h_http("DELETE", a.port, py, th, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(atomic_load(&m.status), 0); /* x is T's */
+    CHECK_EQ_INT(atomic_load(&sw.status), 0);
+    r = h_http("DELETE", a.port, px, tt, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(m.th, NULL);
+    CHECK_EQ_INT(atomic_load(&m.status), 201);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(atomic_load(&sw.status), 0); /* behind M on x */
+    snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"]}", x, y);
+    r = h_http("DELETE", b.port, "/v1/locks", m.token, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(sw.th, NULL);
+    CHECK_EQ_INT(atomic_load(&sw.status), 201);
+    printf("    fair across slots: the multi-lock got x %lld ms before the single waiter "
+           "queued after it\n",
+           sw.t_done - m.t_done);
+    r = h_http("DELETE", a.port, px, sw.token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* Two clients hammering overlapping, differently ordered multi-locks whose
+ * names live on all three masters (as test_sessions.c's test_multi_hammer,
+ * across slots): a non-atomic read-modify-write over all the names never
+ * loses an update, no request waits past its wait_ms, and completions
+ * never stop. */
+static char hm_names[5][32];
+static int hm_counters[5];
+static atomic_int hm_stop;
+
+struct hm_client {
+    pthread_t th;
+    int port;
+    const int *idx; /* into hm_names */
+    int n;
+    int fair; /* fair: true */
+    int ok, busy, other;
+    long long max_ms;
+    long long done_at[4096];
+    int ndone;
+};
+
+static void *hm_main(void *arg) {
+    struct hm_client *hm = arg;
+    struct h_client c;
+    h_client_init(&c, 20000);
+    char body[256], names_only[256];
+    int len =
+        snprintf(body, sizeof body, "{\"ttl_ms\":5000,\"wait_ms\":3000,\"fair\":%s,\"names\":[",
+                 hm->fair ? "true" : "false");
+    for (int i = 0; i < hm->n; i++)
+        len +=
+            snprintf(body + len, sizeof body - len, "%s\"%s\"", i ? "," : "", hm_names[hm->idx[i]]);
+    snprintf(body + len, sizeof body - len, "]}");
+    snprintf(names_only, sizeof names_only, "{%s", strstr(body, "\"names\""));
+    while (!atomic_load(&hm_stop)) {
+        long long t = h_now_ms();
+        long st = h_client_do(&c, "POST", hm->port, "/v1/locks", NULL, body);
+        long long took = h_now_ms() - t;
+        if (took > hm->max_ms) hm->max_ms = took;
+        if (st != 201) {
+            if (st == 409)
+                hm->busy++;
+            else
+                hm->other++;
+            continue;
+        }
+        char tok[160];
+        snprintf(tok, sizeof tok, "%s", h_token(&c.last));
+        int vals[5];
+        for (int i = 0; i < hm->n; i++) vals[i] = hm_counters[hm->idx[i]];
+        usleep(500); /* the race window a lost update needs */
+        for (int i = 0; i < hm->n; i++) hm_counters[hm->idx[i]] = vals[i] + 1;
+        st = h_client_do(&c, "DELETE", hm->port, "/v1/locks", tok, names_only);
+        if (st != 200) hm->other++;
+        hm->ok++;
+        if (hm->ndone < 4096) hm->done_at[hm->ndone++] = h_now_ms();
+    }
+    h_client_free(&c);
+    return NULL;
+}
+
+/* One run of the two clients, 4 s, fair or not. */
+static void hammer_phase(int port_a, int port_b, int fair) {
+    static const int set_a[] = {1, 2, 3}, set_b[] = {3, 2, 4, 1};
+    memset(hm_counters, 0, sizeof hm_counters);
+    atomic_store(&hm_stop, 0);
+    static struct hm_client ca, cb;
+    memset(&ca, 0, sizeof ca);
+    memset(&cb, 0, sizeof cb);
+    ca.port = port_a, ca.idx = set_a, ca.n = 3, ca.fair = fair;
+    cb.port = port_b, cb.idx = set_b, cb.n = 4, cb.fair = fair;
+    long long t0 = h_now_ms();
+    pthread_create(&ca.th, NULL, hm_main, &ca);
+    pthread_create(&cb.th, NULL, hm_main, &cb);
+    h_sleep_ms(4000);
+    atomic_store(&hm_stop, 1);
+    pthread_join(ca.th, NULL);
+    pthread_join(cb.th, NULL);
+    long long t1 = h_now_ms();
+    printf("    hammer across slots%s: %d + %d cycles in %lld ms, busy %d/%d, other %d/%d, "
+           "longest request %lld/%lld ms\n",
+           fair ? " (fair)" : "", ca.ok, cb.ok, t1 - t0, ca.busy, cb.busy, ca.other, cb.other,
+           ca.max_ms, cb.max_ms);
+    CHECK(ca.ok > 10 && cb.ok > 10);
+    CHECK_EQ_INT(ca.other + cb.other, 0);
+    CHECK_EQ_INT(hm_counters[1], ca.ok + cb.ok);
+    CHECK_EQ_INT(hm_counters[2], ca.ok + cb.ok);
+    CHECK_EQ_INT(hm_counters[3], ca.ok + cb.ok);
+    CHECK_EQ_INT(hm_counters[4], cb.ok);
+    CHECK(ca.max_ms <= 3000 + 1500 && cb.max_ms <= 3000 + 1500);
+    long long gap = 0, last = t0;
+    int ia = 0, ib = 0;
+    while (ia < ca.ndone || ib < cb.ndone) {
+        long long next = ib >= cb.ndone || (ia < ca.ndone && ca.done_at[ia] < cb.done_at[ib])
+                             ? ca.done_at[ia++]
+                             : cb.done_at[ib++];
+        if (next - last > gap) gap = next - last;
+        last = next;
+    }
+    printf("    longest gap between completions: %lld ms\n", gap);
+    CHECK(gap < 1500);
+}
+
+static void test_multi_hammer_across_slots(void) {
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
+    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    char three[3][32];
+    names_on_three("mh", three);
+    for (int i = 0; i < 3; i++)
+        snprintf(hm_names[i + 1], sizeof hm_names[i + 1], "%.31s", three[i]);
+    name_in_slots("mh", 0, 5000, 1, hm_names[4], sizeof hm_names[4]); /* first master again */
+    hammer_phase(a.port, b.port, 0);
+    hammer_phase(a.port, b.port, 1);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+}
+
+/* --min-replicas-ack 1 with a cross-slot multi-lock: a WAIT goes to each
+ * group's master, and the set is granted. */
+static void test_multi_replica_ack(void) {
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &cl, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000"), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    char n[3][32], body[256];
+    names_on_three("ma", n);
+    snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\",\"%s\"],\"ttl_ms\":10000}", n[0], n[1],
+             n[2]);
+    long long waits0 = 0;
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis nd = h_cluster_node(&cl, i);
+        nd.cn = 0;
+        const char *st = h_redis_cli(&nd, "INFO commandstats");
+        const char *p = st ? strstr(st, "cmdstat_wait:calls=") : NULL;
+        if (p) waits0 += atoll(p + 19);
+    }
+    struct h_resp r = h_http("POST", g.port, "/v1/locks", NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char tok[128];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    long long waits1 = 0;
+    int masters_waited = 0;
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis nd = h_cluster_node(&cl, i);
+        nd.cn = 0;
+        const char *st = h_redis_cli(&nd, "INFO commandstats");
+        const char *p = st ? strstr(st, "cmdstat_wait:calls=") : NULL;
+        if (p) waits1 += atoll(p + 19), masters_waited++;
+    }
+    printf("    WAIT calls for one 3-slot multi-lock: %lld (on %d nodes in all so far)\n",
+           waits1 - waits0, masters_waited);
+    CHECK(waits1 - waits0 >= 3);
+    CHECK(masters_waited >= 3);
+    r = h_http("DELETE", g.port, "/v1/locks", tok, body, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_gw_stop(&g, 5000);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL); /* runs only the tests named so (with RUN_SOME) */
     if (h_cluster_start(&cl, 3, 1) < 0) {
@@ -1045,10 +1551,16 @@ int main(int argc, char **argv) {
     RUN(test_ready_and_spread);
     RUN(test_two_gateways_wake);
     RUN(test_dead_gateway_fair_waiter);
-    RUN(test_refused_in_cluster_mode);
+    RUN(test_multi_one_slot);
     RUN_SOME(test_session_expiry);
     RUN_SOME(test_session_delete_wakes);
     RUN_SOME(test_session_replica_ack);
+    RUN_SOME(test_multi_across_slots);
+    RUN_SOME(test_multi_busy_gives_back);
+    RUN_SOME(test_multi_woken_across_masters);
+    RUN_SOME(test_multi_fair_across_slots);
+    RUN_SOME(test_multi_hammer_across_slots);
+    RUN_SOME(test_multi_replica_ack);
     RUN(test_replica_ack);
     RUN(test_listing);
     RUN(test_noscript);

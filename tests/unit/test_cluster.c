@@ -92,10 +92,36 @@ static void test_map_coverage(void) {
     CHECK_EQ_INT(cluster_map_assign(&m, -1, 3, 1), -1);
 }
 
+/* Multi-lock groups: by ascending slot, within a slot in the given order;
+ * one group per slot. */
+static void test_group_by_slot(void) {
+    const char *keys[] = {"foo", "bar", "hello", "{bar}z", "{bar}a"}; /* 12182 5061 866 */
+    int order[5], gstart[6];
+    CHECK_EQ_INT(cluster_group_by_slot(keys, 5, order, gstart), 3);
+    int want[5] = {2, 1, 3, 4, 0};
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(order[i], want[i]);
+    CHECK_EQ_INT(gstart[0], 0);
+    CHECK_EQ_INT(gstart[1], 1);
+    CHECK_EQ_INT(gstart[2], 4);
+    CHECK_EQ_INT(gstart[3], 5);
+    /* Another order of the same keys: the same slots in the same order. */
+    const char *rev[] = {"{bar}a", "{bar}z", "hello", "bar", "foo"};
+    CHECK_EQ_INT(cluster_group_by_slot(rev, 5, order, gstart), 3);
+    int want_rev[5] = {2, 0, 1, 3, 4};
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(order[i], want_rev[i]);
+    CHECK_EQ_INT(gstart[1], 1);
+    CHECK_EQ_INT(gstart[2], 4);
+    const char *one[] = {"x"};
+    CHECK_EQ_INT(cluster_group_by_slot(one, 1, order, gstart), 1);
+    CHECK_EQ_INT(order[0], 0);
+    CHECK_EQ_INT(gstart[1], 1);
+}
+
 int main(void) {
     RUN(test_crc16_and_known_slots);
     RUN(test_hash_tags);
     RUN(test_redirects);
     RUN(test_map_coverage);
+    RUN(test_group_by_slot);
     return check_summary("cluster");
 }

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""multi_cluster.py -- what a multi-lock costs in Redis Cluster mode (issue 22).
+
+Starts its own Redis Cluster (three masters, no replicas) and one gateway
+(--redis-cluster) on free loopback ports, in a temporary directory, and
+measures, ROUNDS cycles on one keep-alive connection each, REPS times
+(median):
+
+  one slot     a 4-name multi-lock cycle (POST + DELETE /v1/locks) whose
+               names hash to one slot: one script each way
+  4 slots      a 4-name cycle whose names sit in 4 slots on the 3 masters:
+               4 scripts in a row to take, 4 at once to release
+  singles      4 single-lock cycles (4 POST + 4 DELETE) of the 4-slot names
+
+Per cycle: Redis time (INFO commandstats usec in EVALSHA/EVAL, summed over
+the masters), gateway CPU (utime+stime from /proc, 10 ms ticks) and wall.
+
+  bench/multi_cluster.py [--reps R] [--rounds K] [--build DIR]
+
+Prints Markdown table rows.  Standard library only.
+"""
+import argparse
+import http.client
+import itertools
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def crc16(data):
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc
+
+
+def slot(name):
+    return crc16(name.encode()) & 16383
+
+
+def free_port():
+    """A port below 55536 whose cluster bus port (+10000) is free too."""
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p >= 55536:
+            continue
+        t = socket.socket()
+        try:
+            t.bind(("127.0.0.1", p + 10000))
+            return p
+        except OSError:
+            pass
+        finally:
+            t.close()
+
+
+def wait_port(port, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+class Gw:
+    def __init__(self, port):
+        self.c = http.client.HTTPConnection("127.0.0.1", port)
+
+    def do(self, method, path, body=None, headers=None):
+        h = dict(headers or {})
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            h["Content-Type"] = "application/json"
+        self.c.request(method, path, body=data, headers=h)
+        r = self.c.getresponse()
+        raw = r.read()
+        return r.status, r.getheader("Lock-Token"), raw
+
+
+def cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
+                          text=True).stdout
+
+
+def redis_usec(ports):
+    total = 0
+    for p in ports:
+        for line in cli(p, "INFO", "commandstats").splitlines():
+            if line.startswith("cmdstat_evalsha:") or line.startswith("cmdstat_eval:"):
+                total += int(line.split("usec=")[1].split(",")[0])
+    return total
+
+
+def cpu_ms(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def measure(ports, pid, fn):
+    for p in ports:
+        cli(p, "CONFIG", "RESETSTAT")
+    c0, t0 = cpu_ms(pid), time.perf_counter()
+    fn()
+    t1, c1 = time.perf_counter(), cpu_ms(pid)
+    return redis_usec(ports), c1 - c0, (t1 - t0) * 1000
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
+    a = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="lockgate-multicl.")
+    ports = [free_port() for _ in range(3)]
+    gport = free_port()
+    procs = []
+    try:
+        for i, p in enumerate(ports):
+            nd = os.path.join(d, f"n{i}")
+            os.mkdir(nd)
+            procs.append(subprocess.Popen(
+                ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", nd, "--cluster-enabled", "yes",
+                 "--cluster-config-file", os.path.join(nd, "nodes.conf")],
+                stdout=subprocess.DEVNULL))
+            wait_port(p)
+        subprocess.run(["redis-cli", "--cluster", "create"] +
+                       [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"],
+                       capture_output=True, check=True)
+        end = time.time() + 20
+        while "cluster_state:ok" not in cli(ports[0], "CLUSTER", "INFO"):
+            if time.time() > end:
+                raise SystemExit("the cluster did not come up")
+            time.sleep(0.1)
+        gw = subprocess.Popen([f"{a.build}/lockgate", "--listen", f"127.0.0.1:{gport}",
+                               "--redis-cluster", f"127.0.0.1:{ports[0]}"],
+                              stderr=open(os.path.join(d, "gw.log"), "w"))
+        procs.append(gw)
+        wait_port(gport)
+        g = Gw(gport)
+        end = time.time() + 20
+        while g.do("GET", "/readyz")[0] != 200:
+            if time.time() > end:
+                raise SystemExit("the gateway did not get ready")
+            time.sleep(0.1)
+
+        # Four names of one slot; four names of four slots over the masters
+        # (slots 0-5460, 5461-10922, 10923-16383 after --cluster create).
+        target = slot("mc-0")
+        one = ["mc-0"] + list(itertools.islice(
+            (f"mc-{i}" for i in range(1, 10**6) if slot(f"mc-{i}") == target), 3))
+        spread, seen = [], set()
+        for lo, hi in [(0, 2700), (2800, 5400), (5600, 10800), (11000, 16383)]:
+            n = next(f"ms-{i}" for i in range(100000)
+                     if lo <= slot(f"ms-{i}") <= hi and slot(f"ms-{i}") not in seen)
+            seen.add(slot(n))
+            spread.append(n)
+
+        def multi(names):
+            def run():
+                for _ in range(a.rounds):
+                    st, t, _ = g.do("POST", "/v1/locks", {"names": names})
+                    assert st == 201, st
+                    st, _, _ = g.do("DELETE", "/v1/locks", {"names": names}, {"Lock-Token": t})
+                    assert st == 200, st
+            return run
+
+        def singles():
+            for _ in range(a.rounds):
+                ts = [g.do("POST", f"/v1/locks/{n}", {})[1] for n in spread]
+                for n, t in zip(spread, ts):
+                    g.do("DELETE", f"/v1/locks/{n}", None, {"Lock-Token": t})
+
+        rows = {"one": [], "spread": [], "singles": []}
+        for _ in range(a.reps):
+            rows["one"].append(measure(ports, gw.pid, multi(one)))
+            rows["spread"].append(measure(ports, gw.pid, multi(spread)))
+            rows["singles"].append(measure(ports, gw.pid, singles))
+        r = a.rounds
+        med = lambda rs, k: statistics.median(x[k] for x in rs)
+        label = {"one": "4-name multi-lock cycle, names in one slot",
+                 "spread": "4-name multi-lock cycle, 4 slots on 3 masters",
+                 "singles": "4 single-lock cycles (the 4-slot names)"}
+        for k in ("one", "spread", "singles"):
+            rs = rows[k]
+            print(f"| {label[k]} | {med(rs, 0) / r:.0f} µs | {med(rs, 1) / r * 1000:.0f} µs "
+                  f"| {med(rs, 2) / r * 1000:.0f} µs |")
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
