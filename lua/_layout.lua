@@ -38,3 +38,4 @@ local function publish(channel, message)
     redis.call('PUBLISH', channel, message)
   end
 end
+

@@ -16,6 +16,7 @@
 -- (handlers/sessions_cluster.c).
 --@include _layout.lua
 --@include _clock.lua
+--@include _session.lua
 --@include _holders.lua
 local flat = redis.call('HGETALL', KEYS[1])
 local e = 0
@@ -28,14 +29,7 @@ if e <= now then return {-1} end
 if ARGV[2] == '1' then
   redis.call('DEL', KEYS[1])
   local out = {1, 0}
-  for i = 1, #flat, 2 do
-    local k, n = string.match(flat[i], '(lock):{([^{]*)}$')
-    if not k then k, n = string.match(flat[i], '(sem):{([^{]*)}$') end
-    if k then
-      out[#out + 1] = k .. ':' .. n
-      out[#out + 1] = flat[i + 1]
-    end
-  end
+  append_session_holds(flat, out)
   return out
 end
 -- Gone first: load() then finds the session's holders dead, drops their

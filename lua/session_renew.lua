@@ -19,6 +19,7 @@
 --          {-1}                 no such session (ended, expired)
 --@include _layout.lua
 --@include _clock.lua
+--@include _session.lua
 local s = redis.call('HMGET', KEYS[1], 'e', 't', 'd', 'h')
 if not s[1] or s[1] + 0 <= now then return {-1} end
 local ttl = ARGV[1] + 0
@@ -33,14 +34,7 @@ local holds = redis.call('HLEN', KEYS[1]) - (s[4] and 5 or 4)
 if ARGV[2] == '1' then
   local out = {1, ttl, holds}
   local flat = redis.call('HGETALL', KEYS[1])
-  for i = 1, #flat, 2 do
-    local k, n = string.match(flat[i], '(lock):{([^{]*)}$')
-    if not k then k, n = string.match(flat[i], '(sem):{([^{]*)}$') end
-    if k then
-      out[#out + 1] = k .. ':' .. n
-      out[#out + 1] = flat[i + 1]
-    end
-  end
+  append_session_holds(flat, out)
   return out
 end
 if e + SESSION_HORIZON_MS / 2 > hz then
