@@ -217,6 +217,14 @@ static int wait_ready(int port, int ms) {
 
 /* Every slot covered: ready.  3000 random names: each master holds a third
  * of their locks, within 10 %. */
+/* Two gateways on the cluster with flags (NULL: none), both ready. */
+static void two_gateways(struct h_gw *a, struct h_gw *b, const char *flags) {
+    CHECK_EQ_INT(h_gw_up(a, &cl, flags), 0);
+    CHECK_EQ_INT(h_gw_up(b, &cl, flags), 0);
+    CHECK_EQ_INT(wait_ready(a->port, 10000), 0);
+    CHECK_EQ_INT(wait_ready(b->port, 10000), 0);
+}
+
 static void test_ready_and_spread(void) {
     struct h_gw g;
     CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
@@ -254,10 +262,7 @@ static void test_ready_and_spread(void) {
  * the wait 20 s: only the release message can wake it that soon). */
 static void test_two_gateways_wake(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, NULL);
     char n1[32], n2[32];
     name_in_slots("wake", 0, 5000, 0, n1, sizeof n1);      /* the first master's */
     name_in_slots("wake", 11000, 16383, 0, n2, sizeof n2); /* the third's */
@@ -351,10 +356,7 @@ static int waiting_is(struct h_gw *g, long long n, int ms) {
 
 static void test_dead_gateway_fair_waiter(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, "--liveness-ttl-ms 1000"), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, "--liveness-ttl-ms 1000"), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, "--liveness-ttl-ms 1000");
     char name[32], path[64];
     name_in_slots("ghost", 5500, 10900, 0, name, sizeof name); /* the second master's */
     snprintf(path, sizeof path, "/v1/locks/%s", name);
@@ -508,10 +510,7 @@ static void minters_check(struct minter *m, const char *when, long long blocks) 
  * in those slots through two gateways. */
 static void test_reshard_under_load(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, NULL);
     char from[64], to[64];
     int from_port, to_port;
     CHECK_EQ_INT(master_of_slot(0, from, sizeof from, &from_port), 0);
@@ -710,10 +709,7 @@ static void session_waiter_start(struct session_waiter *w, int port, const char 
  *     higher fence; every other name is then free. */
 static void test_session_expiry(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, NULL);
     char loc[200];
     char *sess = session_start(a.port, "{\"ttl_ms\":6000,\"lock_delay_ms\":1500}", loc, sizeof loc);
     static char names[SESSION_NAMES][32];
@@ -805,10 +801,7 @@ static void test_session_expiry(void) {
  * 409 session_bound; an acquire with an ended session is 404. */
 static void test_session_delete_wakes(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, NULL);
     char loc[200];
     char *sess =
         session_start(a.port, "{\"ttl_ms\":30000,\"lock_delay_ms\":10000}", loc, sizeof loc);
@@ -1271,10 +1264,7 @@ static void *multi_waiter_main(void *arg) {
  * lease is 30 s). */
 static void test_multi_woken_across_masters(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, NULL);
     char n[3][32], path[128];
     names_on_three("mw", n);
     snprintf(path, sizeof path, "/v1/locks/%s", n[2]);
@@ -1314,10 +1304,7 @@ static void test_multi_woken_across_masters(void) {
  * gets both, and S only after M's release. */
 static void test_multi_fair_across_slots(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, NULL);
     char n[3][32], px[128], py[128], body[256];
     names_on_three("mf", n);
     const char *x = n[0], *y = n[2];
@@ -1485,10 +1472,7 @@ static void hammer_phase(int port_a, int port_b, int fair) {
 
 static void test_multi_hammer_across_slots(void) {
     struct h_gw a, b;
-    CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
-    CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b.port, 10000), 0);
+    two_gateways(&a, &b, NULL);
     char three[3][32];
     names_on_three("mh", three);
     for (int i = 0; i < 3; i++)
