@@ -31,6 +31,8 @@ import subprocess
 import tempfile
 import time
 
+from sessions import Gw, wait_port  # the same HTTP client and port wait
+
 
 def crc16(data):
     crc = 0
@@ -62,33 +64,6 @@ def free_port():
             pass
         finally:
             t.close()
-
-
-def wait_port(port, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
-
-
-class Gw:
-    def __init__(self, port):
-        self.c = http.client.HTTPConnection("127.0.0.1", port)
-
-    def do(self, method, path, body=None, headers=None):
-        h = dict(headers or {})
-        data = None
-        if body is not None:
-            data = json.dumps(body)
-            h["Content-Type"] = "application/json"
-        self.c.request(method, path, body=data, headers=h)
-        r = self.c.getresponse()
-        raw = r.read()
-        return r.status, r.getheader("Lock-Token"), raw
 
 
 def cli(port, *args):
