@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,6 +357,32 @@ int h_gw_stop(struct h_gw *g, int timeout_ms) {
 
 void h_gw_kill(struct h_gw *g) { reap(&g->pid, SIGKILL); }
 
+int h_freeze(pid_t pid) {
+    kill(pid, SIGSTOP);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    for (long long end = h_now_ms() + 2000; h_now_ms() < end; h_sleep_ms(1)) {
+        DIR *d = opendir(dir);
+        if (!d) return -1;
+        int running = 0;
+        for (struct dirent *e; (e = readdir(d));) {
+            if (e->d_name[0] == '.') continue;
+            char path[400], buf[256];
+            snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f) continue;
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            const char *st = strrchr(buf, ')'); /* "pid (comm) S ..." */
+            if (st && st[1] == ' ' && st[2] != 'T' && st[2] != 't') running++;
+        }
+        closedir(d);
+        if (!running) return 0;
+    }
+    return -1;
+}
+
 /* ---- HTTP ---------------------------------------------------------------------- */
 
 struct sink {
@@ -514,7 +541,6 @@ size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int 
 
 /* ---- gateways under a wrapper that forks (faketime) ---------------------------- */
 
-#include <dirent.h>
 
 /* The processes whose parent is `parent`, found by scanning /proc (this
  * kernel has no /proc/PID/task/PID/children).  Returns how many, up to cap. */

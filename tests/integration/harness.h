@@ -87,6 +87,11 @@ int h_gw_start_env(struct h_gw *g, struct h_redis *r, const char *extra_flags,
  * timeout_ms (then it is killed). */
 int h_gw_stop(struct h_gw *g, int timeout_ms);
 void h_gw_kill(struct h_gw *g); /* SIGKILL */
+/* SIGSTOP to pid, and waits (up to 2 s) until every one of its threads is
+ * stopped: kill(2) returns before a busy process has stopped, and a test
+ * that freezes a process to fix the order of events must not have it run
+ * on for a few ms.  Returns 0 once stopped, -1 otherwise. */
+int h_freeze(pid_t pid);
 
 struct h_resp {
     long status;        /* HTTP status, 0 when the request failed */

@@ -427,7 +427,7 @@ static void test_sigstop(void) {
     struct call *w2 = call_start(a.port, p, "{\"ttl_ms\":5000,\"wait_ms\":500,\"fair\":true}", 200);
     CHECK(wait_waiting(&a, 2, 3000));
     long long dropped0 = h_metric(&gb, "lockgate_dead_waiters_total");
-    kill(a.pid, SIGSTOP);
+    CHECK_EQ_INT(h_freeze(a.pid), 0);
     long long t_stop = h_now_ms();
     struct call *f =
         call_start(gb.port, p, "{\"ttl_ms\":5000,\"wait_ms\":20000,\"fair\":true}", 1500);

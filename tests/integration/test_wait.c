@@ -658,7 +658,7 @@ static void test_hangup_and_release_together(void) {
                                 : "{\"ttl_ms\":30000,\"wait_ms\":5000}");
         CHECK(fd >= 0);
         CHECK(wait_waiting(g.port, 1, 2000));
-        kill(g.pid, SIGSTOP);
+        CHECK_EQ_INT(h_freeze(g.pid), 0); /* stopped before the release, for certain */
         struct h_resp d = h_http("DELETE", gw2.port, p, ta, NULL, NULL); /* publishes */
         CHECK_EQ_INT(d.status, 200);
         h_resp_free(&d);
