@@ -93,6 +93,12 @@ int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key) {
     return slot;
 }
 
+void liveness_worker_done(void) {
+    free(slot_waiters);
+    slot_waiters = NULL;
+    busy_slots = 0;
+}
+
 void liveness_waiter_leave(int joined) {
     if (joined < 0 || !slot_waiters || !slot_waiters[joined]) return;
     if (--slot_waiters[joined] == 0) busy_slots--;

@@ -48,5 +48,7 @@ int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key);
  * restarted or failed-over master may not have them. */
 void liveness_connection_up(void *arg);
 void liveness_waiter_leave(int joined);
+/* The calling worker's loop has ended: its per-slot table goes. */
+void liveness_worker_done(void);
 
 #endif

@@ -58,6 +58,7 @@ static void *worker_main(void *arg) {
     redis_turn_hook(w->redis, loop_now_ms()); /* connect before the first wait */
     loop_run(w->loop);
     if (w->http) http_stop(); /* nothing is suspended any more (workers_stop) */
+    liveness_worker_done();
     return NULL;
 }
 
