@@ -183,10 +183,6 @@ static void cluster_acquire(struct hold_call *hc, int nkeys, int nargs, const ch
         single_acquire(hc, nkeys, nargs, argv, lens);
 }
 
-/* Ready when every slot has a master whose connection is up and that
- * answers (cluster.c keeps the map; the PING goes to each master). */
-static void cluster_ready(redis_cb cb, void *arg) { redis_cluster_ready(cb, arg); }
-
 const struct backend backend_single = {
     .name = "single",
     .acquire = single_acquire,
@@ -210,7 +206,7 @@ const struct backend backend_cluster = {
     .forget = single_forget,
     .eval = single_eval,
     .id_lease = backend_lease_one,
-    .ready = cluster_ready,
+    .ready = redis_cluster_ready, /* every slot has a master that answers */
     .undoes_reentry = 1,
     .per_slot = 1,
     .fans_out = 0,

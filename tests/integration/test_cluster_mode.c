@@ -217,18 +217,21 @@ static int wait_ready(int port, int ms) {
 
 /* Every slot covered: ready.  3000 random names: each master holds a third
  * of their locks, within 10 %. */
+/* A gateway on the cluster with flags (NULL: none), ready. */
+static void one_gateway(struct h_gw *g, const char *flags) {
+    CHECK_EQ_INT(h_gw_up(g, &cl, flags), 0);
+    CHECK_EQ_INT(wait_ready(g->port, 10000), 0);
+}
+
 /* Two gateways on the cluster with flags (NULL: none), both ready. */
 static void two_gateways(struct h_gw *a, struct h_gw *b, const char *flags) {
-    CHECK_EQ_INT(h_gw_up(a, &cl, flags), 0);
-    CHECK_EQ_INT(h_gw_up(b, &cl, flags), 0);
-    CHECK_EQ_INT(wait_ready(a->port, 10000), 0);
-    CHECK_EQ_INT(wait_ready(b->port, 10000), 0);
+    one_gateway(a, flags);
+    one_gateway(b, flags);
 }
 
 static void test_ready_and_spread(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, NULL);
     struct h_client c;
     h_client_init(&c, 10000);
     char path[64];
@@ -847,8 +850,7 @@ static void test_session_delete_wakes(void) {
  * lock's master's. */
 static void test_session_replica_ack(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000"), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000");
     char loc[200];
     char *sess = session_start(g.port, "{\"ttl_ms\":10000}", loc, sizeof loc);
     char tok0[160];
@@ -892,8 +894,7 @@ static void test_session_replica_ack(void) {
  * the test_multi_* tests); nothing is refused in cluster mode any more. */
 static void test_multi_one_slot(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, NULL);
     /* Two names in one slot: taken together. */
     char n1[32], n2[32];
     name_in_slots("same", 777, 777, 0, n1, sizeof n1);
@@ -912,8 +913,7 @@ static void test_multi_one_slot(void) {
  * one is refused. */
 static void test_listing(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, NULL);
     struct h_client c;
     h_client_init(&c, 10000);
     char path[256];
@@ -957,8 +957,7 @@ static void test_listing(void) {
  * script is loaded on that node and the call goes again. */
 static void test_noscript(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, NULL);
     for (int i = 0; i < cl.cn; i++) {
         struct h_redis n = h_cluster_node(&cl, i);
         n.cn = 0;
@@ -982,8 +981,7 @@ static void test_noscript(void) {
  * (a WAIT on another master would count replicas of nothing). */
 static void test_replica_ack(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000"), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000");
     for (int i = 0; i < 6; i++) {
         char path[64];
         snprintf(path, sizeof path, "/v1/locks/acked-%d", i);
@@ -1072,8 +1070,7 @@ static int done_has(struct h_resp *r, const char *name, int *count) {
  * before) answers the refusal and lists the names that went through. */
 static void test_multi_across_slots(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, NULL);
     char n[3][32], body[256], names[160];
     names_on_three("mx", n);
     snprintf(names, sizeof names, "\"names\":[\"%s\",\"%s\",\"%s\"]", n[2], n[0], n[1]);
@@ -1168,8 +1165,7 @@ static void test_multi_across_slots(void) {
  * name the token held already goes back to count 1, not released. */
 static void test_multi_busy_gives_back(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, NULL);
     char n[3][32], body[256], path[128];
     names_on_three("mb", n);
     snprintf(path, sizeof path, "/v1/locks/%s", n[2]); /* the highest slot: taken last */
@@ -1488,8 +1484,7 @@ static void test_multi_hammer_across_slots(void) {
  * group's master, and the set is granted. */
 static void test_multi_replica_ack(void) {
     struct h_gw g;
-    CHECK_EQ_INT(h_gw_up(&g, &cl, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000"), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    one_gateway(&g, "--min-replicas-ack 1 --replica-ack-timeout-ms 2000");
     char n[3][32], body[256];
     names_on_three("ma", n);
     snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\",\"%s\"],\"ttl_ms\":10000}", n[0], n[1],
