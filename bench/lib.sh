@@ -4,7 +4,7 @@
 
 START=$(date +%s)
 say() { printf '%s [%3ss]: %s\n' "$BENCH_NAME" "$(( $(date +%s) - START ))" "$*" >&2; }
-calc() { awk "BEGIN {printf \"$1\", $2}"; }
+calc() { awk "BEGIN {printf \"$1\", ($2)}"; } # parenthesised: a bare ">" would redirect awk's output to a file
 
 TMP=$(mktemp -d "/tmp/lockgate-$BENCH_NAME.XXXXXX")
 PIDS=() # every process started: stopped by cleanup
