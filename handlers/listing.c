@@ -18,7 +18,6 @@
 #include <time.h>
 
 #define PATTERN_MAX (2 * (GW_PREFIX_MAX + NAME_MAX_LEN) + 16)
-#define CURSOR_MAX  48
 
 /* ---- pattern and cursor (pure, unit-tested) --------------------------------------- */
 
@@ -41,11 +40,26 @@ int listing_pattern(const char *key_prefix, const char *kind, const char *name_p
 
 static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-void listing_cursor_encode(const char *scan_cursor, char *out, size_t cap) {
+/* Digits only, 1 to max of them. */
+static int all_digits(const char *s, size_t len, size_t max) {
+    if (len < 1 || len > max) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+void listing_cursor_encode(const struct listing_cursor *c, char *out, size_t cap) {
     out[0] = '\0';
-    if (strcmp(scan_cursor, "0") == 0) return;
-    char raw[32];
-    size_t len = (size_t)snprintf(raw, sizeof raw, "c%s", scan_cursor), o = 0;
+    if (c->master < 0 && strcmp(c->scan, "0") == 0 && !c->after[0]) return;
+    char raw[LISTING_CURSOR_RAW_MAX + 1], master[16] = "";
+    if (c->master >= 0) snprintf(master, sizeof master, "%d:", c->master);
+    size_t len;
+    if (c->after[0])
+        len = (size_t)snprintf(raw, sizeof raw, "c%s%s %s %s", master, c->scan, c->next, c->after);
+    else
+        len = (size_t)snprintf(raw, sizeof raw, "c%s%s", master, c->scan);
+    if (len >= sizeof raw) return;
+    size_t o = 0;
     for (size_t i = 0; i < len && o + 5 < cap; i += 3) {
         unsigned v = (unsigned char)raw[i] << 16;
         if (i + 1 < len) v |= (unsigned char)raw[i + 1] << 8;
@@ -58,34 +72,49 @@ void listing_cursor_encode(const char *scan_cursor, char *out, size_t cap) {
     out[o] = '\0';
 }
 
-int listing_cursor_decode(const char *cursor, char *scan_cursor, size_t cap) {
-    snprintf(scan_cursor, cap, "0");
+int listing_cursor_decode(const char *cursor, struct listing_cursor *c) {
+    memset(c, 0, sizeof *c);
+    c->master = -1;
+    c->scan[0] = '0';
     if (!cursor || !*cursor) return 0;
     size_t len = strlen(cursor), o = 0;
-    if (len > CURSOR_MAX || len % 4 == 1) return -1;
-    char raw[CURSOR_MAX];
+    if (len > LISTING_CURSOR_MAX || len % 4 == 1) return -1;
+    char raw[LISTING_CURSOR_RAW_MAX + 1];
     unsigned acc = 0;
     int bits = 0;
     for (size_t i = 0; i < len; i++) {
         const char *p = strchr(B64URL, cursor[i]);
-        if (!p || !cursor[i]) return -1;
+        if (!p) return -1;
         acc = (acc << 6 | (unsigned)(p - B64URL)) & 0xffffff;
         bits += 6;
         if (bits >= 8) {
             bits -= 8;
+            if (o >= LISTING_CURSOR_RAW_MAX) return -1;
             raw[o++] = (char)(acc >> bits & 0xff);
         }
     }
-    if (o < 2 || raw[0] != 'c' || o - 1 >= cap || o - 1 > 24) return -1;
-    /* Digits; in cluster mode "<master>:<scan>", one colon between digits. */
-    int colons = 0;
-    for (size_t i = 1; i < o; i++) {
-        if (raw[i] == ':' && i > 1 && i + 1 < o && !colons++) continue;
-        if (raw[i] < '0' || raw[i] > '9') return -1;
+    raw[o] = '\0';
+    if (o < 2 || raw[0] != 'c') return -1;
+    /* "c" [master ":"] scan [" " next " " after] */
+    char *s = raw + 1, *colon = strchr(s, ':'), *sp = strchr(s, ' ');
+    if (colon && (!sp || colon < sp)) {
+        if (!all_digits(s, (size_t)(colon - s), 5)) return -1;
+        c->master = atoi(s);
+        s = colon + 1;
     }
-    if (!colons && o - 1 > 20) return -1;
-    memcpy(scan_cursor, raw + 1, o - 1);
-    scan_cursor[o - 1] = '\0';
+    size_t n = sp ? (size_t)(sp - s) : strlen(s);
+    if (!all_digits(s, n, 20)) return -1;
+    memcpy(c->scan, s, n);
+    c->scan[n] = '\0';
+    if (!sp) return 0;
+    s = sp + 1;
+    sp = strchr(s, ' ');
+    if (!sp || !all_digits(s, (size_t)(sp - s), 20)) return -1;
+    memcpy(c->next, s, (size_t)(sp - s));
+    c->next[sp - s] = '\0';
+    s = sp + 1;
+    if (!name_valid(s, strlen(s))) return -1;
+    memcpy(c->after, s, strlen(s) + 1);
     return 0;
 }
 
@@ -113,7 +142,9 @@ static const char *str_at(const redisReply *r, size_t i) {
     return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : "";
 }
 
-/* One held name: {name, kind, limit, queued, 6 values a holder...}. */
+/* One held name: {name, kind, limit, queued, 7 values a holder...}:
+ * owner, key id, fence, count, ms left, renewed at, acquired at (ms; 0
+ * for a permit granted before permits kept their grant time). */
 static cJSON *hold_entry(const redisReply *e, int semaphore) {
     static const char *const modes[] = {"exclusive", "exclusive", "shared", "permit"};
     long long kind = int_at(e, 1);
@@ -124,18 +155,14 @@ static cJSON *hold_entry(const redisReply *e, int semaphore) {
     else
         cJSON_AddStringToObject(o, "mode", modes[kind >= 1 && kind <= 3 ? kind : 1]);
     cJSON *holders = cJSON_AddArrayToObject(o, "holders");
-    for (size_t i = 4; i + 6 <= e->elements; i += 6) {
+    for (size_t i = 4; i + 7 <= e->elements; i += 7) {
         cJSON *h = cJSON_CreateObject();
         if (*str_at(e, i)) cJSON_AddStringToObject(h, "owner", str_at(e, i));
         if (*str_at(e, i + 1)) cJSON_AddStringToObject(h, "key_id", str_at(e, i + 1));
         if (!semaphore) json_add_int(h, "fence", int_at(e, i + 2));
         json_add_int(h, "count", int_at(e, i + 3));
         json_add_int(h, "ttl_ms", int_at(e, i + 4));
-        /* A fence is Redis's clock in microseconds at the grant (or one
-         * above the name's last fence, when that was higher): the time a
-         * lock was acquired.  Permits have no fence: their last grant or
-         * extension is what there is. */
-        if (!semaphore) add_time(h, "acquired_at", int_at(e, i + 2) / 1000);
+        if (int_at(e, i + 6) > 0) add_time(h, "acquired_at", int_at(e, i + 6));
         add_time(h, "renewed_at", int_at(e, i + 5));
         cJSON_AddItemToArray(holders, h);
     }
@@ -160,8 +187,7 @@ struct list_call {
     cJSON *page;               /* the answer being built */
     cJSON *items;              /* its array */
     int nitems;                /* entries in it */
-    char cursor[24];           /* Redis's SCAN cursor to go on from */
-    int master;                /* cluster mode: the master being scanned (ordinal) */
+    struct listing_cursor at;  /* the call to make: master, SCAN cursor, where to resume in it */
     char pattern[PATTERN_MAX]; /* the SCAN MATCH pattern (listing_pattern) */
 };
 
@@ -173,68 +199,107 @@ static void list_call_free(void *ctx) {
 
 static void list_next(struct gw_request *req);
 
-static void list_done(void *arg, const struct redis_result *res) {
-    struct gw_request *req = arg;
-    struct list_call *lc = req->ctx;
-    const redisReply *r = res->ok ? res->reply : NULL;
-    if (!res->ok || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-        r->element[0]->type != REDIS_REPLY_STRING) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
-                      res->ok ? "an unexpected answer to list.lua" : res->error);
-        return;
-    }
+static int by_name(const void *a, const void *b) {
+    const redisReply *x = *(const redisReply *const *)a, *y = *(const redisReply *const *)b;
+    return strcmp(x->element[0]->str, y->element[0]->str);
+}
+
+/* The call's entries (held names: arrays whose first element is the name),
+ * sorted by name so that a page can end in the middle of them and the next
+ * page go on after the last name shown.  Returns how many. */
+static size_t sorted_entries(const redisReply *r, const redisReply **out) {
+    size_t n = 0;
     for (size_t i = 1; i < r->elements; i++) {
         const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY) continue;
-        /* With auth on, a page shows only the names the key may read. */
-        if (e->elements < 1 || e->element[0]->type != REDIS_REPLY_STRING ||
-            !access_may(req, list_kind[lc->what], e->element[0]->str, AUTH_READ))
-            continue;
-        cJSON_AddItemToArray(lc->items, lc->what == LIST_IDS
-                                            ? id_entry(e)
-                                            : hold_entry(e, lc->what == LIST_SEMAPHORES));
-        lc->nitems++;
+        if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
+            e->element[0]->type == REDIS_REPLY_STRING)
+            out[n++] = e;
     }
-    snprintf(lc->cursor, sizeof lc->cursor, "%s", r->element[0]->str);
-    /* Cluster mode: one master's SCAN done, the next one's from 0 (then
-     * "0" means its start, not the end). */
-    int fresh = 0;
-    if (backend->per_slot && strcmp(lc->cursor, "0") == 0 &&
-        lc->master + 1 < redis_cluster_masters()) {
-        lc->master++;
-        fresh = 1;
-    }
-    int done = strcmp(lc->cursor, "0") == 0 && !fresh;
-    if (!done && lc->nitems < lc->limit && lc->calls < lc->max_calls) {
-        list_next(req);
-        return;
-    }
-    char cursor[CURSOR_MAX + 8], scan[48];
-    if (backend->per_slot && !done)
-        snprintf(scan, sizeof scan, "%d:%s", lc->master, lc->cursor);
-    else
-        snprintf(scan, sizeof scan, "%s", lc->cursor);
-    listing_cursor_encode(scan, cursor, sizeof cursor);
+    qsort(out, n, sizeof *out, by_name);
+    return n;
+}
+
+static void list_reply(struct gw_request *req) {
+    struct list_call *lc = req->ctx;
+    char cursor[LISTING_CURSOR_MAX + 1];
+    listing_cursor_encode(&lc->at, cursor, sizeof cursor);
     cJSON_AddStringToObject(lc->page, "cursor", cursor);
     cJSON *page = lc->page;
     lc->page = NULL;
     reply_json(req, 200, page);
 }
 
-/* One more list.lua call.  Quorum mode: the first master (redis_eval's
- * node), see listing.h.  Cluster mode: list_cluster.lua on the master
- * being scanned, each in turn. */
+static void list_done(void *arg, const struct redis_result *res) {
+    struct gw_request *req = arg;
+    struct list_call *lc = req->ctx;
+    const redisReply *r = res->ok ? res->reply : NULL;
+    if (!res->ok || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING || strlen(r->element[0]->str) > 20) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
+                      res->ok ? "an unexpected answer to list.lua" : res->error);
+        return;
+    }
+    const char *next = r->element[0]->str;
+    const redisReply **entries = alloc_check(malloc((r->elements + 1) * sizeof *entries));
+    size_t n = sorted_entries(r, entries);
+    /* Resuming the call a page ended in: skip what that page showed,
+     * unless SCAN now goes on elsewhere (Redis resized its table; then
+     * show them all again: a name may be listed twice, never missed). */
+    int skip = lc->at.after[0] && strcmp(next, lc->at.next) == 0;
+    const char *last = NULL;
+    size_t i = 0;
+    for (; i < n; i++) {
+        const char *name = entries[i]->element[0]->str;
+        if (skip && strcmp(name, lc->at.after) <= 0) continue;
+        /* With auth on, a page shows only the names the key may read. */
+        if (!access_may(req, list_kind[lc->what], name, AUTH_READ)) continue;
+        if (lc->nitems == lc->limit) break; /* full, with more in this call */
+        cJSON_AddItemToArray(lc->items, lc->what == LIST_IDS
+                                            ? id_entry(entries[i])
+                                            : hold_entry(entries[i], lc->what == LIST_SEMAPHORES));
+        lc->nitems++;
+        last = name;
+    }
+    if (i < n) { /* the page ends in this call: the next page makes it again */
+        snprintf(lc->at.next, sizeof lc->at.next, "%s", next);
+        snprintf(lc->at.after, sizeof lc->at.after, "%s", last ? last : lc->at.after);
+        free(entries);
+        list_reply(req);
+        return;
+    }
+    free(entries);
+    lc->at.after[0] = '\0';
+    snprintf(lc->at.scan, sizeof lc->at.scan, "%s", next);
+    /* Cluster mode: one master's SCAN done, the next one's from 0 (then
+     * "0" means its start, not the end). */
+    int done = strcmp(next, "0") == 0;
+    if (done && lc->at.master >= 0 && lc->at.master + 1 < redis_cluster_masters()) {
+        lc->at.master++;
+        done = 0;
+    }
+    if (done) lc->at.master = -1;
+    if (!done && lc->nitems < lc->limit && lc->calls < lc->max_calls) {
+        list_next(req);
+        return;
+    }
+    list_reply(req);
+}
+
+/* One more list.lua call, always of LISTING_COUNT keys, so that a page
+ * ending in the middle of a call's keys can make the same call again.
+ * Quorum mode: the first master (redis_eval's node), see listing.h.
+ * Cluster mode: list_cluster.lua on the master being scanned, each in
+ * turn. */
 static void list_next(struct gw_request *req) {
     struct list_call *lc = req->ctx;
     char count[24];
-    long long want = lc->limit - lc->nitems;
-    snprintf(count, sizeof count, "%lld", want < LISTING_COUNT ? want : LISTING_COUNT);
-    const char *argv[] = {lc->cursor, lc->pattern, count, lc->what == LIST_IDS ? "i" : "h"};
+    snprintf(count, sizeof count, "%d", LISTING_COUNT);
+    const char *argv[] = {lc->at.scan, lc->pattern, count, lc->what == LIST_IDS ? "i" : "h"};
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
     lc->calls++;
     if (backend->per_slot)
-        redis_eval_at_master(lc->master, SCRIPT_LIST_CLUSTER, 4, argv, lens, list_done, req);
+        redis_eval_at_master(lc->at.master, SCRIPT_LIST_CLUSTER, 4, argv, lens, list_done, req);
     else
         redis_eval(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
 }
@@ -259,17 +324,15 @@ static void list(struct gw_request *req, enum listing_what what) {
     struct list_call *lc = alloc_check(calloc(1, sizeof *lc));
     req->ctx = lc;
     req->ctx_free = list_call_free;
-    char *colon;
-    if (listing_cursor_decode(q_cursor, lc->cursor, sizeof lc->cursor) < 0 ||
-        (colon = strchr(lc->cursor, ':'), colon && !backend->per_slot)) {
+    /* A cursor names a master only in cluster mode, and one that exists. */
+    if (listing_cursor_decode(q_cursor, &lc->at) < 0 ||
+        (lc->at.master >= 0) != (backend->per_slot && q_cursor && *q_cursor) ||
+        (lc->at.master >= 0 && lc->at.master >= redis_cluster_masters())) {
         reply_problem(req, CODE_INVALID_FIELD,
                       "cursor must be one a previous page of this listing gave");
         return;
     }
-    if (colon) { /* cluster mode: "<master>:<scan>" */
-        lc->master = atoi(lc->cursor);
-        memmove(lc->cursor, colon + 1, strlen(colon + 1) + 1);
-    }
+    if (backend->per_slot && lc->at.master < 0) lc->at.master = 0;
     static const char *const kinds[] = {"lock", "sem", "id"};
     static const char *const member[] = {"locks", "semaphores", "namespaces"};
     listing_pattern(handlers_config()->key_prefix, kinds[what], prefix, lc->pattern,

@@ -11,6 +11,8 @@
 #ifndef LOCKGATE_LISTING_H
 #define LOCKGATE_LISTING_H
 
+#include "common/names.h"
+
 #include <stddef.h>
 
 struct gw_request;
@@ -27,12 +29,28 @@ struct gw_request;
 int listing_pattern(const char *key_prefix, const char *kind, const char *name_prefix, char *out,
                     size_t cap);
 
-/* The opaque cursor: base64url (no padding) of "c" and Redis's SCAN cursor
- * in decimal.  listing_cursor_encode returns "" for SCAN's "0" (done);
- * listing_cursor_decode writes the SCAN cursor ("0" for NULL or "") and
- * returns 0, or -1 for a cursor this gateway never made. */
-void listing_cursor_encode(const char *scan_cursor, char *out, size_t cap);
-int listing_cursor_decode(const char *cursor, char *scan_cursor, size_t cap);
+/* Where a listing goes on from: Redis's SCAN cursor (decimal), the master
+ * it is on in cluster mode (-1 otherwise), and, when the page before ended
+ * in the middle of one SCAN call's keys (a page holds at most limit
+ * entries), that call's next cursor and the last name the page showed:
+ * the next page makes the same call again and skips the names up to that
+ * one, unless the call's next cursor differs (Redis resized its table in
+ * between: then it shows them all again, as SCAN may). */
+struct listing_cursor {
+    int master;
+    char scan[21], next[21];
+    char after[NAME_MAX_LEN + 1];
+};
+
+/* The opaque cursor: base64url (no padding) of
+ * "c" [master ":"] scan [" " next " " after].  listing_cursor_encode writes
+ * "" for the end (scan "0", nothing after, no master); listing_cursor_decode
+ * reads NULL or "" as the start (scan "0", master -1) and returns 0, or -1
+ * for a cursor this gateway never made. */
+#define LISTING_CURSOR_RAW_MAX (1 + 6 + 21 + 21 + NAME_MAX_LEN)
+#define LISTING_CURSOR_MAX     ((LISTING_CURSOR_RAW_MAX + 2) / 3 * 4)
+void listing_cursor_encode(const struct listing_cursor *c, char *out, size_t cap);
+int listing_cursor_decode(const char *cursor, struct listing_cursor *c);
 
 void listing_locks(struct gw_request *req);
 void listing_semaphores(struct gw_request *req);

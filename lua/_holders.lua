@@ -37,10 +37,12 @@ local function int(n) return string.format('%d', n) end
 -- as "\0" .. <letter> .. <value>, repeated; decode makes each a field of
 -- the holder table, and a record without them reads as before.  One row a
 -- letter: k the API key id that acquired the hold (server/auth.h), s the
--- session the hold is bound to (its token).  Letters this version does not
+-- session the hold is bound to (its token), a a semaphore permit's grant
+-- time (ms, decimal: a lock's fence is its grant time already, a permit has
+-- none; listings show it as acquired_at).  Letters this version does not
 -- know are kept as they are (attrs).
-local ATTRS = {{'k', 'key_id'}, {'s', 'session'}}
-local ATTR_FIELD = {k = 'key_id', s = 'session'}
+local ATTRS = {{'k', 'key_id'}, {'s', 'session'}, {'a', 'granted'}}
+local ATTR_FIELD = {k = 'key_id', s = 'session', a = 'granted'}
 
 local function encode(h)
   local exp = h.session and not h.carried and SESSION_EXP or h.exp

@@ -166,6 +166,8 @@ if kind ~= 'p' then
   h.fence = now_us
   if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end
   st.lastfence = h.fence
+else
+  h.granted = int(now)
 end
 st.holders[token] = h
 st.alive = st.alive + 1

@@ -38,10 +38,10 @@ static char *take(const char *name, const char *body, long long *fence) {
  * on a failed page.  between(page) runs after each page, may be NULL. */
 static int list_all(const char *what, const char *prefix, int limit, const char *member,
                     void (*seen)(cJSON *e, void *arg), void *arg, void (*between)(int page)) {
-    char cursor[128] = "";
+    char cursor[512] = "";
     int pages = 0;
     do {
-        char path[512];
+        char path[1024];
         snprintf(path, sizeof path, "/v1/%s?prefix=%s&limit=%d&cursor=%s", what, prefix, limit,
                  cursor);
         struct h_resp r = H("GET", path, NULL, NULL);
@@ -51,19 +51,21 @@ static int list_all(const char *what, const char *prefix, int limit, const char 
             return -1;
         }
         cJSON *items = cJSON_GetObjectItem(r.json, member), *e;
+        CHECK(cJSON_GetArraySize(items) <= limit); /* a page never holds more than limit */
         cJSON_ArrayForEach(e, items) seen(e, arg);
         snprintf(cursor, sizeof cursor, "%s", h_jstr(&r, "cursor"));
         h_resp_free(&r);
         if (between) between(pages);
         pages++;
-    } while (cursor[0] && pages < 100000);
+    } while (cursor[0] && pages < 5000);
     return pages;
 }
 
 struct names {
     int n;
     char name[600][64];
-    int bad; /* entries without a live holder */
+    int bad;  /* entries without a live holder */
+    int dups; /* entries listed again (SCAN may, when Redis resizes its table) */
 };
 
 static void collect(cJSON *e, void *arg) {
@@ -76,7 +78,10 @@ static void collect(cJSON *e, void *arg) {
         if (!ttl || ttl->valuedouble <= 0) ns->bad++;
     }
     for (int i = 0; i < ns->n; i++)
-        if (name && strcmp(ns->name[i], name) == 0) return; /* SCAN may repeat a key */
+        if (name && strcmp(ns->name[i], name) == 0) {
+            ns->dups++;
+            return;
+        }
     if (name && ns->n < 600) snprintf(ns->name[ns->n++], 64, "%s", name);
 }
 
@@ -84,6 +89,20 @@ static int has(struct names *ns, const char *name) {
     for (int i = 0; i < ns->n; i++)
         if (strcmp(ns->name[i], name) == 0) return 1;
     return 0;
+}
+
+static void keep_first(cJSON *e, void *arg) {
+    cJSON **first = arg;
+    if (!*first) *first = cJSON_Duplicate(e, 1);
+}
+
+/* The first entry of a listing, following cursors (in cluster mode the
+ * first pages may be other masters' and empty); NULL when none.  The
+ * caller frees it (cJSON_Delete). */
+static cJSON *first_listed(const char *what, const char *prefix, const char *member) {
+    cJSON *first = NULL;
+    list_all(what, prefix, 100, member, keep_first, &first, NULL);
+    return first;
 }
 
 static void test_list_paging(void) {
@@ -102,15 +121,40 @@ static void test_list_paging(void) {
     CHECK(has(&ns, "pg.000") && has(&ns, "pg.249") && !has(&ns, "pgx"));
 
     /* A page's entry carries what the issue names. */
-    struct h_resp r = H("GET", "/v1/locks?prefix=pg.007", NULL, NULL);
-    cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "locks"), 0);
+    cJSON *e = first_listed("locks", "pg.007", "locks");
     cJSON *h = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "holders"), 0);
     CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "mode")), "exclusive");
     CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(h, "owner")), "pager");
     CHECK(cJSON_GetObjectItem(h, "fence") && cJSON_GetObjectItem(h, "count") &&
           cJSON_GetObjectItem(h, "acquired_at") && cJSON_GetObjectItem(e, "fair_waiters"));
-    CHECK(!strstr(r.body ? r.body : "", "token")); /* a listing never shows a token */
-    h_resp_free(&r);
+    char *text = e ? cJSON_PrintUnformatted(e) : NULL;
+    CHECK(text && !strstr(text, "token")); /* a listing never shows a token */
+    free(text);
+    cJSON_Delete(e);
+}
+
+/* limit caps a page, also where one SCAN call finds more names than the
+ * page has room for: the next page goes on after the last name shown, so
+ * every name is listed, whatever the limit, in about 25 / limit pages.  (A
+ * name may be listed twice when Redis resizes its key table between two
+ * pages, as SCAN may: the keys added by the tests before can make it grow
+ * now, so repeats are bounded here, not forbidden.) */
+static void test_list_limit(void) {
+    for (int i = 0; i < 25; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "lim.%02d", i);
+        free(take(name, "{\"ttl_ms\":60000}", NULL));
+    }
+    const int limits[] = {1, 3, 7, 25, 1000};
+    for (int k = 0; k < 5; k++) {
+        static struct names ns;
+        memset(&ns, 0, sizeof ns);
+        int pages = list_all("locks", "lim.", limits[k], "locks", collect, &ns, NULL);
+        int least = (25 + limits[k] - 1) / limits[k];
+        CHECK_EQ_INT(ns.n, 25);
+        CHECK(ns.dups <= 25);
+        CHECK(pages >= least && pages <= 2 * least + 3);
+    }
 }
 
 static void test_list_every_character(void) {
@@ -179,24 +223,43 @@ static void test_list_expiry_between_pages(void) {
 static void test_list_semaphores_and_ids(void) {
     struct h_resp r = H("POST", "/v1/semaphores/ls.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}");
     CHECK_EQ_INT(r.status, 201);
+    char token[64];
+    snprintf(token, sizeof token, "%s", h_token(&r) ? h_token(&r) : "");
     h_resp_free(&r);
     r = H("POST", "/v1/semaphores/ls.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000,\"owner\":\"o2\"}");
     h_resp_free(&r);
-    r = H("GET", "/v1/semaphores?prefix=ls.", NULL, NULL);
+    /* A permit keeps when it was acquired: an extension later moves its
+     * renewed_at, not its acquired_at. */
+    h_sleep_ms(30);
+    r = H("PATCH", "/v1/semaphores/ls.sem", token, "{\"ttl_ms\":60000}");
     CHECK_EQ_INT(r.status, 200);
-    cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "semaphores"), 0);
-    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "name")), "ls.sem");
-    CHECK_EQ_INT(cJSON_GetObjectItem(e, "limit")->valuedouble, 3);
-    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(e, "holders")), 2);
     h_resp_free(&r);
+    cJSON *e = first_listed("semaphores", "ls.", "semaphores");
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "name")), "ls.sem");
+    CHECK(cJSON_GetObjectItem(e, "limit") && cJSON_GetObjectItem(e, "limit")->valueint == 3);
+    cJSON *holders = cJSON_GetObjectItem(e, "holders"), *h;
+    CHECK_EQ_INT(cJSON_GetArraySize(holders), 2);
+    int extended = 0;
+    cJSON_ArrayForEach(h, holders) {
+        const char *acquired = cJSON_GetStringValue(cJSON_GetObjectItem(h, "acquired_at"));
+        const char *renewed = cJSON_GetStringValue(cJSON_GetObjectItem(h, "renewed_at"));
+        CHECK(acquired && renewed && strlen(acquired) == 24 && !cJSON_GetObjectItem(h, "fence"));
+        if (!acquired || !renewed) continue;
+        if (!cJSON_GetObjectItem(h, "owner")) { /* the one extended */
+            CHECK(strcmp(acquired, renewed) < 0);
+            extended++;
+        } else {
+            CHECK_EQ_STR(acquired, renewed);
+        }
+    }
+    CHECK_EQ_INT(extended, 1);
+    cJSON_Delete(e);
     r = H("POST", "/v1/ids/ls.orders", NULL, NULL);
     h_resp_free(&r);
-    r = H("GET", "/v1/ids?prefix=ls.", NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "namespaces"), 0);
+    e = first_listed("ids", "ls.", "namespaces");
     CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "namespace")), "ls.orders");
     CHECK(cJSON_GetObjectItem(e, "last_used_at") != NULL);
-    h_resp_free(&r);
+    cJSON_Delete(e);
 }
 
 /* A holder record with attributes after the owner (the shared convention:
@@ -210,14 +273,13 @@ static void test_list_key_id(void) {
         "struct.pack('<I6I4', 0, 0) .. 'alice' .. string.char(0) .. 'kkey-7'); "
         "redis.call('PEXPIRE', KEYS[1], 70000); return 1\" 1 'lockgate:lock:{kid.a}'";
     CHECK_EQ_STR(h_redis_cli(&redis, set), "1");
-    struct h_resp r = H("GET", "/v1/locks?prefix=kid.", NULL, NULL);
-    cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "locks"), 0);
+    cJSON *e = first_listed("locks", "kid.", "locks");
     cJSON *h = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "holders"), 0);
     CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(h, "owner")), "alice");
     CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(h, "key_id")), "key-7");
-    h_resp_free(&r);
+    cJSON_Delete(e);
     /* And the forced release ends it like any other. */
-    r = H("DELETE", "/v1/locks/kid.a?force=true", NULL, NULL);
+    struct h_resp r = H("DELETE", "/v1/locks/kid.a?force=true", NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
 }
@@ -589,6 +651,7 @@ int main(int argc, char **argv) {
         h_gw_up(&gw2, &redis, NULL) < 0)
         return 2;
     RUN_SOME(test_list_paging);
+    RUN_SOME(test_list_limit);
     RUN_SOME(test_list_every_character);
     RUN_SOME(test_list_prefix);
     RUN_SOME(test_list_expiry_between_pages);
@@ -602,7 +665,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_watch_disconnect_forgotten);
     RUN_SOME(test_watch_beside_waiter);
     RUN_SOME(test_lockctl_operator);
-    RUN_SOME(test_quorum_mode);
+    if (!h_cluster_mode()) RUN_SOME(test_quorum_mode); /* its own three masters */
     RUN(test_clean_stop);
     h_redis_stop(&redis);
     return check_summary("ops");
