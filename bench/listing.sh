@@ -46,7 +46,9 @@ redis-cli -p "$RPORT" CONFIG SET slowlog-log-slower-than 0 > /dev/null
 redis-cli -p "$RPORT" SLOWLOG RESET > /dev/null
 
 say "listing them, limit=$LIMIT"
-cursor="" pages=0 names=0 worst=0 sum=0
+cursor="" pages=0 worst=0 sum=0
+: > "$TMP/names"
+: > "$TMP/sizes"
 t0=$(date +%s%N)
 while :; do
     p0=$(date +%s%N)
@@ -56,8 +58,12 @@ while :; do
     [ "$ms" -gt "$worst" ] && worst=$ms
     sum=$((sum + ms))
     pages=$((pages + 1))
-    names=$((names + $(grep -o '"name":' <<<"$body" | wc -l)))
-    cursor=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["cursor"])' <<<"$body")
+    cursor=$(python3 -c 'import json,sys
+page = json.load(sys.stdin)
+with open(sys.argv[1], "a") as f:
+    for e in page["locks"]: f.write(e["name"] + "\n")
+with open(sys.argv[2], "a") as f: f.write("%d\n" % len(page["locks"]))
+print(page["cursor"])' "$TMP/names" "$TMP/sizes" <<<"$body")
     [ -z "$cursor" ] && break
 done
 t1=$(date +%s%N)
@@ -71,4 +77,7 @@ redis-cli -p "$RPORT" SLOWLOG GET 100000 | awk '
         for (i = 1; i <= n; i++) { s += us[i]; if (us[i] > m) m = us[i] }
         printf "list.lua calls: %d, mean %.2f ms, max %.2f ms in Redis\n", n, s / n / 1000, m / 1000
     }' >&2 || true
-echo "listed $names names of $N in $pages pages (limit $LIMIT): the requests took $sum ms in all (slowest page $worst ms); with this script's own parsing $total_ms ms"
+names=$(wc -l < "$TMP/names")
+unique=$(sort -u "$TMP/names" | wc -l)
+biggest=$(sort -n "$TMP/sizes" | tail -n 1)
+echo "listed $unique different names of $N ($((names - unique)) listed twice; largest page $biggest) in $pages pages (limit $LIMIT): the requests took $sum ms in all (slowest page $worst ms); with this script's own parsing $total_ms ms"

@@ -133,6 +133,15 @@ int call_finish(struct call *c) {
     return 0;
 }
 
+long long call_header_int(struct call *c, const char *name, long long dflt) {
+    struct curl_header *h;
+    if (!c->easy || curl_easy_header(c->easy, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
+        return dflt;
+    char *end;
+    long long v = strtoll(h->value, &end, 10);
+    return end != h->value && *end == '\0' ? v : dflt;
+}
+
 int sleep_ms(long long ms) {
     long long end = now_ms() + ms;
     for (long long left = ms; left > 0; left = end - now_ms()) {

@@ -44,6 +44,10 @@ void http_wait(long long timeout_ms);
  * asking lockctl to stop (then the call is abandoned, still to be freed). */
 int call_finish(struct call *c);
 
+/* A finished call's answer header name as a decimal integer, or dflt when
+ * it is absent or not one. */
+long long call_header_int(struct call *c, const char *name, long long dflt);
+
 /* Sleeps ms, or less when a stop signal comes (returned, else 0). */
 int sleep_ms(long long ms);
 

@@ -82,10 +82,11 @@ int cmd_watch(struct opts *o) {
         }
         enum outcome out = call_outcome(&c);
         long long now = -1;
-        if (out == OUT_OK) {
-            now = jint(c.json, "fence", 0);
-        } else if (out == OUT_GONE) {
-            now = 0;
+        /* The index the gateway watches by (Lockgate-Index: one holder's
+         * fence, the sum of a shared lock's holders' fences). */
+        if (out == OUT_OK || out == OUT_GONE) {
+            now = call_header_int(&c, "Lockgate-Index", -1);
+            if (now < 0) now = out == OUT_OK ? jint(c.json, "fence", 0) : 0;
         } else {
             char what[256];
             snprintf(what, sizeof what, "watch '%s'", o->name);

@@ -70,10 +70,16 @@ static long long script_verdict(struct gw_request *req, const struct redis_resul
     return verdict;
 }
 
+/* Extend and release: the token holds nothing (404), or another does (409).
+ * A token whose hold was forced out is not held even once another holds
+ * the name (force.lua), so the words do not say "nobody holds it". */
 static void reply_not_held_or_owner(struct gw_request *req, int semaphore, long long verdict) {
     const char *what = semaphore ? "semaphore" : "lock";
     if (verdict == VERDICT_NOT_HELD)
-        reply_problem(req, CODE_NOT_HELD, "nobody holds %s '%s'", what, req->name);
+        reply_problem(req, CODE_NOT_HELD,
+                      "this token holds no %s '%s' (never did, or its hold ended: released, "
+                      "expired or forced)",
+                      what, req->name);
     else
         reply_problem(req, CODE_NOT_OWNER, "%s '%s' is held, but not by this token", what,
                       req->name);
@@ -530,11 +536,20 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
     long long v[5] = {0};
     long long verdict = script_verdict(req, res, v, 5);
     if (verdict == VERDICT_ERROR) return;
+    /* The index a watch compares (GET ?watch_ms=&after=), on every GET as
+     * Consul's X-Consul-Index: the first GET gives the index to watch from. */
+    const redisReply *r = res->reply;
+    char index[24];
+    snprintf(index, sizeof index, "%lld",
+             verdict > 0 && r->elements > 9 && r->element[9]->type == REDIS_REPLY_INTEGER
+                 ? r->element[9]->integer
+                 : 0);
+    reply_header(req, "Lockgate-Index", index);
     if (verdict < 0) {
-        reply_not_held_or_owner(req, sem, -1);
+        reply_problem(req, CODE_NOT_HELD, "nobody holds %s '%s'", sem ? "semaphore" : "lock",
+                      req->name);
         return;
     }
-    const redisReply *r = res->reply;
     long long kind = r->elements > 6 ? r->element[6]->integer : 1;
     long long limit = r->elements > 7 ? r->element[7]->integer : 0;
     cJSON *o = cJSON_CreateObject();

@@ -46,15 +46,8 @@ static void watch_call_free(void *ctx) {
 
 static void attempt(struct watch_call *wc);
 
-/* The answer goes out as GET's, with the index it stands for. */
-static void answer(struct watch_call *wc, const struct redis_result *res, long long index) {
-    char idx[24];
-    snprintf(idx, sizeof idx, "%lld", index);
-    reply_header(wc->req, "Lockgate-Index", idx);
-    hold_inspect_done(wc->req, res);
-}
-
-/* inspect.lua's shape: {1, holders, count, fence, ttl_ms, ...} or {-1}. */
+/* inspect.lua's shape: {1, holders, count, fence, ttl_ms, owner, kind,
+ * limit, key_id, index} or {-1}. */
 static long long elem(const struct redis_result *res, size_t i) {
     const redisReply *r = res->ok ? res->reply : NULL;
     return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
@@ -70,11 +63,11 @@ static void watch_done(void *arg, const struct redis_result *res) {
         hold_inspect_done(wc->req, res); /* the 503 GET gives */
         return;
     }
-    /* As watch.lua: the highest fence, a semaphore's number of holders. */
-    long long index = verdict != 1 ? 0 : elem(res, 6) == 3 ? elem(res, 1) : elem(res, 3);
+    /* The index watch.lua compared (the answer, GET's, carries it). */
+    long long index = verdict != 1 ? 0 : elem(res, 9);
     int64_t now = loop_now_ms();
     if (index != wc->after || now >= wc->deadline_ms || http_shutting_down()) {
-        answer(wc, res, index);
+        hold_inspect_done(wc->req, res);
         return;
     }
     /* Unchanged: park until a change is announced, the lease's end (an

@@ -38,8 +38,9 @@ local function int(n) return string.format('%d', n) end
 -- the holder table, and a record without them reads as before.  One row a
 -- letter: k the API key id that acquired the hold (server/auth.h), s the
 -- session the hold is bound to (its token), a a semaphore permit's grant
--- time (ms, decimal: a lock's fence is its grant time already, a permit has
--- none; listings show it as acquired_at).  Letters this version does not
+-- time (Redis's clock in microseconds, decimal: a lock's fence is its grant
+-- time already, a permit has none; listings show it as acquired_at, and
+-- the watch index sums it, index_of).  Letters this version does not
 -- know are kept as they are (attrs).
 local ATTRS = {{'k', 'key_id'}, {'s', 'session'}, {'a', 'granted'}}
 local ATTR_FIELD = {k = 'key_id', s = 'session', a = 'granted'}
@@ -304,6 +305,23 @@ local function remaining(exp)
 end
 
 local kind_code = {x = 1, s = 2, p = 3}
+
+-- The name's index for watchers (GET ?watch_ms=&after=, watch.lua): the sum
+-- of its live holders' fences (a permit's: its grant time in microseconds,
+-- attribute a), modulo 2^52 so that it stays an exact integer; 0 when
+-- nobody holds it.  One holder's index is its fence.  Fences only grow and
+-- each is given once, so any change of holders (one more, one fewer, one
+-- forced out and another in) changes the sum.
+local INDEX_MOD = 4503599627370496 -- 2^52
+local function index_of(st)
+  local sum = 0
+  for _, h in pairs(st.holders) do
+    local f = h.fence
+    if f == 0 then f = tonumber(h.granted or '1') end
+    sum = (sum + f % INDEX_MOD) % INDEX_MOD
+  end
+  return sum
+end
 
 -- The fair queue: KEYS[2] a sorted set of waiter ids by arrival (Redis
 -- microseconds), KEYS[3] a hash of their deadlines.  A waiter id is

@@ -167,7 +167,7 @@ if kind ~= 'p' then
   if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end
   st.lastfence = h.fence
 else
-  h.granted = int(now)
+  h.granted = int(now_us)
 end
 st.holders[token] = h
 st.alive = st.alive + 1

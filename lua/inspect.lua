@@ -2,9 +2,10 @@
 --
 -- KEYS     hash
 -- Returns  {1, holders, count, fence, ttl_ms, owner, kind(1 x, 2 s, 3 p), limit,
---           key_id}
+--           key_id, index}
 --          fence is the highest, ttl_ms the longest remaining lease, count
---          and owner those of the longest-held holder (lowest fence)
+--          and owner those of the longest-held holder (lowest fence), index
+--          the watch index (index_of: the holder's fence when one holds it)
 --          {-1}  nobody holds it
 --@include _layout.lua
 --@include _clock.lua
@@ -16,4 +17,4 @@ if st.alive == 0 then
 end
 local first = st.holders[st.first]
 return {1, st.alive, first.count, st.maxfence, remaining(st.maxexp), first.owner,
-        kind_code[st.mode], st.limit, first.key_id or ''}
+        kind_code[st.mode], st.limit, first.key_id or '', index_of(st)}

@@ -3,8 +3,8 @@
 -- the name's changes announce themselves.  (Layout: _holders.lua.)
 --
 -- KEYS     hash
--- ARGV     1 after: the index the watcher saw (the highest fence of a live
---          holder, a semaphore's number of holders; 0 for nobody),
+-- ARGV     1 after: the index the watcher saw (index_of in _holders.lua:
+--          the sum of the live holders' fences; 0 for nobody),
 --          2 watch_left_ms
 -- Returns  inspect.lua's answer.  When its index equals after, v is raised
 --          to now + watch_left_ms first: acquire (a new holder), release and
@@ -15,8 +15,7 @@
 --@include _clock.lua
 --@include _holders.lua
 local st = load(KEYS[1])
--- Permits carry no fence: a semaphore's index is its number of holders.
-local index = st.alive == 0 and 0 or st.mode == 'p' and st.alive or st.maxfence
+local index = index_of(st)
 if index == tonumber(ARGV[1]) then
   local until_ms = now + tonumber(ARGV[2])
   if until_ms > st.v then
@@ -28,4 +27,4 @@ save_ttl(KEYS[1], st)
 if st.alive == 0 then return {-1} end
 local first = st.holders[st.first]
 return {1, st.alive, first.count, st.maxfence, remaining(st.maxexp), first.owner,
-        kind_code[st.mode], st.limit, first.key_id or ''}
+        kind_code[st.mode], st.limit, first.key_id or '', index}

@@ -359,14 +359,37 @@ static void test_force_with_waiter(void) {
     h_resp_free(&r);
     free(tok);
 
-    /* Semaphores: every permit ends; force on nothing is 404; bad force 400. */
+    /* Semaphores: every permit ends and a waiter for a third gets one at
+     * once; the forced-out permits' extend is not_held (even now that the
+     * waiter holds one); force on nothing is 404; bad force 400. */
+    char *permits[2];
     for (int i = 0; i < 2; i++) {
         r = H("POST", "/v1/semaphores/fr.sem", NULL, "{\"limit\":2,\"ttl_ms\":60000}");
+        CHECK_EQ_INT(r.status, 201);
+        permits[i] = strdup(r.status == 201 ? h_token(&r) : "");
         h_resp_free(&r);
     }
+    bg_start(&waiter, gw2.port, "POST", "/v1/semaphores/fr.sem",
+             "{\"limit\":2,\"ttl_ms\":30000,\"wait_ms\":20000}");
+    h_sleep_ms(300);
+    t0 = h_now_ms();
     r = H("DELETE", "/v1/semaphores/fr.sem?force=true", NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(h_jint(&r, "holders_ended"), 2);
+    h_resp_free(&r);
+    pthread_join(waiter.th, NULL);
+    CHECK_EQ_INT(waiter.status, 201);
+    CHECK(waiter.t_done - t0 < 3000);
+    for (int i = 0; i < 2; i++) {
+        r = H("PATCH", "/v1/semaphores/fr.sem", permits[i], "{\"ttl_ms\":5000}");
+        CHECK_EQ_INT(r.status, 404);
+        CHECK_EQ_STR(h_jcode(&r), "not_held");
+        h_resp_free(&r);
+        free(permits[i]);
+    }
+    r = H("DELETE", "/v1/semaphores/fr.sem?force=true", NULL, NULL); /* the waiter's */
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holders_ended"), 1);
     h_resp_free(&r);
     r = H("DELETE", "/v1/semaphores/fr.sem?force=true", NULL, NULL);
     CHECK_EQ_INT(r.status, 404);
@@ -471,12 +494,41 @@ static void test_watch_timeout_and_expiry(void) {
 }
 
 /* A semaphore's index is its number of holders. */
+/* The index a GET gives (Lockgate-Index, on every GET as Consul's). */
+static long long index_of(int port, const char *path) {
+    struct h_resp r = h_http("GET", port, path, NULL, NULL, NULL);
+    const char *idx = h_header(&r, "Lockgate-Index");
+    long long v = idx ? atoll(idx) : -1;
+    h_resp_free(&r);
+    return v;
+}
+
+/* A watch from an index that is no longer the name's answers at once. */
+static void check_answers_at_once(const char *path, long long after, long long want_index) {
+    char watch[256];
+    snprintf(watch, sizeof watch, "%s?watch_ms=20000&after=%lld", path, after);
+    long long t0 = h_now_ms();
+    struct h_resp r = H("GET", watch, NULL, NULL);
+    CHECK(h_now_ms() - t0 < 5000);
+    const char *idx = h_header(&r, "Lockgate-Index");
+    CHECK(idx && atoll(idx) == want_index && want_index != after);
+    h_resp_free(&r);
+}
+
+/* Permits carry no fence: a semaphore's index sums its permits' grant
+ * times, so another permit wakes a watcher, and a permit forced out and
+ * another granted in its place is a change too (not one holder before and
+ * after). */
 static void test_watch_semaphore(void) {
     struct h_resp r = H("POST", "/v1/semaphores/wt.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}");
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
+    long long one = index_of(gw.port, "/v1/semaphores/wt.sem");
+    CHECK(one > 1);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/semaphores/wt.sem?watch_ms=20000&after=%lld", one);
     struct bg w;
-    bg_start(&w, gw.port, "GET", "/v1/semaphores/wt.sem?watch_ms=20000&after=1", NULL);
+    bg_start(&w, gw.port, "GET", path, NULL);
     h_sleep_ms(500);
     CHECK_EQ_INT(w.status, 0);
     r = h_http("POST", gw2.port, "/v1/semaphores/wt.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}",
@@ -484,7 +536,53 @@ static void test_watch_semaphore(void) {
     h_resp_free(&r);
     pthread_join(w.th, NULL);
     CHECK_EQ_INT(w.status, 200);
-    CHECK_EQ_STR(w.index, "2");
+    long long two = atoll(w.index);
+    CHECK(two > 0 && two != one);
+    CHECK_EQ_INT(index_of(gw.port, "/v1/semaphores/wt.sem"), two);
+
+    /* limit 1: forced out, then another permit granted: still one holder,
+     * a new index. */
+    r = H("POST", "/v1/semaphores/wt.sem1", NULL, "{\"limit\":1,\"ttl_ms\":60000}");
+    h_resp_free(&r);
+    long long before = index_of(gw.port, "/v1/semaphores/wt.sem1");
+    r = H("DELETE", "/v1/semaphores/wt.sem1?force=true", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = h_http("POST", gw2.port, "/v1/semaphores/wt.sem1", NULL, "{\"limit\":1,\"ttl_ms\":60000}",
+               NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    check_answers_at_once("/v1/semaphores/wt.sem1", before,
+                          index_of(gw.port, "/v1/semaphores/wt.sem1"));
+}
+
+/* A shared lock: one of two holders leaving is a change, also when the
+ * one who stays has the higher fence. */
+static void test_watch_shared(void) {
+    long long fa, fb;
+    char *ta = take("wt.sh", "{\"ttl_ms\":60000,\"mode\":\"shared\"}", &fa);
+    free(take("wt.sh", "{\"ttl_ms\":60000,\"mode\":\"shared\"}", &fb));
+    CHECK(fb > fa);
+    long long both = index_of(gw.port, "/v1/locks/wt.sh");
+    CHECK(both > 0 && both != fa && both != fb);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/wt.sh?watch_ms=20000&after=%lld", both);
+    struct bg w;
+    bg_start(&w, gw.port, "GET", path, NULL);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(w.status, 0);
+    struct h_resp r = h_http("DELETE", gw2.port, "/v1/locks/wt.sh", ta, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK_EQ_INT(atoll(w.index), fb); /* one holder: its fence */
+    free(ta);
+    /* The 404 of a name nobody holds carries index 0. */
+    r = H("GET", "/v1/locks/wt.nobody", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_header(&r, "Lockgate-Index"), "0");
+    h_resp_free(&r);
 }
 
 static void test_watch_disconnect_forgotten(void) {
@@ -662,6 +760,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_watch_change_through_other_gateway);
     RUN_SOME(test_watch_timeout_and_expiry);
     RUN_SOME(test_watch_semaphore);
+    RUN_SOME(test_watch_shared);
     RUN_SOME(test_watch_disconnect_forgotten);
     RUN_SOME(test_watch_beside_waiter);
     RUN_SOME(test_lockctl_operator);
