@@ -285,10 +285,18 @@ static void test_list_key_id(void) {
 }
 
 static void test_list_bad_input(void) {
-    const char *bad[] = {"/v1/locks?limit=0",     "/v1/locks?limit=1001",
-                         "/v1/locks?limit=x",     "/v1/locks?cursor=%21%21",
-                         "/v1/locks?cursor=Zm9v", "/v1/semaphores?prefix=a%20b"};
-    for (int i = 0; i < 6; i++) {
+    /* ..., "c7:0" (a master that does not exist here, or a master at all
+     * outside cluster mode), "c99999999999:1", "c0:5 6 a*" (not a name) */
+    const char *bad[] = {"/v1/locks?limit=0",
+                         "/v1/locks?limit=1001",
+                         "/v1/locks?limit=x",
+                         "/v1/locks?cursor=%21%21",
+                         "/v1/locks?cursor=Zm9v",
+                         "/v1/semaphores?prefix=a%20b",
+                         "/v1/locks?cursor=Yzc6MA",
+                         "/v1/locks?cursor=Yzk5OTk5OTk5OTk5OjE",
+                         "/v1/locks?cursor=YzA6NSA2IGEq"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         struct h_resp r = H("GET", bad[i], NULL, NULL);
         CHECK_EQ_INT(r.status, 400);
         h_resp_free(&r);
