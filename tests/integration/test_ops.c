@@ -511,6 +511,16 @@ static long long index_of(int port, const char *path) {
     return v;
 }
 
+/* Starts a watch of path from index after (on gw), and checks that it
+ * parks: the index is still the name's. */
+static void watch_parked(struct bg *w, const char *path, long long after) {
+    char watch[256];
+    snprintf(watch, sizeof watch, "%s?watch_ms=20000&after=%lld", path, after);
+    bg_start(w, gw.port, "GET", watch, NULL);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(w->status, 0);
+}
+
 /* A watch from an index that is no longer the name's answers at once. */
 static void check_answers_at_once(const char *path, long long after, long long want_index) {
     char watch[256];
@@ -533,12 +543,8 @@ static void test_watch_semaphore(void) {
     h_resp_free(&r);
     long long one = index_of(gw.port, "/v1/semaphores/wt.sem");
     CHECK(one > 1);
-    char path[128];
-    snprintf(path, sizeof path, "/v1/semaphores/wt.sem?watch_ms=20000&after=%lld", one);
     struct bg w;
-    bg_start(&w, gw.port, "GET", path, NULL);
-    h_sleep_ms(500);
-    CHECK_EQ_INT(w.status, 0);
+    watch_parked(&w, "/v1/semaphores/wt.sem", one);
     r = h_http("POST", gw2.port, "/v1/semaphores/wt.sem", NULL, "{\"limit\":3,\"ttl_ms\":60000}",
                NULL);
     h_resp_free(&r);
@@ -573,12 +579,8 @@ static void test_watch_shared(void) {
     CHECK(fb > fa);
     long long both = index_of(gw.port, "/v1/locks/wt.sh");
     CHECK(both > 0 && both != fa && both != fb);
-    char path[128];
-    snprintf(path, sizeof path, "/v1/locks/wt.sh?watch_ms=20000&after=%lld", both);
     struct bg w;
-    bg_start(&w, gw.port, "GET", path, NULL);
-    h_sleep_ms(500);
-    CHECK_EQ_INT(w.status, 0);
+    watch_parked(&w, "/v1/locks/wt.sh", both);
     struct h_resp r = h_http("DELETE", gw2.port, "/v1/locks/wt.sh", ta, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
