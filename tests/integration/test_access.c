@@ -196,113 +196,16 @@ static void test_access_matrix(void) {
     h_resp_free(&r);
 }
 
-/* Lists the names under prefix the key shows (following the cursor) into
- * out, comma-separated; the HTTP status of the first page. */
-static long list_names(const char *what, const char *prefix, const char *auth, char *out,
-                       size_t cap) {
-    char path[300], cursor[200] = "";
-    long first = 0;
-    out[0] = '\0';
-    for (int pages = 0; pages < 1000; pages++) {
-        snprintf(path, sizeof path, "/v1/%s?prefix=%s&cursor=%s", what, prefix, cursor);
-        struct h_resp r = call("GET", path, NULL, NULL, auth);
-        if (!first) first = r.status;
-        cJSON *items = r.json ? cJSON_GetObjectItem(r.json, what) : NULL;
-        for (int i = 0; i < cJSON_GetArraySize(items); i++) {
-            const char *n =
-                cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(items, i), "name"));
-            size_t used = strlen(out);
-            snprintf(out + used, cap - used, "%s,", n ? n : "?");
-        }
-        const char *c = r.status == 200 ? h_jstr(&r, "cursor") : NULL;
-        snprintf(cursor, sizeof cursor, "%s", c ? c : "");
-        h_resp_free(&r);
-        if (!cursor[0]) break;
-    }
-    return first;
-}
-
-/* The routes that check names themselves: a listing shows only what the
- * key may read; forced release needs admin on the name; a multi-lock
- * needs write on every name (all or nothing); sessions need a valid key;
- * the status page's files are open. */
-static void test_access_operator_and_session_routes(void) {
-    struct h_resp r = call("POST", "/v1/locks/job-l1", NULL, "{\"ttl_ms\": 60000}",
-                           BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 201);
-    h_resp_free(&r);
-    r = call("POST", "/v1/locks/other-l1", NULL, "{\"ttl_ms\": 60000}",
-             BEARER("other", SECRET_OTHER));
-    CHECK_EQ_INT(r.status, 201);
-    h_resp_free(&r);
-    char names[4096];
-    CHECK_EQ_INT(list_names("locks", "", BEARER("right", SECRET_RIGHT), names, sizeof names), 200);
-    CHECK(strstr(names, "job-l1,") && !strstr(names, "other-l1"));
-    CHECK_EQ_INT(list_names("locks", "", BEARER("ro", SECRET_RO), names, sizeof names), 200);
-    CHECK(strstr(names, "job-l1,") && !strstr(names, "other-l1"));
-    CHECK_EQ_INT(list_names("locks", "", BEARER("other", SECRET_OTHER), names, sizeof names), 200);
-    CHECK(strstr(names, "other-l1,") && !strstr(names, "job-l1"));
-    CHECK_EQ_INT(list_names("locks", "", NULL, names, sizeof names), 401);
-    CHECK_EQ_INT(list_names("locks", "", BEARER("right", SECRET_WRONG), names, sizeof names), 401);
-
-    /* Forced release: write on job- is not enough; admin on job-f is. */
-    r = call("DELETE", "/v1/locks/job-l1?force=true", NULL, NULL, BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 403);
-    CHECK_EQ_STR(h_jcode(&r), "forbidden");
-    h_resp_free(&r);
-    r = call("POST", "/v1/locks/job-f1", NULL, "{\"ttl_ms\": 60000}",
-             BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 201);
-    h_resp_free(&r);
-    r = call("DELETE", "/v1/locks/job-f1?force=true", NULL, NULL, BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
-    r = call("DELETE", "/v1/locks/job-f1?force=true", NULL, NULL, NULL);
-    CHECK_EQ_INT(r.status, 401);
-    h_resp_free(&r);
-    CHECK(log_count("forced release of lock 'job-f1'") == 1 &&
-          log_count("key id right") >= 1); /* logged with who did it */
-
-    /* Multi-lock: one name without the grant refuses the whole request. */
-    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-ma\",\"other-ma\"],\"ttl_ms\":60000}",
-             BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 403);
-    CHECK_EQ_STR(h_jcode(&r), "forbidden");
-    h_resp_free(&r);
-    r = call("GET", "/v1/locks/job-ma", NULL, NULL, BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 404); /* nothing taken */
-    h_resp_free(&r);
-    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-ma\",\"job-mb\"],\"ttl_ms\":60000}",
-             BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 201);
-    h_resp_free(&r);
-    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-mc\"],\"ttl_ms\":60000}",
-             BEARER("ro", SECRET_RO));
-    CHECK_EQ_INT(r.status, 403);
-    h_resp_free(&r);
-
-    /* Sessions need a key; the status page does not. */
-    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":5000}", NULL);
-    CHECK_EQ_INT(r.status, 401);
-    h_resp_free(&r);
-    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":5000}", BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 201);
-    h_resp_free(&r);
-    r = call("GET", "/ui/", NULL, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
-}
-
 /* ---- operator routes: what a key may see and do ------------------------------ */
 
 /* One listing followed to its end: every page's entries, distinct, as
  * ",a,b," (a name may come twice across pages; SCAN's rule). */
 struct listing {
-    long status;  /* the first page's status, or the first that was not 200 */
-    int pages;    /* pages fetched */
-    int max_page; /* most entries on one page */
-    int entries;  /* entries over all pages, repeats included */
-    char names[8192];
+    long status;      /* the first page's status, or the first that was not 200 */
+    int pages;        /* pages fetched */
+    int max_page;     /* most entries on one page */
+    int entries;      /* entries over all pages, repeats included */
+    char names[8192]; /* the distinct names, ",a,b," (",": none) */
 };
 
 /* GET /v1/<what>?prefix=P&limit=N with auth, following cursor until it is
@@ -373,6 +276,79 @@ static int listed_only(const struct listing *l, const char *const *prefixes) {
         }
     }
     return 1;
+}
+
+/* The routes that check names themselves: a listing shows only what the
+ * key may read; forced release needs admin on the name; a multi-lock
+ * needs write on every name (all or nothing); sessions need a valid key;
+ * the status page's files are open. */
+static void test_access_operator_and_session_routes(void) {
+    struct h_resp r = call("POST", "/v1/locks/job-l1", NULL, "{\"ttl_ms\": 60000}",
+                           BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks/other-l1", NULL, "{\"ttl_ms\": 60000}",
+             BEARER("other", SECRET_OTHER));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct listing l;
+    list_all("locks", "name", "", 100, BEARER("right", SECRET_RIGHT), &l);
+    CHECK(l.status == 200 && listed(&l, "job-l1") && listed_with(&l, "other-") == 0);
+    list_all("locks", "name", "", 100, BEARER("ro", SECRET_RO), &l);
+    CHECK(l.status == 200 && listed(&l, "job-l1") && listed_with(&l, "other-") == 0);
+    list_all("locks", "name", "", 100, BEARER("other", SECRET_OTHER), &l);
+    CHECK(l.status == 200 && listed(&l, "other-l1") && listed_with(&l, "job-") == 0);
+    list_all("locks", "name", "", 100, NULL, &l);
+    CHECK_EQ_INT(l.status, 401);
+    list_all("locks", "name", "", 100, BEARER("right", SECRET_WRONG), &l);
+    CHECK_EQ_INT(l.status, 401);
+
+    /* Forced release: write on job- is not enough; admin on job-f is. */
+    r = call("DELETE", "/v1/locks/job-l1?force=true", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 403);
+    CHECK_EQ_STR(h_jcode(&r), "forbidden");
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks/job-f1", NULL, "{\"ttl_ms\": 60000}",
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("DELETE", "/v1/locks/job-f1?force=true", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("DELETE", "/v1/locks/job-f1?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 401);
+    h_resp_free(&r);
+    CHECK(log_count("forced release of lock 'job-f1'") == 1 &&
+          log_count("key id right") >= 1); /* logged with who did it */
+
+    /* Multi-lock: one name without the grant refuses the whole request. */
+    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-ma\",\"other-ma\"],\"ttl_ms\":60000}",
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 403);
+    CHECK_EQ_STR(h_jcode(&r), "forbidden");
+    h_resp_free(&r);
+    r = call("GET", "/v1/locks/job-ma", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 404); /* nothing taken */
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-ma\",\"job-mb\"],\"ttl_ms\":60000}",
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("POST", "/v1/locks", NULL, "{\"names\":[\"job-mc\"],\"ttl_ms\":60000}",
+             BEARER("ro", SECRET_RO));
+    CHECK_EQ_INT(r.status, 403);
+    h_resp_free(&r);
+
+    /* Sessions need a key; the status page does not. */
+    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":5000}", NULL);
+    CHECK_EQ_INT(r.status, 401);
+    h_resp_free(&r);
+    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":5000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = call("GET", "/ui/", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
 }
 
 static void post_ok(const char *path, const char *body, const char *auth, long want) {
