@@ -1,8 +1,10 @@
 /* test_access.c -- API keys against the real binary (README, "Access
  * control"): the auth matrix over every route, key_id on holders, the
- * denial metrics, SIGHUP reload with a held lock and a parked waiter,
- * invalid files at start and at reload, the warning when listening beyond
- * loopback without keys, and no secret in any log the gateway wrote. */
+ * operator routes (listings filtered by the key's read grants, forced
+ * release needing admin, watch refused before it parks), the denial
+ * metrics, SIGHUP reload with a held lock and a parked waiter, invalid
+ * files at start and at reload, the warning when listening beyond loopback
+ * without keys, and no secret in any log the gateway wrote. */
 #include "tests/integration/harness.h"
 
 #include <pthread.h>
@@ -19,15 +21,19 @@ static char dir[64], auth_path[128];
 
 /* Secrets: 43 characters like keygen's; their SHA-256 is computed by the
  * test with sha256sum so the file is built as a user would. */
-#define SECRET_RIGHT "rightRIGHTrightRIGHTrightRIGHTrightRIGHT123"
-#define SECRET_OTHER "otherOTHERotherOTHERotherOTHERotherOTHER123"
-#define SECRET_RO    "readonlyREADONLYreadonlyREADONLYreadonly123"
-#define SECRET_DENY  "denyDENYdenyDENYdenyDENYdenyDENYdenyDENY123"
-#define SECRET_NEW   "newNEWnewNEWnewNEWnewNEWnewNEWnewNEWnewNE123"
-#define SECRET_WRONG "wrongWRONGwrongWRONGwrongWRONGwrongWRONG123"
+#define SECRET_RIGHT  "rightRIGHTrightRIGHTrightRIGHTrightRIGHT123"
+#define SECRET_OTHER  "otherOTHERotherOTHERotherOTHERotherOTHER123"
+#define SECRET_RO     "readonlyREADONLYreadonlyREADONLYreadonly123"
+#define SECRET_DENY   "denyDENYdenyDENYdenyDENYdenyDENYdenyDENY123"
+#define SECRET_NEW    "newNEWnewNEWnewNEWnewNEWnewNEWnewNEWnewNE123"
+#define SECRET_WRONG  "wrongWRONGwrongWRONGwrongWRONGwrongWRONG123"
+#define SECRET_NONE   "noneNONEnoneNONEnoneNONEnoneNONEnoneNONE123"
+#define SECRET_LOCKS  "locksLOCKSlocksLOCKSlocksLOCKSlocksLOCKS123"
+#define SECRET_ONCALL "oncallONCALLoncallONCALLoncallONCALLonca123"
 
 static const char *const all_secrets[] = {SECRET_RIGHT, SECRET_OTHER, SECRET_RO,
-                                          SECRET_DENY,  SECRET_NEW,   SECRET_WRONG};
+                                          SECRET_DENY,  SECRET_NEW,   SECRET_WRONG,
+                                          SECRET_NONE,  SECRET_LOCKS, SECRET_ONCALL};
 
 static void sha256_hex(const char *s, char out[65]) {
     char cmd[256];
@@ -62,10 +68,26 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
+/* A key entry with exactly these grants (a JSON array's members, may be ""). */
+static void raw_entry(char *out, size_t cap, const char *id, const char *secret,
+                      const char *grants) {
+    char sha[65];
+    sha256_hex(secret, sha);
+    snprintf(out, cap, "{\"id\":\"%s\",\"sha256\":\"%s\",\"grants\":[%s]}", id, sha, grants);
+}
+
 /* The file every test starts from: right (write on job-), other (write on
- * other-), ro (read on job-), deny (write on everything, deny on job-). */
+ * other-), ro (read on job-), deny (write on everything, deny on job-),
+ * none (no grant at all), lockonly (read on every lock, nothing else),
+ * oncall (admin on everything, nothing else). */
 static void write_keys(int with_new, int with_other) {
-    char right[1024], other[1024], ro[1024], deny[2048], fresh[1024], text[8192];
+    char right[1024], other[1024], ro[1024], deny[2048], fresh[1024], text[16384];
+    char none[512], lockonly[512], oncall[512];
+    raw_entry(none, sizeof none, "none", SECRET_NONE, "");
+    raw_entry(lockonly, sizeof lockonly, "lockonly", SECRET_LOCKS,
+              "{\"kind\":\"locks\",\"prefix\":\"\",\"access\":\"read\"}");
+    raw_entry(oncall, sizeof oncall, "oncall", SECRET_ONCALL,
+              "{\"kind\":\"admin\",\"prefix\":\"\",\"access\":\"write\"}");
     key_entry(right, sizeof right, "right", SECRET_RIGHT, "job-", "write", "",
               ",{\"kind\":\"admin\",\"prefix\":\"job-f\",\"access\":\"write\"}");
     key_entry(other, sizeof other, "other", SECRET_OTHER, "other-", "write", "other-", "");
@@ -76,8 +98,9 @@ static void write_keys(int with_new, int with_other) {
               ",{\"kind\":\"ids\",\"prefix\":\"job-\",\"access\":\"deny\"}"
               ",{\"kind\":\"ops\",\"prefix\":\"\",\"access\":\"deny\"}");
     key_entry(fresh, sizeof fresh, "fresh", SECRET_NEW, "job-", "write", "", "");
-    snprintf(text, sizeof text, "{\"keys\": [%s,%s%s%s,%s%s%s]}\n", right, with_other ? other : "",
-             with_other ? "," : "", ro, deny, with_new ? "," : "", with_new ? fresh : "");
+    snprintf(text, sizeof text, "{\"keys\": [%s,%s%s%s,%s,%s,%s,%s%s%s]}\n", right,
+             with_other ? other : "", with_other ? "," : "", ro, deny, none, lockonly, oncall,
+             with_new ? "," : "", with_new ? fresh : "");
     write_file(auth_path, text);
 }
 
@@ -173,30 +196,86 @@ static void test_access_matrix(void) {
     h_resp_free(&r);
 }
 
-/* Lists the names under prefix the key shows (following the cursor) into
- * out, comma-separated; the HTTP status of the first page. */
-static long list_names(const char *what, const char *prefix, const char *auth, char *out,
-                       size_t cap) {
-    char path[300], cursor[200] = "";
-    long first = 0;
-    out[0] = '\0';
-    for (int pages = 0; pages < 1000; pages++) {
-        snprintf(path, sizeof path, "/v1/%s?prefix=%s&cursor=%s", what, prefix, cursor);
+/* ---- operator routes: what a key may see and do ------------------------------ */
+
+/* One listing followed to its end: every page's entries, distinct, as
+ * ",a,b," (a name may come twice across pages; SCAN's rule). */
+struct listing {
+    long status;      /* the first page's status, or the first that was not 200 */
+    int pages;        /* pages fetched */
+    int max_page;     /* most entries on one page */
+    int entries;      /* entries over all pages, repeats included */
+    char names[8192]; /* the distinct names, ",a,b," (",": none) */
+};
+
+/* GET /v1/<what>?prefix=P&limit=N with auth, following cursor until it is
+ * empty (pages may be short, even empty, before that); field is the
+ * entry's name member ("name", or "namespace" for ids). */
+static void list_all(const char *what, const char *field, const char *prefix, int limit,
+                     const char *auth, struct listing *l) {
+    static const char *const members[][2] = {
+        {"locks",      "locks"     },
+        {"semaphores", "semaphores"},
+        {"ids",        "namespaces"}
+    };
+    const char *member = what;
+    for (size_t i = 0; i < 3; i++)
+        if (strcmp(members[i][0], what) == 0) member = members[i][1];
+    char path[600], cursor[400] = "";
+    memset(l, 0, sizeof *l);
+    snprintf(l->names, sizeof l->names, ",");
+    for (; l->pages < 2000;) {
+        snprintf(path, sizeof path, "/v1/%s?prefix=%s&limit=%d&cursor=%s", what, prefix, limit,
+                 cursor);
         struct h_resp r = call("GET", path, NULL, NULL, auth);
-        if (!first) first = r.status;
-        cJSON *items = r.json ? cJSON_GetObjectItem(r.json, what) : NULL;
-        for (int i = 0; i < cJSON_GetArraySize(items); i++) {
-            const char *n =
-                cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(items, i), "name"));
-            size_t used = strlen(out);
-            snprintf(out + used, cap - used, "%s,", n ? n : "?");
+        l->pages++;
+        if (!l->status || (l->status == 200 && r.status != 200)) l->status = r.status;
+        cJSON *items = r.json ? cJSON_GetObjectItem(r.json, member) : NULL;
+        int n = cJSON_GetArraySize(items);
+        if (n > l->max_page) l->max_page = n;
+        l->entries += n;
+        for (int i = 0; i < n; i++) {
+            const char *v =
+                cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(items, i), field));
+            char item[300];
+            snprintf(item, sizeof item, ",%s,", v ? v : "?");
+            size_t used = strlen(l->names);
+            if (!strstr(l->names, item))
+                snprintf(l->names + used, sizeof l->names - used, "%s", item + 1);
         }
         const char *c = r.status == 200 ? h_jstr(&r, "cursor") : NULL;
         snprintf(cursor, sizeof cursor, "%s", c ? c : "");
         h_resp_free(&r);
         if (!cursor[0]) break;
     }
-    return first;
+}
+
+static int listed(const struct listing *l, const char *name) {
+    char item[300];
+    snprintf(item, sizeof item, ",%s,", name);
+    return strstr(l->names, item) != NULL;
+}
+
+/* How many distinct names listed start with prefix. */
+static int listed_with(const struct listing *l, const char *prefix) {
+    int n = 0;
+    for (const char *p = l->names; (p = strchr(p, ',')) && p[1]; p++)
+        if (strncmp(p + 1, prefix, strlen(prefix)) == 0) n++;
+    return n;
+}
+
+/* 1 when every name listed starts with one of the prefixes (NULL-ended). */
+static int listed_only(const struct listing *l, const char *const *prefixes) {
+    for (const char *p = l->names; (p = strchr(p, ',')) && p[1]; p++) {
+        int ok = 0;
+        for (const char *const *x = prefixes; *x; x++)
+            if (strncmp(p + 1, *x, strlen(*x)) == 0) ok = 1;
+        if (!ok) {
+            fprintf(stderr, "  listed outside the grant: %.60s\n", p + 1);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* The routes that check names themselves: a listing shows only what the
@@ -212,15 +291,17 @@ static void test_access_operator_and_session_routes(void) {
              BEARER("other", SECRET_OTHER));
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
-    char names[4096];
-    CHECK_EQ_INT(list_names("locks", "", BEARER("right", SECRET_RIGHT), names, sizeof names), 200);
-    CHECK(strstr(names, "job-l1,") && !strstr(names, "other-l1"));
-    CHECK_EQ_INT(list_names("locks", "", BEARER("ro", SECRET_RO), names, sizeof names), 200);
-    CHECK(strstr(names, "job-l1,") && !strstr(names, "other-l1"));
-    CHECK_EQ_INT(list_names("locks", "", BEARER("other", SECRET_OTHER), names, sizeof names), 200);
-    CHECK(strstr(names, "other-l1,") && !strstr(names, "job-l1"));
-    CHECK_EQ_INT(list_names("locks", "", NULL, names, sizeof names), 401);
-    CHECK_EQ_INT(list_names("locks", "", BEARER("right", SECRET_WRONG), names, sizeof names), 401);
+    struct listing l;
+    list_all("locks", "name", "", 100, BEARER("right", SECRET_RIGHT), &l);
+    CHECK(l.status == 200 && listed(&l, "job-l1") && listed_with(&l, "other-") == 0);
+    list_all("locks", "name", "", 100, BEARER("ro", SECRET_RO), &l);
+    CHECK(l.status == 200 && listed(&l, "job-l1") && listed_with(&l, "other-") == 0);
+    list_all("locks", "name", "", 100, BEARER("other", SECRET_OTHER), &l);
+    CHECK(l.status == 200 && listed(&l, "other-l1") && listed_with(&l, "job-") == 0);
+    list_all("locks", "name", "", 100, NULL, &l);
+    CHECK_EQ_INT(l.status, 401);
+    list_all("locks", "name", "", 100, BEARER("right", SECRET_WRONG), &l);
+    CHECK_EQ_INT(l.status, 401);
 
     /* Forced release: write on job- is not enough; admin on job-f is. */
     r = call("DELETE", "/v1/locks/job-l1?force=true", NULL, NULL, BEARER("right", SECRET_RIGHT));
@@ -267,6 +348,309 @@ static void test_access_operator_and_session_routes(void) {
     h_resp_free(&r);
     r = call("GET", "/ui/", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
+static void post_ok(const char *path, const char *body, const char *auth, long want) {
+    struct h_resp r = call("POST", path, NULL, body, auth);
+    if (r.status != want)
+        fprintf(stderr, "  POST %s: got %ld %s\n", path, r.status, r.body ? r.body : "");
+    CHECK_EQ_INT(r.status, want);
+    h_resp_free(&r);
+}
+
+/* GET /v1/semaphores shows a key only the semaphores it may read, page
+ * after page: six readable and six hidden names, listed one a page. */
+static void test_access_semaphore_listing_filtered(void) {
+    char path[64];
+    for (int i = 1; i <= 6; i++) {
+        snprintf(path, sizeof path, "/v1/semaphores/job-ls-%d", i);
+        post_ok(path, "{\"limit\": 2, \"ttl_ms\": 60000}", BEARER("right", SECRET_RIGHT), 201);
+        snprintf(path, sizeof path, "/v1/semaphores/other-ls-%d", i);
+        post_ok(path, "{\"limit\": 2, \"ttl_ms\": 60000}", BEARER("other", SECRET_OTHER), 201);
+    }
+    static const char *const job[] = {"job-", NULL}, *const other[] = {"other-", NULL};
+    struct listing l;
+    /* right (write on job-), one entry a page: all six of its, none other. */
+    list_all("semaphores", "name", "", 1, BEARER("right", SECRET_RIGHT), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK(l.max_page <= 1);
+    CHECK(l.pages >= 7); /* six entries of one, then the end */
+    CHECK(listed_only(&l, job));
+    CHECK_EQ_INT(listed_with(&l, "job-ls-"), 6);
+    for (int i = 1; i <= 6; i++) {
+        snprintf(path, sizeof path, "job-ls-%d", i);
+        CHECK(listed(&l, path));
+    }
+    CHECK_EQ_INT(listed_with(&l, "other-"), 0);
+    /* ro (read on job-) too, two a page, by its prefix. */
+    list_all("semaphores", "name", "job-ls-", 2, BEARER("ro", SECRET_RO), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK(l.max_page <= 2);
+    CHECK_EQ_INT(listed_with(&l, ""), 6);
+    CHECK_EQ_INT(listed_with(&l, "job-ls-"), 6);
+    /* other sees its six and nothing of job-. */
+    list_all("semaphores", "name", "", 2, BEARER("other", SECRET_OTHER), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK(listed_only(&l, other));
+    CHECK_EQ_INT(listed_with(&l, "other-ls-"), 6);
+    /* deny (write on everything, deny on job-): other-'s, never job-'s. */
+    list_all("semaphores", "name", "", 3, BEARER("deny", SECRET_DENY), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK_EQ_INT(listed_with(&l, "other-ls-"), 6);
+    CHECK_EQ_INT(listed_with(&l, "job-"), 0);
+    /* A prefix whose names are all hidden: 200 and no entry on any page. */
+    list_all("semaphores", "name", "other-ls-", 1, BEARER("right", SECRET_RIGHT), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK_EQ_INT(l.entries, 0);
+    /* lockonly may read every lock but no semaphore. */
+    list_all("semaphores", "name", "", 100, BEARER("lockonly", SECRET_LOCKS), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK_EQ_INT(l.entries, 0);
+}
+
+/* GET /v1/ids shows a key only the namespaces it may read (read or write
+ * on ids); a key without an ids grant sees none. */
+static void test_access_ids_listing_filtered(void) {
+    post_ok("/v1/ids/job-ns1", NULL, BEARER("right", SECRET_RIGHT), 200);
+    post_ok("/v1/ids/job-ns2", NULL, BEARER("right", SECRET_RIGHT), 200);
+    post_ok("/v1/ids/other-ns1", NULL, BEARER("other", SECRET_OTHER), 200);
+    post_ok("/v1/ids/zz-ns1", NULL, BEARER("deny", SECRET_DENY), 200);
+    static const char *const job[] = {"job-", NULL}, *const other[] = {"other-", NULL};
+    struct listing l;
+    list_all("ids", "namespace", "", 1, BEARER("right", SECRET_RIGHT), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK(l.max_page <= 1);
+    CHECK(listed_only(&l, job));
+    CHECK(listed(&l, "job-ns1") && listed(&l, "job-ns2"));
+    CHECK(!listed(&l, "other-ns1") && !listed(&l, "zz-ns1"));
+    /* Read (decoding) is enough to see a namespace listed. */
+    list_all("ids", "namespace", "job-ns", 1, BEARER("ro", SECRET_RO), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK_EQ_INT(listed_with(&l, ""), 2);
+    CHECK(listed(&l, "job-ns1") && listed(&l, "job-ns2"));
+    list_all("ids", "namespace", "", 2, BEARER("other", SECRET_OTHER), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK(listed_only(&l, other));
+    CHECK(listed(&l, "other-ns1"));
+    list_all("ids", "namespace", "", 2, BEARER("deny", SECRET_DENY), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK(listed(&l, "other-ns1") && listed(&l, "zz-ns1"));
+    CHECK_EQ_INT(listed_with(&l, "job-"), 0);
+    /* No ids grant: 200 with no namespace, page after page. */
+    list_all("ids", "namespace", "", 1, BEARER("lockonly", SECRET_LOCKS), &l);
+    CHECK_EQ_INT(l.status, 200);
+    CHECK_EQ_INT(l.entries, 0);
+    /* Without a key, or with a wrong secret: 401 as everywhere. */
+    list_all("ids", "namespace", "", 1, NULL, &l);
+    CHECK_EQ_INT(l.status, 401);
+    list_all("ids", "namespace", "", 1, BEARER("other", SECRET_WRONG), &l);
+    CHECK_EQ_INT(l.status, 401);
+}
+
+/* A key that may read nothing lists nothing: 200 and empty pages to the
+ * end, not 403 (README "Access control", openapi listLocks). */
+static void test_access_listing_with_no_read_grant(void) {
+    post_ok("/v1/locks/job-nr", "{\"ttl_ms\": 60000}", BEARER("right", SECRET_RIGHT), 201);
+    post_ok("/v1/semaphores/job-nr", "{\"limit\": 1, \"ttl_ms\": 60000}",
+            BEARER("right", SECRET_RIGHT), 201);
+    static const char *const what[][2] = {
+        {"locks",      "name"     },
+        {"semaphores", "name"     },
+        {"ids",        "namespace"}
+    };
+    static const char *const keys[] = {BEARER("none", SECRET_NONE),
+                                       BEARER("oncall", SECRET_ONCALL)};
+    struct listing l;
+    for (size_t k = 0; k < 2; k++)
+        for (size_t w = 0; w < 3; w++) {
+            list_all(what[w][0], what[w][1], "", 1000, keys[k], &l);
+            if (l.status != 200 || l.entries != 0)
+                fprintf(stderr, "  %s with key %zu: %ld, %d entries\n", what[w][0], k, l.status,
+                        l.entries);
+            CHECK_EQ_INT(l.status, 200);
+            CHECK_EQ_INT(l.entries, 0);
+        }
+    /* The names are there: a key that may read them sees them. */
+    list_all("locks", "name", "job-nr", 10, BEARER("lockonly", SECRET_LOCKS), &l);
+    CHECK(l.status == 200 && listed(&l, "job-nr"));
+    /* The key is valid: a named route says 403, not 401. */
+    struct h_resp r = call("GET", "/v1/locks/job-nr", NULL, NULL, BEARER("none", SECRET_NONE));
+    CHECK_EQ_INT(r.status, 403);
+    CHECK_EQ_STR(h_jcode(&r), "forbidden");
+    h_resp_free(&r);
+}
+
+/* Lines of the gateway's log holding both a and b. */
+static int log_count_both(const char *a, const char *b) {
+    FILE *f = fopen(gw.log, "r");
+    if (!f) return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, a) && strstr(line, b)) n++;
+    fclose(f);
+    return n;
+}
+
+/* DELETE /v1/semaphores/{name}?force=true needs admin write on the name:
+ * the semaphore's own write grant is not enough, admin alone is. */
+static void test_access_semaphore_force(void) {
+    char tok1[160], tok2[160];
+    struct h_resp r = call("POST", "/v1/semaphores/job-fsem", NULL,
+                           "{\"limit\": 3, \"ttl_ms\": 60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok1, sizeof tok1, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = call("POST", "/v1/semaphores/job-fsem", NULL, "{\"limit\": 3, \"ttl_ms\": 60000}",
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok2, sizeof tok2, "%s", h_token(&r));
+    h_resp_free(&r);
+    post_ok("/v1/semaphores/job-sx", "{\"limit\": 1, \"ttl_ms\": 60000}",
+            BEARER("right", SECRET_RIGHT), 201);
+
+    /* Without admin on the name: 403 forbidden, whatever else the key may
+     * do there (right: write on job- but admin only on job-f; ro: read;
+     * deny: write on every semaphore but no admin). No key: 401. */
+    static const struct {
+        const char *path, *auth;
+    } refused[] = {
+        {"/v1/semaphores/job-sx?force=true",   BEARER("right", SECRET_RIGHT)},
+        {"/v1/semaphores/job-fsem?force=true", BEARER("ro",    SECRET_RO)   },
+        {"/v1/semaphores/job-fsem?force=true", BEARER("deny",  SECRET_DENY) },
+        {"/v1/semaphores/job-fsem?force=true", BEARER("none",  SECRET_NONE) },
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        r = call("DELETE", refused[i].path, NULL, NULL, refused[i].auth);
+        CHECK_EQ_INT(r.status, 403);
+        CHECK_EQ_STR(h_jcode(&r), "forbidden");
+        h_resp_free(&r);
+    }
+    r = call("DELETE", "/v1/semaphores/job-fsem?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 401);
+    CHECK_EQ_STR(h_jcode(&r), "unauthenticated");
+    h_resp_free(&r);
+    /* Nothing was ended, nothing logged as forced. */
+    r = call("GET", "/v1/semaphores/job-fsem", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holders"), 2);
+    h_resp_free(&r);
+    r = call("GET", "/v1/semaphores/job-sx", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(log_count("forced release of semaphore"), 0);
+    CHECK(log_count_both("auth: key 'right' refused", "'job-sx'") >= 1);
+
+    /* With admin on job-f: 200, both permits ended, logged with the key. */
+    r = call("DELETE", "/v1/semaphores/job-fsem?force=true", NULL, NULL,
+             BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR(h_jstr(&r, "name"), "job-fsem");
+    CHECK_EQ_INT(h_jint(&r, "holders_ended"), 2);
+    h_resp_free(&r);
+    CHECK_EQ_INT(
+        log_count_both("forced release of semaphore 'job-fsem': 2 hold(s) ended", "key id right"),
+        1);
+    r = call("GET", "/v1/semaphores/job-fsem", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = call("PATCH", "/v1/semaphores/job-fsem", tok1, "{}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_held");
+    h_resp_free(&r);
+    r = call("DELETE", "/v1/semaphores/job-fsem", tok2, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+
+    /* admin alone (oncall: no semaphores grant) may force, on any name. */
+    r = call("DELETE", "/v1/semaphores/job-sx?force=true", NULL, NULL,
+             BEARER("oncall", SECRET_ONCALL));
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holders_ended"), 1);
+    h_resp_free(&r);
+    CHECK_EQ_INT(
+        log_count_both("forced release of semaphore 'job-sx': 1 hold(s) ended", "key id oncall"),
+        1);
+    /* Nobody holds it now: 404 not_held, and no second log line. */
+    r = call("DELETE", "/v1/semaphores/job-sx?force=true", NULL, NULL,
+             BEARER("oncall", SECRET_ONCALL));
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "not_held");
+    h_resp_free(&r);
+    CHECK_EQ_INT(log_count("forced release of semaphore 'job-sx'"), 1);
+}
+
+/* The gateway's gauge of watches in progress, read with an ops key. */
+static long long watching(void) {
+    struct h_resp r = call("GET", "/metrics", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    const char *p = r.body ? strstr(r.body, "\nlockgate_watching_requests ") : NULL;
+    long long v = p ? atoll(p + strlen("\nlockgate_watching_requests ")) : -1;
+    h_resp_free(&r);
+    return v;
+}
+
+/* A watch (GET ?watch_ms=) without read on the name is refused at once
+ * with 403, never parked for its watch_ms. */
+static void test_access_watch_refused_at_once(void) {
+    post_ok("/v1/locks/other-w", "{\"ttl_ms\": 60000}", BEARER("other", SECRET_OTHER), 201);
+    post_ok("/v1/locks/job-w", "{\"ttl_ms\": 60000}", BEARER("right", SECRET_RIGHT), 201);
+    post_ok("/v1/semaphores/other-w", "{\"limit\": 1, \"ttl_ms\": 60000}",
+            BEARER("other", SECRET_OTHER), 201);
+    /* A plain GET's index is its body's fence (a semaphore's: holders);
+     * the Lockgate-Index header comes with a watch's answer. */
+    char lock_idx[32], job_idx[32], sem_idx[32];
+    struct h_resp r = call("GET", "/v1/locks/other-w", NULL, NULL, BEARER("other", SECRET_OTHER));
+    CHECK_EQ_INT(r.status, 200);
+    snprintf(lock_idx, sizeof lock_idx, "%lld", h_jint(&r, "fence"));
+    h_resp_free(&r);
+    r = call("GET", "/v1/locks/job-w", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    snprintf(job_idx, sizeof job_idx, "%lld", h_jint(&r, "fence"));
+    h_resp_free(&r);
+    r = call("GET", "/v1/semaphores/other-w", NULL, NULL, BEARER("other", SECRET_OTHER));
+    snprintf(sem_idx, sizeof sem_idx, "%lld", h_jint(&r, "holders"));
+    h_resp_free(&r);
+    CHECK(atoll(lock_idx) > 0 && atoll(job_idx) > 0);
+    CHECK_EQ_STR(sem_idx, "1");
+
+    /* Each of these would park for 20 s if let in (after = the index now). */
+    char path[4][128];
+    snprintf(path[0], sizeof path[0], "/v1/locks/other-w?watch_ms=20000&after=%s", lock_idx);
+    snprintf(path[1], sizeof path[1], "/v1/locks/job-w?watch_ms=20000&after=%s", job_idx);
+    snprintf(path[2], sizeof path[2], "/v1/semaphores/other-w?watch_ms=20000&after=%s", sem_idx);
+    const struct {
+        const char *path, *auth;
+        long status;
+        const char *code;
+    } cases[] = {
+        {path[0],         BEARER("right",    SECRET_RIGHT), 403,               "forbidden"}, /* locks on job- only */
+        {path[0],         BEARER("ro",       SECRET_RO),    403,               "forbidden"},
+        {path[0],         BEARER("none",     SECRET_NONE),  403,               "forbidden"},
+        {path[1],         BEARER("deny",     SECRET_DENY),  403,               "forbidden"}, /* deny on job- */
+        {path[1],         BEARER("other",    SECRET_OTHER), 403,               "forbidden"},
+        {path[2],         BEARER("lockonly", SECRET_LOCKS), 403,               "forbidden"}, /* locks, not semaphores */
+        {path[0],         NULL,              401,           "unauthenticated"},
+        {path[0], BEARER("other",     SECRET_WRONG),           401, "unauthenticated"           },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = call("GET", cases[i].path, NULL, NULL, cases[i].auth);
+        if (r.status != cases[i].status || r.seconds >= 2.0)
+            fprintf(stderr, "  case %zu: %ld after %.3f s\n", i, r.status, r.seconds);
+        CHECK_EQ_INT(r.status, cases[i].status);
+        CHECK_EQ_STR(h_jcode(&r), cases[i].code);
+        CHECK(r.seconds < 2.0); /* at once, not after watch_ms */
+        CHECK(h_header(&r, "Lockgate-Index") == NULL);
+        h_resp_free(&r);
+    }
+    CHECK_EQ_INT(watching(), 0);
+
+    /* The same watch with the grant parks: it answers only when its
+     * watch_ms (1.5 s) runs out, with the unchanged index. */
+    snprintf(path[3], sizeof path[3], "/v1/locks/other-w?watch_ms=1500&after=%s", lock_idx);
+    r = call("GET", path[3], NULL, NULL, BEARER("other", SECRET_OTHER));
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.seconds >= 1.2);
+    CHECK_EQ_STR(h_header(&r, "Lockgate-Index") ? h_header(&r, "Lockgate-Index") : "", lock_idx);
     h_resp_free(&r);
 }
 
@@ -487,6 +871,11 @@ int main(int argc, char **argv) {
     RUN_SOME(test_access_matrix);
     RUN_SOME(test_access_key_id_on_holders);
     RUN_SOME(test_access_operator_and_session_routes);
+    RUN_SOME(test_access_semaphore_listing_filtered);
+    RUN_SOME(test_access_ids_listing_filtered);
+    RUN_SOME(test_access_listing_with_no_read_grant);
+    RUN_SOME(test_access_semaphore_force);
+    RUN_SOME(test_access_watch_refused_at_once);
     RUN_SOME(test_access_denial_metrics);
     RUN_SOME(test_access_sighup_reload);
     RUN_SOME(test_access_invalid_file_at_start);
