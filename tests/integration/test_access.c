@@ -581,14 +581,18 @@ static void test_access_semaphore_force(void) {
     CHECK_EQ_INT(log_count("forced release of semaphore 'job-sx'"), 1);
 }
 
-/* The gateway's gauge of watches in progress, read with an ops key. */
-static long long watching(void) {
+/* A gauge of the gateway's, read with an ops key (h_metric has none). */
+static long long gauge(const char *name) {
     struct h_resp r = call("GET", "/metrics", NULL, NULL, BEARER("right", SECRET_RIGHT));
-    const char *p = r.body ? strstr(r.body, "\nlockgate_watching_requests ") : NULL;
-    long long v = p ? atoll(p + strlen("\nlockgate_watching_requests ")) : -1;
+    char key[96];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = r.body ? strstr(r.body, key) : NULL;
+    long long v = p ? atoll(p + strlen(key)) : -1;
     h_resp_free(&r);
     return v;
 }
+
+static long long watching(void) { return gauge("lockgate_watching_requests"); }
 
 /* A watch (GET ?watch_ms=) without read on the name is refused at once
  * with 403, never parked for its watch_ms. */
@@ -736,12 +740,8 @@ static void test_access_sighup_reload(void) {
     struct waiter_arg w;
     pthread_t th;
     pthread_create(&th, NULL, waiter, &w);
-    for (int i = 0; i < 200 && h_metric(&gw, "lockgate_waiting_requests") != 1; i++) h_sleep_ms(20);
-    /* /metrics needs an ops key now: read the gauge with one. */
-    r = call("GET", "/v1/locks/job-r", NULL, NULL, BEARER("right", SECRET_RIGHT));
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
-    h_sleep_ms(300); /* the waiter is parked by now */
+    for (int i = 0; i < 200 && gauge("lockgate_waiting_requests") != 1; i++) h_sleep_ms(20);
+    CHECK_EQ_INT(gauge("lockgate_waiting_requests"), 1); /* the waiter is parked */
 
     /* New key in, "other" out. */
     write_keys(1, 0);
