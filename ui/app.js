@@ -17,7 +17,10 @@ function setStatus(text, error) {
   s.classList.toggle("error", !!error);
 }
 
-// Every call carries the key when one was given (auth on); a 401 asks for it.
+// Every call carries the key when one was given (auth on); a 401 asks for
+// one.  A 401 to a call that carried a key means the gateway refused it
+// (a wrong secret, or a key since removed from its file): the key is
+// forgotten and the prompt says so, rather than asking again in silence.
 async function api(path, opts) {
   opts = opts || {};
   const headers = Object.assign({ Accept: "application/json" }, opts.headers || {});
@@ -25,10 +28,21 @@ async function api(path, opts) {
   if (key) headers.Authorization = "Bearer " + key;
   const r = await fetch(path, Object.assign({}, opts, { headers }));
   if (r.status === 401) {
-    $("auth").hidden = false;
-    throw new Error("this gateway needs an API key");
+    if (key && sessionStorage.getItem(KEY) === key) sessionStorage.removeItem(KEY);
+    askKey(key ? "the gateway refused this API key (401): enter another"
+               : "this gateway needs an API key");
   }
   return r;
+}
+
+// Show the key prompt (refreshing pauses while it is open) and stop the caller.
+function askKey(why) {
+  const form = $("auth");
+  if (form.hidden) {
+    form.hidden = false;
+    $("key").focus();
+  }
+  throw new Error(why);
 }
 
 async function problem(r) {
@@ -49,6 +63,15 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// A query string with each value as the gateway reads it.  The gateway
+// does not percent-decode query values (a prefix sent as "orders%3A" is
+// refused), so the ':' a prefix may hold is sent as it is: it needs no
+// escaping in a query.  Cursors are base64url and pass unchanged.
+function query(params) {
+  return Object.entries(params)
+    .map(([k, v]) => k + "=" + encodeURIComponent(v).replace(/%3A/gi, ":")).join("&");
+}
+
 function secs(ms) { return (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s"; }
 
 // ---- held names -------------------------------------------------------------------
@@ -58,8 +81,7 @@ function secs(ms) { return (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s"; }
 async function fetchPage(kind, prefix, cursor) {
   let items = [], calls = 0;
   do {
-    const q = new URLSearchParams({ prefix, limit: String(PAGE), cursor });
-    const r = await api("/v1/" + kind + "?" + q);
+    const r = await api("/v1/" + kind + "?" + query({ prefix, limit: String(PAGE), cursor }));
     if (!r.ok) throw new Error(await problem(r));
     const body = await r.json();
     items = items.concat(body[kind]);
@@ -124,8 +146,7 @@ async function forceRelease(kind, name) {
 async function loadIds() {
   let cursor = "", items = [], calls = 0;
   do {
-    const q = new URLSearchParams({ limit: "100", cursor });
-    const r = await api("/v1/ids?" + q);
+    const r = await api("/v1/ids?" + query({ limit: "100", cursor }));
     if (!r.ok) throw new Error(await problem(r));
     const body = await r.json();
     items = items.concat(body.namespaces);
@@ -250,5 +271,6 @@ $("auth").addEventListener("submit", (ev) => {
   $("auth").hidden = true;
   refresh();
 });
-setInterval(() => { if ($("auto").checked && !document.hidden) refresh(); }, 2000);
+// No refresh while the key prompt is open: each would be one more 401.
+setInterval(() => { if ($("auto").checked && !document.hidden && $("auth").hidden) refresh(); }, 2000);
 refresh();
