@@ -92,7 +92,22 @@ const char *http_header(struct gw_request *req, const char *name) {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+/* libmicrohttpd applies keep_escaped to query arguments too, so values
+ * arrive percent-encoded ("prefix=a%3A").  Each value is decoded once, in
+ * place (where libmicrohttpd's own unescaping writes too; decoding only
+ * shortens it), the first time the handler asks for any.  Argument names
+ * stay as sent: libmicrohttpd keeps their lengths for lookups. */
+static enum MHD_Result unescape_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value) {
+    if (value && strchr(value, '%')) MHD_http_unescape((char *)value);
+    return MHD_YES;
+}
+
 const char *http_query(struct gw_request *req, const char *name) {
+    if (!req->query_decoded) {
+        req->query_decoded = 1;
+        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, unescape_value, NULL);
+    }
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
@@ -450,7 +465,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 /* The path arrives percent-encoded: names are decoded segment by segment
- * (names.c), so that "%2F" can never split a name in two. */
+ * (names.c), so that "%2F" can never split a name in two.  (Query values
+ * too: http_query decodes them.) */
 static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) { return strlen(s); }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {

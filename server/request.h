@@ -60,6 +60,7 @@ struct gw_request {
     struct gw_header headers[HTTP_MAX_HEADERS]; /* extra response headers */
     int nheaders;                               /* used entries of headers */
     int sent;                                   /* the reply was handed to libmicrohttpd */
+    int query_decoded;                          /* http_query decoded the arguments' values */
     /* Set by the HTTP layer; reply.c calls it when the reply is complete
      * (it sends the reply now if the handler is still running, or resumes
      * the suspended connection).  NULL: nobody to tell (unit tests). */

@@ -63,13 +63,10 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-// A query string with each value as the gateway reads it.  The gateway
-// does not percent-decode query values (a prefix sent as "orders%3A" is
-// refused), so the ':' a prefix may hold is sent as it is: it needs no
-// escaping in a query.  Cursors are base64url and pass unchanged.
+// A query string, each value percent-encoded (the gateway decodes them;
+// a prefix's ':' goes as %3A, cursors are base64url and pass unchanged).
 function query(params) {
-  return Object.entries(params)
-    .map(([k, v]) => k + "=" + encodeURIComponent(v).replace(/%3A/gi, ":")).join("&");
+  return Object.entries(params).map(([k, v]) => k + "=" + encodeURIComponent(v)).join("&");
 }
 
 function secs(ms) { return (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s"; }

@@ -192,6 +192,12 @@ static void test_list_prefix(void) {
     memset(&ns, 0, sizeof ns);
     list_all("locks", "pf.ab", 100, "locks", collect, &ns, NULL);
     CHECK_EQ_INT(ns.n, 1);
+    /* A prefix sent percent-encoded (as a browser's encodeURIComponent
+     * would ':') is decoded: "p%66%2E" is "pf.". */
+    memset(&ns, 0, sizeof ns);
+    list_all("locks", "p%66%2E", 100, "locks", collect, &ns, NULL);
+    CHECK_EQ_INT(ns.n, 2);
+    CHECK(has(&ns, "pf.a") && has(&ns, "pf.ab"));
 }
 
 static void sleep_after_first(int page) {
