@@ -48,9 +48,14 @@ static void force_reply(struct gw_request *req, long long ended, long long fence
         reply_problem(req, CODE_NOT_HELD, "nobody holds %s '%s'", what, req->name);
         return;
     }
-    /* Who did it: the API key's id, "-" with auth off. */
-    log_warn("forced release of %s '%s': %lld hold(s) ended, fence %lld, key id %s", what,
-             req->name, ended, fence, req->key_id ? req->key_id : "-");
+    /* Who did it: the API key's id, "-" with auth off.  (Permits carry
+     * no fence.) */
+    if (req->aux)
+        log_warn("forced release of %s '%s': %lld hold(s) ended, key id %s", what, req->name, ended,
+                 req->key_id ? req->key_id : "-");
+    else
+        log_warn("forced release of %s '%s': %lld hold(s) ended, fence %lld, key id %s", what,
+                 req->name, ended, fence, req->key_id ? req->key_id : "-");
     atomic_fetch_add(&forced, 1);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);

@@ -12,7 +12,10 @@
 --   <token>  one field per shared holder or semaphore permit (tokens are
 --         22+ characters, the other fields are short), its record packed
 --         with Redis's struct library: '<I4I7I6I4' count, fence, lease end
---         (ms), ttl (ms): 21 bytes, and only when one is set, '<I6I4'
+--         (ms), ttl (ms): 21 bytes (a permit has no fence: its fence field
+--         holds its grant time, Redis's clock in microseconds, which load()
+--         keeps out of the name's fences; 0 in a permit granted before
+--         that), and only when one is set, '<I6I4'
 --         max-hold end (ms), lock-delay (ms) followed by the owner's bytes
 --         and the holder's attributes (ATTRS below).
 --         Packed, a held lock's hash fits the allocation class of
@@ -37,13 +40,10 @@ local function int(n) return string.format('%d', n) end
 -- as "\0" .. <letter> .. <value>, repeated; decode makes each a field of
 -- the holder table, and a record without them reads as before.  One row a
 -- letter: k the API key id that acquired the hold (server/auth.h), s the
--- session the hold is bound to (its token), a a semaphore permit's grant
--- time (Redis's clock in microseconds, decimal: a lock's fence is its grant
--- time already, a permit has none; listings show it as acquired_at, and
--- the watch index sums it, index_of).  Letters this version does not
+-- session the hold is bound to (its token).  Letters this version does not
 -- know are kept as they are (attrs).
-local ATTRS = {{'k', 'key_id'}, {'s', 'session'}, {'a', 'granted'}}
-local ATTR_FIELD = {k = 'key_id', s = 'session', a = 'granted'}
+local ATTRS = {{'k', 'key_id'}, {'s', 'session'}}
+local ATTR_FIELD = {k = 'key_id', s = 'session'}
 
 local function encode(h)
   local exp = h.session and not h.carried and SESSION_EXP or h.exp
@@ -194,6 +194,9 @@ local function load(key, flat)
       if st.ffield > st.lastfence then st.lastfence = st.ffield end
     end
   end
+  -- Permits' fence fields are grant times, not fences: a semaphore has no
+  -- fence to keep (st.first stays the longest-held permit).
+  if st.mfield == 'p' then st.lastfence, st.maxfence = st.ffield, 0 end
   if #dead > 0 or dead_x then
     -- A dead holder may have carried the last fence: f keeps it.
     if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
@@ -307,8 +310,8 @@ end
 local kind_code = {x = 1, s = 2, p = 3}
 
 -- The name's index for watchers (GET ?watch_ms=&after=, watch.lua): the sum
--- of its live holders' fences (a permit's: its grant time in microseconds,
--- attribute a), modulo 2^52 so that it stays an exact integer; 0 when
+-- of its live holders' fence fields (a permit's: its grant time in
+-- microseconds), modulo 2^52 so that it stays an exact integer; 0 when
 -- nobody holds it.  One holder's index is its fence.  Fences only grow and
 -- each is given once, so any change of holders (one more, one fewer, one
 -- forced out and another in) changes the sum.
@@ -317,7 +320,7 @@ local function index_of(st)
   local sum = 0
   for _, h in pairs(st.holders) do
     local f = h.fence
-    if f == 0 then f = tonumber(h.granted or '1') end
+    if f == 0 then f = 1 end -- a permit from before permits kept their grant time
     sum = (sum + f % INDEX_MOD) % INDEX_MOD
   end
   return sum

@@ -24,10 +24,9 @@ local function add_holds(key, flat)
       entry[n + 1], entry[n + 2], entry[n + 3] = h.owner, h.key_id or '', h.fence
       entry[n + 4], entry[n + 5], entry[n + 6] = h.count, remaining(h.exp), h.exp - 1 - h.ttl
       -- When it was acquired (ms): a lock's fence is Redis's clock in
-      -- microseconds at the grant (or one above the name's last fence); a
-      -- permit keeps its grant time in microseconds (attribute a; 0 for one
-      -- granted before it was kept).
-      entry[n + 7] = math.floor((h.granted and tonumber(h.granted) or h.fence) / 1000)
+      -- microseconds at the grant (or one above the name's last fence), a
+      -- permit's fence field its grant time (0 in one from before that).
+      entry[n + 7] = math.floor(h.fence / 1000)
     end
   end
   if alive == 0 then return end

@@ -162,12 +162,12 @@ if session then
   -- Carried: the gateway lists it in the session's key, in its own slot.
   if not carried then redis.call('HSET', KEYS[4], KEYS[1], token) end
 end
+-- A permit has no fence: its record's fence field keeps its grant time
+-- (for listings and the watch index), outside the name's fences (load()).
+h.fence = now_us
 if kind ~= 'p' then
-  h.fence = now_us
   if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end
   st.lastfence = h.fence
-else
-  h.granted = int(now_us)
 end
 st.holders[token] = h
 st.alive = st.alive + 1

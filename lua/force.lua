@@ -36,7 +36,7 @@ for token, h in pairs(st.holders) do
 end
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 if redis.call('PTTL', fo) < last_exp - now then redis.call('PEXPIRE', fo, last_exp - now) end
-local fence = st.maxfence
+local fence = st.maxfence -- 0 for a semaphore (load())
 st.holders, st.alive = {}, 0
 save_ttl(KEYS[1], st)
 publish(ARGV[1], ARGV[2])
