@@ -31,10 +31,10 @@ static void print_lock(const cJSON *e) {
 }
 
 int cmd_ls(struct opts *o) {
-    char cursor[128] = "";
+    char cursor[512] = ""; /* the gateway's are at most 332 characters */
     int rc = CTL_EXIT_OK;
     do {
-        char path[512];
+        char path[1024];
         snprintf(path, sizeof path, "/v1/locks?prefix=%s&limit=500&cursor=%s",
                  o->name ? o->name : "", cursor);
         struct call c;

@@ -692,6 +692,36 @@ static void test_lockctl_operator(void) {
     CHECK(strstr(out, "{\"name\":\"cl.one\",\"holders\":0}") != NULL);
     CHECK(strstr(out, "carol") < strstr(out, "\"holders\":0"));
     CHECK(ctl("release --force cl.one", out, sizeof out) != 0); /* nobody holds it */
+
+    /* watch on a shared lock parks (its index is the holders' fences'
+     * sum, read from Lockgate-Index), not one request after another. */
+    free(take("cl.sh", "{\"ttl_ms\":60000,\"mode\":\"shared\"}", NULL));
+    free(take("cl.sh", "{\"ttl_ms\":60000,\"mode\":\"shared\"}", NULL));
+    snprintf(cmd, sizeof cmd, "timeout -s TERM 3 %s/lockctl -u http://127.0.0.1:%d watch cl.sh", b,
+             gw.port);
+    w = popen(cmd, "r");
+    h_sleep_ms(800);
+    int parked = 0;
+    for (int i = 0; i < 5; i++, h_sleep_ms(200))
+        parked += h_metric(&gw, "lockgate_watching_requests") == 1;
+    CHECK_EQ_INT(parked, 5);
+    n = w ? fread(out, 1, sizeof out - 1, w) : 0;
+    out[n] = '\0';
+    if (w) pclose(w);
+    CHECK(strstr(out, "\"holders\":2") != NULL);
+
+    /* ls over more than one page of long names: cursors that carry a name
+     * (a page ending inside a call) are a few hundred characters. */
+    char name[256];
+    for (int i = 0; i < 520; i++) {
+        snprintf(name, sizeof name, "cl.long.%0180d", i);
+        free(take(name, "{\"ttl_ms\":60000}", NULL));
+    }
+    static char big[262144];
+    CHECK_EQ_INT(ctl("ls -q cl.long.", big, sizeof big), 0);
+    int lines = 0;
+    for (const char *p = big; (p = strchr(p, '\n')) != NULL; p++) lines++;
+    CHECK_EQ_INT(lines, 520);
 }
 
 /* ---- quorum mode ------------------------------------------------------------------ */
