@@ -95,7 +95,7 @@ int cmd_watch(struct opts *o) {
             return rc;
         }
         if (now != index && !o->quiet) {
-            if (now > 0)
+            if (out == OUT_OK)
                 print_body(&c);
             else
                 printf("{\"name\":\"%s\",\"holders\":0}\n", o->name);

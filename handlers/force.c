@@ -50,12 +50,10 @@ static void force_reply(struct gw_request *req, long long ended, long long fence
     }
     /* Who did it: the API key's id, "-" with auth off.  (Permits carry
      * no fence.) */
-    if (req->aux)
-        log_warn("forced release of %s '%s': %lld hold(s) ended, key id %s", what, req->name, ended,
-                 req->key_id ? req->key_id : "-");
-    else
-        log_warn("forced release of %s '%s': %lld hold(s) ended, fence %lld, key id %s", what,
-                 req->name, ended, fence, req->key_id ? req->key_id : "-");
+    char fence_s[40] = "";
+    if (!req->aux) snprintf(fence_s, sizeof fence_s, ", fence %lld", fence);
+    log_warn("forced release of %s '%s': %lld hold(s) ended%s, key id %s", what, req->name, ended,
+             fence_s, req->key_id ? req->key_id : "-");
     atomic_fetch_add(&forced, 1);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);

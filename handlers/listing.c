@@ -60,7 +60,7 @@ void listing_cursor_encode(const struct listing_cursor *c, char *out, size_t cap
         len = (size_t)snprintf(raw, sizeof raw, "c%s%s", master, c->scan);
     if (len >= sizeof raw) return;
     size_t o = 0;
-    for (size_t i = 0; i < len && o + 5 < cap; i += 3) {
+    for (size_t i = 0; i < len && o + 4 < cap; i += 3) {
         unsigned v = (unsigned char)raw[i] << 16;
         if (i + 1 < len) v |= (unsigned char)raw[i + 1] << 8;
         if (i + 2 < len) v |= (unsigned char)raw[i + 2];
@@ -219,6 +219,20 @@ static size_t sorted_entries(const redisReply *r, const redisReply **out) {
     return n;
 }
 
+/* Where a SCAN cursor stands in Redis's scan order: its bits reversed
+ * (Redis steps through the table in reverse-binary order, so this is a
+ * position in the hash space whatever the table's size); "0", the end,
+ * after everything. */
+static int scan_position_cmp(const char *a, const char *b) {
+    unsigned long long x = strtoull(a, NULL, 10), y = strtoull(b, NULL, 10), rx = 0, ry = 0;
+    if (x == 0 || y == 0) return (x == 0) - (y == 0);
+    for (int i = 0; i < 64; i++) {
+        rx = rx << 1 | (x >> i & 1);
+        ry = ry << 1 | (y >> i & 1);
+    }
+    return (rx > ry) - (rx < ry);
+}
+
 static void list_reply(struct gw_request *req) {
     struct list_call *lc = req->ctx;
     char cursor[LISTING_CURSOR_MAX + 1];
@@ -242,10 +256,14 @@ static void list_done(void *arg, const struct redis_result *res) {
     const char *next = r->element[0]->str;
     const redisReply **entries = alloc_check(malloc((r->elements + 1) * sizeof *entries));
     size_t n = sorted_entries(r, entries);
-    /* Resuming the call a page ended in: skip what that page showed,
-     * unless SCAN now goes on elsewhere (Redis resized its table; then
-     * show them all again: a name may be listed twice, never missed). */
-    int skip = lc->at.after[0] && strcmp(next, lc->at.next) == 0;
+    /* Resuming the call a page ended in: skip what that page showed.  The
+     * call now stops where it stopped then or sooner (keys were added:
+     * SCAN's COUNT counts keys, matching or not), so the names it finds
+     * up to the last one shown were all found then.  When it goes further
+     * (keys in its range were deleted or expired, or the table shrank),
+     * it may find names it did not find then: all are shown again (a name
+     * may be listed twice, never missed). */
+    int skip = lc->at.after[0] && scan_position_cmp(next, lc->at.next) <= 0;
     const char *last = NULL;
     size_t i = 0;
     for (; i < n; i++) {

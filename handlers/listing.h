@@ -34,8 +34,9 @@ int listing_pattern(const char *key_prefix, const char *kind, const char *name_p
  * in the middle of one SCAN call's keys (a page holds at most limit
  * entries), that call's next cursor and the last name the page showed:
  * the next page makes the same call again and skips the names up to that
- * one, unless the call's next cursor differs (Redis resized its table in
- * between: then it shows them all again, as SCAN may). */
+ * one, unless the call now goes further in scan order (keys of its range
+ * were deleted, or the table shrank: then it shows them all again, as SCAN
+ * may repeat a key; listing.c, list_done). */
 struct listing_cursor {
     int master;
     char scan[21], next[21];

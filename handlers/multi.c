@@ -688,7 +688,10 @@ static void reply_refused(struct gw_request *req, long long verdict, long long i
                            "lock '%s' is bound to a session: renew the session instead (%s)", name,
                            what);
     else if (verdict == -1)
-        reply_problem_with(req, CODE_NOT_HELD, extra, "nobody holds lock '%s': %s", name, what);
+        reply_problem_with(req, CODE_NOT_HELD, extra,
+                           "this token holds no lock '%s' (never did, or its hold ended: released, "
+                           "expired or forced): %s",
+                           name, what);
     else
         reply_problem_with(req, CODE_NOT_OWNER, extra,
                            "lock '%s' is held, but not by this token: %s", name, what);

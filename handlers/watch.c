@@ -77,8 +77,12 @@ static void watch_done(void *arg, const struct redis_result *res) {
     waiters_park(&wc->w, wake);
 }
 
-/* Quorum mode: held when a quorum of masters says so; the highest fence
- * among them is the index.  Too few answers: GET's 503. */
+/* Quorum mode: held when a quorum of masters says so; the answer of the
+ * master with the highest fence stands for them, the first (in --redis
+ * order) on a tie, as quorum_pick does for a plain GET: a semaphore's
+ * permits have no fence and their grant times are each master's own, so
+ * the same master's index is the one compared every time.  Too few
+ * answers: GET's 503. */
 static void watch_all_done(void *arg, const struct redis_result *res, int n) {
     const struct redis_result *held = NULL, *free_ = NULL, *failed = NULL;
     int nheld = 0, answered = 0;
@@ -143,7 +147,7 @@ int watch_if_asked(struct gw_request *req, int semaphore) {
         return 1;
     }
     if (q_after && decimal_parse(q_after, strlen(q_after), 0, 9007199254740991LL, &after) < 0) {
-        reply_problem(req, CODE_INVALID_FIELD, "after must be an index (a fence, or 0)");
+        reply_problem(req, CODE_INVALID_FIELD, "after must be an index (a Lockgate-Index, or 0)");
         return 1;
     }
     if (name_param_or_reply(req, 0)) return 1;

@@ -8,9 +8,9 @@
 --          of the name already escaped), 3 COUNT, 4 what: h holds, i ids
 -- Returns  {next_cursor, entries...}; next_cursor "0" when done.
 --          holds: each entry {name, kind(1 x, 2 s, 3 p), limit, queued,
---                 holder fields...}, 6 a holder: owner, key_id ('' none),
+--                 holder fields...}, 7 a holder: owner, key_id ('' none),
 --                 fence, count, ttl_ms, lease_start_ms (its last grant or
---                 extension, Redis's clock)
+--                 extension, Redis's clock), acquired_ms (0: unknown)
 --          ids:   each entry {namespace, second, seq}, the high-water mark
 -- Cost: one SCAN of COUNT keys, one HGETALL (and for holds one ZCARD) per
 -- matching key.  The caller keeps COUNT small (listing.c, LISTING_COUNT)

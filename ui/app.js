@@ -78,7 +78,7 @@ function secs(ms) { return (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s"; }
 async function fetchPage(kind, prefix, cursor) {
   let items = [], calls = 0;
   do {
-    const r = await api("/v1/" + kind + "?" + query({ prefix, limit: String(PAGE), cursor }));
+    const r = await api("/v1/" + kind + "?" + query({ prefix, limit: String(PAGE - items.length), cursor }));
     if (!r.ok) throw new Error(await problem(r));
     const body = await r.json();
     items = items.concat(body[kind]);

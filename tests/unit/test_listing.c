@@ -49,6 +49,7 @@ static void test_cursor(void) {
     for (int i = 0; i < NAME_MAX_LEN; i++) longest[i] = "AZaz09._:-"[i % 10];
     longest[NAME_MAX_LEN] = '\0';
     round_trip(12, "18446744073709551615", "18446744073709551615", longest);
+    round_trip(99999, "18446744073709551615", "18446744073709551615", longest); /* the longest */
     CHECK_EQ_INT(listing_cursor_decode(NULL, &d), 0);
     CHECK_EQ_STR(d.scan, "0");
     CHECK_EQ_INT(d.master, -1);
