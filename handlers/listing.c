@@ -256,19 +256,22 @@ static void list_done(void *arg, const struct redis_result *res) {
     const char *next = r->element[0]->str;
     const redisReply **entries = alloc_check(malloc((r->elements + 1) * sizeof *entries));
     size_t n = sorted_entries(r, entries);
-    /* Resuming the call a page ended in: skip what that page showed.  The
-     * call now stops where it stopped then or sooner (keys were added:
-     * SCAN's COUNT counts keys, matching or not), so the names it finds
-     * up to the last one shown were all found then.  When it goes further
-     * (keys in its range were deleted or expired, or the table shrank),
-     * it may find names it did not find then: all are shown again (a name
-     * may be listed twice, never missed). */
-    int skip = lc->at.after[0] && scan_position_cmp(next, lc->at.next) <= 0;
+    /* at.after, when set, says: every name up to it whose key lies between
+     * at.scan and at.next (in scan order) has been shown.  This call
+     * covers at.scan up to next: its names up to at.after are skipped.  If
+     * it went past at.next (keys of its range were deleted or expired, or
+     * the table shrank: SCAN's COUNT counts keys, matching or not), names
+     * up to at.after found past at.next may not have been shown: the
+     * listing goes on from at.next, not next, and shows those (and again
+     * the others past at.next: a name may be listed twice, never missed).
+     * Every page either shows names past at.after or moves at.scan on. */
+    int resuming = lc->at.after[0] != '\0';
+    int past = resuming && scan_position_cmp(next, lc->at.next) > 0;
     const char *last = NULL;
     size_t i = 0;
     for (; i < n; i++) {
         const char *name = entries[i]->element[0]->str;
-        if (skip && strcmp(name, lc->at.after) <= 0) continue;
+        if (resuming && strcmp(name, lc->at.after) <= 0) continue;
         /* With auth on, a page shows only the names the key may read. */
         if (!access_may(req, list_kind[lc->what], name, AUTH_READ)) continue;
         if (lc->nitems == lc->limit) break; /* full, with more in this call */
@@ -279,18 +282,23 @@ static void list_done(void *arg, const struct redis_result *res) {
         last = name;
     }
     if (i < n) { /* the page ends in this call: the next page makes it again */
-        snprintf(lc->at.next, sizeof lc->at.next, "%s", next);
+        if (!past) snprintf(lc->at.next, sizeof lc->at.next, "%s", next);
         snprintf(lc->at.after, sizeof lc->at.after, "%s", last ? last : lc->at.after);
         free(entries);
         list_reply(req);
         return;
     }
     free(entries);
-    lc->at.after[0] = '\0';
-    snprintf(lc->at.scan, sizeof lc->at.scan, "%s", next);
+    if (past) { /* go on from where the names up to at.after were known */
+        memcpy(lc->at.scan, lc->at.next, sizeof lc->at.scan);
+        lc->at.after[0] = '\0';
+    } else {
+        if (!resuming || scan_position_cmp(next, lc->at.next) == 0) lc->at.after[0] = '\0';
+        snprintf(lc->at.scan, sizeof lc->at.scan, "%s", next);
+    }
     /* Cluster mode: one master's SCAN done, the next one's from 0 (then
      * "0" means its start, not the end). */
-    int done = strcmp(next, "0") == 0;
+    int done = strcmp(lc->at.scan, "0") == 0;
     if (done && lc->at.master >= 0 && lc->at.master + 1 < redis_cluster_masters()) {
         lc->at.master++;
         done = 0;

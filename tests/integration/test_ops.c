@@ -146,6 +146,18 @@ static void add_between(int page) {
     }
 }
 
+static int deleted_between;
+
+/* Deletes 15 keys outside the prefix listed: the repeated call then goes
+ * further than before, and the listing must still miss nothing and end. */
+static void delete_between(int page) {
+    for (int i = 0; i < 15; i++) {
+        char cmd[96];
+        snprintf(cmd, sizeof cmd, "DEL lockgate:lock:{limdel.%d}", deleted_between++);
+        h_redis_cli(&redis, cmd);
+    }
+}
+
 /* limit caps a page, also where one SCAN call finds more names than the
  * page has room for: the next page goes on after the last name shown, so
  * every name is listed, whatever the limit, in about 25 / limit pages.  (A
@@ -174,6 +186,16 @@ static void test_list_limit(void) {
     CHECK_EQ_INT(ns.n, 25);
     CHECK(ns.dups <= 25);
     CHECK(pages >= 9 && pages <= 40);
+    for (int i = 0; i < 600; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "limdel.%d", i);
+        free(take(name, "{\"ttl_ms\":60000}", NULL));
+    }
+    memset(&ns, 0, sizeof ns);
+    pages = list_all("locks", "lim.", 2, "locks", collect, &ns, delete_between);
+    CHECK_EQ_INT(ns.n, 25);
+    CHECK(ns.dups <= 25);
+    CHECK(pages >= 13 && pages <= 40);
 }
 
 static void test_list_every_character(void) {
