@@ -20,18 +20,15 @@ the masters), gateway CPU (utime+stime from /proc, 10 ms ticks) and wall.
 Prints Markdown table rows.  Standard library only.
 """
 import argparse
-import http.client
 import itertools
-import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
 import time
 
-from sessions import Gw, wait_port  # the same HTTP client and port wait
+# The HTTP client, ports, CPU and Redis-time measures of bench/sessions.py.
+from sessions import Gw, cluster_port, measure, stop_all, wait_port
 
 
 def crc16(data):
@@ -47,51 +44,9 @@ def slot(name):
     return crc16(name.encode()) & 16383
 
 
-def free_port():
-    """A port below 55536 whose cluster bus port (+10000) is free too."""
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p >= 55536:
-            continue
-        t = socket.socket()
-        try:
-            t.bind(("127.0.0.1", p + 10000))
-            return p
-        except OSError:
-            pass
-        finally:
-            t.close()
-
-
 def cli(port, *args):
     return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
                           text=True).stdout
-
-
-def redis_usec(ports):
-    total = 0
-    for p in ports:
-        for line in cli(p, "INFO", "commandstats").splitlines():
-            if line.startswith("cmdstat_evalsha:") or line.startswith("cmdstat_eval:"):
-                total += int(line.split("usec=")[1].split(",")[0])
-    return total
-
-
-def cpu_ms(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-
-
-def measure(ports, pid, fn):
-    for p in ports:
-        cli(p, "CONFIG", "RESETSTAT")
-    c0, t0 = cpu_ms(pid), time.perf_counter()
-    fn()
-    t1, c1 = time.perf_counter(), cpu_ms(pid)
-    return redis_usec(ports), c1 - c0, (t1 - t0) * 1000
 
 
 def main():
@@ -101,8 +56,8 @@ def main():
     ap.add_argument("--build", default=os.environ.get("BUILD", "build"))
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="lockgate-multicl.")
-    ports = [free_port() for _ in range(3)]
-    gport = free_port()
+    ports = [cluster_port() for _ in range(3)]
+    gport = cluster_port()
     procs = []
     try:
         for i, p in enumerate(ports):
@@ -176,13 +131,7 @@ def main():
             print(f"| {label[k]} | {med(rs, 0) / r:.0f} µs | {med(rs, 1) / r * 1000:.0f} µs "
                   f"| {med(rs, 2) / r * 1000:.0f} µs |")
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(d, ignore_errors=True)
+        stop_all(procs, d)
 
 
 if __name__ == "__main__":

@@ -68,26 +68,24 @@ class Gw:
         return r.status, r.getheader("Lock-Token") or r.getheader("Session"), raw
 
 
-def redis_usec(ports):
+def evalsha_stat(ports, field):
+    """A field (usec, calls) of EVAL/EVALSHA in INFO commandstats, summed over ports."""
     total = 0
     for port in ports if isinstance(ports, list) else [ports]:
         out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"],
                              capture_output=True, text=True).stdout
         for line in out.splitlines():
             if line.startswith("cmdstat_evalsha:") or line.startswith("cmdstat_eval:"):
-                total += int(line.split("usec=")[1].split(",")[0])
+                total += int(line.split(field + "=")[1].split(",")[0])
     return total
+
+
+def redis_usec(ports):
+    return evalsha_stat(ports, "usec")
 
 
 def redis_calls(ports):
-    total = 0
-    for port in ports:
-        out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"],
-                             capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("cmdstat_evalsha:") or line.startswith("cmdstat_eval:"):
-                total += int(line.split("calls=")[1].split(",")[0])
-    return total
+    return evalsha_stat(ports, "calls")
 
 
 def cluster_port():
@@ -113,6 +111,17 @@ def reset(ports):
     for port in ports if isinstance(ports, list) else [ports]:
         subprocess.run(["redis-cli", "-p", str(port), "CONFIG", "RESETSTAT"],
                        capture_output=True)
+
+
+def stop_all(procs, d):
+    """Stops what a bench started (last first) and removes its directory."""
+    for p in reversed(procs):
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def measure(rport, pid, fn):
@@ -193,13 +202,7 @@ def main():
         print(f"| 4 single-lock cycles | {med(s, 0) / r:.0f} us Redis "
               f"| {med(s, 1) / r * 1000:.0f} us gateway CPU | {med(s, 2) / r * 1000:.0f} us wall |")
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(d, ignore_errors=True)
+        stop_all(procs, d)
 
 
 def cluster_main(a):
@@ -260,13 +263,7 @@ def cluster_main(a):
         print(f"| cluster: renew {a.n} holds: {a.n} lock PATCHes | {med(plain, 0):.0f} us Redis "
               f"| {med(plain, 1):.1f} ms gateway CPU | {med(plain, 2):.1f} ms wall |")
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(d, ignore_errors=True)
+        stop_all(procs, d)
 
 
 if __name__ == "__main__":
