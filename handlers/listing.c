@@ -40,7 +40,8 @@ int listing_pattern(const char *key_prefix, const char *kind, const char *name_p
 
 static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-/* Digits only, 1 to max of them. */
+/* Digits only, 1 to max of them: a SCAN cursor, up to 2^64 - 1 (beyond
+ * decimal_parse's long long). */
 static int all_digits(const char *s, size_t len, size_t max) {
     if (len < 1 || len > max) return 0;
     for (size_t i = 0; i < len; i++)
@@ -98,8 +99,9 @@ int listing_cursor_decode(const char *cursor, struct listing_cursor *c) {
     /* "c" [master ":"] scan [" " next " " after] */
     char *s = raw + 1, *colon = strchr(s, ':'), *sp = strchr(s, ' ');
     if (colon && (!sp || colon < sp)) {
-        if (!all_digits(s, (size_t)(colon - s), 5)) return -1;
-        c->master = atoi(s);
+        long long master;
+        if (decimal_parse(s, (size_t)(colon - s), 0, 99999, &master) < 0) return -1;
+        c->master = (int)master;
         s = colon + 1;
     }
     size_t n = sp ? (size_t)(sp - s) : strlen(s);
