@@ -23,12 +23,10 @@ import argparse
 import itertools
 import os
 import statistics
-import subprocess
 import tempfile
-import time
 
-# The HTTP client, ports, CPU and Redis-time measures of bench/sessions.py.
-from sessions import Gw, cluster_port, measure, stop_all, wait_port
+# The cluster start, ports, CPU and Redis-time measures of bench/sessions.py.
+from sessions import cluster_port, cluster_up, measure, stop_all
 
 
 def crc16(data):
@@ -44,11 +42,6 @@ def slot(name):
     return crc16(name.encode()) & 16383
 
 
-def cli(port, *args):
-    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
-                          text=True).stdout
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
@@ -60,34 +53,7 @@ def main():
     gport = cluster_port()
     procs = []
     try:
-        for i, p in enumerate(ports):
-            nd = os.path.join(d, f"n{i}")
-            os.mkdir(nd)
-            procs.append(subprocess.Popen(
-                ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", nd, "--cluster-enabled", "yes",
-                 "--cluster-config-file", os.path.join(nd, "nodes.conf")],
-                stdout=subprocess.DEVNULL))
-            wait_port(p)
-        subprocess.run(["redis-cli", "--cluster", "create"] +
-                       [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"],
-                       capture_output=True, check=True)
-        end = time.time() + 20
-        while "cluster_state:ok" not in cli(ports[0], "CLUSTER", "INFO"):
-            if time.time() > end:
-                raise SystemExit("the cluster did not come up")
-            time.sleep(0.1)
-        gw = subprocess.Popen([f"{a.build}/lockgate", "--listen", f"127.0.0.1:{gport}",
-                               "--redis-cluster", f"127.0.0.1:{ports[0]}"],
-                              stderr=open(os.path.join(d, "gw.log"), "w"))
-        procs.append(gw)
-        wait_port(gport)
-        g = Gw(gport)
-        end = time.time() + 20
-        while g.do("GET", "/readyz")[0] != 200:
-            if time.time() > end:
-                raise SystemExit("the gateway did not get ready")
-            time.sleep(0.1)
+        gw, g = cluster_up(a.build, d, ports, gport, procs)
 
         # Four names of one slot; four names of four slots over the masters
         # (slots 0-5460, 5461-10922, 10923-16383 after --cluster create).

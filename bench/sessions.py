@@ -113,6 +113,16 @@ def reset(ports):
                        capture_output=True)
 
 
+def gateway_up(build, d, gport, procs, *redis_flags):
+    """A gateway on gport (log in d) with these Redis flags, listening; it
+    goes into procs.  Returns its process and an HTTP client of it."""
+    gw = subprocess.Popen([f"{build}/lockgate", "--listen", f"127.0.0.1:{gport}", *redis_flags],
+                          stderr=open(os.path.join(d, "gw.log"), "w"))
+    procs.append(gw)
+    wait_port(gport)
+    return gw, Gw(gport)
+
+
 def stop_all(procs, d):
     """Stops what a bench started (last first) and removes its directory."""
     for p in reversed(procs):
@@ -150,12 +160,7 @@ def main():
             ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL))
         wait_port(rport)
-        gw = subprocess.Popen([f"{a.build}/lockgate", "--listen", f"127.0.0.1:{gport}",
-                               "--redis", f"redis://127.0.0.1:{rport}"],
-                              stderr=open(os.path.join(d, "gw.log"), "w"))
-        procs.append(gw)
-        wait_port(gport)
-        g = Gw(gport)
+        gw, g = gateway_up(a.build, d, gport, procs, "--redis", f"redis://127.0.0.1:{rport}")
 
         # ---- renew: one session PATCH vs N lock PATCHes
         st, stok, _ = g.do("POST", "/v1/sessions", {"ttl_ms": 600000})
@@ -205,37 +210,44 @@ def main():
         stop_all(procs, d)
 
 
+def cluster_up(build, d, ports, gport, procs):
+    """A Redis Cluster of one master a port in d (no replicas) and a gateway in
+    cluster mode on gport, both ready; what it starts goes into procs.
+    Returns the gateway's process and an HTTP client of it."""
+    for p in ports:
+        procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", d, "--cluster-enabled", "yes",
+             "--cluster-config-file", f"nodes-{p}.conf"], stdout=subprocess.DEVNULL))
+    for p in ports:
+        wait_port(p)
+    subprocess.run(["redis-cli", "--cluster", "create"] +
+                   [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"],
+                   capture_output=True, check=True)
+    end = time.time() + 20
+    while True:
+        info = subprocess.run(["redis-cli", "-p", str(ports[0]), "CLUSTER", "INFO"],
+                              capture_output=True, text=True).stdout
+        if "cluster_state:ok" in info:
+            break
+        if time.time() > end:
+            raise SystemExit("the cluster did not come up")
+        time.sleep(0.1)
+    gw, g = gateway_up(build, d, gport, procs, "--redis-cluster", f"127.0.0.1:{ports[0]}")
+    end = time.time() + 20
+    while g.do("GET", "/readyz")[0] != 200:
+        if time.time() > end:
+            raise SystemExit("the gateway did not get ready")
+        time.sleep(0.1)
+    return gw, g
+
+
 def cluster_main(a):
     d = tempfile.mkdtemp(prefix="lockgate-sessbench.")
     ports, gport = [cluster_port() for _ in range(3)], free_port()
     procs = []
     try:
-        for p in ports:
-            procs.append(subprocess.Popen(
-                ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", d, "--cluster-enabled", "yes",
-                 "--cluster-config-file", f"nodes-{p}.conf"], stdout=subprocess.DEVNULL))
-        for p in ports:
-            wait_port(p)
-        subprocess.run(["redis-cli", "--cluster", "create"] +
-                       [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"],
-                       capture_output=True, check=True)
-        end = time.time() + 20
-        while time.time() < end:
-            info = subprocess.run(["redis-cli", "-p", str(ports[0]), "CLUSTER", "INFO"],
-                                  capture_output=True, text=True).stdout
-            if "cluster_state:ok" in info:
-                break
-            time.sleep(0.1)
-        gw = subprocess.Popen([f"{a.build}/lockgate", "--listen", f"127.0.0.1:{gport}",
-                               "--redis-cluster", f"127.0.0.1:{ports[0]}"],
-                              stderr=open(os.path.join(d, "gw.log"), "w"))
-        procs.append(gw)
-        wait_port(gport)
-        g = Gw(gport)
-        end = time.time() + 20
-        while time.time() < end and g.do("GET", "/readyz")[0] != 200:
-            time.sleep(0.1)
+        gw, g = cluster_up(a.build, d, ports, gport, procs)
         st, stok, _ = g.do("POST", "/v1/sessions", {"ttl_ms": 600000})
         for i in range(a.n):
             st, _, raw = g.do("POST", f"/v1/locks/s{i}", {}, {"Session": stok})
