@@ -828,6 +828,12 @@ const char *redis_release_channel_for(const char *key) {
 
 const char *redis_release_channel_of_slot(int slot) { return cluster_chan[slot]; }
 
+void redis_key_in_slot_of(char *out, size_t cap, const char *base, const char *key) {
+    const char *tag =
+        cluster_chan ? strrchr(cluster_chan[cluster_key_slot(key, strlen(key))], '{') : NULL;
+    snprintf(out, cap, "%s%s", base, tag ? tag : "");
+}
+
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
     free(prelude);
     prelude = op_new(0, argc, argv, lens, NULL, NULL);
