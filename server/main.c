@@ -8,6 +8,7 @@
  * flight finish (up to 4 s; what Redis still owes then is answered 503),
  * then close Redis; exit 0. */
 #include "handlers/handlers.h"
+#include "handlers/wiring.h"
 #include "server/config.h"
 #include "server/auth.h"
 #include "server/http.h"

@@ -30,6 +30,13 @@ run_suite() {
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && broken+=("$(basename "$bin") (exit $rc)")
 }
 
+export BUILD
+
+# No call circle between the project's files (nm over the objects just
+# built: scripts/callcycles.py), in a second.
+echo "== callcycles"
+run_suite scripts/callcycles.py
+
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     echo "== $(basename "$t")"
