@@ -43,6 +43,14 @@ for t in "$BUILD"/tests/test_*; do
     run_suite "$t"
 done
 
+# The documentation (every runnable example against a real gateway, links,
+# the Layout, --help against the docs) and every flag of both binaries
+# acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.
+for s in tests/docs/check_docs.py tests/flags/check_flags.py; do
+    echo "== $(basename "$s" .py)"
+    run_suite "$s"
+done
+
 # The lock, semaphore, waiting, fair, id, session and operator suites once more against a
 # Redis Cluster (3 masters, one replica each): the harness starts one when
 # LOCKGATE_TEST_CLUSTER is set and points the gateways at it.  CLUSTER_SUITES

@@ -27,32 +27,19 @@ failure.  BUILD (default build) says where the binaries are.
 import glob
 import os
 import re
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pyharness import BUILD, ROOT, Count, Servers, redis_cmd  # noqa: E402
+
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 RUN_LANGS = {"sh", "console", "python"}
 BLOCK_TIMEOUT = 60
-
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL " + what, flush=True)
-    return ok
+count = Count("docs")
+check = count.check
 
 
 def rel(path):
@@ -131,67 +118,6 @@ def links(path):
             yield n, m.group(1)
 
 
-# ---- the servers ----------------------------------------------------------
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def redis_cmd(port, *args):
-    """One command over RESP; returns the first reply line."""
-    msg = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(msg.encode())
-        return s.recv(4096).decode(errors="replace").split("\r\n")[0]
-
-
-def wait_for(what, cond, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return True
-        except OSError:
-            pass
-        time.sleep(0.05)
-    print(f"FAIL {what} within {seconds} s", flush=True)
-    return False
-
-
-class Servers:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="lockgate-docs.")
-        self.procs = []
-        self.redis_port, self.port = free_port(), free_port()
-        self.log = open(os.path.join(self.dir, "gateway.log"), "w")
-        self.procs.append(subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        self.ok = wait_for("redis-server answers", lambda: redis_cmd(self.redis_port, "PING") == "+PONG")
-        self.procs.append(subprocess.Popen(
-            [os.path.join(BUILD, "lockgate"), "--listen", f"127.0.0.1:{self.port}",
-             "--redis", f"redis://127.0.0.1:{self.redis_port}"],
-            stdout=self.log, stderr=self.log))
-        self.ok = self.ok and wait_for(
-            "the gateway is ready",
-            lambda: urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2).status == 200)
-
-    def stop(self):
-        for p in reversed(self.procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 # ---- running a block --------------------------------------------------------
 
 def localize(text, port):
@@ -265,13 +191,17 @@ def check_links():
 
 
 def section(path, title):
-    text, out, on, fence = open(path, encoding="utf-8").read(), [], False, False
-    for line in text.split("\n"):
+    """The text under the heading title, subsections included."""
+    out, level, fence = [], 0, False
+    for line in open(path, encoding="utf-8").read().split("\n"):
         if line.startswith("```"):
             fence = not fence
-        if not fence and re.match(r"^#+ ", line):
-            on = line.lstrip("#").strip().lower() == title.lower()
-        elif on:
+        m = None if fence else re.match(r"^(#+) (.*)", line)
+        if m and level and len(m.group(1)) <= level:
+            level = 0
+        if m and not level and m.group(2).strip().lower() == title.lower():
+            level = len(m.group(1))
+        elif level:
             out.append(line)
     return "\n".join(out)
 
@@ -291,19 +221,31 @@ def check_layout():
             check(named, f"docs/internals.md Layout names {d}/{f}")
 
 
+FLAG = r"(?<![\w-])(--[a-z][a-z0-9-_]*|-[a-zA-Z])(?![\w-])"
+# Every help text a binary prints: lockgate's and its keygen's usage,
+# lockctl's and each of its commands'.
+HELPS = {"lockgate": [["--help"], ["keygen"]],
+         "lockctl": [["--help"]] + [[c, "--help"] for c in
+                                    ("run", "acquire", "extend", "release", "status", "ls",
+                                     "watch", "id")]}
+
+
 def help_flags(binary):
-    r = subprocess.run([os.path.join(BUILD, binary), "--help"], capture_output=True, text=True)
-    text = r.stdout + r.stderr
-    return set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-_]*|-[a-zA-Z])(?![\w-])", text))
+    """The flags binary's help texts name."""
+    out = set()
+    for args in HELPS[binary]:
+        r = subprocess.run([os.path.join(BUILD, binary)] + args, capture_output=True, text=True)
+        out |= set(re.findall(FLAG, r.stdout + r.stderr))
+    return out
 
 
 def doc_flags(path, heading):
-    """Flags a doc names in backquotes within one section: `--x`, `-x`,
-    `--x VALUE`, `-x, --long`."""
+    """Flags a doc names within one section: code spans that start with
+    one (`--x`, `-x`, `--x VALUE`, `--x FILE, --y FILE`)."""
     out = set()
     for code in re.findall(r"`([^`]*)`", section(path, heading)):
-        for f in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-_]*|-[a-zA-Z])(?![\w-])", code):
-            out.add(f)
+        if re.match(r"-", code):
+            out |= set(re.findall(FLAG, code))
     return out
 
 
@@ -320,20 +262,29 @@ def check_flags():
         check(in_help == in_docs, f"{binary} --help and {rel(path)} name the same flags")
 
 
+class Gateway:
+    """The one Redis and gateway the examples run against."""
+
+    def __init__(self):
+        self.servers = Servers("docs")
+        self.redis_port, _, ok = self.servers.redis()
+        self.port, _, self.log, ready = self.servers.gateway(redis_port=self.redis_port)
+        self.ok = ok and ready
+
+
 def main():
     start = time.monotonic()
     check_links()
     check_layout()
     check_flags()
-    servers = Servers()
+    gw = Gateway()
     try:
-        if check(servers.ok, "redis-server and the gateway started"):
-            check_blocks(servers)
+        if check(gw.ok, "redis-server and the gateway started"):
+            check_blocks(gw)
     finally:
-        servers.stop()
+        gw.servers.stop()
     print(f"docs: took {time.monotonic() - start:.1f} s", file=sys.stderr)
-    print(f"docs: {passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return count.summary()
 
 
 if __name__ == "__main__":
