@@ -19,7 +19,8 @@ temporary directory, stopped at the end), for README.md and docs/*.md:
     handlers/ idgen/ common/ cli/ lua/;
   * every flag of `lockgate --help` and `lockctl --help` is in the docs
     (docs/configuration.md, docs/lockctl.md) and every flag those tables
-    name is in --help.
+    name is in --help; a flag named anywhere else in the docs is one of
+    them (or of a program listed in OTHER_FLAGS).
 
 Prints one line per failure and `docs: N passed, M failed`; exits 1 on any
 failure.  BUILD (default build) says where the binaries are.
@@ -249,6 +250,21 @@ def doc_flags(path, heading):
     return out
 
 
+# Flags of other programs the docs mention: bench/redis_cost.py's,
+# bench/sessions.py's and redis-cli's.
+OTHER_FLAGS = {"--paths", "--callgrind", "--cluster"}
+
+
+def check_flags_named_anywhere(known):
+    """A flag the docs name anywhere (a code span starting with --x) is
+    one of the binaries' or a listed other program's: no stale flag."""
+    for path in DOCS:
+        text = open(path, encoding="utf-8").read()
+        for f in sorted(set(re.findall(r"`(--[a-z][a-z0-9-]*)", text))):
+            check(f in known or f in OTHER_FLAGS,
+                  f"{rel(path)} names {f}, which neither lockgate nor lockctl takes")
+
+
 def check_flags():
     pairs = [("lockgate", os.path.join(ROOT, "docs", "configuration.md"), "Flags"),
              ("lockctl", os.path.join(ROOT, "docs", "lockctl.md"), "Options")]
@@ -260,6 +276,7 @@ def check_flags():
         for f in sorted(in_docs - in_help):
             check(False, f"{rel(path)} \"{heading}\" names {f}, {binary} --help does not")
         check(in_help == in_docs, f"{binary} --help and {rel(path)} name the same flags")
+    check_flags_named_anywhere(help_flags("lockgate") | help_flags("lockctl"))
 
 
 class Gateway:
