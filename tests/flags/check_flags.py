@@ -107,12 +107,22 @@ def lockctl_flags(gw, url):
               f"lockctl extend {f} 7000: {r}")
     both(["-t", "--ttl"], ttl)
 
+    def waiting(gauge_min):
+        m = re.search(r"^lockgate_waiting_requests (\d+)", http(gw, "GET", "/metrics")[2], re.M)
+        return m and int(m.group(1)) >= gauge_min
+
     def wait(f):
-        ctl("acquire", "flags-wait" + f, "--ttl", "800", env_url=url)
-        t = time.monotonic()
-        r = ctl("acquire", "flags-wait" + f, f, "20s", env_url=url)
-        check(r.returncode == 0 and time.monotonic() - t >= 0.3,
-              f"lockctl acquire {f} waits for a busy lock: {r}")
+        name = "flags-wait" + f
+        holder = json.loads(ctl("acquire", name, env_url=url).stdout or "{}")
+        env = dict(os.environ, LOCKGATE_URL=url)
+        waiter = subprocess.Popen([LOCKCTL, "acquire", name, f, "30s", "-q"], text=True, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        parked = wait_for(lambda: waiting(1))
+        ctl("release", name, "--token", holder.get("token", ""), env_url=url)
+        out, err = waiter.communicate(timeout=30)
+        check(parked and waiter.returncode == 0,
+              f"lockctl acquire {f} 30s waits for a busy lock and gets it on its release: "
+              f"parked {parked}, exit {waiter.returncode} {err}")
     both(["-w", "--wait"], wait)
 
     r1 = ctl("acquire", "flags-shared", "--shared", env_url=url)
@@ -144,11 +154,11 @@ def lockctl_flags(gw, url):
           f"lockctl run --max-hold 1s stops the command (76): {r}")
     done.add("--max-hold")
 
-    r = ctl("acquire", "flags-delay", "--ttl", "300", "--lock-delay", "3s", env_url=url)
-    time.sleep(0.5)  # the lease has run out: the lock-delay holds it
-    r2 = ctl("acquire", "flags-delay", "-q", env_url=url)
-    check(r.returncode == 0 and r2.returncode == 75,
-          f"lockctl --lock-delay 3s: busy after the lease's expiry: {r} {r2}")
+    r = ctl("acquire", "flags-delay", "--ttl", "300", "--lock-delay", "20s", env_url=url)
+    expired = wait_for(lambda: http(gw, "GET", "/v1/locks/flags-delay")[0] == 404)
+    r2 = ctl("acquire", "flags-delay", "-q", env_url=url)  # the lock-delay holds it
+    check(r.returncode == 0 and expired and r2.returncode == 75,
+          f"lockctl --lock-delay 20s: busy after the lease's expiry: {r} {r2}")
     done.add("--lock-delay")
 
     # --grace: a command that ignores SIGTERM is killed after the grace
@@ -276,14 +286,14 @@ def lockgate_flags(srv, rport):
     # A frozen Redis: a request fails after --redis-timeout-ms, not the
     # default 2000.
     fport, fproc, _ = srv.redis()
-    port, p, log, ok = srv.gateway("--redis-timeout-ms", "300", redis_port=fport)
+    port, p, log, ok = srv.gateway("--redis-timeout-ms", "200", redis_port=fport)
     fproc.send_signal(signal.SIGSTOP)
     t = time.monotonic()
     st = http(port, "POST", "/v1/locks/flags-frozen")[0]
     took = time.monotonic() - t
     fproc.send_signal(signal.SIGCONT)
-    check(ok and st == 503 and took < 1.8,
-          f"--redis-timeout-ms 300: 503 after {took:.2f} s ({st}) with Redis frozen")
+    check(ok and st == 503 and took < 1.9,
+          f"--redis-timeout-ms 200: 503 after {took:.2f} s ({st}) with Redis frozen (default: 2 s)")
     srv.stop(p)
     done.add("--redis-timeout-ms")
 
