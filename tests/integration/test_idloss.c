@@ -1,0 +1,409 @@
+/* test_idloss.c -- ids on an operator's worst day (#35): Redis loses the
+ * last writes or all of them, and no id is handed out twice.
+ *
+ * Each case has gateways minting ids in four namespaces from threads of
+ * their own (one keep-alive client each, so a gateway's answers come in
+ * order), through the fault, plus a gateway that joins after it and one
+ * started afresh later still.  Every id of every answer is kept; at the end
+ * the ids of each namespace are sorted and counted for repeats, and each
+ * gateway's answers for decreases.  The targets are 0 and 0.
+ *
+ *   1. Replication loss, hand promotion: the replica reaches its master
+ *      through a relay (harness.c) that holds the replication stream, so
+ *      the writes after the hold are really lost when the master is killed
+ *      (SIGSTOP of the replica would lose nothing: the bytes wait in kernel
+ *      buffers).  The replica is promoted at once, in the same second, and
+ *      the gateways' address (another relay) moved to it.
+ *   2. The same with --min-replicas-ack 1: no id of a block the replica did
+ *      not acknowledge is handed out, so the promoted replica's marks lie at
+ *      or above every id issued.
+ *   3. Sentinel failover after the same loss, with the replica's clock 3 s
+ *      behind (an LD_PRELOAD shim, timeshift.so: libfaketime clashes with
+ *      redis-server's jemalloc).
+ *   4. Quorum mode: all three masters restarted empty in the same second.
+ *
+ * Without the id era (lua/id_lease.lua) each case repeats ids: the new
+ * master's marks are behind and its clock reads the lost leases' second
+ * (or an earlier one). */
+#include "tests/integration/harness.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NNS    4  /* namespaces */
+#define COUNT  10 /* ids per request */
+#define JUMP_S 2  /* --id-jump-s of every gateway here */
+#define MAXGW  4
+
+struct rec {
+    uint64_t id;
+    unsigned char ns, gw;
+};
+
+/* One minting thread: one gateway, one client, answers in order. */
+struct minter {
+    int port, gw;
+    atomic_int stop;
+    struct rec *recs;
+    size_t n, cap;
+    long ok, failed;
+    pthread_t th;
+};
+
+static void keep(struct minter *m, int ns, uint64_t id) {
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 65536;
+        m->recs = realloc(m->recs, m->cap * sizeof *m->recs);
+        if (!m->recs) abort();
+    }
+    m->recs[m->n++] = (struct rec){id, (unsigned char)ns, (unsigned char)m->gw};
+}
+
+static void *mint_main(void *arg) {
+    struct minter *m = arg;
+    struct h_client cl;
+    h_client_init(&cl, 5000);
+    char path[64];
+    for (int i = 0; !atomic_load(&m->stop); i++) {
+        int ns = i % NNS;
+        snprintf(path, sizeof path, "/v1/ids/loss-%d?count=%d", ns, COUNT);
+        long st = h_client_do(&cl, "POST", m->port, path, NULL, NULL);
+        cJSON *ids = st == 200 ? cJSON_GetObjectItem(cl.last.json, "ids") : NULL;
+        if (!cJSON_IsArray(ids)) {
+            m->failed++;
+            h_sleep_ms(20); /* a 503: as a client told Retry-After would, a little sooner */
+            continue;
+        }
+        m->ok++;
+        cJSON *it;
+        cJSON_ArrayForEach(it, ids) keep(m, ns, strtoull(it->valuestring, NULL, 10));
+    }
+    h_client_free(&cl);
+    return NULL;
+}
+
+static void mint_start(struct minter *m, int port, int gw) {
+    memset(m, 0, sizeof *m);
+    m->port = port;
+    m->gw = gw;
+    pthread_create(&m->th, NULL, mint_main, m);
+}
+
+static void mint_stop(struct minter *m) {
+    atomic_store(&m->stop, 1);
+    pthread_join(m->th, NULL);
+}
+
+/* Waits until minter m has had `answers` more good answers (the event, not
+ * a time), at most timeout_ms. */
+static void mint_wait(struct minter *m, long answers, int timeout_ms) {
+    long goal = m->ok + answers;
+    long long end = h_now_ms() + timeout_ms;
+    while (m->ok < goal && h_now_ms() < end) h_sleep_ms(10);
+}
+
+static int cmp_rec(const void *x, const void *y) {
+    const struct rec *a = x, *b = y;
+    if (a->ns != b->ns) return a->ns < b->ns ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Repeats across every minter, and decreases within each (a minter is one
+ * gateway's answers in order). */
+static void count(struct minter *ms, int n, size_t *ids, size_t *repeats, size_t *decreases) {
+    size_t total = 0;
+    *decreases = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t last[NNS] = {0};
+        for (size_t k = 0; k < ms[i].n; k++) {
+            struct rec *r = &ms[i].recs[k];
+            if (r->id <= last[r->ns]) (*decreases)++;
+            last[r->ns] = r->id;
+        }
+        total += ms[i].n;
+    }
+    struct rec *all = malloc((total ? total : 1) * sizeof *all);
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(all + k, ms[i].recs, ms[i].n * sizeof *all);
+        k += ms[i].n;
+    }
+    qsort(all, total, sizeof *all, cmp_rec);
+    *repeats = 0;
+    for (size_t j = 1; j < total; j++)
+        if (all[j].ns == all[j - 1].ns && all[j].id == all[j - 1].id) (*repeats)++;
+    free(all);
+    *ids = total;
+}
+
+/* The highest id handed out in namespace ns by any minter. */
+static uint64_t highest(struct minter *ms, int n, int ns) {
+    uint64_t h = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < ms[i].n; k++)
+            if (ms[i].recs[k].ns == ns && ms[i].recs[k].id > h) h = ms[i].recs[k].id;
+    return h;
+}
+
+/* The id a namespace's mark on r stands at (its last sequence), 0 when none. */
+static uint64_t mark_on(struct h_redis *r, int ns) {
+    char args[128];
+    snprintf(args, sizeof args, "HMGET 'lockgate:id:{loss-%d}' sec seq", ns);
+    const char *out = h_redis_cli(r, args);
+    unsigned long long sec = 0, seq = 0;
+    if (!out || sscanf(out, "%llu %llu", &sec, &seq) != 2) return 0;
+    return sec << 32 | seq;
+}
+
+static void free_minters(struct minter *ms, int n) {
+    for (int i = 0; i < n; i++) free(ms[i].recs);
+}
+
+/* Lets the gateways mint until this Redis's id era is past its window, so
+ * the ids before the fault lie at Redis's clock, as on a Redis long in use. */
+static void mint_past_era(struct h_redis *r, struct minter *m) {
+    const char *t = h_redis_cli(r, "TIME");
+    long long start = t ? atoll(t) : 0;
+    long long end = h_now_ms() + 15000;
+    for (;;) {
+        t = h_redis_cli(r, "TIME");
+        if (!t || atoll(t) > start + JUMP_S + 1 || h_now_ms() > end) break;
+        h_sleep_ms(50);
+    }
+    mint_wait(m, 20, 5000);
+}
+
+/* The fault of cases 1 and 2: the replica behind relay `rep` loses what the
+ * master wrote after the hold; the master is killed, the replica promoted at
+ * once and the gateways' relay `front` moved to it.  Then a gateway joins,
+ * and later a fresh one. */
+static void replication_loss(const char *flags, int acked) {
+    struct h_redis master, replica, via_rep, via_front;
+    struct h_relay rep, front;
+    CHECK_EQ_INT(h_redis_start(&master, 0, NULL), 0);
+    CHECK_EQ_INT(h_relay_start(&rep, master.port), 0);
+    via_rep = master;
+    via_rep.port = rep.port;
+    CHECK_EQ_INT(h_replica_start(&replica, &via_rep), 0);
+    CHECK_EQ_INT(h_relay_start(&front, master.port), 0);
+    via_front = master;
+    via_front.port = front.port;
+
+    struct h_gw g[MAXGW];
+    struct minter m[MAXGW];
+    char all_flags[256];
+    snprintf(all_flags, sizeof all_flags, "--id-jump-s %d %s", JUMP_S, flags);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(h_gw_up(&g[i], &via_front, all_flags), 0);
+        mint_start(&m[i], g[i].port, i);
+    }
+    mint_past_era(&master, &m[0]);
+    mint_wait(&m[1], 20, 5000);
+
+    h_relay_hold(&rep); /* from here the replica gets nothing */
+    long before0 = m[0].ok, before1 = m[1].ok;
+    if (acked) {
+        /* Blocks leased now are not acknowledged: ids stop once the fresh
+         * block runs out (503), never from an unacknowledged block. */
+        long long end = h_now_ms() + 3000;
+        while (m[0].failed == 0 && h_now_ms() < end) h_sleep_ms(10);
+        CHECK(m[0].failed > 0);
+    } else {
+        /* Until every namespace has a lease the replica lacks: the loss. */
+        long long end = h_now_ms() + 10000;
+        int behind = 0;
+        while (behind < NNS && h_now_ms() < end) {
+            behind = 0;
+            for (int ns = 0; ns < NNS; ns++) behind += mark_on(&master, ns) > mark_on(&replica, ns);
+            if (behind < NNS) h_sleep_ms(20);
+        }
+        CHECK_EQ_INT(behind, NNS);
+        CHECK(m[0].ok > before0 && m[1].ok > before1);
+    }
+    uint64_t issued[NNS];
+    for (int ns = 0; ns < NNS; ns++) issued[ns] = highest(m, 2, ns);
+    h_redis_kill(&master);
+    CHECK_EQ_STR(h_redis_cli(&replica, "REPLICAOF NO ONE"), "OK");
+    h_relay_retarget(&front, replica.port);
+    int lost = 0;
+    for (int ns = 0; ns < NNS; ns++) {
+        uint64_t mark = mark_on(&replica, ns);
+        if (acked)
+            CHECK(mark >= issued[ns]); /* every id came from an acknowledged block */
+        else
+            lost += mark < issued[ns];
+    }
+    if (!acked) CHECK(lost > 0); /* the loss is real: the new master is behind */
+    struct h_redis replica2;     /* with --min-replicas-ack, the new master needs one */
+    if (acked) CHECK_EQ_INT(h_replica_start(&replica2, &replica), 0);
+
+    CHECK_EQ_INT(h_gw_up(&g[2], &via_front, all_flags), 0);
+    mint_start(&m[2], g[2].port, 2);
+    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 10000);
+    CHECK_EQ_INT(h_gw_up(&g[3], &via_front, all_flags), 0);
+    mint_start(&m[3], g[3].port, 3);
+    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
+    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
+
+    size_t ids, repeats, decreases;
+    count(m, 4, &ids, &repeats, &decreases);
+    fprintf(stderr,
+            "  %zu ids from 4 gateways: %zu repeated, %zu decreases; jumps on gateway 0: %lld\n",
+            ids, repeats, decreases, h_metric(&g[0], "lockgate_id_jumps_total"));
+    CHECK(ids > 0);
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreases, 0);
+    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
+    free_minters(m, 4);
+    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    h_relay_stop(&front);
+    h_relay_stop(&rep);
+    if (acked) h_redis_stop(&replica2);
+    h_redis_stop(&replica);
+    h_redis_stop(&master);
+}
+
+static void test_replication_loss_hand_promotion(void) { replication_loss("", 0); }
+
+static void test_replication_loss_acked(void) {
+    replication_loss("--min-replicas-ack 1 --replica-ack-timeout-ms 300", 1);
+}
+
+/* Case 3: Sentinel, the replica's clock 3 s behind, writes lost. */
+static void test_sentinel_failover_clock_behind(void) {
+    const char *build = getenv("BUILD");
+    char shim[256];
+    snprintf(shim, sizeof shim, "%s/%s/tests/timeshift.so", getenv("PWD") ? getenv("PWD") : ".",
+             build ? build : "build");
+    struct h_redis master, replica, via_rep, sen[3];
+    struct h_relay rep;
+    CHECK_EQ_INT(h_redis_start(&master, 0, NULL), 0);
+    CHECK_EQ_INT(h_relay_start(&rep, master.port), 0);
+    via_rep = master;
+    via_rep.port = rep.port;
+    setenv("LD_PRELOAD", shim, 1);
+    setenv("TIMESHIFT_S", "-3", 1);
+    int up = h_replica_start(&replica, &via_rep);
+    unsetenv("LD_PRELOAD");
+    unsetenv("TIMESHIFT_S");
+    CHECK_EQ_INT(up, 0);
+    const char *t = h_redis_cli(&master, "TIME");
+    long long skew = t ? atoll(t) : 0;
+    t = h_redis_cli(&replica, "TIME");
+    skew -= t ? atoll(t) : 0;
+    CHECK(skew >= 2 && skew <= 4); /* the shim works */
+    char flags[512];
+    int n = snprintf(flags, sizeof flags, "--id-jump-s 5 --sentinel-master idloss");
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(h_sentinel_start(&sen[i], &master, "idloss", 2, 1000, 3000), 0);
+        n += snprintf(flags + n, sizeof flags - (size_t)n, " --sentinel 127.0.0.1:%d", sen[i].port);
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(h_sentinel_wait_ready(&sen[i], "idloss", 2, 1, 15000), 0);
+
+    struct h_gw g[MAXGW];
+    struct minter m[MAXGW];
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(h_gw_up(&g[i], &master, flags), 0);
+        mint_start(&m[i], g[i].port, i);
+    }
+    mint_past_era(&master, &m[0]);
+    h_relay_hold(&rep);
+    mint_wait(&m[0], 10, 5000);
+    mint_wait(&m[1], 10, 5000);
+    h_redis_kill(&master);
+    long long end = h_now_ms() + 30000;
+    while (h_sentinel_master_port(&sen[0], "idloss") != replica.port && h_now_ms() < end)
+        h_sleep_ms(50);
+    CHECK_EQ_INT(h_sentinel_master_port(&sen[0], "idloss"), replica.port);
+    CHECK_EQ_INT(h_gw_up(&g[2], &master, flags), 0);
+    mint_start(&m[2], g[2].port, 2);
+    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 15000);
+    CHECK_EQ_INT(h_gw_up(&g[3], &master, flags), 0);
+    mint_start(&m[3], g[3].port, 3);
+    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
+    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
+    size_t ids, repeats, decreases;
+    count(m, 4, &ids, &repeats, &decreases);
+    fprintf(stderr,
+            "  %zu ids from 4 gateways: %zu repeated, %zu decreases (replica %lld s behind)\n", ids,
+            repeats, decreases, skew);
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreases, 0);
+    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
+    free_minters(m, 4);
+    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    for (int i = 0; i < 3; i++) h_redis_stop(&sen[i]);
+    h_relay_stop(&rep);
+    h_redis_stop(&replica);
+    h_redis_stop(&master);
+}
+
+/* Waits until Redis's clock is early in a second, so that a fault made now
+ * and what follows it fall in the same second, the case that repeats. */
+static void early_in_second(struct h_redis *r) {
+    long long end = h_now_ms() + 3000;
+    while (h_now_ms() < end) {
+        const char *t = h_redis_cli(r, "TIME");
+        const char *usec = t ? strchr(t, '\n') : NULL;
+        if (usec && atol(usec + 1) < 200000) return;
+        h_sleep_ms(5);
+    }
+}
+
+/* Case 4: quorum mode, every master restarted empty in the same second. */
+static void test_quorum_all_restarted_empty(void) {
+    struct h_redis r[3];
+    char flags[512];
+    int n = snprintf(flags, sizeof flags, "--id-jump-s %d", JUMP_S);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(h_redis_start(&r[i], 0, NULL), 0);
+        n += snprintf(flags + n, sizeof flags - (size_t)n, " --redis redis://127.0.0.1:%d",
+                      r[i].port);
+    }
+    struct h_gw g[MAXGW];
+    struct minter m[MAXGW];
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(h_gw_up(&g[i], &r[0], flags), 0);
+        mint_start(&m[i], g[i].port, i);
+    }
+    mint_past_era(&r[0], &m[0]);
+    mint_wait(&m[1], 20, 5000);
+    /* This one has handed out nothing when the masters go: no floor of its
+     * own protects it. */
+    CHECK_EQ_INT(h_gw_up(&g[2], &r[0], flags), 0);
+    early_in_second(&r[0]);
+    for (int i = 0; i < 3; i++) h_redis_kill(&r[i]);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(h_redis_restart(&r[i], NULL), 0);
+    mint_start(&m[2], g[2].port, 2);
+    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 15000);
+    CHECK_EQ_INT(h_gw_up(&g[3], &r[0], flags), 0);
+    mint_start(&m[3], g[3].port, 3);
+    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
+    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
+    size_t ids, repeats, decreases;
+    count(m, 4, &ids, &repeats, &decreases);
+    fprintf(stderr, "  %zu ids from 4 gateways: %zu repeated, %zu decreases\n", ids, repeats,
+            decreases);
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreases, 0);
+    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
+    free_minters(m, 4);
+    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    for (int i = 0; i < 3; i++) h_redis_stop(&r[i]);
+}
+
+int main(void) {
+    long long t0 = h_now_ms();
+    RUN_NOT_CLUSTER(test_replication_loss_hand_promotion);
+    RUN_NOT_CLUSTER(test_replication_loss_acked);
+    RUN_NOT_CLUSTER(test_sentinel_failover_clock_behind);
+    RUN_NOT_CLUSTER(test_quorum_all_restarted_empty);
+    fprintf(stderr, "  idloss suite: %lld ms\n", h_now_ms() - t0);
+    return check_summary("idloss");
+}
