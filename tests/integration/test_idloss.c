@@ -21,6 +21,9 @@
  *      behind (an LD_PRELOAD shim, timeshift.so: libfaketime clashes with
  *      redis-server's jemalloc).
  *   4. Quorum mode: all three masters restarted empty in the same second.
+ *   5. Sentinel mode after a promotion the gateway hears no +switch-master
+ *      for: it asks its sentinel again when the old master refuses
+ *      connections, and serves within a few seconds.
  *
  * Without the id era (lua/id_lease.lua) each case repeats ids: the new
  * master's marks are behind and its clock reads the lost leases' second
@@ -398,12 +401,73 @@ static void test_quorum_all_restarted_empty(void) {
     for (int i = 0; i < 3; i++) h_redis_stop(&r[i]);
 }
 
+/* Case 5: a promotion the gateway hears no +switch-master for (the
+ * sentinel is told of the new master by hand, as an operator or a
+ * management tool does).  The master it knew refuses connections, so it
+ * asks its sentinel again and serves from the new master within a few
+ * seconds (it used to knock on the old master's door until a
+ * +switch-master that never came: 503 throughout). */
+static void test_sentinel_reasked_without_switch(void) {
+    struct h_redis master, replica, sen;
+    CHECK_EQ_INT(h_redis_start(&master, 0, NULL), 0);
+    CHECK_EQ_INT(h_replica_start(&replica, &master), 0);
+    CHECK_EQ_INT(h_sentinel_start(&sen, &master, "idre", 1, 60000, 180000), 0);
+    char flags[256];
+    snprintf(flags, sizeof flags, "--sentinel-master idre --sentinel 127.0.0.1:%d", sen.port);
+    struct h_gw g;
+    CHECK_EQ_INT(h_gw_up(&g, &master, flags), 0);
+    long st = 0;
+    uint64_t id;
+    struct h_client cl;
+    h_client_init(&cl, 3000);
+    long long end = h_now_ms() + 10000;
+    while ((st = h_client_do(&cl, "POST", g.port, "/v1/ids/reask", NULL, NULL)) != 200 &&
+           h_now_ms() < end)
+        h_sleep_ms(50);
+    CHECK_EQ_INT(st, 200);
+    h_redis_kill(&master);
+    /* The gateway lost its master, asked the sentinel, was told the same
+     * one (the sentinel has not noticed yet) and gets refused: 503 for a
+     * second and a half, then the promotion. */
+    long long refused_since = 0;
+    end = h_now_ms() + 10000;
+    while (h_now_ms() < end) {
+        st = h_client_do(&cl, "POST", g.port, "/v1/ids/reask-before", NULL, NULL);
+        if (st == 503 && !refused_since) refused_since = h_now_ms();
+        if (st != 503) refused_since = 0;
+        if (refused_since && h_now_ms() - refused_since > 1500) break;
+        h_sleep_ms(50);
+    }
+    CHECK(refused_since > 0);
+    CHECK_EQ_STR(h_redis_cli(&replica, "REPLICAOF NO ONE"), "OK");
+    CHECK_EQ_STR(h_redis_cli(&sen, "SENTINEL REMOVE idre"), "OK");
+    char mon[128];
+    snprintf(mon, sizeof mon, "SENTINEL MONITOR idre 127.0.0.1 %d 1", replica.port);
+    CHECK_EQ_STR(h_redis_cli(&sen, mon), "OK");
+    long long t0 = h_now_ms();
+    end = t0 + 15000;
+    while ((st = h_client_do(&cl, "POST", g.port, "/v1/ids/reask", NULL, NULL)) != 200 &&
+           h_now_ms() < end)
+        h_sleep_ms(50);
+    long long took = h_now_ms() - t0;
+    fprintf(stderr, "  served from the new master %lld ms after the sentinel knew it\n", took);
+    CHECK_EQ_INT(st, 200);
+    CHECK(took < 5000);
+    (void)id;
+    h_client_free(&cl);
+    h_gw_stop(&g, 5000);
+    h_redis_stop(&sen);
+    h_redis_stop(&replica);
+    h_redis_stop(&master);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
     RUN_NOT_CLUSTER(test_replication_loss_hand_promotion);
     RUN_NOT_CLUSTER(test_replication_loss_acked);
     RUN_NOT_CLUSTER(test_sentinel_failover_clock_behind);
     RUN_NOT_CLUSTER(test_quorum_all_restarted_empty);
+    RUN_NOT_CLUSTER(test_sentinel_reasked_without_switch);
     fprintf(stderr, "  idloss suite: %lld ms\n", h_now_ms() - t0);
     return check_summary("idloss");
 }
