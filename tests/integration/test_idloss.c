@@ -24,6 +24,8 @@
  *   5. Sentinel mode after a promotion the gateway hears no +switch-master
  *      for: it asks its sentinel again when the old master refuses
  *      connections, and serves within a few seconds.
+ *   6. Namespaces evicted from the gateways (--id-namespaces 16, 40 used)
+ *      while Redis restarts empty: evicted namespaces keep their floors.
  *
  * Without the id era (lua/id_lease.lua) each case repeats ids: the new
  * master's marks are behind and its clock reads the lost leases' second
@@ -39,6 +41,7 @@
 #include <string.h>
 
 #define NNS    4  /* namespaces */
+#define MAXNS  64 /* namespaces a minter may cycle through */
 #define COUNT  10 /* ids per request */
 #define JUMP_S 2  /* --id-jump-s of every gateway here */
 #define MAXGW  4
@@ -51,6 +54,7 @@ struct rec {
 /* One minting thread: one gateway, one client, answers in order. */
 struct minter {
     int port, gw;
+    int nns; /* namespaces it cycles through: NNS, or more to evict */
     atomic_int stop;
     struct rec *recs;
     size_t n, cap;
@@ -73,7 +77,7 @@ static void *mint_main(void *arg) {
     h_client_init(&cl, 5000);
     char path[64];
     for (int i = 0; !atomic_load(&m->stop); i++) {
-        int ns = i % NNS;
+        int ns = i % m->nns;
         snprintf(path, sizeof path, "/v1/ids/loss-%d?count=%d", ns, COUNT);
         long st = h_client_do(&cl, "POST", m->port, path, NULL, NULL);
         cJSON *ids = st == 200 ? cJSON_GetObjectItem(cl.last.json, "ids") : NULL;
@@ -90,12 +94,15 @@ static void *mint_main(void *arg) {
     return NULL;
 }
 
-static void mint_start(struct minter *m, int port, int gw) {
+static void mint_start_n(struct minter *m, int port, int gw, int nns) {
     memset(m, 0, sizeof *m);
     m->port = port;
     m->gw = gw;
+    m->nns = nns;
     pthread_create(&m->th, NULL, mint_main, m);
 }
+
+static void mint_start(struct minter *m, int port, int gw) { mint_start_n(m, port, gw, NNS); }
 
 static void mint_stop(struct minter *m) {
     atomic_store(&m->stop, 1);
@@ -122,7 +129,7 @@ static void count(struct minter *ms, int n, size_t *ids, size_t *repeats, size_t
     size_t total = 0;
     *decreases = 0;
     for (int i = 0; i < n; i++) {
-        uint64_t last[NNS] = {0};
+        uint64_t last[MAXNS] = {0};
         for (size_t k = 0; k < ms[i].n; k++) {
             struct rec *r = &ms[i].recs[k];
             if (r->id <= last[r->ns]) (*decreases)++;
@@ -461,6 +468,44 @@ static void test_sentinel_reasked_without_switch(void) {
     h_redis_stop(&master);
 }
 
+/* Case 6: a gateway with room for 16 namespaces cycles through 40, so each
+ * comes back evicted, while Redis (no persistence) restarts empty in the
+ * same second.  Evicted namespaces keep their floors (idgen/idtable.c): no
+ * gateway's answers go back, and nothing repeats. */
+static void test_eviction_and_empty_restart(void) {
+    struct h_redis r;
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    char flags[64];
+    snprintf(flags, sizeof flags, "--id-jump-s %d --id-namespaces 16", JUMP_S);
+    struct h_gw g[3];
+    struct minter m[3];
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(h_gw_up(&g[i], &r, flags), 0);
+        mint_start_n(&m[i], g[i].port, i, 40);
+    }
+    mint_past_era(&r, &m[0]);
+    mint_wait(&m[1], 100, 5000);
+    CHECK_EQ_INT(h_gw_up(&g[2], &r, flags), 0);
+    early_in_second(&r);
+    h_redis_kill(&r);
+    CHECK_EQ_INT(h_redis_restart(&r, NULL), 0);
+    mint_start_n(&m[2], g[2].port, 2, 40);
+    for (int i = 0; i < 3; i++) mint_wait(&m[i], 200, 15000);
+    for (int i = 0; i < 3; i++) mint_stop(&m[i]);
+    size_t ids, repeats, decreases;
+    count(m, 3, &ids, &repeats, &decreases);
+    fprintf(stderr,
+            "  %zu ids from 3 gateways over 40 namespaces (16 live): %zu repeated, %zu "
+            "decreases; evictions on gateway 0: %lld\n",
+            ids, repeats, decreases, h_metric(&g[0], "lockgate_id_namespaces_evicted_total"));
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreases, 0);
+    CHECK(h_metric(&g[0], "lockgate_id_namespaces_evicted_total") > 100);
+    free_minters(m, 3);
+    for (int i = 0; i < 3; i++) h_gw_stop(&g[i], 5000);
+    h_redis_stop(&r);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
     RUN_NOT_CLUSTER(test_replication_loss_hand_promotion);
@@ -468,6 +513,7 @@ int main(void) {
     RUN_NOT_CLUSTER(test_sentinel_failover_clock_behind);
     RUN_NOT_CLUSTER(test_quorum_all_restarted_empty);
     RUN_NOT_CLUSTER(test_sentinel_reasked_without_switch);
+    RUN_NOT_CLUSTER(test_eviction_and_empty_restart);
     fprintf(stderr, "  idloss suite: %lld ms\n", h_now_ms() - t0);
     return check_summary("idloss");
 }
