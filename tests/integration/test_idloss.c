@@ -26,6 +26,9 @@
  *      connections, and serves within a few seconds.
  *   6. Namespaces evicted from the gateways (--id-namespaces 16, 40 used)
  *      while Redis restarts empty: evicted namespaces keep their floors.
+ *   7. Redis Cluster: a shard's replica stopped, the replication link filled
+ *      so that leases are lost with the master, the replica taking over
+ *      (CLUSTER FAILOVER TAKEOVER).
  *
  * Without the id era (lua/id_lease.lua) each case repeats ids: the new
  * master's marks are behind and its clock reads the lost leases' second
@@ -506,6 +509,127 @@ static void test_eviction_and_empty_restart(void) {
     h_redis_stop(&r);
 }
 
+/* Cluster mode: the index (in c) of the master serving key's slot and of a
+ * replica of it, from CLUSTER NODES; 0, or -1. */
+static int cluster_pair(struct h_redis *c, const char *key, int *master, int *replica) {
+    struct h_redis n0 = h_cluster_node(c, 0);
+    char args[160];
+    snprintf(args, sizeof args, "CLUSTER KEYSLOT '%s'", key);
+    const char *out = h_redis_cli(&n0, args);
+    int slot = out ? atoi(out) : -1;
+    static char nodes[8192];
+    out = h_redis_cli(&n0, "CLUSTER NODES");
+    if (slot < 0 || !out) return -1;
+    snprintf(nodes, sizeof nodes, "%s", out);
+    char master_id[64] = "";
+    *master = *replica = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (char *line = nodes, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = '\0';
+            char id[64], addr[64], flags[64], of[64];
+            int port = 0, used = 0;
+            if (sscanf(line, "%63s %63s %63s %63s %*s %*s %*s %*s%n", id, addr, flags, of, &used) <
+                4)
+                goto restore;
+            sscanf(strchr(addr, ':') ? strchr(addr, ':') + 1 : "0", "%d", &port);
+            int idx = -1;
+            for (int i = 0; i < c->cn; i++)
+                if (c->cport[i] == port) idx = i;
+            if (pass == 0 && strstr(flags, "master")) {
+                for (char *r = line + used; *r;) {
+                    int lo, hi, k = 0;
+                    if (sscanf(r, " %d-%d%n", &lo, &hi, &k) == 2 && slot >= lo && slot <= hi) {
+                        *master = idx;
+                        snprintf(master_id, sizeof master_id, "%s", id);
+                    }
+                    if (k == 0 && sscanf(r, " %d%n", &lo, &k) == 1 && slot == lo) {
+                        *master = idx;
+                        snprintf(master_id, sizeof master_id, "%s", id);
+                    }
+                    if (k == 0) break;
+                    r += k;
+                }
+            } else if (pass == 1 && strstr(flags, "slave") && strcmp(of, master_id) == 0) {
+                *replica = idx;
+            }
+        restore:
+            if (next) next[-1] = '\n';
+        }
+    return *master >= 0 && *replica >= 0 ? 0 : -1;
+}
+
+/* Case 7: Redis Cluster.  The replica of the master serving loss-0's slot
+ * is stopped; a 50 MB write fills the replication link's kernel buffers,
+ * so the id leases after it wait in the master's own output buffer; the
+ * master is killed (they are lost), and the replica, continued, takes the
+ * slots over (CLUSTER FAILOVER TAKEOVER).  The era of that slot names the
+ * old master: leases there jump. */
+static void test_cluster_failover_loss(void) {
+    struct h_redis c;
+    CHECK_EQ_INT(h_cluster_start(&c, 3, 1), 0);
+    int mi = -1, ri = -1;
+    CHECK_EQ_INT(cluster_pair(&c, "lockgate:id:{loss-0}", &mi, &ri), 0);
+    if (mi < 0 || ri < 0) {
+        h_redis_stop(&c);
+        return;
+    }
+    struct h_redis master = h_cluster_node(&c, mi), replica = h_cluster_node(&c, ri);
+    char flags[64];
+    snprintf(flags, sizeof flags, "--id-jump-s %d", JUMP_S);
+    struct h_gw g[MAXGW];
+    struct minter m[MAXGW];
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(h_gw_up(&g[i], &c, flags), 0);
+        mint_start(&m[i], g[i].port, i);
+    }
+    mint_past_era(&master, &m[0]);
+    mint_wait(&m[1], 20, 5000);
+    kill(replica.pid, SIGSTOP);
+    h_redis_cli(&master, "EVAL \"redis.call('SET', KEYS[1], string.rep('x', 50000000))\" 1 "
+                         "'lockgate:junk{loss-0}'");
+    uint64_t at_stop = mark_on(&master, 0);
+    long long end = h_now_ms() + 10000;
+    while (mark_on(&master, 0) == at_stop && h_now_ms() < end) h_sleep_ms(20);
+    CHECK(mark_on(&master, 0) > at_stop); /* leases made after the junk */
+    uint64_t issued = highest(m, 2, 0);
+    h_redis_kill(&master);
+    c.cpid[mi] = 0;
+    kill(replica.pid, SIGCONT);
+    end = h_now_ms() + 10000;
+    const char *st = NULL;
+    while (h_now_ms() < end) { /* it reads what the kernel kept, then sees the link gone */
+        st = h_redis_cli(&replica, "CLUSTER FAILOVER TAKEOVER");
+        if (st && strcmp(st, "OK") == 0) break;
+        h_sleep_ms(100);
+    }
+    CHECK_EQ_STR(st ? st : "", "OK");
+    end = h_now_ms() + 10000;
+    while (h_now_ms() < end) {
+        const char *role = h_redis_cli(&replica, "ROLE");
+        if (role && strncmp(role, "master", 6) == 0) break;
+        h_sleep_ms(50);
+    }
+    CHECK(mark_on(&replica, 0) < issued); /* the loss is real */
+    CHECK_EQ_INT(h_gw_up(&g[2], &c, flags), 0);
+    mint_start(&m[2], g[2].port, 2);
+    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 15000);
+    CHECK_EQ_INT(h_gw_up(&g[3], &c, flags), 0);
+    mint_start(&m[3], g[3].port, 3);
+    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
+    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
+    size_t ids, repeats, decreases;
+    count(m, 4, &ids, &repeats, &decreases);
+    fprintf(stderr, "  %zu ids from 4 gateways: %zu repeated, %zu decreases\n", ids, repeats,
+            decreases);
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreases, 0);
+    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
+    free_minters(m, 4);
+    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    h_redis_stop(&c);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
     RUN_NOT_CLUSTER(test_replication_loss_hand_promotion);
@@ -514,6 +638,7 @@ int main(void) {
     RUN_NOT_CLUSTER(test_quorum_all_restarted_empty);
     RUN_NOT_CLUSTER(test_sentinel_reasked_without_switch);
     RUN_NOT_CLUSTER(test_eviction_and_empty_restart);
+    RUN_NOT_CLUSTER(test_cluster_failover_loss);
     fprintf(stderr, "  idloss suite: %lld ms\n", h_now_ms() - t0);
     return check_summary("idloss");
 }
