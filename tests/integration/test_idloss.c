@@ -177,6 +177,34 @@ static void free_minters(struct minter *ms, int n) {
     for (int i = 0; i < n; i++) free(ms[i].recs);
 }
 
+/* After the fault: a gateway joins (r, flags) and mints beside the first
+ * two, a fresh one later still; then every id of the four is counted.
+ * m[2] is started here unless the case started it (started3). */
+static void join_and_count(struct h_redis *r, const char *flags, struct h_gw *g, struct minter *m,
+                           int started3, const char *what) {
+    if (!started3) {
+        CHECK_EQ_INT(h_gw_up(&g[2], r, flags), 0);
+        mint_start(&m[2], g[2].port, 2);
+    }
+    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 15000);
+    CHECK_EQ_INT(h_gw_up(&g[3], r, flags), 0);
+    mint_start(&m[3], g[3].port, 3);
+    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
+    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
+    size_t ids, repeats, decreases;
+    count(m, 4, &ids, &repeats, &decreases);
+    fprintf(stderr,
+            "  %zu ids from 4 gateways: %zu repeated, %zu decreases (%s); jumps on "
+            "gateway 0: %lld\n",
+            ids, repeats, decreases, what, h_metric(&g[0], "lockgate_id_jumps_total"));
+    CHECK(ids > 0);
+    CHECK_EQ_INT(repeats, 0);
+    CHECK_EQ_INT(decreases, 0);
+    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
+    free_minters(m, 4);
+    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+}
+
 /* Lets the gateways mint until this Redis's id era is past its window, so
  * the ids before the fault lie at Redis's clock, as on a Redis long in use. */
 static void mint_past_era(struct h_redis *r, struct minter *m) {
@@ -255,25 +283,7 @@ static void replication_loss(const char *flags, int acked) {
     struct h_redis replica2;     /* with --min-replicas-ack, the new master needs one */
     if (acked) CHECK_EQ_INT(h_replica_start(&replica2, &replica), 0);
 
-    CHECK_EQ_INT(h_gw_up(&g[2], &via_front, all_flags), 0);
-    mint_start(&m[2], g[2].port, 2);
-    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 10000);
-    CHECK_EQ_INT(h_gw_up(&g[3], &via_front, all_flags), 0);
-    mint_start(&m[3], g[3].port, 3);
-    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
-    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
-
-    size_t ids, repeats, decreases;
-    count(m, 4, &ids, &repeats, &decreases);
-    fprintf(stderr,
-            "  %zu ids from 4 gateways: %zu repeated, %zu decreases; jumps on gateway 0: %lld\n",
-            ids, repeats, decreases, h_metric(&g[0], "lockgate_id_jumps_total"));
-    CHECK(ids > 0);
-    CHECK_EQ_INT(repeats, 0);
-    CHECK_EQ_INT(decreases, 0);
-    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
-    free_minters(m, 4);
-    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    join_and_count(&via_front, all_flags, g, m, 0, acked ? "acknowledged" : "hand promotion");
     h_relay_stop(&front);
     h_relay_stop(&rep);
     if (acked) h_redis_stop(&replica2);
@@ -334,23 +344,7 @@ static void test_sentinel_failover_clock_behind(void) {
     while (h_sentinel_master_port(&sen[0], "idloss") != replica.port && h_now_ms() < end)
         h_sleep_ms(50);
     CHECK_EQ_INT(h_sentinel_master_port(&sen[0], "idloss"), replica.port);
-    CHECK_EQ_INT(h_gw_up(&g[2], &master, flags), 0);
-    mint_start(&m[2], g[2].port, 2);
-    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 15000);
-    CHECK_EQ_INT(h_gw_up(&g[3], &master, flags), 0);
-    mint_start(&m[3], g[3].port, 3);
-    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
-    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
-    size_t ids, repeats, decreases;
-    count(m, 4, &ids, &repeats, &decreases);
-    fprintf(stderr,
-            "  %zu ids from 4 gateways: %zu repeated, %zu decreases (replica %lld s behind)\n", ids,
-            repeats, decreases, skew);
-    CHECK_EQ_INT(repeats, 0);
-    CHECK_EQ_INT(decreases, 0);
-    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
-    free_minters(m, 4);
-    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    join_and_count(&master, flags, g, m, 0, "Sentinel, the replica's clock 3 s behind");
     for (int i = 0; i < 3; i++) h_redis_stop(&sen[i]);
     h_relay_stop(&rep);
     h_redis_stop(&replica);
@@ -394,20 +388,7 @@ static void test_quorum_all_restarted_empty(void) {
     for (int i = 0; i < 3; i++) h_redis_kill(&r[i]);
     for (int i = 0; i < 3; i++) CHECK_EQ_INT(h_redis_restart(&r[i], NULL), 0);
     mint_start(&m[2], g[2].port, 2);
-    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 15000);
-    CHECK_EQ_INT(h_gw_up(&g[3], &r[0], flags), 0);
-    mint_start(&m[3], g[3].port, 3);
-    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
-    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
-    size_t ids, repeats, decreases;
-    count(m, 4, &ids, &repeats, &decreases);
-    fprintf(stderr, "  %zu ids from 4 gateways: %zu repeated, %zu decreases\n", ids, repeats,
-            decreases);
-    CHECK_EQ_INT(repeats, 0);
-    CHECK_EQ_INT(decreases, 0);
-    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
-    free_minters(m, 4);
-    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    join_and_count(&r[0], flags, g, m, 1, "quorum, every master restarted empty");
     for (int i = 0; i < 3; i++) h_redis_stop(&r[i]);
 }
 
@@ -611,22 +592,7 @@ static void test_cluster_failover_loss(void) {
         h_sleep_ms(50);
     }
     CHECK(mark_on(&replica, 0) < issued); /* the loss is real */
-    CHECK_EQ_INT(h_gw_up(&g[2], &c, flags), 0);
-    mint_start(&m[2], g[2].port, 2);
-    for (int i = 0; i < 3; i++) mint_wait(&m[i], 20, 15000);
-    CHECK_EQ_INT(h_gw_up(&g[3], &c, flags), 0);
-    mint_start(&m[3], g[3].port, 3);
-    for (int i = 0; i < 4; i++) mint_wait(&m[i], 20, 10000);
-    for (int i = 0; i < 4; i++) mint_stop(&m[i]);
-    size_t ids, repeats, decreases;
-    count(m, 4, &ids, &repeats, &decreases);
-    fprintf(stderr, "  %zu ids from 4 gateways: %zu repeated, %zu decreases\n", ids, repeats,
-            decreases);
-    CHECK_EQ_INT(repeats, 0);
-    CHECK_EQ_INT(decreases, 0);
-    for (int i = 0; i < 4; i++) CHECK(m[i].ok > 0);
-    free_minters(m, 4);
-    for (int i = 0; i < 4; i++) h_gw_stop(&g[i], 5000);
+    join_and_count(&c, flags, g, m, 0, "Redis Cluster, a shard's failover");
     h_redis_stop(&c);
 }
 
