@@ -549,8 +549,11 @@ static int cluster_pair(struct h_redis *c, const char *key, int *master, int *re
 static void test_cluster_failover_loss(void) {
     struct h_redis c;
     CHECK_EQ_INT(h_cluster_start(&c, 3, 1), 0);
-    int mi = -1, ri = -1;
-    CHECK_EQ_INT(cluster_pair(&c, "lockgate:id:{loss-0}", &mi, &ri), 0);
+    int mi = -1, ri = -1, found = -1;
+    long long end = h_now_ms() + 15000; /* replicas are attached after the cluster is ok */
+    while ((found = cluster_pair(&c, "lockgate:id:{loss-0}", &mi, &ri)) != 0 && h_now_ms() < end)
+        h_sleep_ms(50);
+    CHECK_EQ_INT(found, 0);
     if (mi < 0 || ri < 0) {
         h_redis_stop(&c);
         return;
@@ -570,7 +573,7 @@ static void test_cluster_failover_loss(void) {
     h_redis_cli(&master, "EVAL \"redis.call('SET', KEYS[1], string.rep('x', 50000000))\" 1 "
                          "'lockgate:junk{loss-0}'");
     uint64_t at_stop = mark_on(&master, 0);
-    long long end = h_now_ms() + 10000;
+    end = h_now_ms() + 10000;
     while (mark_on(&master, 0) == at_stop && h_now_ms() < end) h_sleep_ms(20);
     CHECK(mark_on(&master, 0) > at_stop); /* leases made after the junk */
     uint64_t issued = highest(m, 2, 0);
