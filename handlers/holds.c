@@ -343,11 +343,13 @@ static void on_give_up(struct waiter *w, int client_gone);
 static void on_wake(struct waiter *w) {
     struct hold_call *hc = (struct hold_call *)w;
     if (http_client_gone(hc->req)) {
+        waiters_pass_on(w); /* a release's wake-up is not lost with it */
         on_give_up(w, 1);
         return;
     }
     int64_t now = loop_now_ms();
     if (now > hc->deadline_ms + handlers_config()->liveness_ttl_ms) {
+        waiters_pass_on(w);
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         metrics_observe_wait((now - hc->start_ms) * 1000);
         hold_leave_queue(hc);

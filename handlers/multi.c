@@ -87,11 +87,12 @@ struct multi_call {
     long long granted[2 * MULTI_MAX];       /* per name: fence, count (a grant) */
 
     /* Groups (one per slot in cluster mode, else one of every name). */
-    int ngroups;               /* how many */
-    int order[MULTI_MAX];      /* name indices in taking order (identity: one group) */
-    int gstart[MULTI_MAX + 1]; /* group g is order[gstart[g] .. gstart[g + 1]) */
-    int taken;                 /* groups the current attempt has taken */
-    int busy_group;            /* the group an attempt found busy: parked on its names */
+    int ngroups;                /* how many */
+    int order[MULTI_MAX];       /* name indices in taking order (identity: one group) */
+    int gstart[MULTI_MAX + 1];  /* group g is order[gstart[g] .. gstart[g + 1]) */
+    int taken;                  /* groups the current attempt has taken */
+    int busy_group;             /* the group an attempt found busy: parked on its names */
+    struct multi_waiter *woken; /* the waiter whose wake-up led to this attempt */
     struct group_ref {
         struct multi_call *mc;         /* the request */
         int g;                         /* the group */
@@ -315,16 +316,19 @@ static void on_wake(struct waiter *w) {
     }
     unpark_all(mc);
     if (http_client_gone(mc->req)) {
+        waiters_pass_on(w); /* a release's wake-up is not lost with it */
         on_give_up(w, 1);
         return;
     }
     int64_t now = loop_now_ms();
     if (now > mc->deadline_ms + handlers_config()->liveness_ttl_ms) {
+        waiters_pass_on(w);
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         leave_queues(mc);
         reply_busy(mc, 1, 0);
         return;
     }
+    mc->woken = (struct multi_waiter *)w;
     attempt(mc);
 }
 
@@ -435,6 +439,10 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
             mc->waited = 1;
             int64_t wake = now + a;
             if (wake > mc->deadline_ms) wake = mc->deadline_ms;
+            /* Woken by a release of a name it did not find busy: that name
+             * is free for the next local waiter (waiters_pass_on). */
+            if (mc->woken && mc->woken - mc->ws != b - 1) waiters_pass_on(&mc->woken->w);
+            mc->woken = NULL;
             park_all(mc, wake);
             return;
         }
