@@ -344,11 +344,17 @@ static void park_all(struct multi_call *mc, int64_t wake) {
         mc->ws[i].mc = mc;
         w->key = mc->wkeys[i];
         w->fair = mc->fair;
-        w->fd = k == from ? http_client_fd(mc->req) : -1; /* one hang-up watch */
+        w->fd = -1;
         w->seen_seq = mc->seen_seq;
         w->retry = on_wake;
         w->give_up = on_give_up;
-        waiters_park(w, wake);
+        if (k > from) {
+            waiters_park(w, wake);
+        } else if (park_request(mc->req, w, wake) < 0) { /* the one hang-up watch */
+            mc->parking = 0;
+            on_give_up(w, 1);
+            return;
+        }
     }
     mc->parking = 0;
     if (mc->retry_pending) {

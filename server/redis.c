@@ -321,7 +321,8 @@ static void on_events(void *arg, uint32_t events) {
  * already forgotten a failed context, and the registration must still go. */
 static void ev_update(struct rconn *c, uint32_t events) {
     if (c->fd < 0 || events == c->events) return;
-    loop_fd(self->loop, c->fd, events, on_events, c);
+    if (loop_fd(self->loop, c->fd, events, on_events, c) < 0)
+        log_error("redis: cannot watch the connection's socket %d: %s", c->fd, strerror(errno));
     c->events = events;
 }
 static void ev_add_read(void *p) {

@@ -16,6 +16,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 
+#include <errno.h>
 #include <sys/epoll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,9 +161,18 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
         e->head = w;
     w->wake_ms = wake_ms;
     heap_push(w);
-    if (w->fd >= 0) loop_fd(self->loop, w->fd, EPOLLRDHUP, on_hangup, w);
     w->parked = 1;
     if (!w->watch) metrics_waiting_add(1);
+    /* A socket that cannot be watched (closed already: its client reset)
+     * is not registered, so unpark removes nothing: the waiter is due at
+     * once instead, and its retry finds its client gone.  (Not given up
+     * here: the owner may be parking several waiters of one request.) */
+    if (w->fd >= 0 && loop_fd(self->loop, w->fd, EPOLLRDHUP, on_hangup, w) < 0) {
+        log_debug("waiters: socket %d cannot be watched: %s", w->fd, strerror(errno));
+        w->fd = -1;
+        w->wake_ms = 0;
+        heap_up(w->heap_i);
+    }
 }
 
 void waiters_unpark(struct waiter *w) {
