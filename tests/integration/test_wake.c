@@ -22,7 +22,10 @@
  * NAME. */
 #include "tests/integration/harness.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,12 +45,21 @@ static struct h_gw gw, gw2;
 #define BATCH     6     /* scenarios at once */
 
 enum kind { K_LOCK, K_SHARED, K_SEM, K_MULTI, K_SESSION, NKINDS };
-enum event { E_RELEASE, E_EXPIRY, E_FORCE, E_SESSION_END, E_SESSION_EXPIRY, E_MULTI_RELEASE };
+enum event {
+    E_RELEASE,
+    E_EXPIRY,
+    E_FORCE,
+    E_SESSION_END,
+    E_SESSION_EXPIRY,
+    E_MULTI_RELEASE,
+    E_TAKE, /* a new holder (watchers only) */
+    NEVENTS
+};
 enum receiver { R_PLAIN, R_FAIR, R_SHARED, R_MULTI, R_WATCH, NRECEIVERS };
 
 static const char *kind_s[] = {"lock", "shared", "semaphore", "multi-lock", "session hold"};
-static const char *event_s[] = {"release",     "expiry",         "forced release",
-                                "session end", "session expiry", "multi release"};
+static const char *event_s[] = {"release",        "expiry",        "forced release", "session end",
+                                "session expiry", "multi release", "new holder"};
 static const char *recv_s[] = {"plain waiter", "fair waiter", "shared waiter", "multi waiter",
                                "watcher"};
 
@@ -134,15 +146,12 @@ static int wait_mark(const struct scenario *s, const char *f, int timeout_ms) {
         return;                                                  \
     } while (0)
 
-static void run_scenario(struct scenario *s) {
-    int expiry = s->event == E_EXPIRY || s->event == E_SESSION_EXPIRY;
-    int lease = expiry ? EXPIRY_MS : LEASE_MS;
-    const char *coll = is_sem(s) ? "semaphores" : "locks";
-    char path[160], body[256], token[160] = "", session[160] = "";
-    snprintf(path, sizeof path, "/v1/%s/%s", coll, s->name);
-
-    /* The holder. */
-    long long t_hold = h_now_ms();
+/* Makes the scenario's holder (the session too for a session hold), with
+ * a lease of lease ms; fills token and session.  Returns 0, or -1 with
+ * s->failure set. */
+static int take(struct scenario *s, const char *path, int lease, char token[160],
+                char session[160]) {
+    char body[256];
     struct h_resp r;
     switch (s->kind) {
     case K_LOCK: snprintf(body, sizeof body, "{\"ttl_ms\":%d}", lease); break;
@@ -152,18 +161,18 @@ static void run_scenario(struct scenario *s) {
         snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s.h\"],\"ttl_ms\":%d}", s->name, s->name,
                  lease);
         break;
-    case K_SESSION: {
+    case K_SESSION:
         snprintf(body, sizeof body, "{\"ttl_ms\":%d,\"lock_delay_ms\":0}", lease);
         r = h_http("POST", s->hport, "/v1/sessions", NULL, body, NULL);
         if (r.status != 201 || !h_jstr(&r, "token")) {
+            snprintf(s->failure, sizeof s->failure, "session not made (%ld)", r.status);
             h_resp_free(&r);
-            FAIL(s, "session not made (%ld)", r.status);
+            return -1;
         }
-        snprintf(session, sizeof session, "%s", h_jstr(&r, "token"));
+        snprintf(session, 160, "%s", h_jstr(&r, "token"));
         h_resp_free(&r);
         snprintf(body, sizeof body, "{}");
         break;
-    }
     default: break;
     }
     char hdr[200];
@@ -171,12 +180,26 @@ static void run_scenario(struct scenario *s) {
     r = h_http("POST", s->hport, s->kind == K_MULTI ? "/v1/locks" : path, NULL, body,
                session[0] ? hdr : NULL);
     if (r.status != 201) {
-        long st = r.status;
+        snprintf(s->failure, sizeof s->failure, "holder not granted (%ld)", r.status);
         h_resp_free(&r);
-        FAIL(s, "holder not granted (%ld)", st);
+        return -1;
     }
-    snprintf(token, sizeof token, "%s", h_token(&r));
+    snprintf(token, 160, "%s", h_token(&r));
     h_resp_free(&r);
+    return 0;
+}
+
+static void run_scenario(struct scenario *s) {
+    int expiry = s->event == E_EXPIRY || s->event == E_SESSION_EXPIRY;
+    int lease = expiry ? EXPIRY_MS : LEASE_MS;
+    const char *coll = is_sem(s) ? "semaphores" : "locks";
+    char path[160], token[160] = "", session[160] = "";
+    snprintf(path, sizeof path, "/v1/%s/%s", coll, s->name);
+
+    /* The holder (for a new holder, the event). */
+    long long t_hold = h_now_ms();
+    struct h_resp r;
+    if (s->event != E_TAKE && take(s, path, lease, token, session) < 0) return;
 
     /* The receiver, parked. */
     struct receiver_call rc = {.s = s};
@@ -236,6 +259,10 @@ static void run_scenario(struct scenario *s) {
         snprintf(epath, sizeof epath, "/v1/sessions/%s", session);
         r = h_http("DELETE", s->hport, epath, NULL, NULL, NULL);
         break;
+    case E_TAKE:
+        memset(&r, 0, sizeof r);
+        r.status = take(s, path, lease, token, session) == 0 ? 200 : 0;
+        break;
     default: /* an expiry: the lease ends by itself, at the latest here */
         t_event = t_hold + lease;
         memset(&r, 0, sizeof r);
@@ -243,7 +270,7 @@ static void run_scenario(struct scenario *s) {
         break;
     }
     long est = r.status;
-    if (s->event != E_EXPIRY && s->event != E_SESSION_EXPIRY) h_resp_free(&r);
+    if (s->event != E_EXPIRY && s->event != E_SESSION_EXPIRY && s->event != E_TAKE) h_resp_free(&r);
     pthread_join(th, NULL);
     if (est != 200) FAIL(s, "the event's request answered %ld", est);
     s->status = rc.status;
@@ -265,6 +292,7 @@ static void *scenario_main(void *arg) {
 }
 
 static int makes_sense(enum kind k, enum event e, enum receiver r) {
+    if (e == E_TAKE) return r == R_WATCH;
     if (k == K_SEM && (r == R_SHARED || r == R_MULTI)) return 0;
     if (k == K_SHARED && r == R_SHARED) return 0; /* would not wait */
     if (e == E_SESSION_END || e == E_SESSION_EXPIRY) return k == K_SESSION;
@@ -281,7 +309,7 @@ static void matrix(int hport, int rport, const char *label) {
     struct scenario *all = calloc(256, sizeof *all);
     int n = 0;
     for (int k = 0; k < NKINDS; k++)
-        for (int e = 0; e <= E_MULTI_RELEASE; e++)
+        for (int e = 0; e < NEVENTS; e++)
             for (int rv = 0; rv < NRECEIVERS; rv++) {
                 if (!makes_sense(k, e, rv)) continue;
                 struct scenario *s = &all[n++];
@@ -612,6 +640,132 @@ static void test_high_descriptors(void) {
     h_gw_stop(&g3, 5000);
 }
 
+/* ---- silent drop ------------------------------------------------------------------ */
+
+/* A TCP relay on loopback between a gateway and Redis, run by this test:
+ * each connection it accepts is forwarded to Redis.  relay_forget makes it
+ * stop forwarding every connection it has, without closing any (as a NAT
+ * that forgot the flows): their bytes are no longer read nor passed on.
+ * Connections made afterwards are forwarded as usual. */
+#define RELAY_MAX 64
+
+static struct {
+    int listen_fd, port, target;
+    int a[RELAY_MAX], b[RELAY_MAX]; /* client side, Redis side; -1 free */
+    int forgotten[RELAY_MAX];
+    int n;
+    volatile int forget, stop;
+    pthread_t th;
+} relay;
+
+static void *relay_main(void *arg) {
+    (void)arg;
+    char buf[65536];
+    while (!relay.stop) {
+        struct pollfd p[1 + 2 * RELAY_MAX];
+        int idx[1 + 2 * RELAY_MAX], np = 0;
+        if (relay.forget) {
+            for (int i = 0; i < relay.n; i++) relay.forgotten[i] = 1;
+            relay.forget = 0;
+        }
+        p[np].fd = relay.listen_fd, p[np].events = POLLIN, idx[np++] = -1;
+        for (int i = 0; i < relay.n; i++) {
+            if (relay.a[i] < 0 || relay.forgotten[i]) continue;
+            p[np].fd = relay.a[i], p[np].events = POLLIN, idx[np++] = 2 * i;
+            p[np].fd = relay.b[i], p[np].events = POLLIN, idx[np++] = 2 * i + 1;
+        }
+        if (poll(p, (nfds_t)np, 20) <= 0) continue;
+        for (int k = 0; k < np; k++) {
+            if (!p[k].revents) continue;
+            if (idx[k] < 0) {
+                int c = accept(relay.listen_fd, NULL, NULL);
+                int r = c >= 0 ? h_connect(relay.target) : -1;
+                if (r < 0 || relay.n == RELAY_MAX) {
+                    if (c >= 0) close(c);
+                    if (r >= 0) close(r);
+                    continue;
+                }
+                relay.a[relay.n] = c, relay.b[relay.n] = r, relay.forgotten[relay.n] = 0;
+                relay.n++;
+                continue;
+            }
+            int i = idx[k] / 2, from = idx[k] % 2 ? relay.b[i] : relay.a[i],
+                to = idx[k] % 2 ? relay.a[i] : relay.b[i];
+            if (relay.forgotten[i] || relay.a[i] < 0) continue;
+            ssize_t got = read(from, buf, sizeof buf);
+            if (got <= 0 || write(to, buf, (size_t)got) != got) {
+                close(relay.a[i]);
+                close(relay.b[i]);
+                relay.a[i] = relay.b[i] = -1;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int relay_start(int target) {
+    relay.target = target;
+    relay.port = h_free_port();
+    relay.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(relay.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)relay.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(relay.listen_fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        listen(relay.listen_fd, 64) < 0)
+        return -1;
+    return pthread_create(&relay.th, NULL, relay_main, NULL);
+}
+
+static void relay_stop(void) {
+    relay.stop = 1;
+    pthread_join(relay.th, NULL);
+    for (int i = 0; i < relay.n; i++)
+        if (relay.a[i] >= 0) close(relay.a[i]), close(relay.b[i]);
+    close(relay.listen_fd);
+}
+
+/* A gateway reaching Redis through the relay parks a waiter; the relay
+ * forgets every connection (pub/sub and command alike) without closing
+ * them; the lock is released through another gateway.  The waiter is let
+ * in within the detection interval (1 s idle, then the command timeout,
+ * 2 s by default: 3 s) plus 1 s, not at the holder's lease end. */
+static void test_silent_drop(void) {
+    if (h_cluster_mode()) {
+        printf("ok - test_silent_drop # skip: one relay, one Redis\n");
+        return;
+    }
+    CHECK_EQ_INT(relay_start(redis.port), 0);
+    struct h_gw g = {0};
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://127.0.0.1:%d", relay.port);
+    CHECK_EQ_INT(h_gw_start(&g, &redis, "--workers 1"), 0); /* h_gw_up clears redis_url */
+    char name[64], path[128];
+    snprintf(name, sizeof name, "wake-silent-%d", getpid());
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    char *h = hold(gw.port, path, "{\"ttl_ms\":20000}");
+    CHECK(h[0]);
+    struct bg w;
+    bg_start(&w, g.port, path, "{\"ttl_ms\":5000,\"wait_ms\":15000}");
+    CHECK_EQ_INT(wait_waiting_at_least(&g, 1, 5000), 0);
+    relay.forget = 1;
+    while (relay.forget) h_sleep_ms(5); /* the relay took it in */
+    long long t = h_now_ms();
+    struct h_resp r = h_http("DELETE", gw.port, path, h, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(w.th, NULL);
+    long long late = w.t_done - t;
+    printf("    waiter behind a silently dropped pub/sub connection: %ld after %lld ms\n", w.status,
+           late);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(late <= 3000 + 1000);
+    CHECK(h_metric(&g, "lockgate_redis_dead_connections_total") >= 1);
+    h_gw_stop(&g, 5000);
+    relay_stop();
+    free(h);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     h_raise_nofile(8192);
@@ -626,6 +780,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_dead_gateway_waiter_dropped);
     RUN_SOME(test_orphans);
     RUN_SOME(test_high_descriptors);
+    RUN_SOME(test_silent_drop);
     fprintf(stderr, "    wake suite: %lld ms\n", h_now_ms() - t0);
     h_gw_stop(&gw2, 5000);
     h_gw_stop(&gw, 5000);
