@@ -406,7 +406,8 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
         struct hold_keys k;
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-        hc->live_slot = liveness_waiter_join(hc->waiter_id, k.hash);
+        liveness_waiter_id(hc->waiter_id);
+        hc->live_slot = liveness_waiter_join(k.hash);
     }
     attempt(hc);
 }

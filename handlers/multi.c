@@ -83,6 +83,7 @@ struct multi_call {
     int64_t attempt_ms;                     /* when the current attempt was sent */
     uint64_t seen_seq;                      /* waiters_release_seq() before the attempt */
     char waiter_id[LIVENESS_WAITER_ID_MAX]; /* its id in the fair queues */
+    int live_slot[MULTI_MAX];               /* per group: liveness_waiter_join's answer */
     char *owner;                            /* "" for none */
     long long granted[2 * MULTI_MAX];       /* per name: fence, count (a grant) */
 
@@ -110,6 +111,8 @@ struct multi_call {
 
 static void multi_free(void *ctx) {
     struct multi_call *mc = ctx;
+    if (mc->waiter_id[0])
+        for (int g = 0; g < mc->ngroups; g++) liveness_waiter_leave(mc->live_slot[g]);
     for (int i = 0; i < mc->n; i++) {
         free(mc->names[i]);
         free(mc->wkeys[i]);
@@ -678,7 +681,14 @@ void multi_acquire(struct gw_request *req) {
     mc->wait_ms = wait;
     mc->start_ms = loop_now_ms();
     mc->deadline_ms = mc->start_ms + wait;
-    if (fair && wait > 0) liveness_waiter_id(mc->waiter_id);
+    if (fair && wait > 0) {
+        /* Its liveness is this gateway's, in every slot it queues in, so a
+         * dead gateway's multi-lock waiter holds no queue up past the
+         * liveness TTL, in Redis Cluster mode too. */
+        liveness_waiter_id(mc->waiter_id);
+        for (int g = 0; g < mc->ngroups; g++) /* a name's slot is its hash's */
+            mc->live_slot[g] = liveness_waiter_join(group_name(mc, g));
+    }
     attempt(mc);
 }
 
