@@ -37,6 +37,9 @@
 
 static struct h_redis redis;
 static struct h_gw gw, gw2;
+/* One worker: the waiters of a name share one list there, so "the first
+ * local waiter" is one request, as in the issue's cases. */
+static struct h_gw gw1;
 
 #define WAKE_MS   1000  /* the issue's bound: answered within 1 s of the event */
 #define LEASE_MS  20000 /* a holder's lease when its end is not the event */
@@ -394,20 +397,20 @@ static void test_shared_multi_grant_passes_on(void) {
     char name[64], path[128], body[256];
     snprintf(name, sizeof name, "wake-sh-%d", getpid());
     snprintf(path, sizeof path, "/v1/locks/%s", name);
-    char *x = hold(gw.port, path, "{\"ttl_ms\":20000}");
+    char *x = hold(gw1.port, path, "{\"ttl_ms\":20000}");
     CHECK(x[0]);
-    long long base = h_metric(&gw, "lockgate_waiting_requests");
+    long long base = h_metric(&gw1, "lockgate_waiting_requests");
     struct bg m, sgl;
     snprintf(body, sizeof body,
              "{\"names\":[\"%s\",\"%s.o\"],\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":12000}",
              name, name);
-    bg_start(&m, gw.port, "/v1/locks", body);
-    CHECK_EQ_INT(wait_waiting_at_least(&gw, base + 1, 5000), 0);
-    long long after_m = h_metric(&gw, "lockgate_waiting_requests");
-    bg_start(&sgl, gw.port, path, "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":12000}");
-    CHECK_EQ_INT(wait_waiting_at_least(&gw, after_m + 1, 5000), 0);
+    bg_start(&m, gw1.port, "/v1/locks", body);
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
+    long long after_m = h_metric(&gw1, "lockgate_waiting_requests");
+    bg_start(&sgl, gw1.port, path, "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":12000}");
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, after_m + 1, 5000), 0);
     long long t = h_now_ms();
-    struct h_resp r = h_http("DELETE", gw.port, path, x, NULL, NULL);
+    struct h_resp r = h_http("DELETE", gw1.port, path, x, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
     pthread_join(m.th, NULL);
@@ -430,22 +433,22 @@ static void test_multi_waiter_passes_turn_on(void) {
     snprintf(b, sizeof b, "wake-pb-%d", getpid());
     snprintf(pa, sizeof pa, "/v1/locks/%s", a);
     snprintf(pb, sizeof pb, "/v1/locks/%s", b);
-    char *ha = hold(gw.port, pa, "{\"ttl_ms\":20000}");
-    char *hb = hold(gw.port, pb, "{\"ttl_ms\":20000}");
+    char *ha = hold(gw1.port, pa, "{\"ttl_ms\":20000}");
+    char *hb = hold(gw1.port, pb, "{\"ttl_ms\":20000}");
     CHECK(ha[0] && hb[0]);
-    long long base = h_metric(&gw, "lockgate_waiting_requests");
+    long long base = h_metric(&gw1, "lockgate_waiting_requests");
     struct bg m, sgl;
     snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":5000,\"wait_ms\":12000}", a,
              b);
-    bg_start(&m, gw.port, "/v1/locks", body);
+    bg_start(&m, gw1.port, "/v1/locks", body);
     /* One waiter per name it parks on: both, or in cluster mode (a and b
      * in two slots) those of the first busy slot. */
-    CHECK_EQ_INT(wait_waiting_at_least(&gw, base + 1, 5000), 0);
-    long long after_m = h_metric(&gw, "lockgate_waiting_requests");
-    bg_start(&sgl, gw.port, pa, "{\"ttl_ms\":5000,\"wait_ms\":12000}");
-    CHECK_EQ_INT(wait_waiting_at_least(&gw, after_m + 1, 5000), 0);
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
+    long long after_m = h_metric(&gw1, "lockgate_waiting_requests");
+    bg_start(&sgl, gw1.port, pa, "{\"ttl_ms\":5000,\"wait_ms\":12000}");
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, after_m + 1, 5000), 0);
     long long t = h_now_ms();
-    struct h_resp r = h_http("DELETE", gw.port, pa, ha, NULL, NULL);
+    struct h_resp r = h_http("DELETE", gw1.port, pa, ha, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
     pthread_join(sgl.th, NULL);
@@ -454,10 +457,10 @@ static void test_multi_waiter_passes_turn_on(void) {
     CHECK_EQ_INT(sgl.status, 201);
     CHECK(sgl.t_done - t <= WAKE_MS);
     /* Then the multi-lock waiter gets both, once both are released. */
-    r = h_http("DELETE", gw.port, pb, hb, NULL, NULL);
+    r = h_http("DELETE", gw1.port, pb, hb, NULL, NULL);
     h_resp_free(&r);
     t = h_now_ms();
-    r = h_http("DELETE", gw.port, pa, sgl.token, NULL, NULL);
+    r = h_http("DELETE", gw1.port, pa, sgl.token, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
     pthread_join(m.th, NULL);
@@ -465,6 +468,43 @@ static void test_multi_waiter_passes_turn_on(void) {
     CHECK(m.t_done - t <= WAKE_MS);
     free(ha);
     free(hb);
+}
+
+/* The first waiter, woken by a release, gives up without trying: its
+ * gateway was stalled (SIGSTOP) past its deadline plus the liveness TTL.
+ * The release is not lost with it: the next waiter, with time left, is
+ * woken in its place at once, not at the holder's lease end. */
+static void test_stalled_waiter_passes_turn_on(void) {
+    char name[64], path[128];
+    snprintf(name, sizeof name, "wake-stall-%d", getpid());
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    char *h = hold(gw.port, path, "{\"ttl_ms\":20000}");
+    CHECK(h[0]);
+    long long base = h_metric(&gw1, "lockgate_waiting_requests");
+    struct bg w1, w2;
+    long long t1 = h_now_ms();
+    bg_start(&w1, gw1.port, path, "{\"ttl_ms\":5000,\"wait_ms\":1000}");
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
+    bg_start(&w2, gw1.port, path, "{\"ttl_ms\":5000,\"wait_ms\":15000}");
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 2, 5000), 0);
+    CHECK_EQ_INT(h_freeze(gw1.pid), 0);
+    /* Stalled past w1's deadline plus the liveness TTL (2 s by default). */
+    while (h_now_ms() < t1 + 1000 + 2000 + 500) h_sleep_ms(50);
+    struct h_resp r = h_http("DELETE", gw.port, path, h, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    long long t = h_now_ms();
+    kill(gw1.pid, SIGCONT);
+    pthread_join(w1.th, NULL);
+    pthread_join(w2.th, NULL);
+    printf("    stalled first waiter %ld; the next one %ld, %lld ms after the gateway resumed\n",
+           w1.status, w2.status, w2.t_done - t);
+    CHECK_EQ_INT(w1.status, 409);
+    CHECK_EQ_INT(w2.status, 201);
+    CHECK(w2.t_done - t <= WAKE_MS);
+    r = h_http("DELETE", gw.port, path, w2.token, NULL, NULL);
+    h_resp_free(&r);
+    free(h);
 }
 
 /* ---- a dead gateway's fair waiter dropped ----------------------------------------- */
@@ -772,19 +812,26 @@ static void test_silent_drop(void) {
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     h_raise_nofile(8192);
+    /* WAKE_LOGDIR=/some/dir keeps the one-worker gateway's log there. */
+    if (getenv("WAKE_LOGDIR"))
+        snprintf(gw1.log, sizeof gw1.log, "%s/gw1.log", getenv("WAKE_LOGDIR"));
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
-        h_gw_up(&gw2, &redis, NULL) < 0)
+        h_gw_up(&gw2, &redis, NULL) < 0 ||
+        (gw1.log[0] ? h_gw_start(&gw1, &redis, "--workers 1")
+                    : h_gw_up(&gw1, &redis, "--workers 1")) < 0)
         return 2;
     long long t0 = h_now_ms();
     RUN_SOME(test_matrix_one_gateway);
     RUN_SOME(test_matrix_two_gateways);
     RUN_SOME(test_shared_multi_grant_passes_on);
     RUN_SOME(test_multi_waiter_passes_turn_on);
+    RUN_SOME(test_stalled_waiter_passes_turn_on);
     RUN_SOME(test_dead_gateway_waiter_dropped);
     RUN_SOME(test_orphans);
     RUN_SOME(test_high_descriptors);
     RUN_SOME(test_silent_drop);
     fprintf(stderr, "    wake suite: %lld ms\n", h_now_ms() - t0);
+    h_gw_stop(&gw1, 5000);
     h_gw_stop(&gw2, 5000);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
