@@ -680,7 +680,7 @@ static void test_high_descriptors(void) {
     printf("    gateway descriptors start above %d (RLIMIT_NOFILE %llu)\n", high,
            (unsigned long long)rl.rlim_cur);
     orphans(&g3, 50);
-    h_gw_stop(&g3, 5000);
+    CHECK_EQ_INT(h_gw_stop(&g3, 5000), 0);
 }
 
 /* ---- silent drop ------------------------------------------------------------------ */
@@ -804,9 +804,16 @@ static void test_silent_drop(void) {
     CHECK_EQ_INT(w.status, 201);
     CHECK(late <= 3000 + 1000);
     CHECK(h_metric(&g, "lockgate_redis_dead_connections_total") >= 1);
-    h_gw_stop(&g, 5000);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
     relay_stop();
     free(h);
+}
+
+/* Each gateway stops cleanly (under the sanitizers: no error, no leak). */
+static void test_clean_stop(void) {
+    CHECK_EQ_INT(h_gw_stop(&gw1, 5000), 0);
+    CHECK_EQ_INT(h_gw_stop(&gw2, 5000), 0);
+    CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
 }
 
 int main(int argc, char **argv) {
@@ -830,10 +837,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_orphans);
     RUN_SOME(test_high_descriptors);
     RUN_SOME(test_silent_drop);
+    RUN(test_clean_stop);
     fprintf(stderr, "    wake suite: %lld ms\n", h_now_ms() - t0);
-    h_gw_stop(&gw1, 5000);
-    h_gw_stop(&gw2, 5000);
-    h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     return check_summary("wake");
 }
