@@ -43,9 +43,9 @@ static struct h_gw gw1;
 
 #define WAKE_MS   1000  /* the bound: answered within 1 s of the event */
 #define LEASE_MS  20000 /* a holder's lease when its end is not the event */
-#define EXPIRY_MS 1500  /* a holder's lease (or session) when its end is */
+#define EXPIRY_MS 3000  /* a holder's lease (or session) when its end is */
 #define WAIT_MS   12000 /* the receivers' wait_ms / watch_ms */
-#define BATCH     6     /* scenarios at once */
+#define BATCH     4     /* scenarios at once (expiries: all at once) */
 
 enum kind { K_LOCK, K_SHARED, K_SEM, K_MULTI, K_SESSION, NKINDS };
 enum event {
@@ -244,6 +244,10 @@ static void run_scenario(struct scenario *s) {
         pthread_join(th, NULL);
         FAIL(s, "the receiver never parked (answered %ld)", rc.status);
     }
+    if (expiry && h_now_ms() > t_hold + lease - 300) { /* it came after the fact */
+        pthread_join(th, NULL);
+        FAIL(s, "the receiver parked only %lld ms into a %d ms lease", h_now_ms() - t_hold, lease);
+    }
 
     /* The event. */
     long long t_event = h_now_ms();
@@ -307,36 +311,68 @@ static int makes_sense(enum kind k, enum event e, enum receiver r) {
 
 static int seq;
 
-/* The matrix with the holder on gateway hport and receivers on rport. */
+/* Runs the n scenarios of list, at most at_once at a time. */
+static void run_all(struct scenario **list, int n, int at_once) {
+    pthread_t *th = calloc((size_t)at_once, sizeof *th);
+    for (int from = 0; from < n; from += at_once) {
+        int m = n - from < at_once ? n - from : at_once;
+        for (int i = 0; i < m; i++) pthread_create(&th[i], NULL, scenario_main, list[from + i]);
+        for (int i = 0; i < m; i++) pthread_join(th[i], NULL);
+    }
+    free(th);
+}
+
+static void fresh_name(struct scenario *s) {
+    snprintf(s->name, sizeof s->name, "wake-%d-%d", getpid(), ++seq);
+}
+
+/* The matrix with the holder on gateway hport and receivers on rport.
+ * The expiries run all at once (each only waits for its lease's end), the
+ * others BATCH at a time.  The machine these suites run on is shared
+ * (load averages above 10 on 2 cores were seen), and a process stalled
+ * there for a second or two fails a 1 s bound: a scenario that failed is
+ * printed and run once more, alone, on new names, and one that fails
+ * twice fails the test.  A wake-up really missed is answered at the
+ * receiver's wait_ms (12 s) or the lease's end, every time. */
 static void matrix(int hport, int rport, const char *label) {
     struct scenario *all = calloc(256, sizeof *all);
-    int n = 0;
+    struct scenario **expiries = calloc(256, sizeof *expiries),
+                    **others = calloc(256, sizeof *others);
+    int n = 0, ne = 0, no = 0;
     for (int k = 0; k < NKINDS; k++)
         for (int e = 0; e < NEVENTS; e++)
             for (int rv = 0; rv < NRECEIVERS; rv++) {
                 if (!makes_sense(k, e, rv)) continue;
                 struct scenario *s = &all[n++];
                 s->kind = k, s->event = e, s->recv = rv, s->hport = hport, s->rport = rport;
-                snprintf(s->name, sizeof s->name, "wake-%d-%d", getpid(), ++seq);
+                fresh_name(s);
+                if (e == E_EXPIRY || e == E_SESSION_EXPIRY)
+                    expiries[ne++] = s;
+                else
+                    others[no++] = s;
             }
-    /* Expiries first (they take EXPIRY_MS each), a batch at a time. */
-    for (int from = 0; from < n; from += BATCH) {
-        pthread_t th[BATCH];
-        int m = n - from < BATCH ? n - from : BATCH;
-        for (int i = 0; i < m; i++) pthread_create(&th[i], NULL, scenario_main, &all[from + i]);
-        for (int i = 0; i < m; i++) pthread_join(th[i], NULL);
-    }
-    int failed = 0;
+    run_all(expiries, ne, ne);
+    run_all(others, no, BATCH);
+    int failed = 0, rerun = 0;
     for (int i = 0; i < n; i++) {
         struct scenario *s = &all[i];
         if (!s->failure[0]) continue;
+        rerun++;
+        printf("    %s: %s, %s, %s: %s; once more\n", label, kind_s[s->kind], event_s[s->event],
+               recv_s[s->recv], s->failure);
+        s->failure[0] = '\0';
+        fresh_name(s);
+        run_scenario(s);
+        if (!s->failure[0]) continue;
         failed++;
-        printf("    %s: %s, %s, %s: %s\n", label, kind_s[s->kind], event_s[s->event],
+        printf("    %s: %s, %s, %s: %s again\n", label, kind_s[s->kind], event_s[s->event],
                recv_s[s->recv], s->failure);
     }
-    printf("    %s: %d combinations, %d failed\n", label, n, failed);
+    printf("    %s: %d combinations, %d run twice, %d failed\n", label, n, rerun, failed);
     CHECK_EQ_INT(failed, 0);
     lat_report(label);
+    free(expiries);
+    free(others);
     free(all);
 }
 
@@ -389,6 +425,30 @@ static void bg_start(struct bg *b, int port, const char *path, const char *body)
     pthread_create(&b->th, NULL, bg_main, b);
 }
 
+/* Starts first, waits until it is parked on gw1, then second likewise:
+ * so first is ahead of second in gw1's list (a multi-lock parks one
+ * waiter per name of its first busy slot, so counting goes by the gauge
+ * as it is once first is in). */
+static void park_in_order(struct bg *first, const char *fpath, const char *fbody, struct bg *second,
+                          const char *spath, const char *sbody) {
+    long long base = h_metric(&gw1, "lockgate_waiting_requests");
+    bg_start(first, gw1.port, fpath, fbody);
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
+    long long after = h_metric(&gw1, "lockgate_waiting_requests");
+    bg_start(second, gw1.port, spath, sbody);
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, after + 1, 5000), 0);
+}
+
+/* DELETE of path with token through port, which must answer 200; returns
+ * when it was sent. */
+static long long release(int port, const char *path, const char *token) {
+    long long t = h_now_ms();
+    struct h_resp r = h_http("DELETE", port, path, token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    return t;
+}
+
 /* The issue's case: X holds sh exclusively; a shared multi-lock waiter and
  * then a shared single waiter park; X releases: both are let in at once
  * (the multi-lock's shared grant leaves room and passes the wake-up on),
@@ -399,20 +459,13 @@ static void test_shared_multi_grant_passes_on(void) {
     snprintf(path, sizeof path, "/v1/locks/%s", name);
     char *x = hold(gw1.port, path, "{\"ttl_ms\":20000}");
     CHECK(x[0]);
-    long long base = h_metric(&gw1, "lockgate_waiting_requests");
     struct bg m, sgl;
     snprintf(body, sizeof body,
              "{\"names\":[\"%s\",\"%s.o\"],\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":12000}",
              name, name);
-    bg_start(&m, gw1.port, "/v1/locks", body);
-    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
-    long long after_m = h_metric(&gw1, "lockgate_waiting_requests");
-    bg_start(&sgl, gw1.port, path, "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":12000}");
-    CHECK_EQ_INT(wait_waiting_at_least(&gw1, after_m + 1, 5000), 0);
-    long long t = h_now_ms();
-    struct h_resp r = h_http("DELETE", gw1.port, path, x, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
+    park_in_order(&m, "/v1/locks", body, &sgl, path,
+                  "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":12000}");
+    long long t = release(gw1.port, path, x);
     pthread_join(m.th, NULL);
     pthread_join(sgl.th, NULL);
     printf("    shared multi waiter %ld after %lld ms, shared single waiter %ld after %lld ms\n",
@@ -436,33 +489,19 @@ static void test_multi_waiter_passes_turn_on(void) {
     char *ha = hold(gw1.port, pa, "{\"ttl_ms\":20000}");
     char *hb = hold(gw1.port, pb, "{\"ttl_ms\":20000}");
     CHECK(ha[0] && hb[0]);
-    long long base = h_metric(&gw1, "lockgate_waiting_requests");
     struct bg m, sgl;
     snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":5000,\"wait_ms\":12000}", a,
              b);
-    bg_start(&m, gw1.port, "/v1/locks", body);
-    /* One waiter per name it parks on: both, or in cluster mode (a and b
-     * in two slots) those of the first busy slot. */
-    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
-    long long after_m = h_metric(&gw1, "lockgate_waiting_requests");
-    bg_start(&sgl, gw1.port, pa, "{\"ttl_ms\":5000,\"wait_ms\":12000}");
-    CHECK_EQ_INT(wait_waiting_at_least(&gw1, after_m + 1, 5000), 0);
-    long long t = h_now_ms();
-    struct h_resp r = h_http("DELETE", gw1.port, pa, ha, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
+    park_in_order(&m, "/v1/locks", body, &sgl, pa, "{\"ttl_ms\":5000,\"wait_ms\":12000}");
+    long long t = release(gw1.port, pa, ha);
     pthread_join(sgl.th, NULL);
     printf("    single waiter behind a multi-lock waiter: %ld after %lld ms\n", sgl.status,
            sgl.t_done - t);
     CHECK_EQ_INT(sgl.status, 201);
     CHECK(sgl.t_done - t <= WAKE_MS);
     /* Then the multi-lock waiter gets both, once both are released. */
-    r = h_http("DELETE", gw1.port, pb, hb, NULL, NULL);
-    h_resp_free(&r);
-    t = h_now_ms();
-    r = h_http("DELETE", gw1.port, pa, sgl.token, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
+    release(gw1.port, pb, hb);
+    t = release(gw1.port, pa, sgl.token);
     pthread_join(m.th, NULL);
     CHECK_EQ_INT(m.status, 201);
     CHECK(m.t_done - t <= WAKE_MS);
@@ -480,19 +519,14 @@ static void test_stalled_waiter_passes_turn_on(void) {
     snprintf(path, sizeof path, "/v1/locks/%s", name);
     char *h = hold(gw.port, path, "{\"ttl_ms\":20000}");
     CHECK(h[0]);
-    long long base = h_metric(&gw1, "lockgate_waiting_requests");
     struct bg w1, w2;
     long long t1 = h_now_ms();
-    bg_start(&w1, gw1.port, path, "{\"ttl_ms\":5000,\"wait_ms\":1000}");
-    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
-    bg_start(&w2, gw1.port, path, "{\"ttl_ms\":5000,\"wait_ms\":15000}");
-    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 2, 5000), 0);
+    park_in_order(&w1, path, "{\"ttl_ms\":5000,\"wait_ms\":1000}", &w2, path,
+                  "{\"ttl_ms\":5000,\"wait_ms\":15000}");
     CHECK_EQ_INT(h_freeze(gw1.pid), 0);
     /* Stalled past w1's deadline plus the liveness TTL (2 s by default). */
     while (h_now_ms() < t1 + 1000 + 2000 + 500) h_sleep_ms(50);
-    struct h_resp r = h_http("DELETE", gw.port, path, h, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
+    release(gw.port, path, h);
     long long t = h_now_ms();
     kill(gw1.pid, SIGCONT);
     pthread_join(w1.th, NULL);
@@ -502,8 +536,7 @@ static void test_stalled_waiter_passes_turn_on(void) {
     CHECK_EQ_INT(w1.status, 409);
     CHECK_EQ_INT(w2.status, 201);
     CHECK(w2.t_done - t <= WAKE_MS);
-    r = h_http("DELETE", gw.port, path, w2.token, NULL, NULL);
-    h_resp_free(&r);
+    release(gw.port, path, w2.token);
     free(h);
 }
 
@@ -574,11 +607,7 @@ static void test_dead_gateway_waiter_dropped(void) {
     CHECK_EQ_INT(wait_waiting_at_least(&gw2, want, 5000), 0);
     long long t_kill = h_now_ms();
     h_gw_kill(&gw3);
-    for (int i = 0; i < N; i++) {
-        struct h_resp r = h_http("DELETE", gw.port, paths[i], holders[i], NULL, NULL);
-        CHECK_EQ_INT(r.status, 200);
-        h_resp_free(&r);
-    }
+    for (int i = 0; i < N; i++) { release(gw.port, paths[i], holders[i]); }
     long long t_event = t_kill + DEAD_TTL_MS;
     for (int i = 0; i < N; i++) {
         pthread_join(dead[i].th, NULL);
@@ -641,10 +670,7 @@ static void orphans(struct h_gw *g, int n) {
     struct bg w;
     bg_start(&w, g->port, path, body);
     CHECK_EQ_INT(wait_waiting_at_least(g, 1, 5000), 0);
-    long long t = h_now_ms();
-    struct h_resp r = h_http("DELETE", g->port, path, h, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
+    long long t = release(g->port, path, h);
     pthread_join(w.th, NULL);
     printf("    after %d orphans: waiter %ld, %lld ms after the release\n", n, w.status,
            w.t_done - t);
@@ -793,10 +819,7 @@ static void test_silent_drop(void) {
     CHECK_EQ_INT(wait_waiting_at_least(&g, 1, 5000), 0);
     relay.forget = 1;
     while (relay.forget) h_sleep_ms(5); /* the relay took it in */
-    long long t = h_now_ms();
-    struct h_resp r = h_http("DELETE", gw.port, path, h, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
+    long long t = release(gw.port, path, h);
     pthread_join(w.th, NULL);
     long long late = w.t_done - t;
     printf("    waiter behind a silently dropped pub/sub connection: %ld after %lld ms\n", w.status,
@@ -819,13 +842,17 @@ static void test_clean_stop(void) {
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     h_raise_nofile(8192);
-    /* WAKE_LOGDIR=/some/dir keeps the one-worker gateway's log there. */
-    if (getenv("WAKE_LOGDIR"))
-        snprintf(gw1.log, sizeof gw1.log, "%s/gw1.log", getenv("WAKE_LOGDIR"));
-    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0 ||
-        h_gw_up(&gw2, &redis, NULL) < 0 ||
-        (gw1.log[0] ? h_gw_start(&gw1, &redis, "--workers 1")
-                    : h_gw_up(&gw1, &redis, "--workers 1")) < 0)
+    /* WAKE_LOGDIR=/some/dir keeps the gateways' logs there. */
+    const char *logdir = getenv("WAKE_LOGDIR");
+    if (logdir) {
+        snprintf(gw.log, sizeof gw.log, "%s/gw.log", logdir);
+        snprintf(gw2.log, sizeof gw2.log, "%s/gw2.log", logdir);
+        snprintf(gw1.log, sizeof gw1.log, "%s/gw1.log", logdir);
+    }
+    /* h_gw_up retries on a port taken meanwhile, but clears the log path. */
+    int (*up)(struct h_gw *, struct h_redis *, const char *) = logdir ? h_gw_start : h_gw_up;
+    if (h_redis_start(&redis, 0, NULL) < 0 || up(&gw, &redis, NULL) < 0 ||
+        up(&gw2, &redis, NULL) < 0 || up(&gw1, &redis, "--workers 1") < 0)
         return 2;
     long long t0 = h_now_ms();
     RUN_SOME(test_matrix_one_gateway);
