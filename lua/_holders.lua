@@ -238,7 +238,10 @@ end
 -- live_channel: this call's release channel.  Scripts that are given one
 -- set it first (in Redis Cluster mode it is the slot's shard channel,
 -- which cannot be derived); otherwise it is derived from the key,
--- "<prefix>released", the channel of the other modes.
+-- "<prefix>released", the channel of the other modes.  (In Redis Cluster
+-- mode nobody listens there: the scripts not given a channel, extend,
+-- inspect and watch, can only find a lease already ended, which waiters'
+-- timers, set to the lease's end, cover.)
 local live_channel = nil
 
 -- Publishes "<kind>:<name>" (handlers/holds.c hold_keys) for hash key.
