@@ -23,6 +23,7 @@
 #include "tests/integration/harness.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -684,6 +685,23 @@ static void orphans(struct h_gw *g, int n) {
 
 static void test_orphans(void) { orphans(&gw, 400); }
 
+/* How many of pid's descriptors above fd are sockets. */
+static int sockets_above(pid_t pid, int fd) {
+    char dir[64], link[400], target[128];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (atoi(e->d_name) <= fd) continue;
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len > 0 && (target[len] = '\0', strncmp(target, "socket:", 7) == 0)) n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* The gateway inherits descriptors up to HIGH_FD from this process (not
  * close-on-exec), so every descriptor it opens (listening socket, Redis
  * connections, epolls, clients) is numbered above it, beyond the loop's
@@ -703,9 +721,12 @@ static void test_high_descriptors(void) {
     int up = h_gw_up(&g3, &redis, NULL);
     for (int fd = first; fd <= last; fd++) close(fd);
     CHECK_EQ_INT(up, 0);
-    printf("    gateway descriptors start above %d (RLIMIT_NOFILE %llu)\n", high,
-           (unsigned long long)rl.rlim_cur);
     orphans(&g3, 50);
+    /* Its listening socket, Redis connections and clients were all there. */
+    int above = sockets_above(g3.pid, high);
+    printf("    gateway descriptors start above %d (RLIMIT_NOFILE %llu): %d sockets there\n", high,
+           (unsigned long long)rl.rlim_cur, above);
+    CHECK(above >= 4);
     CHECK_EQ_INT(h_gw_stop(&g3, 5000), 0);
 }
 
