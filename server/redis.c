@@ -117,6 +117,7 @@ struct redis {
     int sentinel_i;                                  /* which sentinel sen talks to */
     int master_known;                                /* Sentinel mode: cmd/sub may connect */
     int reresolve;                                   /* Sentinel mode: ask for the master again */
+    int64_t next_reask_ms;                           /* Sentinel mode: no re-ask before this */
     char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
     char alive_channel[GW_PREFIX_MAX + 16];          /* "<prefix>alive": liveness probes */
     const char *fail_reason;                         /* why outstanding commands are failing */
@@ -511,7 +512,12 @@ static void connection_drop(struct rconn *c, const char *why);
 
 static void set_master(const char *host, int port) {
     struct node *n = (&self->node[0]);
-    if (self->master_known && strcmp(n->cmd.host, host) == 0 && n->cmd.port == port) return;
+    if (strcmp(n->cmd.host, host) == 0 && n->cmd.port == port && n->cmd.port) {
+        /* The same one again (asked again after it refused, or after a
+         * failed write): its connections keep their back-off. */
+        self->master_known = 1;
+        return;
+    }
     log_info("redis: sentinel names %s:%d as master '%s'", host, port, self->cfg.sentinel_master);
     snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
     snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
@@ -681,9 +687,12 @@ static void cluster_turn(int64_t now);
 
 static void redis_loop_turn(int64_t now) {
     if (self->stopping) return; /* redis_fail_all closed everything for good */
-    if (self->reresolve) {
-        /* The master went away or refused a write: ask a sentinel again. */
+    if (self->reresolve && now >= self->next_reask_ms) {
+        /* The master went away, refused a connection or a write: ask a
+         * sentinel again -- once a second at most, as a failover takes
+         * seconds and every refused connect or write asks for it. */
         self->reresolve = 0;
+        self->next_reask_ms = now + 1000;
         self->master_known = 0;
         if ((&self->node[0])->cmd.ac)
             connection_drop(&(&self->node[0])->cmd, "Redis master is changing");
