@@ -276,7 +276,11 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'r': ok = add_nodes(cfg, val); break;
     case 'Q': ok = parse_int(val, 1, GW_MAX_NODES, &cfg->quorum); break;
     case 'p':
-        if (strlen(val) > GW_PREFIX_MAX)
+        /* Every key is <prefix><kind>:{<name>}...: a brace in the prefix
+         * would become (or break) the hash tag, moving keys and channels out
+         * of the name's slot in Redis Cluster; refused in every mode, so a
+         * prefix never stops working when the deployment moves to Cluster. */
+        if (strlen(val) > GW_PREFIX_MAX || strpbrk(val, "{}"))
             ok = -1;
         else
             strcpy(cfg->key_prefix, val);
@@ -311,7 +315,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
         snprintf(err, errlen, "bad value for %s: '%s'",
                  opt == 'l'   ? "listen address"
                  : opt == 'r' ? "Redis URL (at most 9)"
-                 : opt == 'p' ? "key prefix (at most 64 bytes)"
+                 : opt == 'p' ? "key prefix (at most 64 bytes, no '{' or '}')"
                  : opt == 't' ? "workers (1-64)"
                  : opt == 'T' ? "redis timeout (10-600000 ms)"
                  : opt == 'm' ? "max connections (16-1000000)"

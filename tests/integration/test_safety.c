@@ -1,0 +1,214 @@
+/* test_safety.c -- issue 28: what the gateway does when things are unclear.
+ *
+ *   - configuration that cannot work is refused at start: exit 2 and one
+ *     line (key prefixes with braces);
+ *   - signals are safe from the first instruction: a SIGHUP while the
+ *     gateway is still starting (held in auth_load by a FIFO as its auth
+ *     file) rereads, a SIGTERM stops it cleanly;
+ *
+ * `build/tests/test_safety NAME` runs only the tests whose names contain
+ * NAME. */
+#include "tests/integration/harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct h_redis redis;
+static struct h_gw gw;
+
+static const char *build_dir(void) { return getenv("BUILD") ? getenv("BUILD") : "build"; }
+
+/* Lines of a file that contain needle. */
+static int file_count(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle)) n++;
+    fclose(f);
+    return n;
+}
+
+/* ---- configuration refused at start --------------------------------------------- */
+
+/* Runs the gateway with flags; out gets its stderr, returns its exit status. */
+static int start_refused(const char *flags, char *out, size_t cap) {
+    char cmd[1024];
+    /* timeout: a gateway that starts (as before the fix) must not hang the suite. */
+    snprintf(cmd, sizeof cmd,
+             "timeout 20 %s/lockgate --listen 127.0.0.1:%d --redis redis://127.0.0.1:%d %s 2>&1",
+             build_dir(), h_free_port(), redis.port, flags);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, cap - 1, p) : 0;
+    out[n] = '\0';
+    int st = p ? pclose(p) : -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_brace_prefixes_refused(void) {
+    /* The issue's three, and a lone closing brace: each would move keys or
+     * channels out of the name's slot in Redis Cluster. */
+    const char *flags[] = {"--key-prefix '{app}:'", "--key-prefix 'lg{{'", "--key-prefix 'a{}b:'",
+                           "--key-prefix 'x}'"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        char out[2048];
+        CHECK_EQ_INT(start_refused(flags[i], out, sizeof out), 2);
+        CHECK(strstr(out, "key prefix") != NULL);
+        int lines = 0;
+        for (const char *c = out; *c; c++) lines += *c == '\n';
+        CHECK_EQ_INT(lines, 1);
+    }
+}
+
+/* ---- signals during start-up ------------------------------------------------------ */
+
+/* The gateway is held in auth_load: its auth file is a FIFO, whose open
+ * returns only once a writer comes, and whose read ends when the writer
+ * closes. */
+struct fifo_feed {
+    pthread_t th;
+    const char *path;
+    const char *log; /* the gateway's stderr */
+    atomic_int pid;  /* the gateway's, set by the starter */
+    int sig;         /* sent while the gateway reads its auth file */
+    int reloads;     /* more opens to feed afterwards (a SIGHUP's reread) */
+    int fed;         /* opens fed */
+    int sent;        /* the signal went while the gateway was in auth_load */
+};
+
+/* Opens the FIFO for writing once the gateway opened it for reading (ENXIO
+ * until then); -1 after 20 s. */
+static int fifo_writer(const char *path) {
+    for (long long end = h_now_ms() + 20000; h_now_ms() < end; h_sleep_ms(2)) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) return fd;
+        if (errno != ENXIO) return -1;
+    }
+    return -1;
+}
+
+static const char AUTH_TEXT[] = "{\"keys\": []}\n";
+
+static void *fifo_feed_main(void *arg) {
+    struct fifo_feed *ff = arg;
+    for (int i = 0; i <= ff->reloads; i++) {
+        /* A reread opens the FIFO anew only after the first read closed
+         * it: wait for the line that announces it. */
+        for (long long end = h_now_ms() + 20000;
+             i > 0 && !file_count(ff->log, "SIGHUP received") && h_now_ms() < end;)
+            h_sleep_ms(5);
+        int fd = fifo_writer(ff->path);
+        if (fd < 0) break;
+        if (i == 0) {
+            int pid = 0;
+            for (long long end = h_now_ms() + 5000;
+                 !(pid = atomic_load(&ff->pid)) && h_now_ms() < end;)
+                h_sleep_ms(1);
+            /* The reader is in fopen/fread of auth_load now, before the
+             * workers and before the old sigwait. */
+            if (pid > 0) ff->sent = kill(pid, ff->sig) == 0;
+            h_sleep_ms(100); /* the signal is delivered (or pending) before start goes on */
+        }
+        ssize_t w = write(fd, AUTH_TEXT, sizeof AUTH_TEXT - 1);
+        close(fd);
+        if (w == (ssize_t)sizeof AUTH_TEXT - 1) ff->fed++;
+    }
+    return NULL;
+}
+
+/* Starts the gateway with the FIFO as auth file, stderr to log; its pid. */
+static pid_t spawn_gateway(int port, const char *auth, const char *log) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) dup2(fd, 2);
+        char listen[64], url[64], exe[256];
+        snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", redis.port);
+        snprintf(exe, sizeof exe, "%s/lockgate", build_dir());
+        execl(exe, exe, "--listen", listen, "--redis", url, "--auth-file", auth, "--workers", "1",
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits for pid to exit (up to ms); its wait status, or -1 (then it is
+ * killed). */
+static int wait_exit(pid_t pid, int ms) {
+    int st;
+    for (long long end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(5))
+        if (waitpid(pid, &st, WNOHANG) == pid) return st;
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static void signal_at_start(int sig) {
+    char fifo[160], log[160];
+    snprintf(fifo, sizeof fifo, "%s/auth-%d.fifo", redis.dir, sig);
+    snprintf(log, sizeof log, "%s/gw-sig-%d.log", redis.dir, sig);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    struct fifo_feed ff = {.path = fifo, .log = log, .sig = sig, .reloads = sig == SIGHUP ? 1 : 0};
+    pthread_create(&ff.th, NULL, fifo_feed_main, &ff);
+    int port = h_free_port();
+    pid_t pid = spawn_gateway(port, fifo, log);
+    atomic_store(&ff.pid, pid);
+    pthread_join(ff.th, NULL);
+    CHECK(ff.sent);
+    if (sig == SIGHUP) {
+        /* It lived through the SIGHUP, read the file again for it (the
+         * second open was fed), and serves. */
+        CHECK_EQ_INT(ff.fed, 2);
+        struct h_resp r = {0};
+        for (long long end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(20)) {
+            h_resp_free(&r);
+            r = h_http("GET", port, "/healthz", NULL, NULL, NULL);
+            if (r.status == 200) break;
+        }
+        CHECK_EQ_INT(r.status, 200);
+        h_resp_free(&r);
+        CHECK(file_count(log, "SIGHUP received") == 1);
+        CHECK(file_count(log, "auth: reloaded") == 1);
+        kill(pid, SIGTERM);
+    } else {
+        CHECK_EQ_INT(ff.fed, 1);
+    }
+    /* SIGTERM (sent at start, or now): a clean stop, exit 0. */
+    int st = wait_exit(pid, 15000);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(file_count(log, "SIGTERM received") == 1);
+    CHECK(file_count(log, "lockgate stopped") == 1);
+    if (check_cur_failed) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "cat %s >&2", log);
+        if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+    }
+    unlink(fifo);
+}
+
+static void test_sighup_at_start(void) { signal_at_start(SIGHUP); }
+static void test_sigterm_at_start(void) { signal_at_start(SIGTERM); }
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0) return 2;
+    RUN_SOME(test_brace_prefixes_refused);
+    RUN_SOME(test_sighup_at_start);
+    RUN_SOME(test_sigterm_at_start);
+    h_gw_stop(&gw, 5000);
+    h_redis_stop(&redis);
+    return check_summary("safety");
+}
