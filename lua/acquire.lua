@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 -- acquire.lua: take a lock (exclusive or shared) or a semaphore permit, or
 -- re-enter a lock; queue fair waiters.  (The holder layout: _holders.lua.)
 --

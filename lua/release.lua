@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- release.lua: release one level of a holder's re-entry (a permit: all of
 -- it).  (The layout: _holders.lua.)
 --

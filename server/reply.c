@@ -36,6 +36,8 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_SESSION_BOUND] = {"session_bound",       409, "Bound to a session"        },
     [CODE_UNAUTHENTICATED] = {"unauthenticated",     401, "No valid API key"          },
     [CODE_FORBIDDEN] = {"forbidden",           403, "Not granted to this key"   },
+    [CODE_REDIS_OUT_OF_MEMORY] = {"redis_out_of_memory", 503, "Redis is out of memory"    },
+    [CODE_REDIS_MAY_EVICT] = {"redis_may_evict",     503, "Redis may evict locks"     },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }
@@ -92,6 +94,8 @@ void reply_problem_with(struct gw_request *req, enum gw_code code, cJSON *extra,
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
+    if (code == CODE_BACKEND_UNAVAILABLE && strstr(detail, "OOM command not allowed"))
+        code = CODE_REDIS_OUT_OF_MEMORY;
     if (problems[code].status == 503) reply_header(req, "Retry-After", "1");
     char *s = problem_body(code, extra, detail);
     reply_raw(req, problems[code].status, "application/problem+json", s, strlen(s));

@@ -5,6 +5,10 @@
  *   - signals are safe from the first instruction: a SIGHUP while the
  *     gateway is still starting (held in auth_load by a FIFO as its auth
  *     file) rereads, a SIGTERM stops it cleanly;
+ *   - holders can always let go: with Redis full under noeviction,
+ *     release, extend, forced release, session end, multi-lock extend and
+ *     release and a fair waiter leaving its queue all succeed, and new
+ *     grants get 503 redis_out_of_memory;
  *
  * `build/tests/test_safety NAME` runs only the tests whose names contain
  * NAME. */
@@ -201,6 +205,123 @@ static void signal_at_start(int sig) {
 static void test_sighup_at_start(void) { signal_at_start(SIGHUP); }
 static void test_sigterm_at_start(void) { signal_at_start(SIGTERM); }
 
+/* ---- Redis full (noeviction) ------------------------------------------------------- */
+
+static long post_status(const char *path, const char *body, const char *hdr, char *token,
+                        size_t cap) {
+    struct h_resp r = h_http("POST", gw.port, path, NULL, body, hdr);
+    long st = r.status;
+    if (token && cap)
+        snprintf(token, cap, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
+    h_resp_free(&r);
+    return st;
+}
+
+/* status and code of one request */
+static long call_code(const char *method, const char *path, const char *token, const char *body,
+                      const char *hdr, char *code, size_t cap) {
+    struct h_resp r = h_http(method, gw.port, path, token, body, hdr);
+    long st = r.status;
+    snprintf(code, cap, "%s", h_jcode(&r) ? h_jcode(&r) : "");
+    h_resp_free(&r);
+    return st;
+}
+
+struct waiter_call {
+    pthread_t th;
+    long status;
+    char code[48];
+};
+
+static void *fair_waiter_main(void *arg) {
+    struct waiter_call *w = arg;
+    w->status = call_code("POST", "/v1/locks/oom-a", NULL,
+                          "{\"ttl_ms\":60000,\"wait_ms\":2500,\"fair\":true}", NULL, w->code,
+                          sizeof w->code);
+    return NULL;
+}
+
+static void test_full_redis_lets_holders_go(void) {
+    char ta[128], ts[128], tp[128], tm[128], sess[128], tl[128], code[48];
+    CHECK_EQ_INT(post_status("/v1/locks/oom-a", "{\"ttl_ms\":60000}", NULL, ta, sizeof ta), 201);
+    CHECK_EQ_INT(
+        post_status("/v1/locks/oom-s", "{\"ttl_ms\":60000,\"shared\":true}", NULL, ts, sizeof ts),
+        201);
+    CHECK_EQ_INT(
+        post_status("/v1/semaphores/oom-p", "{\"ttl_ms\":60000,\"limit\":2}", NULL, tp, sizeof tp),
+        201);
+    CHECK_EQ_INT(post_status("/v1/locks", "{\"ttl_ms\":60000,\"names\":[\"oom-m1\",\"oom-m2\"]}",
+                             NULL, tm, sizeof tm),
+                 201);
+    struct h_resp r = h_http("POST", gw.port, "/v1/sessions", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(sess, sizeof sess, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    char shdr[200];
+    snprintf(shdr, sizeof shdr, "Session: %s", sess);
+    CHECK_EQ_INT(post_status("/v1/locks/oom-l", "{}", shdr, tl, sizeof tl), 201);
+    /* A fair waiter queued on oom-a: it leaves the queue while Redis is full. */
+    struct waiter_call w = {0};
+    pthread_create(&w.th, NULL, fair_waiter_main, &w);
+    for (long long end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(5)) {
+        const char *n = h_redis_cli(&redis, "ZCARD lockgate:lock:{oom-a}:q");
+        if (n && strcmp(n, "1") == 0) break;
+    }
+    CHECK_EQ_STR(h_redis_cli(&redis, "ZCARD lockgate:lock:{oom-a}:q"), "1");
+
+    /* Full: every command that adds memory is refused. */
+    h_redis_cli(&redis, "CONFIG SET maxmemory-policy noeviction");
+    h_redis_cli(&redis, "CONFIG SET maxmemory 1");
+
+    CHECK_EQ_INT(call_code("POST", "/v1/locks/oom-new", NULL, "{}", NULL, code, sizeof code), 503);
+    CHECK_EQ_STR(code, "redis_out_of_memory");
+    CHECK_EQ_INT(call_code("POST", "/v1/semaphores/oom-newp", NULL, "{\"limit\":2}", NULL, code,
+                           sizeof code),
+                 503);
+    CHECK_EQ_STR(code, "redis_out_of_memory");
+    CHECK_EQ_INT(call_code("POST", "/v1/locks", NULL, "{\"names\":[\"oom-n1\",\"oom-n2\"]}", NULL,
+                           code, sizeof code),
+                 503);
+    CHECK_EQ_STR(code, "redis_out_of_memory");
+    CHECK_EQ_INT(call_code("POST", "/v1/sessions", NULL, "{}", NULL, code, sizeof code), 503);
+    CHECK_EQ_STR(code, "redis_out_of_memory");
+
+    /* The waiter gives up at its deadline and leaves the queue. */
+    pthread_join(w.th, NULL);
+    CHECK(w.status == 503 || w.status == 409);
+    CHECK_EQ_STR(h_redis_cli(&redis, "EXISTS lockgate:lock:{oom-a}:q"), "0");
+
+    /* Letting go, and extending, add no memory. */
+    CHECK_EQ_INT(
+        call_code("PATCH", "/v1/locks/oom-a", ta, "{\"ttl_ms\":30000}", NULL, code, sizeof code),
+        200);
+    CHECK_EQ_INT(call_code("DELETE", "/v1/locks/oom-a", ta, NULL, NULL, code, sizeof code), 200);
+    CHECK_EQ_INT(
+        call_code("DELETE", "/v1/locks/oom-s?force=true", NULL, NULL, NULL, code, sizeof code),
+        200);
+    CHECK_EQ_INT(call_code("DELETE", "/v1/semaphores/oom-p", tp, NULL, NULL, code, sizeof code),
+                 200);
+    CHECK_EQ_INT(call_code("PATCH", "/v1/locks", tm,
+                           "{\"ttl_ms\":30000,\"names\":[\"oom-m1\",\"oom-m2\"]}", NULL, code,
+                           sizeof code),
+                 200);
+    CHECK_EQ_INT(call_code("DELETE", "/v1/locks", tm, "{\"names\":[\"oom-m1\",\"oom-m2\"]}", NULL,
+                           code, sizeof code),
+                 200);
+    char spath[200];
+    snprintf(spath, sizeof spath, "/v1/sessions/%s", sess);
+    CHECK_EQ_INT(call_code("DELETE", spath, NULL, NULL, NULL, code, sizeof code), 200);
+    /* Nothing is held any more. */
+    const char *names[] = {"/v1/locks/oom-a",  "/v1/locks/oom-s",  "/v1/semaphores/oom-p",
+                           "/v1/locks/oom-m1", "/v1/locks/oom-m2", "/v1/locks/oom-l"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        CHECK_EQ_INT(call_code("GET", names[i], NULL, NULL, NULL, code, sizeof code), 404);
+    }
+
+    h_redis_cli(&redis, "CONFIG SET maxmemory 0");
+    CHECK_EQ_INT(call_code("POST", "/v1/locks/oom-new", NULL, "{}", NULL, code, sizeof code), 201);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
@@ -208,6 +329,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_brace_prefixes_refused);
     RUN_SOME(test_sighup_at_start);
     RUN_SOME(test_sigterm_at_start);
+    RUN_SOME(test_full_redis_lets_holders_go);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     return check_summary("safety");
