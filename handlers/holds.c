@@ -302,22 +302,24 @@ static void attempt(struct hold_call *hc) {
                           redis_release_channel_for(k.hash),
                           k.message,
                           hc->session ? hc->session : "",
-                          req->key_id ? req->key_id : ""};
+                          req->key_id ? req->key_id : "",
+                          hc->attempt_id};
     /* The common case (exclusive, no owner, max-hold, lock-delay, waiting,
      * session or API key) sends the script's short form, token and ttl
      * only: every argument costs Redis time (bench/RESULTS.md, "Redis fast
      * path").  A session-bound hold declares its session's key as KEYS[4];
-     * the others leave it out (argv[3] is skipped).  The session token and
-     * the key id go last, only when one is set. */
-    int extra = hc->session || req->key_id ? 2 : 0;
+     * the others leave it out (argv[3] is skipped).  The session token,
+     * the key id and a waiting request's attempt id go last, only as far as
+     * one is set. */
+    int extra = hc->attempt_id[0] ? 3 : hc->session || req->key_id ? 2 : 0;
     int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
                         hc->lock_delay_ms == 0 && wait_left == 0 && !extra
                     ? 5 + backend->per_slot /* cluster: + the shard channel (argv[14]) */
                     : 15 + (hc->session ? 1 : 0) + extra;
     int nkeys = hc->session ? 4 : 3;
-    const char *av[18];
-    size_t lens[18];
-    for (int i = 0, j = 0; i < 18 && j < nargs; i++) {
+    const char *av[19];
+    size_t lens[19];
+    for (int i = 0, j = 0; i < 19 && j < nargs; i++) {
         if (i == 3 && !hc->session) continue;
         av[j] = argv[i];
         lens[j] = strlen(av[j]);
@@ -407,6 +409,9 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
         struct hold_keys k;
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
         hc->live_slot = liveness_waiter_join(hc->waiter_id, k.hash);
+        memcpy(hc->attempt_id, hc->waiter_id, sizeof hc->attempt_id);
+    } else if (hc->wait_ms > 0) {
+        liveness_waiter_id(hc->attempt_id);
     }
     attempt(hc);
 }

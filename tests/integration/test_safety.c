@@ -5,6 +5,9 @@
  *   - signals are safe from the first instruction: a SIGHUP while the
  *     gateway is still starting (held in auth_load by a FIFO as its auth
  *     file) rereads, a SIGTERM stops it cleanly;
+ *   - a Redis stall while a waiter's attempt is in Redis's socket: the
+ *     attempt runs when Redis resumes, and the waiter's next attempt finds
+ *     its own grant: 201 with count 1, never a re-entry;
  *   - holders can always let go: with Redis full under noeviction,
  *     release, extend, forced release, session end, multi-lock extend and
  *     release and a fair waiter leaving its queue all succeed, and new
@@ -322,6 +325,74 @@ static void test_full_redis_lets_holders_go(void) {
     CHECK_EQ_INT(call_code("POST", "/v1/locks/oom-new", NULL, "{}", NULL, code, sizeof code), 201);
 }
 
+/* ---- a stall during a waiter's wake-up -------------------------------------------- */
+
+struct post_call {
+    pthread_t th;
+    int port;
+    char path[96];
+    char body[160];
+    long status;
+    long long count;
+    char token[128];
+};
+
+static void *post_main(void *arg) {
+    struct post_call *c = arg;
+    struct h_resp r = h_http("POST", c->port, c->path, NULL, c->body, NULL);
+    c->status = r.status;
+    c->count = h_jint(&r, "count");
+    snprintf(c->token, sizeof c->token, "%s",
+             h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
+    h_resp_free(&r);
+    return NULL;
+}
+
+/* Waits until the gateway's log has more than n lines with needle. */
+static int log_wait(struct h_gw *g, const char *needle, int n, int ms) {
+    for (long long end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(5))
+        if (file_count(g->log, needle) > n) return 1;
+    return 0;
+}
+
+static void test_stall_during_wakeup(void) {
+    /* One worker, and no liveness renewal during the test: the waiter's
+     * attempt is the only command Redis is sent while it is stopped. */
+    struct h_gw g = {0};
+    if (h_gw_up(&g, &redis, "--workers 1 --redis-timeout-ms 500 --liveness-ttl-ms 300000") < 0) {
+        CHECK(!"gateway did not start");
+        return;
+    }
+    char code[48];
+    struct h_resp r = h_http("POST", g.port, "/v1/locks/stall-w", NULL, "{\"ttl_ms\":1500}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct post_call w = {.port = g.port};
+    snprintf(w.path, sizeof w.path, "/v1/locks/stall-w");
+    snprintf(w.body, sizeof w.body, "{\"ttl_ms\":60000,\"wait_ms\":20000}");
+    pthread_create(&w.th, NULL, post_main, &w);
+    for (long long end = h_now_ms() + 5000;
+         h_metric(&g, "lockgate_waiting_requests") != 1 && h_now_ms() < end;)
+        h_sleep_ms(2);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_waiting_requests"), 1);
+    /* Redis stops; the holder's lease ends; the waiter wakes and sends its
+     * attempt, which Redis holds past the command timeout. */
+    int dropped = file_count(g.log, "gave no answer");
+    CHECK(h_freeze(redis.pid) == 0);
+    CHECK(log_wait(&g, "gave no answer", dropped, 10000));
+    kill(redis.pid, SIGCONT);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK_EQ_INT(w.count, 1);
+    /* One release frees it: no hidden level is left. */
+    r = h_http("DELETE", g.port, "/v1/locks/stall-w", w.token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, "\"released\":true") != NULL);
+    h_resp_free(&r);
+    CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-w", NULL, NULL, NULL, code, sizeof code), 404);
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
@@ -330,6 +401,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_sighup_at_start);
     RUN_SOME(test_sigterm_at_start);
     RUN_SOME(test_full_redis_lets_holders_go);
+    RUN_SOME(test_stall_during_wakeup);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     return check_summary("safety");
