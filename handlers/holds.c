@@ -8,6 +8,7 @@
 #include "handlers/holds.h"
 #include "common/alloc.h"
 #include "handlers/backend.h"
+#include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/verdict.h"
 #include "server/body.h"
@@ -404,7 +405,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
-    if (session_header_or_reply(req, &hc->session)) return;
+    if (session_header_or_reply(req, &hc->session) || guard_grant_or_reply(req)) return;
     if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
         struct hold_keys k;
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);

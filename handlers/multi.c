@@ -31,6 +31,7 @@
 #include "common/names.h"
 #include "common/token.h"
 #include "handlers/backend.h"
+#include "handlers/guard.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
@@ -654,7 +655,7 @@ void multi_acquire(struct gw_request *req) {
         return;
     }
     struct multi_call *mc = names_or_reply(req);
-    if (!mc) return;
+    if (!mc || guard_grant_or_reply(req)) return;
     if (!has_token) token_issue(req);
     free(mc->owner);
     mc->owner = alloc_copy(owner ? owner : "", owner ? strlen(owner) : 0);

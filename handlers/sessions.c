@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/token.h"
 #include "handlers/backend.h"
+#include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/sessions_cluster.h"
 #include "server/body.h"
@@ -234,7 +235,7 @@ void sessions_create(struct gw_request *req) {
     if (body_parse_or_reply(req) ||
         body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
         body_int_or_reply(req, "lock_delay_ms", 0, 0, 60000, &delay, NULL) ||
-        body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner))
+        body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner) || guard_grant_or_reply(req))
         return;
     token_issue(req);
     char t[24], d[24];

@@ -49,6 +49,9 @@ static void usage(void) {
            "                         get 431.  A waiting request keeps one, so it sets the\n"
            "                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
            "                         (default 4: request headers up to about 3 KiB)\n"
+           "  --accept-eviction-risk 1  grant locks even where a Redis master has a\n"
+           "                         maxmemory-policy that may evict them (logged at every\n"
+           "                         start) [LOCKGATE_ACCEPT_EVICTION_RISK] (default 0)\n"
            "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
            "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
            "  --id-namespaces N      id namespaces kept live at once; beyond that the least\n"
@@ -308,6 +311,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
+    case 'E': ok = parse_int(val, 0, 1, &cfg->accept_eviction_risk); break;
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -329,6 +333,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'A' ? "min replicas ack (0-16)"
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
+                 : opt == 'E' ? "accept eviction risk (0 or 1)"
                               : "log level",
                  val);
     return ok;
@@ -380,6 +385,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'3', "LOCKGATE_TLS_KEY"               },
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -410,6 +416,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-key",                required_argument, 0, '3'},
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
+        {"accept-eviction-risk",   required_argument, 0, 'E'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

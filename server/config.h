@@ -49,6 +49,8 @@ struct gw_config {
     char tls_key[4096];                       /* --tls-key: its PEM private key */
     char tls_client_ca[4096];                 /* --tls-client-ca: mutual TLS, "" off */
     int max_connections_per_ip;               /* 0: unlimited */
+    int accept_eviction_risk;                 /* 1: grant even where Redis may evict
+                                                 (server/memguard.h) */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

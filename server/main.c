@@ -16,6 +16,7 @@
 #include "server/tls.h"
 #include "server/liveness.h"
 #include "server/log.h"
+#include "server/memguard.h"
 #include "server/scripts.h"
 #include "server/worker.h"
 
@@ -54,6 +55,7 @@ int main(int argc, char **argv) {
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);
+    memguard_init(cfg.accept_eviction_risk);
     if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
         log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "

@@ -18,6 +18,7 @@
 #include "server/cluster.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/memguard.h"
 #include "server/metrics.h"
 
 #include <errno.h>
@@ -77,10 +78,12 @@ struct rconn {
 
 /* One Redis master: one node, or one of the quorum's. */
 struct node {
-    struct rconn cmd;        /* commands */
-    struct rconn sub;        /* SUBSCRIBE to the release channel */
-    struct redis_op pending; /* sentinel of the sent, unanswered list */
-    int ssub_pending;        /* cluster mode: SSUBSCRIBEs not confirmed yet */
+    struct rconn cmd;          /* commands */
+    struct rconn sub;          /* SUBSCRIBE to the release channel */
+    struct redis_op pending;   /* sentinel of the sent, unanswered list */
+    int ssub_pending;          /* cluster mode: SSUBSCRIBEs not confirmed yet */
+    struct memguard_seen mem;  /* whether cmd's master may evict (memguard.h) */
+    int64_t next_mem_check_ms; /* when cmd asks INFO memory again */
 };
 
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
@@ -360,6 +363,7 @@ static void cluster_sub_gone(struct node *n);
 static void connection_gone(struct rconn *c) {
     if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
     if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
+    if (c->node && c == &c->node->cmd) memguard_forget(&c->node->mem);
     if (c == &self->node[0].cmd && self->counted_up) {
         self->counted_up = 0;
         atomic_fetch_sub(&instances_up, 1);
@@ -447,7 +451,24 @@ static void connect_start(struct rconn *c) {
     c->on_up(c);
 }
 
+/* INFO memory's answer on c: may its master evict (memguard.h)?  A NULL
+ * reply is the connection going away, which connection_gone accounts. */
+static void on_memory_info(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_STRING && c->node)
+        memguard_note(&c->node->mem, c->host, c->port, reply->str);
+}
+
+static void send_memory_check(struct rconn *c) {
+    const char *argv[2] = {"INFO", "memory"};
+    size_t lens[2] = {4, 6};
+    redisAsyncCommandArgv(c->ac, on_memory_info, c, 2, argv, lens);
+    c->node->next_mem_check_ms = loop_now_ms() + MEMGUARD_PERIOD_MS;
+}
+
 static void cmd_up(struct rconn *c) {
+    send_memory_check(c); /* first: before any grant this connection carries is answered */
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
     if (prelude)
         redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
@@ -644,6 +665,8 @@ static void redis_loop_turn(int64_t now) {
             connection_drop(&n->cmd, "Redis did not answer in time");
             if (self->cfg.nsentinels) self->reresolve = 1; /* is it still the master? */
         }
+        if (n->cmd.ac && n->cmd.connected && now >= n->next_mem_check_ms)
+            send_memory_check(&n->cmd);
         conn_turn(&n->cmd, now);
         if (self->subscribe) conn_turn(&n->sub, now);
     }

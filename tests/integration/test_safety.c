@@ -8,6 +8,11 @@
  *   - a Redis stall while a waiter's attempt is in Redis's socket: the
  *     attempt runs when Redis resumes, and the waiter's next attempt finds
  *     its own grant: 201 with count 1, never a re-entry;
+ *   - a Redis master whose maxmemory-policy may evict is refused: grants
+ *     503 redis_may_evict, /readyz 503 naming master and policy, an error
+ *     line; ids refused under allkeys-* only; --accept-eviction-risk 1
+ *     grants and says so at start; found at start and by the periodic
+ *     check (also against a Cluster: LOCKGATE_TEST_CLUSTER=1);
  *   - holders can always let go: with Redis full under noeviction,
  *     release, extend, forced release, session end, multi-lock extend and
  *     release and a fair waiter leaving its queue all succeed, and new
@@ -393,15 +398,128 @@ static void test_stall_during_wakeup(void) {
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
 }
 
+/* ---- a Redis that may evict ------------------------------------------------------ */
+
+/* The node whose policy the test sets: the Redis, or a cluster's node 0
+ * (a master when the cluster starts). */
+static void set_policy(const char *policy, const char *maxmemory) {
+    char cmd[128];
+    int nodes = redis.cn ? redis.cn : 1;
+    for (int i = 0; i < nodes; i++) {
+        struct h_redis n = redis.cn ? h_cluster_node(&redis, i) : redis;
+        if (redis.cn && i > 0) break; /* one master is enough to refuse */
+        snprintf(cmd, sizeof cmd, "CONFIG SET maxmemory-policy %s", policy);
+        h_redis_cli(&n, cmd);
+        snprintf(cmd, sizeof cmd, "CONFIG SET maxmemory %s", maxmemory);
+        h_redis_cli(&n, cmd);
+    }
+}
+
+static long gw_code(struct h_gw *g, const char *method, const char *path, const char *token,
+                    const char *body, char *code, size_t cap, char *detail, size_t dcap) {
+    struct h_resp r = h_http(method, g->port, path, token, body, NULL);
+    long st = r.status;
+    snprintf(code, cap, "%s", h_jcode(&r) ? h_jcode(&r) : "");
+    if (detail) snprintf(detail, dcap, "%s", h_jstr(&r, "detail") ? h_jstr(&r, "detail") : "");
+    h_resp_free(&r);
+    return st;
+}
+
+/* Polls /readyz until its code is want ("" for 200); 1 when it was. */
+static int readyz_wait(struct h_gw *g, const char *want, char *detail, size_t dcap, int ms) {
+    char code[48];
+    for (long long end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(20)) {
+        long st = gw_code(g, "GET", "/readyz", NULL, NULL, code, sizeof code, detail, dcap);
+        if (strcmp(code, want) == 0 && (st == 200) == (want[0] == '\0')) return 1;
+    }
+    return 0;
+}
+
+static void test_evicting_policy_refused(void) {
+    char code[48], detail[300], tok[128];
+    /* A lock held before: its holder can still let go. */
+    CHECK_EQ_INT(post_status("/v1/locks/ev-held", "{\"ttl_ms\":60000}", NULL, tok, sizeof tok),
+                 201);
+    const char *policies[] = {"volatile-lru", "volatile-ttl", "allkeys-lru", "allkeys-random"};
+    for (size_t i = 0; i < sizeof policies / sizeof *policies; i++) {
+        set_policy(policies[i], "100mb");
+        struct h_gw g = {0};
+        if (h_gw_up(&g, &redis, "--workers 2") < 0) {
+            CHECK(!"gateway did not start");
+            continue;
+        }
+        /* Found at start: /readyz names the master and its policy. */
+        CHECK(readyz_wait(&g, "redis_may_evict", detail, sizeof detail, 10000));
+        CHECK(strstr(detail, policies[i]) != NULL);
+        CHECK(strstr(detail, "127.0.0.1:") != NULL);
+        CHECK(log_wait(&g, "memguard: Redis master", 0, 5000));
+        CHECK_EQ_INT(
+            gw_code(&g, "POST", "/v1/locks/ev-new", NULL, "{}", code, sizeof code, NULL, 0), 503);
+        CHECK_EQ_STR(code, "redis_may_evict");
+        CHECK_EQ_INT(gw_code(&g, "POST", "/v1/semaphores/ev-sem", NULL, "{\"limit\":2}", code,
+                             sizeof code, NULL, 0),
+                     503);
+        CHECK_EQ_STR(code, "redis_may_evict");
+        CHECK_EQ_INT(gw_code(&g, "POST", "/v1/sessions", NULL, "{}", code, sizeof code, NULL, 0),
+                     503);
+        CHECK_EQ_STR(code, "redis_may_evict");
+        CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks", NULL, "{\"names\":[\"ev-a\",\"ev-b\"]}", code,
+                             sizeof code, NULL, 0),
+                     503);
+        CHECK_EQ_STR(code, "redis_may_evict");
+        /* Ids: their marks have no TTL, so only allkeys-* may evict them. */
+        long ids = gw_code(&g, "POST", "/v1/ids/ev-ids", NULL, NULL, code, sizeof code, NULL, 0);
+        if (strncmp(policies[i], "allkeys-", 8) == 0) {
+            CHECK_EQ_INT(ids, 503);
+            CHECK_EQ_STR(code, "redis_may_evict");
+        } else {
+            CHECK_EQ_INT(ids, 200);
+        }
+        CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+    }
+    /* The holder lets go. */
+    CHECK_EQ_INT(call_code("DELETE", "/v1/locks/ev-held", tok, NULL, NULL, code, sizeof code), 200);
+
+    /* Accepting the risk: said at start, and grants go on. */
+    struct h_gw a = {0};
+    if (h_gw_up(&a, &redis, "--accept-eviction-risk 1") == 0) {
+        CHECK(file_count(a.log, "--accept-eviction-risk 1") >= 1);
+        CHECK(readyz_wait(&a, "", detail, sizeof detail, 10000));
+        CHECK(log_wait(&a, "memguard: Redis master", 0, 5000));
+        CHECK_EQ_INT(
+            gw_code(&a, "POST", "/v1/locks/ev-risk", NULL, "{}", code, sizeof code, NULL, 0), 201);
+        CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
+    } else {
+        CHECK(!"gateway with --accept-eviction-risk did not start");
+    }
+
+    /* The periodic check: the running gateway (started under noeviction)
+     * finds the policy changed, and finds it changed back. */
+    set_policy("noeviction", "0");
+    CHECK(readyz_wait(&gw, "", detail, sizeof detail, 15000));
+    set_policy("volatile-lru", "100mb");
+    CHECK(readyz_wait(&gw, "redis_may_evict", detail, sizeof detail, 15000));
+    CHECK_EQ_INT(call_code("POST", "/v1/locks/ev-late", NULL, "{}", NULL, code, sizeof code), 503);
+    CHECK_EQ_STR(code, "redis_may_evict");
+    set_policy("noeviction", "0");
+    CHECK(readyz_wait(&gw, "", detail, sizeof detail, 15000));
+    CHECK_EQ_INT(call_code("POST", "/v1/locks/ev-late", NULL, "{}", NULL, code, sizeof code), 201);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
     if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0) return 2;
-    RUN_SOME(test_brace_prefixes_refused);
-    RUN_SOME(test_sighup_at_start);
-    RUN_SOME(test_sigterm_at_start);
-    RUN_SOME(test_full_redis_lets_holders_go);
-    RUN_SOME(test_stall_during_wakeup);
+    /* Against a Cluster (LOCKGATE_TEST_CLUSTER=1) only the policy check
+     * runs: the others stop or fill one Redis. */
+    if (!h_cluster_mode()) {
+        RUN_SOME(test_brace_prefixes_refused);
+        RUN_SOME(test_sighup_at_start);
+        RUN_SOME(test_sigterm_at_start);
+        RUN_SOME(test_full_redis_lets_holders_go);
+        RUN_SOME(test_stall_during_wakeup);
+    }
+    RUN_SOME(test_evicting_policy_refused);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     return check_summary("safety");
