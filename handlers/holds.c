@@ -9,6 +9,7 @@
 #include "common/alloc.h"
 #include "handlers/backend.h"
 #include "handlers/guard.h"
+#include "handlers/undo.h"
 #include "handlers/handlers.h"
 #include "handlers/verdict.h"
 #include "server/body.h"
@@ -208,6 +209,11 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             return;
         }
         hold_leave_queue(hc);
+        /* The attempt may have run, or may still run: undo it (undo.h).
+         * Quorum mode gives back a failed round itself; a session-bound
+         * hold is listed in its session too. */
+        if (hc->own_token && !hc->session && !backend->fans_out && !redis_error_is_reply(err))
+            undo_hold(req->name, hc->kind == HOLD_PERMIT, req->token, hc->ttl_ms);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
     }

@@ -39,6 +39,7 @@ struct hold_call {
     int fair;                /* queue in Redis, first come first served */
     int waited;              /* it was parked at least once */
     int queued;              /* an attempt went with its waiter id: it may be queued */
+    int own_token;           /* the gateway made req->token for this request */
     int backoff_ms;          /* parked through a Redis outage: the last pause */
     int acks_wanted;         /* replicas that must have the write, 0 off */
     long long ttl_ms;        /* lease length */

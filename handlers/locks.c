@@ -40,6 +40,7 @@ void locks_acquire(struct gw_request *req) {
     hc->max_hold_ms = max_hold;
     hc->lock_delay_ms = delay;
     hc->fair = fair;
+    hc->own_token = !has_token;
     hold_acquire(req, hc);
 }
 

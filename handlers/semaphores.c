@@ -33,6 +33,7 @@ void semaphores_acquire(struct gw_request *req) {
     hc->ttl_ms = ttl;
     hc->wait_ms = wait;
     hc->fair = fair;
+    hc->own_token = 1;
     hold_acquire(req, hc);
 }
 

@@ -24,6 +24,10 @@ enum metric_counter {
     M_GIVEN_BACK,       /* grants given back: the client never got the answer */
     M_REDIS_REDIRECTS,  /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
     M_REDIS_ASKS,       /* cluster mode: of those, ASK (a slot being migrated) */
+    M_UNDO_STARTED,     /* acquisitions that failed ambiguously, to undo (undo.h) */
+    M_UNDO_DONE,        /* of those, a grant found and given back */
+    M_UNDO_NOTHING,     /* of those, nothing had been granted */
+    M_UNDO_EXPIRED,     /* of those, not settled before the lease ended */
     M_COUNTER_COUNT
 };
 

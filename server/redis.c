@@ -28,7 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 struct redis_op {
     struct loop_task task;        /* how it reaches another instance's thread */
@@ -74,6 +77,13 @@ struct rconn {
     unsigned seen_up;               /* up_count of its node when last looked at */
     int down_logged;                /* the outage was logged once */
     void (*on_up)(struct rconn *c); /* after a connection is made */
+    /* Command connections: Redis's CLIENT ID for this one and the address
+     * Redis sees it from, and the same of the one before it, which the next
+     * connection kills (cmd_up): a command still in the old one's socket
+     * when it was dropped then either ran before anything the new one
+     * carries, or never runs. */
+    long long client_id, stale_id;
+    char laddr[64], stale_addr[64];
 };
 
 /* One Redis master: one node, or one of the quorum's. */
@@ -363,7 +373,14 @@ static void cluster_sub_gone(struct node *n);
 static void connection_gone(struct rconn *c) {
     if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
     if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
-    if (c->node && c == &c->node->cmd) memguard_forget(&c->node->mem);
+    if (c->node && c == &c->node->cmd) {
+        memguard_forget(&c->node->mem);
+        if (c->client_id > 0) {
+            c->stale_id = c->client_id;
+            memcpy(c->stale_addr, c->laddr, sizeof c->stale_addr);
+        }
+        c->client_id = 0;
+    }
     if (c == &self->node[0].cmd && self->counted_up) {
         self->counted_up = 0;
         atomic_fetch_sub(&instances_up, 1);
@@ -467,8 +484,58 @@ static void send_memory_check(struct rconn *c) {
     c->node->next_mem_check_ms = loop_now_ms() + MEMGUARD_PERIOD_MS;
 }
 
+/* CLIENT ID's answer: this connection's id, and the address Redis sees it
+ * from (its local address). */
+static void on_client_id(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (!reply || reply->type != REDIS_REPLY_INTEGER || c->ac != ac) return;
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char ip[INET6_ADDRSTRLEN] = "";
+    int port = 0;
+    if (getsockname(c->fd, (struct sockaddr *)&sa, &len) == 0) {
+        if (sa.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+            port = ntohs(in->sin_port);
+        } else if (sa.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+            inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+            port = ntohs(in6->sin6_port);
+        }
+    }
+    if (!ip[0]) return; /* unknown: the next connection kills nothing */
+    c->client_id = reply->integer;
+    snprintf(c->laddr, sizeof c->laddr, "%s:%d", ip, port);
+}
+
+/* "No such client" is the usual answer: the old connection had gone. */
+static void on_client_kill(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0)
+        log_info("redis: killed this gateway's previous connection to %s:%d: what it still "
+                 "carried will not run",
+                 ((struct rconn *)privdata)->host, ((struct rconn *)privdata)->port);
+}
+
 static void cmd_up(struct rconn *c) {
-    send_memory_check(c); /* first: before any grant this connection carries is answered */
+    if (c->stale_id > 0) {
+        /* ID and ADDR must both match: another server (a failover, a
+         * restart) cannot have a client with both. */
+        char id[24];
+        snprintf(id, sizeof id, "%lld", c->stale_id);
+        const char *argv[6] = {"CLIENT", "KILL", "ID", id, "ADDR", c->stale_addr};
+        size_t lens[6] = {6, 4, 2, strlen(id), 4, strlen(c->stale_addr)};
+        redisAsyncCommandArgv(c->ac, on_client_kill, c, 6, argv, lens);
+        c->stale_id = 0;
+    }
+    {
+        const char *argv[2] = {"CLIENT", "ID"};
+        size_t lens[2] = {6, 2};
+        redisAsyncCommandArgv(c->ac, on_client_id, c, 2, argv, lens);
+    }
+    send_memory_check(c); /* before any grant this connection carries is answered */
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
     if (prelude)
         redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
@@ -829,6 +896,12 @@ int redis_error_is_final(const char *why) {
     }
     return 0;
 }
+int redis_error_is_reply(const char *why) {
+    size_t n = 0;
+    while (why && why[n] >= 'A' && why[n] <= 'Z') n++;
+    return n >= 2 && (why[n] == ' ' || why[n] == '\0');
+}
+
 int redis_nodes(void) { return settings->nnodes; }
 int redis_quorum(void) { return settings->nnodes == 1 ? 1 : settings->quorum; }
 

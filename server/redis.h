@@ -93,6 +93,12 @@ void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
  * or moving (which it may). */
 int redis_error_is_final(const char *why);
 
+/* Whether a failure's why is an error reply of Redis (a word in capitals
+ * first: ERR, OOM, LOADING, MOVED, ...), so the command did not run; else
+ * the layer gave up on it (timeout, connection lost, not connected), and it
+ * may have run or may still run (handlers/undo.h). */
+int redis_error_is_reply(const char *why);
+
 /* Any other command, e.g. {"PING"}. */
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
 

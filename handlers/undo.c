@@ -1,0 +1,111 @@
+/* undo.c -- see undo.h.  A pending undo is a parked waiter (waiters.h) on
+ * its name, with no client: woken by its retry time (or a release of the
+ * name, which only makes it try sooner). */
+#include "handlers/undo.h"
+#include "common/alloc.h"
+#include "handlers/backend.h"
+#include "handlers/holds.h"
+#include "handlers/verdict.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/redis.h"
+#include "server/waiters.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct undo {
+    struct waiter w; /* first: parked between tries */
+    int semaphore;
+    int64_t failed_ms; /* when the attempt failed */
+    int64_t until_ms;  /* its lease has surely ended by then */
+    int tries;
+    char *token;
+    char name[NAME_MAX_LEN + 1];
+    char key[NAME_MAX_LEN + 8]; /* "lock:NAME" or "sem:NAME", w.key */
+};
+
+static void undo_send(struct undo *u);
+
+static void undo_free(struct undo *u) {
+    free(u->token);
+    free(u);
+}
+
+static void undone(void *arg, const struct redis_result *res) {
+    struct undo *u = arg;
+    int64_t now = loop_now_ms();
+    const char *what = u->semaphore ? "permit of semaphore" : "lock";
+    if (res->ok) {
+        long long v[3] = {0};
+        const char *err = NULL;
+        long long verdict = verdict_parse(res, v, 3, &err);
+        if (verdict == VERDICT_ERROR) goto again; /* an error reply: not settled */
+        int held = verdict >= 0;
+        metrics_inc(held ? M_UNDO_DONE : M_UNDO_NOTHING, 1);
+        if (held)
+            log_warn("undo: the %s '%s' taken by an acquire that failed (Redis timed out or "
+                     "the connection was lost; the client was answered 503) was given back "
+                     "%lld ms after the failure",
+                     what, u->name, (long long)(now - u->failed_ms));
+        else
+            log_info("undo: the acquire of %s '%s' that failed had taken nothing (checked %lld "
+                     "ms after the failure)",
+                     what, u->name, (long long)(now - u->failed_ms));
+        undo_free(u);
+        return;
+    }
+again:
+    if (now >= u->until_ms) {
+        metrics_inc(M_UNDO_EXPIRED, 1);
+        log_error("undo: Redis did not answer until the lease of the failed acquire of %s "
+                  "'%s' had ended: nothing is left to undo",
+                  what, u->name);
+        undo_free(u);
+        return;
+    }
+    u->w.seen_seq = waiters_release_seq();
+    waiters_park(&u->w, now + UNDO_RETRY_MS);
+}
+
+static void undo_send(struct undo *u) {
+    struct hold_keys k;
+    hold_keys(u->name, u->semaphore, &k);
+    const char *argv[] = {k.hash, u->token, redis_release_channel_for(k.hash), k.message};
+    size_t lens[4];
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    u->tries++;
+    backend->release(4, argv, lens, undone, u);
+}
+
+static void on_retry(struct waiter *w) { undo_send((struct undo *)w); }
+
+/* The gateway is stopping: what is not undone now stays until its lease
+ * ends (said, so an operator knows). */
+static void on_stop(struct waiter *w, int client_gone) {
+    struct undo *u = (struct undo *)w;
+    metrics_inc(M_UNDO_EXPIRED, 1);
+    log_error("undo: stopping before the failed acquire of '%s' could be undone: it may hold "
+              "until its lease ends",
+              u->name);
+    undo_free(u);
+}
+
+void undo_hold(const char *name, int semaphore, const char *token, long long ttl_ms) {
+    struct undo *u = alloc_check(calloc(1, sizeof *u));
+    snprintf(u->name, sizeof u->name, "%s", name);
+    snprintf(u->key, sizeof u->key, "%s:%s", semaphore ? "sem" : "lock", name);
+    u->semaphore = semaphore;
+    u->token = alloc_check(strdup(token));
+    u->failed_ms = loop_now_ms();
+    u->until_ms = u->failed_ms + ttl_ms + 1;
+    u->w.key = u->key;
+    u->w.watch = 1; /* not counted as a waiting request */
+    u->w.fd = -1;
+    u->w.retry = on_retry;
+    u->w.give_up = on_stop;
+    metrics_inc(M_UNDO_STARTED, 1);
+    undo_send(u);
+}
