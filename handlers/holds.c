@@ -11,6 +11,7 @@
 #include "handlers/guard.h"
 #include "handlers/undo.h"
 #include "handlers/handlers.h"
+#include "handlers/session_ref.h"
 #include "handlers/verdict.h"
 #include "server/body.h"
 #include "server/http.h"
