@@ -211,10 +211,10 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         }
         hold_leave_queue(hc);
         /* The attempt may have run, or may still run: undo it (undo.h).
-         * Quorum mode gives back a failed round itself; a session-bound
-         * hold is listed in its session too. */
-        if (hc->own_token && !hc->session && !backend->fans_out && !redis_error_is_reply(err))
-            undo_hold(req->name, hc->kind == HOLD_PERMIT, req->token, hc->ttl_ms);
+         * A session-bound hold is listed in its session too. */
+        if ((hc->own_token || hc->attempt_id[0]) && !hc->session && !redis_error_is_reply(err))
+            undo_hold(req->name, hc->kind == HOLD_PERMIT, req->token, hc->attempt_id,
+                      hc->ttl_ms);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
     }
@@ -418,7 +418,7 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
         hc->live_slot = liveness_waiter_join(hc->waiter_id, k.hash);
         memcpy(hc->attempt_id, hc->waiter_id, sizeof hc->attempt_id);
-    } else if (hc->wait_ms > 0) {
+    } else if (hc->wait_ms > 0 || !hc->own_token) {
         liveness_waiter_id(hc->attempt_id);
     }
     attempt(hc);

@@ -52,10 +52,11 @@ struct hold_call {
     int64_t attempt_ms;      /* when the current attempt was sent */
     struct hold_ack *ack;    /* NULL unless acks_wanted */
     char waiter_id[32];      /* its id in the fair queue (liveness.h), "" if none */
-    char attempt_id[32];     /* a waiting request's id in its holder record, so that
-                                trying again after an answer was lost finds its own
-                                grant rather than re-enter (acquire.lua ARGV 15); ""
-                                when it does not wait */
+    char attempt_id[32];     /* the request's id in its holder record, so that trying
+                                again after an answer was lost finds its own grant
+                                rather than re-enter (acquire.lua ARGV 15), and an
+                                undo releases that level only (undo.h): a waiting
+                                request's, or one with the client's token; "" else */
     int live_slot;           /* what liveness_waiter_join returned */
     const char *owner;       /* informational, "" for none (after the struct) */
     char *session;           /* Session header: the session it is bound to, or NULL

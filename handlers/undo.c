@@ -19,10 +19,12 @@
 struct undo {
     struct waiter w; /* first: parked between tries */
     int semaphore;
+    int node;          /* quorum mode: the master it goes to; -1 the backend's */
     int64_t failed_ms; /* when the attempt failed */
     int64_t until_ms;  /* its lease has surely ended by then */
     int tries;
     char *token;
+    char attempt[32]; /* the attempt's id, "" none */
     char name[NAME_MAX_LEN + 1];
     char key[NAME_MAX_LEN + 8]; /* "lock:NAME" or "sem:NAME", w.key */
 };
@@ -73,11 +75,16 @@ again:
 static void undo_send(struct undo *u) {
     struct hold_keys k;
     hold_keys(u->name, u->semaphore, &k);
-    const char *argv[] = {k.hash, u->token, redis_release_channel_for(k.hash), k.message};
-    size_t lens[4];
-    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    const char *argv[] = {k.hash, u->token, redis_release_channel_for(k.hash), k.message,
+                          u->attempt};
+    int n = u->attempt[0] ? 5 : 4;
+    size_t lens[5];
+    for (int i = 0; i < n; i++) lens[i] = strlen(argv[i]);
     u->tries++;
-    backend->release(4, argv, lens, undone, u);
+    if (u->node >= 0)
+        redis_eval_node(u->node, SCRIPT_RELEASE, 1, n, argv, lens, undone, u);
+    else
+        backend->release(n, argv, lens, undone, u);
 }
 
 static void on_retry(struct waiter *w) { undo_send((struct undo *)w); }
@@ -93,8 +100,11 @@ static void on_stop(struct waiter *w, int client_gone) {
     undo_free(u);
 }
 
-void undo_hold(const char *name, int semaphore, const char *token, long long ttl_ms) {
+static void undo_one(int node, const char *name, int semaphore, const char *token,
+                     const char *attempt, long long ttl_ms) {
     struct undo *u = alloc_check(calloc(1, sizeof *u));
+    u->node = node;
+    snprintf(u->attempt, sizeof u->attempt, "%s", attempt ? attempt : "");
     snprintf(u->name, sizeof u->name, "%s", name);
     snprintf(u->key, sizeof u->key, "%s:%s", semaphore ? "sem" : "lock", name);
     u->semaphore = semaphore;
@@ -108,4 +118,26 @@ void undo_hold(const char *name, int semaphore, const char *token, long long ttl
     u->w.give_up = on_stop;
     metrics_inc(M_UNDO_STARTED, 1);
     undo_send(u);
+}
+
+/* Quorum mode: each master by itself, so that one that answers does not
+ * settle another that does not. */
+void undo_hold(const char *name, int semaphore, const char *token, const char *attempt,
+               long long ttl_ms) {
+    if (!backend->fans_out) {
+        undo_one(-1, name, semaphore, token, attempt, ttl_ms);
+        return;
+    }
+    for (int i = 0; i < redis_nodes(); i++) undo_one(i, name, semaphore, token, attempt, ttl_ms);
+}
+
+void undo_give_back_at(int node, const char *name, int semaphore, const char *token,
+                       const char *attempt, redis_cb done, void *arg) {
+    struct hold_keys k;
+    hold_keys(name, semaphore, &k);
+    const char *argv[] = {k.hash, token, redis_release_channel_for(k.hash), k.message, attempt};
+    int n = attempt && attempt[0] ? 5 : 4;
+    size_t lens[5];
+    for (int i = 0; i < n; i++) lens[i] = strlen(argv[i]);
+    redis_eval_node(node, SCRIPT_RELEASE, 1, n, argv, lens, done, arg);
 }

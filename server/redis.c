@@ -871,6 +871,13 @@ void redis_eval_all_on(struct redis *r, enum script_id id, int nkeys, int nargs,
     }
 }
 
+void redis_eval_node(int i, enum script_id id, int nkeys, int nargs, const char *const *argv,
+                     const size_t *lens, redis_cb cb, void *arg) {
+    struct redis_op *op = eval_op(id, nkeys, nargs, argv, lens, cb, arg);
+    op->node = i;
+    post(op);
+}
+
 void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
                        void *arg) {
     struct fanout *f = fanout_new(cb, arg);

@@ -131,6 +131,9 @@ void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *
                     const size_t *lens, redis_all_cb cb, void *arg);
 void redis_eval_all_on(struct redis *r, enum script_id id, int nkeys, int nargs,
                        const char *const *argv, const size_t *lens, redis_all_cb cb, void *arg);
+/* Quorum mode: the script on master i alone (0 <= i < redis_nodes()). */
+void redis_eval_node(int i, enum script_id id, int nkeys, int nargs, const char *const *argv,
+                     const size_t *lens, redis_cb cb, void *arg);
 void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
                        void *arg);
 
