@@ -160,8 +160,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     rb->hc = hc;
     if (answered < q) {
         rb->verdict = VERDICT_ERROR;
-        snprintf(rb->err, sizeof rb->err, "only %d of %d Redis masters answered (%s)", answered,
-                 n, err);
+        snprintf(rb->err, sizeof rb->err, "only %d of %d Redis masters answered (%s)", answered, n,
+                 err);
     } else if (mismatch >= q) {
         rb->verdict = VERDICT_MODE_MISMATCH;
     } else if (ended >= q) {

@@ -780,8 +780,8 @@ static void test_failed_round_undone(void) {
     if (!up_ok) return;
     /* A re-entry with the client's token: the masters that took the level
      * give it back, the others keep the first level. */
-    struct h_resp r = h_http("POST", gws[0].port, "/v1/locks/q-undo-re", NULL, "{\"ttl_ms\":60000}",
-                             NULL);
+    struct h_resp r =
+        h_http("POST", gws[0].port, "/v1/locks/q-undo-re", NULL, "{\"ttl_ms\":60000}", NULL);
     CHECK_EQ_INT(r.status, 201);
     char tok[160];
     snprintf(tok, sizeof tok, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
