@@ -187,8 +187,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         const char *e;
         if (verdict_parse_acquire(&res[i], hc->ttl_ms, v, &e) > 0) {
             rb->left++;
-            undo_give_back_at(i, hc->req->name, hc->kind == HOLD_PERMIT, hc->req->token,
-                              hc->attempt_id, round_given_back, rb);
+            undo_give_back_at(i, k.hash, k.message, hc->req->token, hc->attempt_id,
+                              round_given_back, rb);
         }
     }
     round_given_back(rb, NULL);

@@ -4,7 +4,6 @@
 #include "handlers/undo.h"
 #include "common/alloc.h"
 #include "handlers/backend.h"
-#include "handlers/holds.h"
 #include "handlers/verdict.h"
 #include "server/log.h"
 #include "server/loop.h"
@@ -25,14 +24,16 @@ struct undo {
     int tries;
     char *token;
     char attempt[32]; /* the attempt's id, "" none */
-    char name[NAME_MAX_LEN + 1];
-    char key[NAME_MAX_LEN + 8]; /* "lock:NAME" or "sem:NAME", w.key */
+    char *hash;       /* the hold's hash key */
+    char *message;    /* "lock:NAME" or "sem:NAME": w.key, and what a release publishes */
 };
 
 static void undo_send(struct undo *u);
 
 static void undo_free(struct undo *u) {
     free(u->token);
+    free(u->hash);
+    free(u->message);
     free(u);
 }
 
@@ -40,6 +41,7 @@ static void undone(void *arg, const struct redis_result *res) {
     struct undo *u = arg;
     int64_t now = loop_now_ms();
     const char *what = u->semaphore ? "permit of semaphore" : "lock";
+    const char *name = strchr(u->message, ':') + 1;
     if (res->ok) {
         long long v[3] = {0};
         const char *err = NULL;
@@ -51,11 +53,11 @@ static void undone(void *arg, const struct redis_result *res) {
             log_warn("undo: the %s '%s' taken by an acquire that failed (Redis timed out or "
                      "the connection was lost; the client was answered 503) was given back "
                      "%lld ms after the failure",
-                     what, u->name, (long long)(now - u->failed_ms));
+                     what, name, (long long)(now - u->failed_ms));
         else
             log_info("undo: the acquire of %s '%s' that failed had taken nothing (checked %lld "
                      "ms after the failure)",
-                     what, u->name, (long long)(now - u->failed_ms));
+                     what, name, (long long)(now - u->failed_ms));
         undo_free(u);
         return;
     }
@@ -64,7 +66,7 @@ again:
         metrics_inc(M_UNDO_EXPIRED, 1);
         log_error("undo: Redis did not answer until the lease of the failed acquire of %s "
                   "'%s' had ended: nothing is left to undo",
-                  what, u->name);
+                  what, name);
         undo_free(u);
         return;
     }
@@ -73,9 +75,7 @@ again:
 }
 
 static void undo_send(struct undo *u) {
-    struct hold_keys k;
-    hold_keys(u->name, u->semaphore, &k);
-    const char *argv[] = {k.hash, u->token, redis_release_channel_for(k.hash), k.message,
+    const char *argv[] = {u->hash, u->token, redis_release_channel_for(u->hash), u->message,
                           u->attempt};
     int n = u->attempt[0] ? 5 : 4;
     size_t lens[5];
@@ -96,22 +96,22 @@ static void on_stop(struct waiter *w, int client_gone) {
     metrics_inc(M_UNDO_EXPIRED, 1);
     log_error("undo: stopping before the failed acquire of '%s' could be undone: it may hold "
               "until its lease ends",
-              u->name);
+              u->message);
     undo_free(u);
 }
 
-static void undo_one(int node, const char *name, int semaphore, const char *token,
+static void undo_one(int node, const char *hash, const char *message, const char *token,
                      const char *attempt, long long ttl_ms) {
     struct undo *u = alloc_check(calloc(1, sizeof *u));
     u->node = node;
     snprintf(u->attempt, sizeof u->attempt, "%s", attempt ? attempt : "");
-    snprintf(u->name, sizeof u->name, "%s", name);
-    snprintf(u->key, sizeof u->key, "%s:%s", semaphore ? "sem" : "lock", name);
-    u->semaphore = semaphore;
+    u->hash = alloc_check(strdup(hash));
+    u->message = alloc_check(strdup(message));
+    u->semaphore = strncmp(message, "sem:", 4) == 0;
     u->token = alloc_check(strdup(token));
     u->failed_ms = loop_now_ms();
     u->until_ms = u->failed_ms + ttl_ms + 1;
-    u->w.key = u->key;
+    u->w.key = u->message;
     u->w.watch = 1; /* not counted as a waiting request */
     u->w.fd = -1;
     u->w.retry = on_retry;
@@ -122,20 +122,18 @@ static void undo_one(int node, const char *name, int semaphore, const char *toke
 
 /* Quorum mode: each master by itself, so that one that answers does not
  * settle another that does not. */
-void undo_hold(const char *name, int semaphore, const char *token, const char *attempt,
+void undo_hold(const char *hash, const char *message, const char *token, const char *attempt,
                long long ttl_ms) {
     if (!backend->fans_out) {
-        undo_one(-1, name, semaphore, token, attempt, ttl_ms);
+        undo_one(-1, hash, message, token, attempt, ttl_ms);
         return;
     }
-    for (int i = 0; i < redis_nodes(); i++) undo_one(i, name, semaphore, token, attempt, ttl_ms);
+    for (int i = 0; i < redis_nodes(); i++) undo_one(i, hash, message, token, attempt, ttl_ms);
 }
 
-void undo_give_back_at(int node, const char *name, int semaphore, const char *token,
+void undo_give_back_at(int node, const char *hash, const char *message, const char *token,
                        const char *attempt, redis_cb done, void *arg) {
-    struct hold_keys k;
-    hold_keys(name, semaphore, &k);
-    const char *argv[] = {k.hash, token, redis_release_channel_for(k.hash), k.message, attempt};
+    const char *argv[] = {hash, token, redis_release_channel_for(hash), message, attempt};
     int n = attempt && attempt[0] ? 5 : 4;
     size_t lens[5];
     for (int i = 0; i < n; i++) lens[i] = strlen(argv[i]);

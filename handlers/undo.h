@@ -27,18 +27,19 @@
 
 #define UNDO_RETRY_MS 100
 
-/* Undoes the attempt of token on name (semaphore: a permit) that asked for
- * ttl_ms; on the calling worker's thread.  attempt: the attempt's id
+/* Undoes the attempt of token on the hold whose hash key is hash (message:
+ * "lock:NAME" or "sem:NAME", holds.h) that asked for ttl_ms; on the
+ * calling worker's thread.  attempt: the attempt's id
  * (acquire.lua ARGV 15) when it carried one: then only the level that
  * attempt took is released, once (release.lua ARGV 4); "" or NULL for a
  * token the gateway made, whose only possible hold is that attempt's. */
-void undo_hold(const char *name, int semaphore, const char *token, const char *attempt,
+void undo_hold(const char *hash, const char *message, const char *token, const char *attempt,
                long long ttl_ms);
 
 /* Quorum mode: one level of token's hold on master node alone (what a
  * failed round's attempt took there: a new hold or a re-entry level; the
  * level attempt took when it is not ""); done(arg, ...) gets the answer. */
-void undo_give_back_at(int node, const char *name, int semaphore, const char *token,
+void undo_give_back_at(int node, const char *hash, const char *message, const char *token,
                        const char *attempt, redis_cb done, void *arg);
 
 #endif
