@@ -46,6 +46,7 @@ DELEGATED = {
     "--cert": "test_tls.c",
     "--key": "test_tls.c",
     "--api-key-file": "test_tls.c",
+    "--accept-eviction-risk": "test_safety.c",
 }
 
 
