@@ -1,6 +1,8 @@
 /* guard.h -- grants refused while Redis cannot keep them (issue 28): a
- * master that may evict keys (server/memguard.h).  Every handler that
- * grants calls one of these first. */
+ * master that may evict keys (server/memguard.h), or one that lost its
+ * data less than the longest lease ago (server/lossguard.h, 503
+ * redis_data_lost with Retry-After).  Every handler that grants calls one
+ * of these first. */
 #ifndef LOCKGATE_GUARD_H
 #define LOCKGATE_GUARD_H
 
@@ -11,5 +13,11 @@ struct gw_request;
 int guard_grant_or_reply(struct gw_request *req);
 /* The same for ids (refused only under an allkeys-* policy). */
 int guard_ids_or_reply(struct gw_request *req);
+
+/* The longest ttl_ms a lease, session or extension may ask for
+ * (--max-lease-ms: after a master lost its data, grants wait that long),
+ * and the default ttl_ms, 30 s or that when shorter. */
+long long guard_max_lease_ms(void);
+long long guard_default_lease_ms(void);
 
 #endif

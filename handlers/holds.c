@@ -500,7 +500,7 @@ void hold_extend(struct gw_request *req, int semaphore) {
     long long ttl_ms;
     if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL) ||
         body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl_ms, NULL))
+        body_int_or_reply(req, "ttl_ms", 0, 100, guard_max_lease_ms(), &ttl_ms, NULL))
         return;
     struct hold_keys k;
     hold_keys(req->name, semaphore, &k);

@@ -49,6 +49,9 @@ static void usage(void) {
            "                         get 431.  A waiting request keeps one, so it sets the\n"
            "                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
            "                         (default 4: request headers up to about 3 KiB)\n"
+           "  --max-lease-ms MS      the longest ttl_ms a lock, permit or session may ask for;\n"
+           "                         after a Redis master lost its data no lock is granted\n"
+           "                         for this long [LOCKGATE_MAX_LEASE_MS] (default 86400000)\n"
            "  --accept-eviction-risk 1  grant locks even where a Redis master has a\n"
            "                         maxmemory-policy that may evict them (logged at every\n"
            "                         start) [LOCKGATE_ACCEPT_EVICTION_RISK] (default 0)\n"
@@ -312,6 +315,12 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
     case 'E': ok = parse_int(val, 0, 1, &cfg->accept_eviction_risk); break;
+    case 'X': {
+        int ms = 0;
+        ok = parse_int(val, 1000, 86400000, &ms);
+        if (ok == 0) cfg->max_lease_ms = ms;
+        break;
+    }
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -334,6 +343,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
                  : opt == 'E' ? "accept eviction risk (0 or 1)"
+                 : opt == 'X' ? "max lease (1000-86400000 ms)"
                               : "log level",
                  val);
     return ok;
@@ -357,6 +367,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
+    cfg->max_lease_ms = 86400000;
 
     static const struct {
         int opt;
@@ -386,6 +397,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
         {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
+        {'X', "LOCKGATE_MAX_LEASE_MS"          },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -417,6 +429,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
         {"accept-eviction-risk",   required_argument, 0, 'E'},
+        {"max-lease-ms",           required_argument, 0, 'X'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

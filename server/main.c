@@ -17,6 +17,7 @@
 #include "server/tls.h"
 #include "server/liveness.h"
 #include "server/log.h"
+#include "server/lossguard.h"
 #include "server/memguard.h"
 #include "server/scripts.h"
 #include "server/worker.h"
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
     ids_init(&cfg);
     liveness_init(&cfg);
     memguard_init(cfg.accept_eviction_risk);
+    lossguard_init(cfg.max_lease_ms);
     if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
         log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "

@@ -68,6 +68,8 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
                          "Acquisitions that failed by timeout or lost connection, undone"          },
     [M_UNDO_DONE] = {"lockgate_undo_given_back_total",  "Of those, grants found and given back"},
     [M_UNDO_NOTHING] = {"lockgate_undo_nothing_total",     "Of those, nothing had been granted"   },
+    [M_REDIS_DATA_LOST] = {"lockgate_redis_data_lost_total",
+                         "Redis masters found to have lost their data"                             },
     [M_UNDO_EXPIRED] = {"lockgate_undo_expired_total",
                          "Of those, not settled before the lease ended"                            },
 };

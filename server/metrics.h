@@ -28,6 +28,7 @@ enum metric_counter {
     M_UNDO_DONE,        /* of those, a grant found and given back */
     M_UNDO_NOTHING,     /* of those, nothing had been granted */
     M_UNDO_EXPIRED,     /* of those, not settled before the lease ended */
+    M_REDIS_DATA_LOST,  /* masters found to have lost their data (lossguard.h) */
     M_COUNTER_COUNT
 };
 

@@ -15,9 +15,11 @@
  * made with a back-off growing to 1 s.  Nothing here blocks. */
 #include "server/redis.h"
 #include "common/alloc.h"
+#include "common/token.h"
 #include "server/cluster.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/lossguard.h"
 #include "server/memguard.h"
 #include "server/metrics.h"
 
@@ -88,12 +90,13 @@ struct rconn {
 
 /* One Redis master: one node, or one of the quorum's. */
 struct node {
-    struct rconn cmd;          /* commands */
-    struct rconn sub;          /* SUBSCRIBE to the release channel */
-    struct redis_op pending;   /* sentinel of the sent, unanswered list */
-    int ssub_pending;          /* cluster mode: SSUBSCRIBEs not confirmed yet */
-    struct memguard_seen mem;  /* whether cmd's master may evict (memguard.h) */
-    int64_t next_mem_check_ms; /* when cmd asks INFO memory again */
+    struct rconn cmd;           /* commands */
+    struct rconn sub;           /* SUBSCRIBE to the release channel */
+    struct redis_op pending;    /* sentinel of the sent, unanswered list */
+    int ssub_pending;           /* cluster mode: SSUBSCRIBEs not confirmed yet */
+    struct memguard_seen mem;   /* whether cmd's master may evict (memguard.h) */
+    struct lossguard_seen loss; /* its marker key as last read (lossguard.h) */
+    int64_t next_mem_check_ms;  /* when cmd asks INFO memory again */
 };
 
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
@@ -468,19 +471,53 @@ static void connect_start(struct rconn *c) {
     c->on_up(c);
 }
 
-/* INFO memory's answer on c: may its master evict (memguard.h)?  A NULL
- * reply is the connection going away, which connection_gone accounts. */
+/* INFO memory's answer on c: may its master evict (memguard.h)?  And its
+ * persistence and replicas (lossguard.h).  A NULL reply is the connection
+ * going away, which connection_gone accounts. */
 static void on_memory_info(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
     struct rconn *c = privdata;
-    if (reply && reply->type == REDIS_REPLY_STRING && c->node)
-        memguard_note(&c->node->mem, c->host, c->port, reply->str);
+    if (!reply || reply->type != REDIS_REPLY_STRING || !c->node) return;
+    memguard_note(&c->node->mem, c->host, c->port, reply->str);
+    lossguard_check_persistence(c->host, c->port, reply->str);
 }
 
+/* The marker key (lossguard.h): SETNX says whether it was missing, GET
+ * what it holds. */
+static void on_marker_setnx(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && c->node)
+        c->node->loss.absent = reply->integer == 1;
+}
+
+static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_STRING && c->node)
+        lossguard_note(&c->node->loss, c->host, c->port, reply->str);
+}
+
+/* What every new command connection asks first, and again every
+ * MEMGUARD_PERIOD_MS: may the master evict, and did it lose its data?
+ * (Not the marker in cluster mode: a key without a tag lives on one
+ * master.) */
 static void send_memory_check(struct rconn *c) {
-    const char *argv[2] = {"INFO", "memory"};
-    size_t lens[2] = {4, 6};
-    redisAsyncCommandArgv(c->ac, on_memory_info, c, 2, argv, lens);
+    const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
+    size_t lens[4] = {4, 6, 11, 11};
+    redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);
+    if (!self->cluster) {
+        char key[GW_PREFIX_MAX + 16];
+        snprintf(key, sizeof key, "%smarker", self->cfg.key_prefix);
+        char fresh[TOKEN_NEW_LEN + 1]; /* one per write: each loss leaves its own */
+        token_new(fresh);
+        const char *set[3] = {"SETNX", key, fresh};
+        size_t setl[3] = {5, strlen(key), strlen(set[2])};
+        redisAsyncCommandArgv(c->ac, on_marker_setnx, c, 3, set, setl);
+        const char *get[2] = {"GET", key};
+        size_t getl[2] = {3, strlen(key)};
+        redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
+    }
     c->node->next_mem_check_ms = loop_now_ms() + MEMGUARD_PERIOD_MS;
 }
 

@@ -47,6 +47,7 @@ DELEGATED = {
     "--key": "test_tls.c",
     "--api-key-file": "test_tls.c",
     "--accept-eviction-risk": "test_safety.c",
+    "--max-lease-ms": "test_safety.c",
 }
 
 

@@ -17,6 +17,11 @@
  *     line; ids refused under allkeys-* only; --accept-eviction-risk 1
  *     grants and says so at start; found at start and by the periodic
  *     check (also against a Cluster: LOCKGATE_TEST_CLUSTER=1);
+ *   - a master that loses its data (a restart without persistence, then a
+ *     FLUSHALL) is noticed: an error line, a count, /readyz 503, and no
+ *     lock is granted (503 redis_data_lost, Retry-After) until
+ *     --max-lease-ms has passed; fences keep increasing; a master with
+ *     neither AOF nor a replica is warned about at start;
  *   - holders can always let go: with Redis full under noeviction,
  *     release, extend, forced release, session end, multi-lock extend and
  *     release and a fair waiter leaving its queue all succeed, and new
@@ -571,6 +576,86 @@ static void test_evicting_policy_refused(void) {
     CHECK_EQ_INT(call_code("POST", "/v1/locks/ev-late", NULL, "{}", NULL, code, sizeof code), 201);
 }
 
+/* ---- a master that lost its data ---------------------------------------------------- */
+
+#define MAX_LEASE_MS 3000
+
+/* Polls POST path on g until 201; the fence, and when it came in *at. */
+static long long post_until_granted(struct h_gw *g, const char *path, long long *at, int *refused,
+                                    int *retry_after_ok) {
+    for (long long end = h_now_ms() + 20000; h_now_ms() < end; h_sleep_ms(50)) {
+        struct h_resp r = h_http("POST", g->port, path, NULL, "{\"ttl_ms\":2000}", NULL);
+        if (r.status == 201) {
+            *at = h_now_ms();
+            long long f = h_jint(&r, "fence");
+            h_resp_free(&r);
+            return f;
+        }
+        if (r.status == 503 && h_jcode(&r) && strcmp(h_jcode(&r), "redis_data_lost") == 0) {
+            (*refused)++;
+            const char *ra = h_header(&r, "Retry-After");
+            if (ra && atoi(ra) >= 1 && atoi(ra) <= MAX_LEASE_MS / 1000 + 1) (*retry_after_ok)++;
+        }
+        h_resp_free(&r);
+    }
+    *at = -1;
+    return -1;
+}
+
+static void test_data_loss_holds_off(void) {
+    struct h_redis r2;
+    struct h_gw g = {0};
+    if (h_redis_start(&r2, 0, NULL) < 0 ||
+        h_gw_up(&g, &r2, "--max-lease-ms 3000 --workers 2") < 0) {
+        CHECK(!"redis or gateway did not start");
+        return;
+    }
+    char code[48], detail[300];
+    /* No AOF, no replica: said at start. */
+    CHECK(log_wait(&g, "neither AOF persistence nor a replica", 0, 5000));
+    /* No lease longer than the hold-off. */
+    CHECK_EQ_INT(
+        gw_code(&g, "POST", "/v1/locks/dl", NULL, "{\"ttl_ms\":5000}", code, sizeof code, NULL, 0),
+        400);
+    struct h_resp r = h_http("POST", g.port, "/v1/locks/dl", NULL, "{\"ttl_ms\":2500}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    long long f1 = h_jint(&r, "fence");
+    h_resp_free(&r);
+
+    /* A restart without persistence while the lock is held. */
+    h_redis_kill(&r2);
+    CHECK_EQ_INT(h_redis_restart(&r2, NULL), 0);
+    CHECK(log_wait(&g, "lost its data", 0, 10000));
+    long long seen = h_now_ms();
+    CHECK(readyz_wait(&g, "redis_data_lost", detail, sizeof detail, 2000));
+    CHECK(strstr(detail, "lost its data") != NULL);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), 1);
+    CHECK_EQ_INT(gw_code(&g, "POST", "/v1/semaphores/dl-sem", NULL, "{\"limit\":1}", code,
+                         sizeof code, NULL, 0),
+                 503);
+    CHECK_EQ_STR(code, "redis_data_lost");
+    int refused = 0, retry_ok = 0;
+    long long at;
+    long long f2 = post_until_granted(&g, "/v1/locks/dl", &at, &refused, &retry_ok);
+    fprintf(stderr,
+            "  data loss: granted again %lld ms after the loss was logged (hold-off %d ms)\n",
+            at - seen, MAX_LEASE_MS);
+    CHECK(refused > 0 && retry_ok == refused);
+    CHECK(at - seen >= MAX_LEASE_MS - 300); /* the log line came after the noticing */
+    CHECK(f2 > f1);
+    CHECK(readyz_wait(&g, "", detail, sizeof detail, 2000));
+
+    /* FLUSHALL: noticed by the periodic check. */
+    h_redis_cli(&r2, "FLUSHALL");
+    CHECK(log_wait(&g, "lost its data", 1, 15000));
+    CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/dl-2", NULL, "{}", code, sizeof code, NULL, 0),
+                 503);
+    CHECK_EQ_STR(code, "redis_data_lost");
+    CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), 2);
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+    h_redis_stop(&r2);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
@@ -584,6 +669,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_full_redis_lets_holders_go);
         RUN_SOME(test_stall_during_acquire);
         RUN_SOME(test_stall_during_wakeup);
+        RUN_SOME(test_data_loss_holds_off);
     }
     RUN_SOME(test_evicting_policy_refused);
     h_gw_stop(&gw, 5000);
