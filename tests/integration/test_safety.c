@@ -16,7 +16,8 @@
  *     503 redis_may_evict, /readyz 503 naming master and policy, an error
  *     line; ids refused under allkeys-* only; --accept-eviction-risk 1
  *     grants and says so at start; found at start and by the periodic
- *     check (also against a Cluster: LOCKGATE_TEST_CLUSTER=1);
+ *     check (also against a Cluster: LOCKGATE_TEST_CLUSTER=1), and after a
+ *     Sentinel failover to a replica with such a policy;
  *   - a master that loses its data (a restart without persistence, then a
  *     FLUSHALL) is noticed: an error line, a count, /readyz 503, and no
  *     lock is granted (503 redis_data_lost, Retry-After) until
@@ -656,6 +657,52 @@ static void test_data_loss_holds_off(void) {
     h_redis_stop(&r2);
 }
 
+/* A Sentinel failover to a replica whose policy may evict: found on the
+ * connection to the new master. */
+static void test_evicting_policy_after_failover(void) {
+    struct h_redis master, replica, sen[3];
+    memset(sen, 0, sizeof sen);
+    if (h_redis_start(&master, 0, NULL) < 0 || h_replica_start(&replica, &master) < 0) {
+        CHECK(!"master and replica did not start");
+        return;
+    }
+    h_redis_cli(&replica, "CONFIG SET maxmemory-policy volatile-ttl");
+    h_redis_cli(&replica, "CONFIG SET maxmemory 100mb");
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_start(&sen[i], &master, "evict", 2, 1000, 3000) == 0;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_wait_ready(&sen[i], "evict", 2, 1, 20000) == 0;
+    CHECK(ok);
+    struct h_gw g = {0};
+    char flags[256], code[48], detail[300];
+    snprintf(flags, sizeof flags,
+             "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d "
+             "--sentinel-master evict --workers 2",
+             sen[0].port, sen[1].port, sen[2].port);
+    if (ok && h_gw_up(&g, &master, flags) == 0) {
+        CHECK(readyz_wait(&g, "", detail, sizeof detail, 10000));
+        CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/fo", NULL, "{}", code, sizeof code, NULL, 0),
+                     201);
+        h_redis_kill(&master);
+        /* The gateway follows the failover; the new master may evict. */
+        CHECK(readyz_wait(&g, "redis_may_evict", detail, sizeof detail, 30000));
+        char port[16];
+        snprintf(port, sizeof port, ":%d", replica.port);
+        CHECK(strstr(detail, port) != NULL && strstr(detail, "volatile-ttl") != NULL);
+        CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/fo-2", NULL, "{}", code, sizeof code, NULL, 0),
+                     503);
+        CHECK_EQ_STR(code, "redis_may_evict");
+        CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+    } else {
+        CHECK(!"gateway in Sentinel mode did not start");
+    }
+    for (int i = 0; i < 3; i++)
+        if (sen[i].pid) h_redis_stop(&sen[i]);
+    h_redis_stop(&replica);
+    if (master.pid) h_redis_stop(&master);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
@@ -670,6 +717,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_stall_during_acquire);
         RUN_SOME(test_stall_during_wakeup);
         RUN_SOME(test_data_loss_holds_off);
+        RUN_SOME(test_evicting_policy_after_failover);
     }
     RUN_SOME(test_evicting_policy_refused);
     h_gw_stop(&gw, 5000);
