@@ -13,6 +13,7 @@
 #include <string.h>
 
 static long long max_lease;
+static int holds_off;              /* one master is the whole truth (single, Sentinel) */
 static atomic_llong holdoff_until; /* loop_now_ms() until which grants are refused */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_loss[200];                        /* the last loss, for /readyz */
@@ -20,7 +21,10 @@ static char last_marker[LOSSGUARD_MARKER_LEN + 1]; /* the marker that loss left 
 static char warned[16][64];                        /* masters warned about, host:port */
 static int nwarned;
 
-void lossguard_init(long long max_lease_ms) { max_lease = max_lease_ms; }
+void lossguard_init(long long max_lease_ms, int hold_off) {
+    max_lease = max_lease_ms;
+    holds_off = hold_off;
+}
 
 void lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value) {
     int lost = seen->marker[0] && (seen->absent || strcmp(seen->marker, value) != 0);
@@ -38,9 +42,18 @@ void lossguard_note(struct lossguard_seen *seen, const char *host, int port, con
                  "Redis master %s:%d lost its data (its marker key was gone)", host, port);
     }
     pthread_mutex_unlock(&mu);
-    if (atomic_load(&holdoff_until) < until) atomic_store(&holdoff_until, until);
+    if (holds_off && atomic_load(&holdoff_until) < until) atomic_store(&holdoff_until, until);
     if (!first) return;
     metrics_inc(M_REDIS_DATA_LOST, 1);
+    if (!holds_off) {
+        log_error("lossguard: Redis master %s:%d lost its data (its marker key was gone: a "
+                  "restart without persistence or FLUSHALL); in quorum mode the others still "
+                  "decide and its votes still count: keep such a master out for --max-lease-ms "
+                  "(%lld ms) after it comes back empty (Redlock's delayed restart), or run it "
+                  "with AOF",
+                  host, port, max_lease);
+        return;
+    }
     log_error("lossguard: Redis master %s:%d lost its data (its marker key was gone: a restart "
               "without persistence, FLUSHALL, or a failover to an empty replica); every held "
               "lock there is forgotten, so no lock, permit, session or id is granted for "

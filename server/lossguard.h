@@ -17,7 +17,11 @@
  * loss, whichever connection notices first), and for --max-lease-ms from
  * then (no lease, session or extension is granted for longer) lock,
  * semaphore, session, multi-lock and id grants are refused with 503
- * redis_data_lost and a Retry-After, and /readyz says so.
+ * redis_data_lost and a Retry-After, and /readyz says so.  Not in quorum
+ * mode: there a minority losing its data is what the others' votes are
+ * for, and holding every grant off would turn one master's restart into
+ * an outage; the loss is said and counted, and keeping that master out
+ * for the longest lease (Redlock's delayed restart) stays the operator's.
  *
  * At start (each master's first INFO), a master with neither AOF nor a
  * replica gets a warning: a restart would forget every held lock. */
@@ -35,8 +39,10 @@ struct lossguard_seen {
     int absent;                            /* the SETNX just set it */
 };
 
-/* Before the workers start: the longest lease. */
-void lossguard_init(long long max_lease_ms);
+/* Before the workers start: the longest lease, and whether a loss holds
+ * grants off (1 with one master; 0 in quorum mode, where a loss is only
+ * said and counted). */
+void lossguard_init(long long max_lease_ms, int hold_off);
 
 /* The marker read on a connection to host:port (absent: this read's SETNX
  * set it, so it had been missing). */

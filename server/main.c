@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     ids_init(&cfg);
     liveness_init(&cfg);
     memguard_init(cfg.accept_eviction_risk);
-    lossguard_init(cfg.max_lease_ms);
+    lossguard_init(cfg.max_lease_ms, cfg.nnodes < 3);
     if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
         log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "
