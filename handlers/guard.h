@@ -11,7 +11,8 @@ struct gw_request;
 /* Locks, semaphores, sessions and multi-locks: 1 when refused (then req was
  * answered 503 redis_may_evict), 0 to go on. */
 int guard_grant_or_reply(struct gw_request *req);
-/* The same for ids (refused only under an allkeys-* policy). */
+/* The same for ids: refused only under an allkeys-* policy (not after a
+ * data loss: ids jump ahead by themselves, docs/ids.md). */
 int guard_ids_or_reply(struct gw_request *req);
 
 /* The longest ttl_ms a lease, session or extension may ask for

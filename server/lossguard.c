@@ -56,7 +56,7 @@ void lossguard_note(struct lossguard_seen *seen, const char *host, int port, con
     }
     log_error("lossguard: Redis master %s:%d lost its data (its marker key was gone: a restart "
               "without persistence, FLUSHALL, or a failover to an empty replica); every held "
-              "lock there is forgotten, so no lock, permit, session or id is granted for "
+              "lock there is forgotten, so no lock, permit or session is granted for "
               "%lld ms (--max-lease-ms), until every lease that could have been running has "
               "ended",
               host, port, max_lease);

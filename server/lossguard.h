@@ -16,7 +16,7 @@
  * On a loss: an error line and lockgate_redis_data_lost_total (once per
  * loss, whichever connection notices first), and for --max-lease-ms from
  * then (no lease, session or extension is granted for longer) lock,
- * semaphore, session, multi-lock and id grants are refused with 503
+ * semaphore, session and multi-lock grants are refused with 503
  * redis_data_lost and a Retry-After, and /readyz says so.  Not in quorum
  * mode: there a minority losing its data is what the others' votes are
  * for, and holding every grant off would turn one master's restart into
