@@ -323,15 +323,30 @@ static void quorum_eval(enum script_id id, int nkeys, int nargs, const char *con
  * is still below the block's start; a quorum of takers makes the block
  * ours, since a competing claim would need a master of this quorum.  On a
  * lost race the gateway reads again (a few times, then gives up: 503). */
-/* A master whose mark is missing or was written by another Redis (a
- * restart, a promotion) may have lost leases up to its old clock
- * (id_lease.lua), so then the block is placed as if the clock read jump_s
- * past the later of the clocks and the marks. */
+/* A master within the jump of a new era whose mark is missing or was
+ * written by another Redis (a restart, a promotion) may have lost leases up
+ * to its old clock: then the block is placed as id_lease.lua places it, at
+ * the era's start plus the jump (the latest era of those masters), its
+ * sequence from the era's start within its second, and above every mark. */
+static int quorum_jumped_block(long long since_us, long long msec, const struct id_ask *ask,
+                               struct idgen_block_lease *b) {
+    long long sec = since_us / 1000000 - atoll(ask->epoch) + ask->jump_s;
+    long long first = (long long)((double)(since_us % 1000000) * 2147.483648);
+    if (msec >= sec) sec = msec + 1, first = 0;
+    if (sec < 0 || sec > 0x7fffffffLL) return -1;
+    long long last = first + ask->want - 1;
+    b->second = (uint32_t)sec;
+    b->first = (uint32_t)first;
+    b->last = last > 0xffffffffLL ? 0xffffffffU : (uint32_t)last;
+    metrics_inc(M_ID_JUMPS, 1);
+    return 0;
+}
+
 static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
     struct lease_wait *lw = arg;
     const struct id_ask *ask = lw->ask;
-    int answered = 0, changed = 0;
-    long long now = -1, msec = -1, mseq = -1;
+    int answered = 0;
+    long long now = -1, msec = -1, mseq = -1, since_us = 0;
     for (int i = 0; i < n; i++) {
         const redisReply *r = res[i].reply;
         if (!res[i].ok || r->type != REDIS_REPLY_ARRAY || r->elements != 4) continue;
@@ -343,7 +358,7 @@ static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
             return;
         }
         answered++;
-        changed |= r->element[3]->integer != 0;
+        if (r->element[3]->integer > since_us) since_us = r->element[3]->integer;
         if (t > now) now = t;
         if (s > msec || (s == msec && q > mseq)) msec = s, mseq = q;
     }
@@ -351,12 +366,10 @@ static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
         backend_lease_finish(lw, -1);
         return;
     }
-    if (changed) {
-        now = (now > msec ? now : msec) + ask->jump_s;
-        metrics_inc(M_ID_JUMPS, 1);
-    }
     struct idgen_block_lease *b = lw->out;
-    if (quorum_id_block(now, msec, mseq, ask->want, &b->second, &b->first, &b->last) != 0) {
+    if (since_us > 0
+            ? quorum_jumped_block(since_us, msec, ask, b) != 0
+            : quorum_id_block(now, msec, mseq, ask->want, &b->second, &b->first, &b->last) != 0) {
         backend_lease_finish(lw, -1);
         return;
     }

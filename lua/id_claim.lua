@@ -22,7 +22,9 @@ if tonumber(mark[3]) and epoch > tonumber(mark[3]) then return 0 end
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
 local era = redis.call('HMGET', KEYS[2], 'run', 'since')
 if era[1] ~= run or not tonumber(era[2]) then
-  redis.call('HSET', KEYS[2], 'run', run, 'since', redis.call('TIME')[1])
+  local time = redis.call('TIME')
+  redis.call('HSET', KEYS[2], 'run', run, 'since',
+             string.format('%d', tonumber(time[1]) * 1000000 + tonumber(time[2])))
 end
 redis.call('HSET', KEYS[1], 'sec', string.format('%d', sec), 'seq', string.format('%d', last),
            'ep', string.format('%d', epoch), 'run', run)

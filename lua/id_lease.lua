@@ -7,7 +7,8 @@
 --            ep        the epoch (unix seconds) the mark was made with;
 --            run       the run_id of the Redis that wrote it.
 -- KEYS[2]  this Redis's id era, in the same slot: a hash {run, since}, the
---          run_id of the Redis that last leased here and the unix second
+--          run_id of the Redis that last leased here and the unix time in
+--          microseconds
 --          its era began.
 -- ARGV[1]  the epoch, unix seconds (default 1704067200, 2024-01-01T00:00:00Z)
 -- ARGV[2]  how many numbers are wanted, 1 .. 1048576
@@ -50,6 +51,14 @@
 -- and leases go on as usual; a namespace that is simply new never jumps
 -- then.  The cost is a one-off step of up to `jump` seconds in the ids'
 -- time, for the namespaces leased in that window.
+--
+-- An era's jumped leases are themselves ahead of the clock, so a second
+-- loss within the same second (a Redis without persistence restarted twice
+-- by a supervisor) would jump to the same second again.  So a jump starts
+-- that second's sequence at the era's start within its second, scaled to
+-- the lower half of the sequence space (a microsecond is 2147 numbers): a
+-- later era of the same second starts above every number an earlier one
+-- could have used, short of 2^31 numbers a second.
 
 -- The epoch is part of the mark because the clock test above compares
 -- Redis's clock, in this gateway's epoch, with the mark: a gateway whose
@@ -82,7 +91,8 @@ local SEQ_MAX = 4294967295   -- 2^32 - 1
 local SEC_MAX = 2147483647   -- 31 bits of seconds
 
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-local unix = tonumber(redis.call('TIME')[1])
+local time = redis.call('TIME')
+local unix = tonumber(time[1])
 local now = unix - epoch
 local mark = redis.call('HMGET', KEYS[1], 'sec', 'seq', 'ep', 'run')
 local last_sec, last_seq, mark_ep = tonumber(mark[1]), tonumber(mark[2]), tonumber(mark[3])
@@ -92,20 +102,20 @@ if mark_ep and epoch > mark_ep then
 end
 
 local era = redis.call('HMGET', KEYS[2], 'run', 'since')
-local since = tonumber(era[2])
-if era[1] ~= run or not since then
-  since = unix
-  redis.call('HSET', KEYS[2], 'run', run, 'since', string.format('%d', since))
+local since_us = tonumber(era[2])
+if era[1] ~= run or not since_us then
+  since_us = unix * 1000000 + tonumber(time[2])
+  redis.call('HSET', KEYS[2], 'run', run, 'since', string.format('%d', since_us))
 end
+local since = math.floor(since_us / 1000000)
 
 local sec, first, jumped = nil, nil, 0
 if unix < since + jump and (last_sec == nil or last_seq == nil or mark[4] ~= run) then
   jumped = 2
   if last_sec == nil or last_seq == nil then jumped = 1 end
   sec = since - epoch + jump              -- clear of what the old era issued
-  if sec < now then sec = now end
-  if last_sec and sec <= last_sec then sec = last_sec + 1 end
-  first = 0
+  first = math.floor((since_us % 1000000) * 2147.483648)
+  if last_sec and sec <= last_sec then sec, first = last_sec + 1, 0 end
 elseif last_sec == nil or last_seq == nil or now > last_sec then
   sec, first = now, 0
 elseif last_seq >= SEQ_MAX then

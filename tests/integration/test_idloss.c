@@ -29,6 +29,8 @@
  *   7. Redis Cluster: a shard's replica stopped, the replication link filled
  *      so that leases are lost with the master, the replica taking over
  *      (CLUSTER FAILOVER TAKEOVER).
+ *   8. Two losses within one second: the second era jumps to the same
+ *      second as the first, and starts above its ids.
  *
  * Without the id era (lua/id_lease.lua) each case repeats ids: the new
  * master's marks are behind and its clock reads the lost leases' second
@@ -380,6 +382,59 @@ static void early_in_second(struct h_redis *r) {
     }
 }
 
+/* Case 8: two losses within one second.  A Redis without persistence
+ * is restarted empty, a gateway leases at once (its era's window: ids
+ * ahead of the clock), and Redis is restarted empty again in the same
+ * second, before a second gateway leases: that era jumps to the same
+ * second, and must still start above the first era's ids. */
+static void test_two_losses_one_second(void) {
+    struct h_redis r;
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    char flags[64];
+    snprintf(flags, sizeof flags, "--id-jump-s %d", JUMP_S);
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_gw_up(&a, &r, flags), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &r, flags), 0);
+    struct h_client cl;
+    h_client_init(&cl, 5000);
+    int same = 0;
+    for (int tries = 0; tries < 5 && !same; tries++) {
+        early_in_second(&r);
+        const char *t = h_redis_cli(&r, "TIME");
+        long long sec0 = t ? atoll(t) : 0;
+        h_redis_kill(&r);
+        CHECK_EQ_INT(h_redis_restart(&r, NULL), 0);
+        char path[64];
+        snprintf(path, sizeof path, "/v1/ids/twice-%d?count=100", tries);
+        long long end = h_now_ms() + 5000;
+        while (h_client_do(&cl, "POST", a.port, path, NULL, NULL) != 200 && h_now_ms() < end)
+            h_sleep_ms(10);
+        uint64_t first_era =
+            strtoull(cJSON_GetArrayItem(cJSON_GetObjectItem(cl.last.json, "ids"), 99)->valuestring,
+                     NULL, 10);
+        h_redis_kill(&r);
+        CHECK_EQ_INT(h_redis_restart(&r, NULL), 0);
+        end = h_now_ms() + 5000;
+        while (h_client_do(&cl, "POST", b.port, path, NULL, NULL) != 200 && h_now_ms() < end)
+            h_sleep_ms(10);
+        uint64_t second_era = strtoull(
+            cJSON_GetArrayItem(cJSON_GetObjectItem(cl.last.json, "ids"), 0)->valuestring, NULL, 10);
+        t = h_redis_cli(&r, "TIME");
+        same = t && atoll(t) == sec0; /* both losses fell in one second */
+        CHECK(second_era > first_era);
+        if (same)
+            fprintf(stderr,
+                    "  two losses in one second: the second era starts %llu above the first's last "
+                    "id\n",
+                    (unsigned long long)(second_era - first_era));
+    }
+    CHECK(same);
+    h_client_free(&cl);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+    h_redis_stop(&r);
+}
+
 /* Case 4: quorum mode, every master restarted empty in the same second. */
 static void test_quorum_all_restarted_empty(void) {
     struct h_redis r[3];
@@ -625,6 +680,7 @@ int main(void) {
     RUN_NOT_CLUSTER(test_sentinel_reasked_without_switch);
     RUN_NOT_CLUSTER(test_eviction_and_empty_restart);
     RUN_NOT_CLUSTER(test_cluster_failover_loss);
+    RUN_NOT_CLUSTER(test_two_losses_one_second);
     fprintf(stderr, "  idloss suite: %lld ms\n", h_now_ms() - t0);
     return check_summary("idloss");
 }
