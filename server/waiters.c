@@ -163,15 +163,20 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     heap_push(w);
     w->parked = 1;
     if (!w->watch) metrics_waiting_add(1);
-    /* A socket that cannot be watched (closed already: its client reset)
-     * is not registered, so unpark removes nothing: the waiter is due at
-     * once instead, and its retry finds its client gone.  (Not given up
+    /* A socket that cannot be watched is not registered, so unpark
+     * removes nothing.  Closed already (its client reset): the waiter is
+     * due at once instead, and its retry finds its client gone; any other
+     * refusal keeps the waiter's timer (a retry at once would find the
+     * client there and park again, in a loop until its deadline).  (Not given up
      * here: the owner may be parking several waiters of one request.) */
     if (w->fd >= 0 && loop_fd(self->loop, w->fd, EPOLLRDHUP, on_hangup, w) < 0) {
+        int closed = errno == EBADF;
         log_debug("waiters: socket %d cannot be watched: %s", w->fd, strerror(errno));
         w->fd = -1;
-        w->wake_ms = 0;
-        heap_up(w->heap_i);
+        if (closed) { /* due now; any other failure (ENOSPC, ENOMEM) keeps its timer */
+            w->wake_ms = 0;
+            heap_up(w->heap_i);
+        }
     }
 }
 
