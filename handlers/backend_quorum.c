@@ -377,11 +377,8 @@ static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
      * Refused before the claim, so that no mark moves into that range;
      * placed above a floor that may be another namespace's (backend.h). */
     if (idgen_pack(b->second, b->first) <= ask->floor && ask->floor_soft) {
-        long long s = (long long)(ask->floor >> 32); /* the second after it (id_lease.lua) */
-        if (quorum_id_block(s + 1, s, 0, ask->want, &b->second, &b->first, &b->last) != 0) {
-            backend_lease_finish(lw, -1);
-            return;
-        }
+        long long s = (long long)(ask->floor >> 32), q = (long long)(ask->floor & 0xffffffffu);
+        quorum_id_block(s, s, q, ask->want, &b->second, &b->first, &b->last); /* just above */
     } else if (idgen_pack(b->second, b->first) <= ask->floor) {
         backend_lease_refused(ask, IDGEN_BEHIND, b->second, b->first);
         backend_lease_finish(lw, IDGEN_BEHIND);

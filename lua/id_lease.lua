@@ -19,9 +19,12 @@
 -- ARGV[5]  the jump, in seconds (--id-jump-s)
 -- ARGV[6]  1 when the floor may be another namespace's (the gateway's table
 --          of evicted floors shares a slot): instead of refusing, place the
---          block in the second after the floor, where a refusal would have
---          let it land once Redis's clock got there: past the floor's second,
---          and so past any lease lost with it
+--          block just above it.  Not in the second after it: placements
+--          chained through shared slots would then carry marks ahead of
+--          Redis's clock, a second at a time, past what a jump covers;
+--          just above, no id leads the later of the clock and an era's
+--          jump.  (A floor that is the namespace's own, in a shared slot,
+--          is then only as strong as the mark's era: see docs/ids.md.)
 --
 -- Returns {second, first, last, jumped}: numbers first..last (inclusive) of
 -- `second` belong to the caller alone; fewer than wanted are granted when
@@ -132,7 +135,8 @@ if fsec >= 0 and (sec < fsec or (sec == fsec and first <= fseq)) then
   if not soft then
     return {-1, sec, first}               -- written nothing: see the header
   end
-  sec, first = fsec + 1, 0                -- past a floor that may be another's
+  sec, first = fsec, fseq + 1             -- just above a floor that may be another's
+  if fseq >= SEQ_MAX then sec, first = fsec + 1, 0 end
 end
 
 if sec < 0 or sec > SEC_MAX then

@@ -155,7 +155,15 @@ static void count(struct minter *ms, int n, size_t *ids, size_t *repeats, size_t
     qsort(all, total, sizeof *all, cmp_rec);
     *repeats = 0;
     for (size_t j = 1; j < total; j++)
-        if (all[j].ns == all[j - 1].ns && all[j].id == all[j - 1].id) (*repeats)++;
+        if (all[j].ns == all[j - 1].ns && all[j].id == all[j - 1].id) {
+            if ((*repeats)++ < 5)
+                fprintf(stderr,
+                        "  repeated: namespace %d id %llu (second %llu, sequence %llu) from "
+                        "gateways %d and %d\n",
+                        all[j].ns, (unsigned long long)all[j].id,
+                        (unsigned long long)(all[j].id >> 32),
+                        (unsigned long long)(all[j].id & 0xffffffffu), all[j].gw, all[j - 1].gw);
+        }
     free(all);
     *ids = total;
 }
