@@ -86,7 +86,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
     long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
     long long cause = BUSY_QUEUED, dropped = 0; /* held beats queued; one waiter counts once */
-    int nbusy = 0, ended = 0;
+    int nbusy = 0, ended = 0, unbound = 0;
     const char *err = "no Redis master answered";
     for (int i = 0; i < n; i++) {
         long long v[5] = {0};
@@ -116,6 +116,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             limit = v[1];
         } else if (verdict == VERDICT_SESSION_ENDED) {
             ended++;
+        } else if (verdict == VERDICT_SESSION_MISMATCH) {
+            unbound++;
         }
     }
     metrics_inc(M_DEAD_WAITERS, (uint64_t)dropped);
@@ -152,6 +154,10 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     }
     if (ended >= q) {
         hold_attempt_done(hc, VERDICT_SESSION_ENDED, NULL, NULL);
+        return;
+    }
+    if (unbound >= q) {
+        hold_attempt_done(hc, VERDICT_SESSION_MISMATCH, NULL, NULL);
         return;
     }
     if (limits >= q) {

@@ -214,10 +214,18 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     int64_t now = loop_now_ms();
     if (hc->waited && verdict != VERDICT_BUSY) metrics_observe_wait((now - hc->start_ms) * 1000);
     if (verdict == VERDICT_MODE_MISMATCH || verdict == VERDICT_LIMIT_MISMATCH ||
-        verdict == VERDICT_SESSION_ENDED)
+        verdict == VERDICT_SESSION_ENDED || verdict == VERDICT_SESSION_MISMATCH)
         hold_leave_queue(hc); /* other masters may have queued it */
     if (verdict == VERDICT_SESSION_ENDED) {
         reply_problem(req, CODE_SESSION_NOT_FOUND, "session '%s' has ended", hc->session);
+        return;
+    }
+    if (verdict == VERDICT_SESSION_MISMATCH) {
+        reply_problem(req, CODE_SESSION_MISMATCH,
+                      "this token holds %s '%s', but not in session '%s': a re-entry keeps the "
+                      "binding the hold was acquired with (release it, then acquire it with the "
+                      "Session header)",
+                      hc->kind == HOLD_PERMIT ? "semaphore" : "lock", req->name, hc->session);
         return;
     }
     if (verdict == VERDICT_MODE_MISMATCH) {

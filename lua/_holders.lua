@@ -90,8 +90,10 @@ end
 -- A session is one hash, <prefix>session:{<token>}: e its end (ms, Redis's
 -- clock), t its ttl, d its lock-delay, o its owner, and one field per hold
 -- it carries (the hold's hash key, valued with the hold's token).  Its
--- PEXPIRE lies d past e, so a hold whose session ran out still finds the
--- lock-delay to apply.
+-- PEXPIRE lies d past e, or further when a hold it carries has a longer
+-- lock-delay of its own (acquire.lua, session_renew.lua), so a hold whose
+-- session ran out still finds its session's end and the lock-delay to
+-- apply: the session's or its own, the longer.
 --
 -- A session-bound hold's liveness is the session's end, read here from a
 -- key the caller did not declare in KEYS (only the acquire that binds a

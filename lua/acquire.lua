@@ -21,6 +21,10 @@
 --          {-3}                                 token holds it in the other mode
 --          {-4, limit}                          semaphore limit differs
 --          {-6}                                 the session has ended
+--          {-7}                                 a re-entry whose Session
+--                                               (ARGV 13) is not the hold's:
+--                                               a hold keeps the binding it
+--                                               was acquired with
 -- A session-bound hold (ARGV 13) has no lease: ttl_ms is ignored, the hold
 -- lives while the session does, and its answer's ttl_ms is the session's
 -- remaining time.  Without KEYS[4] (Redis Cluster) ttl_ms is the session's
@@ -86,6 +90,9 @@ local st = load(KEYS[1], flat)
 local me = st.holders[token]
 if me then
   if st.mode ~= kind then return {-3} end
+  -- A Session header on a re-entry names the session the hold lives by, or
+  -- is refused: it would neither bind a plain hold nor move a bound one.
+  if session and me.session ~= session then return {-7} end
   me.count = me.count + 1
   if not me.session then
     me.exp = cap_exp(me, ttl)
@@ -160,7 +167,15 @@ if session then
   h.session, h.exp, h.ttl, h.hold, h.carried = session, session_end, 0, 0, carried
   ttl = remaining(session_end)
   -- Carried: the gateway lists it in the session's key, in its own slot.
-  if not carried then redis.call('HSET', KEYS[4], KEYS[1], token) end
+  if not carried then
+    redis.call('HSET', KEYS[4], KEYS[1], token)
+    -- The session's key outlives its end by the longest lock-delay it must
+    -- still tell (_holders.lua, sessions): its own, or this hold's.
+    local left = redis.call('PTTL', KEYS[4])
+    if left >= 0 and session_end + delay - now > left then
+      redis.call('PEXPIRE', KEYS[4], session_end + delay - now)
+    end
+  end
 end
 -- A permit has no fence: its record's fence field keeps its grant time
 -- (for listings and the watch index), outside the name's fences (load()).

@@ -250,6 +250,97 @@ static void test_expiry_wakes_and_delays(void) {
     free(s);
 }
 
+/* A hold's own lock-delay, longer than its session's, outlives the
+ * session's expiry (issue 34): once the session is gone by expiry, the
+ * name is in the hold's lock-delay, counted from the session's end, as a
+ * plain hold with that delay would be.  (The session's key used to expire
+ * at its end plus its own lock-delay, after which the hold's end read as 0
+ * and its delay as long past.)  Waits for the session's 404, not a fixed
+ * time.  port: the gateway to use. */
+static void hold_delay_outlives_session_on(int port, const char *name) {
+    struct h_resp r =
+        h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":1000,\"lock_delay_ms\":0}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char s[160], loc[200], path[200];
+    snprintf(s, sizeof s, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    long long t0 = h_now_ms();
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    CHECK_EQ_INT(bound_acquire(port, path, s, "{\"lock_delay_ms\":5000}", NULL, NULL), 201);
+    long long deadline = h_now_ms() + 5000;
+    while (status_of("GET", port, loc, NULL, NULL) == 200 && h_now_ms() < deadline) h_sleep_ms(20);
+    h_sleep_ms(50); /* past the session key's own expiry too (end + its lock-delay 0) */
+    r = h_http("POST", port, path, NULL, "{}", NULL);
+    long long waited = h_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "lock_busy");
+    CHECK(r.body && strstr(r.body, "lock-delay") != NULL);
+    /* The delay runs from the session's end (at most 1 s after t0). */
+    CHECK(h_jint(&r, "retry_after_ms") >= 5000 - waited);
+    CHECK(h_jint(&r, "retry_after_ms") <= 6000);
+    h_resp_free(&r);
+}
+
+static void test_hold_delay_outlives_session(void) {
+    hold_delay_outlives_session_on(gw.port, "hd1");
+}
+
+/* A Session header on a re-entry (issue 34) is honoured when it names the
+ * session the hold lives by, and refused otherwise (409 session_mismatch),
+ * the hold left as it was: it neither binds a plain hold (which used to
+ * have its lease silently renewed, or in Cluster mode cut to the session's
+ * time) nor moves a bound one.  port: the gateway to use. */
+static void reentry_session_on(int port, const char *name) {
+    char path[200], hdr[200], hdr2[200], tok[160], stok[160];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":20000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(hdr, sizeof hdr, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    r = h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":20000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(hdr2, sizeof hdr2, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+
+    /* A plain hold: its token with a Session header is refused, lease kept. */
+    r = h_http("POST", port, path, NULL, "{\"ttl_ms\":3000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("POST", port, path, tok, "{\"ttl_ms\":60000}", hdr);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "session_mismatch");
+    h_resp_free(&r);
+    r = h_http("GET", port, path, NULL, NULL, NULL);
+    CHECK_EQ_INT(h_jint(&r, "count"), 1);
+    CHECK(h_jint(&r, "ttl_ms") <= 3000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", port, path, tok, NULL), 200);
+
+    /* A bound hold: its own session re-enters it, another is refused. */
+    r = h_http("POST", port, path, NULL, "{}", hdr);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(stok, sizeof stok, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("POST", port, path, stok, "{}", hdr2);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "session_mismatch");
+    h_resp_free(&r);
+    r = h_http("POST", port, path, stok, "{}", hdr);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK(h_jint(&r, "ttl_ms") > 15000 && h_jint(&r, "ttl_ms") <= 20000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", port, path, stok, NULL), 200);
+    CHECK_EQ_INT(status_of("DELETE", port, path, stok, NULL), 200);
+    CHECK_EQ_INT(status_of("GET", port, path, NULL, NULL), 404);
+}
+
+static void test_reentry_session_header(void) { reentry_session_on(gw.port, "rs1"); }
+
 /* DELETE of a session whose lock has a fair waiter queued: the waiter gets
  * it at once, with no lock-delay, and a higher fence. */
 static void test_delete_with_fair_waiter(void) {
@@ -603,6 +694,8 @@ static void test_quorum_mode(void) {
     CHECK_EQ_INT(status_of("DELETE", q.port, "/v1/locks", mt, "{\"names\":[\"qm1\",\"qm2\"]}"),
                  200);
     CHECK_EQ_INT(status_of("GET", q.port, "/v1/locks/qm2", NULL, NULL), 404);
+    hold_delay_outlives_session_on(q.port, "qhd1");
+    reentry_session_on(q.port, "qrs1");
     h_gw_stop(&q, 5000);
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
@@ -674,6 +767,7 @@ static void test_sentinel_mode(void) {
     CHECK_EQ_INT(status_of("POST", g.port, "/v1/locks/sn1", NULL, "{}"), 409);
     CHECK_EQ_INT(status_of("DELETE", g.port, loc, NULL, NULL), 200);
     CHECK_EQ_INT(status_of("POST", g.port, "/v1/locks/sn1", NULL, "{}"), 201);
+    hold_delay_outlives_session_on(g.port, "snhd1");
     h_gw_stop(&g, 5000);
     h_redis_stop(&sen);
     h_redis_stop(&replica);
@@ -802,6 +896,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_session_listing_and_force);
     RUN_SOME(test_expiry_wakes_and_delays);
     RUN_SOME(test_delete_with_fair_waiter);
+    RUN_SOME(test_hold_delay_outlives_session);
+    RUN_SOME(test_reentry_session_header);
     RUN_SOME(test_multi_routes);
     RUN_SOME(test_multi_takes_nothing);
     RUN_SOME(test_multi_hammer);
