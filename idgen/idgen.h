@@ -86,9 +86,10 @@ struct idgen_block_lease {
  * lease: run lua/id_lease.lua for namespace `ns`, asking for `want` numbers
  *   (1..IDGEN_BLOCK_MAX); fill *out and return 0, or return -1 when Redis
  *   cannot answer.  Called with the namespace's mutex held (so never twice at
- *   once for one namespace), synchronously, on the thread of the request
- *   that found the block exhausted or crossed its prefetch mark; its latency
- *   is that request's.  It must not call idgen for the same namespace.
+ *   once for one namespace), synchronously, from idgen_next (on the thread
+ *   of the request that found the block exhausted or crossed its prefetch
+ *   mark; its latency is that request's) or idgen_prefetch, never from
+ *   idgen_try_next.  It must not call idgen for the same namespace.
  * ctx: passed to both. */
 struct idgen_ops {
     int64_t (*now_ms)(void *ctx); /* monotonic milliseconds */
@@ -163,9 +164,17 @@ int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
 /* idgen_next without a lease: 0 with n ids, or IDGEN_WOULD_LEASE when the
  * current block cannot give them all (the ids it did give are discarded,
  * never reissued: call idgen_next, which may lease), or -1 (n out of
- * range).  Never blocks: for a caller that must not wait for Redis. */
+ * range).  Never blocks, nor prefetches: for a caller that must not wait
+ * for Redis.  *prefetch is set to 0, or to the generation of a block this
+ * call's claim took past its prefetch mark: then the caller should call
+ * idgen_prefetch(ns, *prefetch) where it may wait (it leases). */
 #define IDGEN_WOULD_LEASE (-2)
-int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
+int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids, uint32_t *prefetch);
+
+/* Lease the block after generation `gen` ahead of need and keep it aside,
+ * if the namespace's mutex is free, gen is still the installed block and
+ * nothing is prefetched yet; else do nothing.  Waits for ops->lease. */
+void idgen_prefetch(struct idgen_ns *ns, uint32_t gen);
 
 /* Release what idgen_ns_init set up (the mutex).  ns itself is the caller's. */
 void idgen_ns_free(struct idgen_ns *ns);
