@@ -6,8 +6,12 @@
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
 --          9 arrival (optional; '' or absent: this call's clock, in us)
--- Returns  {1, ttl_ms, fence_1, count_1, fence_2, count_2, ...}  all taken
---                                 (a name the token held already: re-entered)
+-- Returns  {1, ttl_ms, fence_1, count_1, ttl_1, fence_2, count_2, ttl_2, ...}
+--                                 all taken (a name the token held already:
+--                                 re-entered); ttl_i is name i's real
+--                                 remaining lease (a re-entry's is capped by
+--                                 its max_hold_ms, a session-bound one's is
+--                                 its session's), ttl_ms the smallest
 --          {0, retry_after_ms, why, i, arrival}  busy: nothing taken; why
 --                                 as acquire.lua's, i the first busy name,
 --                                 arrival the score a fair waiter queued with
@@ -96,6 +100,7 @@ if busy_for >= 0 then
 end
 
 local out = {1, ttl}
+local least = ttl
 local exp = now + ttl + 1
 for i = 1, n do
   local st, hk = sts[i], KEYS[3 * i - 2]
@@ -123,7 +128,11 @@ for i = 1, n do
     st.mfield = kind ~= 'x' and kind or nil
   end
   save_ttl(hk, st)
+  local left = remaining(h.exp)
+  if left < least then least = left end
   out[#out + 1] = h.fence
   out[#out + 1] = h.count
+  out[#out + 1] = left
 end
+out[2] = least
 return out

@@ -1521,6 +1521,73 @@ static void test_multi_replica_ack(void) {
     h_gw_stop(&g, 5000);
 }
 
+/* A cross-slot multi-lock whose second group is stalled past the lease
+ * (issue 34): its first name's lease ends and another client takes it
+ * meanwhile; the multi-lock must then not answer 201 (it used to, with
+ * "ttl_ms": 1 and the first name's old fence), but give everything back
+ * and, with no wait_ms left, answer 409.  The other client keeps the name. */
+struct stalled_call {
+    int port;       /* the gateway */
+    char body[256]; /* the multi-lock's body */
+    long status;    /* its answer's status */
+    long long ttl;  /* its ttl_ms */
+};
+
+static void *stalled_main(void *arg) {
+    struct stalled_call *s = arg;
+    struct h_resp r = h_http("POST", s->port, "/v1/locks", NULL, s->body, NULL);
+    s->status = r.status;
+    s->ttl = r.status == 201 ? h_jint(&r, "ttl_ms") : 0;
+    if (r.status != 409) fprintf(stderr, "    stalled multi-lock: %ld %s\n", r.status, r.body);
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void test_multi_stalled_group(void) {
+    struct h_gw g;
+    one_gateway(&g, "--redis-timeout-ms 8000");
+    char n[3][32], id[64];
+    names_on_three("st", n);
+    int port = 0;
+    pid_t pid = 0;
+    CHECK_EQ_INT(master_of_slot(cluster_key_slot(n[1], strlen(n[1])), id, sizeof id, &port), 0);
+    for (int i = 0; i < cl.cn; i++)
+        if (cl.cport[i] == port) pid = cl.cpid[i];
+    CHECK(pid > 0);
+    /* n[0]'s group goes first (ascending slots), then n[1]'s, frozen. */
+    struct stalled_call s = {.port = g.port};
+    snprintf(s.body, sizeof s.body, "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":300}", n[1], n[0]);
+    CHECK_EQ_INT(h_freeze(pid), 0);
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, stalled_main, &s), 0);
+    /* n[0] taken by the multi-lock, then free again once its lease ends:
+     * another client takes it (waiting for it, no polling). */
+    long long until = h_now_ms() + 5000;
+    while (lock_status(g.port, n[0], NULL) != 200 && h_now_ms() < until) h_sleep_ms(5);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", n[0]);
+    struct h_resp r =
+        h_http("POST", g.port, path, NULL, "{\"ttl_ms\":30000,\"wait_ms\":5000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    long long other = h_jint(&r, "fence");
+    char tok[128];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    kill(pid, SIGCONT);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(s.status, 409);
+    r = h_http("GET", g.port, path, NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "fence"), other);
+    h_resp_free(&r);
+    /* Everything given back: n[1] free, n[0] still the other client's. */
+    CHECK_EQ_INT(lock_status(g.port, n[1], NULL), 404);
+    r = h_http("DELETE", g.port, path, tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_gw_stop(&g, 5000);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL); /* runs only the tests named so (with RUN_SOME) */
     if (h_cluster_start(&cl, 3, 1) < 0) {
@@ -1540,6 +1607,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_multi_fair_across_slots);
     RUN_SOME(test_multi_hammer_across_slots);
     RUN_SOME(test_multi_replica_ack);
+    RUN_SOME(test_multi_stalled_group);
     RUN(test_replica_ack);
     RUN(test_listing);
     RUN(test_noscript);

@@ -11,6 +11,7 @@
 #include "tests/integration/harness.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,60 @@ static void test_delete_with_fair_waiter(void) {
 }
 
 /* ---- multi-lock ------------------------------------------------------------------ */
+
+/* The ttl_ms of an entry in a multi-lock answer's locks[], -1 when absent. */
+static long long multi_ttl_of(struct h_resp *r, const char *name) {
+    cJSON *locks = r->json ? cJSON_GetObjectItem(r->json, "locks") : NULL, *e;
+    cJSON_ArrayForEach(e, locks) {
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "name")), name) == 0 &&
+            cJSON_IsNumber(cJSON_GetObjectItem(e, "ttl_ms")))
+            return (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "ttl_ms"));
+    }
+    return -1;
+}
+
+/* A multi-lock's ttl_ms is never longer than a granted name's real lease
+ * (issue 34): a re-entered name capped by its max_hold_ms, or bound to a
+ * session, keeps its own shorter lease, and the answer says so: ttl_ms the
+ * smallest, each name its own.  (It used to answer the requested ttl.) */
+static void test_multi_reentry_real_lease(void) {
+    /* max_hold_ms: mh1 can live 1 s at most, whatever the multi-lock asks. */
+    struct h_resp r = H("POST", "/v1/locks/mh1", NULL, "{\"ttl_ms\":1000,\"max_hold_ms\":1000}");
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks", tok, "{\"names\":[\"mh1\",\"mh2\"],\"ttl_ms\":30000}");
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "ttl_ms") > 0 && h_jint(&r, "ttl_ms") <= 1000);
+    CHECK(multi_ttl_of(&r, "mh1") > 0 && multi_ttl_of(&r, "mh1") <= 1000);
+    CHECK(multi_ttl_of(&r, "mh2") > 25000 && multi_ttl_of(&r, "mh2") <= 30000);
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks/mh1", NULL, NULL);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK(h_jint(&r, "ttl_ms") <= 1000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks", tok, "{\"names\":[\"mh1\",\"mh2\"]}"),
+                 200);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/mh1", tok, NULL), 200);
+
+    /* A session-bound name lives by its session: 2 s here. */
+    char *s = session_new("{\"ttl_ms\":2000}");
+    char stok[160];
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/ms1", s, NULL, stok, NULL), 201);
+    r = H("POST", "/v1/locks", stok, "{\"names\":[\"ms1\",\"ms2\"],\"ttl_ms\":30000}");
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "ttl_ms") > 0 && h_jint(&r, "ttl_ms") <= 2000);
+    CHECK(multi_ttl_of(&r, "ms1") > 0 && multi_ttl_of(&r, "ms1") <= 2000);
+    CHECK(multi_ttl_of(&r, "ms2") > 25000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks", stok, "{\"names\":[\"ms1\",\"ms2\"]}"),
+                 200);
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, loc, NULL, NULL), 200);
+    free(s);
+}
 
 static void test_multi_routes(void) {
     struct h_resp r = H("POST", "/v1/locks", NULL,
@@ -730,6 +785,59 @@ static void test_replica_ack_mode(void) {
     h_redis_stop(&master);
 }
 
+/* --min-replicas-ack: a multi-lock whose WAIT outlasts its lease is given
+ * back, not answered 201 (issue 34: it used to answer a negative ttl_ms).
+ * The replica is frozen until the lease has surely run out (the name is
+ * free again), then let go, so the WAIT is answered with its ack. */
+struct ack_call {
+    int port;      /* the gateway */
+    long status;   /* the answer's status */
+    long long ttl; /* its ttl_ms when 201 */
+};
+
+static void *ack_main(void *arg) {
+    struct ack_call *a = arg;
+    struct h_resp r = h_http("POST", a->port, "/v1/locks", NULL,
+                             "{\"names\":[\"rw1\",\"rw2\"],\"ttl_ms\":300}", NULL);
+    a->status = r.status;
+    a->ttl = r.status == 201 ? h_jint(&r, "ttl_ms") : 0;
+    if (r.status != 409) fprintf(stderr, "    multi-lock: %ld %s\n", r.status, r.body);
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void test_replica_ack_outlasts_lease(void) {
+    struct h_redis master, replica;
+    struct h_gw a = {0}, b = {0};
+    CHECK(h_redis_start(&master, 0, NULL) == 0);
+    CHECK(h_replica_start(&replica, &master) == 0);
+    CHECK(h_replica_wait_link(&replica, 10000) == 0);
+    CHECK(h_gw_up(&a, &master,
+                  "--min-replicas-ack 1 --replica-ack-timeout-ms 8000 --redis-timeout-ms 10000") ==
+          0);
+    /* The WAIT holds a's connection: b looks at the lock meanwhile. */
+    CHECK(h_gw_up(&b, &master, NULL) == 0);
+    CHECK_EQ_INT(h_freeze(replica.pid), 0);
+    struct ack_call c = {.port = a.port};
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, ack_main, &c), 0);
+    /* Taken (the script ran), then its 300 ms lease over: free again. */
+    long long until = h_now_ms() + 5000;
+    while (status_of("GET", b.port, "/v1/locks/rw1", NULL, NULL) != 200 && h_now_ms() < until)
+        h_sleep_ms(5);
+    while (status_of("GET", b.port, "/v1/locks/rw1", NULL, NULL) == 200 && h_now_ms() < until)
+        h_sleep_ms(5);
+    kill(replica.pid, SIGCONT);
+    pthread_join(th, NULL);
+    if (c.status == 201) fprintf(stderr, "    answered 201 with ttl_ms %lld\n", c.ttl);
+    CHECK_EQ_INT(c.status, 409);
+    CHECK_EQ_INT(status_of("GET", b.port, "/v1/locks/rw2", NULL, NULL), 404);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+    h_redis_stop(&replica);
+    h_redis_stop(&master);
+}
+
 /* Sentinel mode: a session and its bound hold live through a failover
  * (the replica had them), and end as anywhere else. */
 static void test_sentinel_mode(void) {
@@ -899,6 +1007,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_hold_delay_outlives_session);
     RUN_SOME(test_reentry_session_header);
     RUN_SOME(test_multi_routes);
+    RUN_SOME(test_multi_reentry_real_lease);
     RUN_SOME(test_multi_takes_nothing);
     RUN_SOME(test_multi_hammer);
     /* One master's order: across slots a later group is not queued on until
@@ -907,7 +1016,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_lockctl_session);
     if (!h_cluster_mode()) RUN_SOME(test_quorum_mode);      /* single-master design or own Redis */
     if (!h_cluster_mode()) RUN_SOME(test_replica_ack_mode); /* single-master design or own Redis */
-    if (!h_cluster_mode()) RUN_SOME(test_sentinel_mode);    /* single-master design or own Redis */
+    if (!h_cluster_mode()) RUN_SOME(test_replica_ack_outlasts_lease); /* own Redis */
+    if (!h_cluster_mode()) RUN_SOME(test_sentinel_mode); /* single-master design or own Redis */
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     CHECK_EQ_INT(h_gw_stop(&gw2, 5000), 0);
     h_redis_stop(&redis);
