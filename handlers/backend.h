@@ -95,6 +95,18 @@ void backend_lease_finish(struct lease_wait *lw, int ok);
 void backend_lease_wait_for(struct lease_wait *lw);
 /* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */
 int backend_parse_lease(const struct redis_result *res, struct idgen_block_lease *out);
+/* Quorum mode (backend_quorum.c): raises every master's last fence of each
+ * of the n hashes to fences[i] (lua/fence_raise.lua) and calls done(arg,
+ * ok) once every master has answered every raise: ok when a quorum of
+ * masters took each one.  A grant is answered only then, so any later
+ * quorum, which shares a master with that one, answers a higher fence
+ * whatever raise is lost on the way. */
+void quorum_fences_raise(int n, const char *const *hashes, const long long *fences,
+                         void (*done)(void *arg, int ok), void *arg);
+/* What quorum_fences_raise's refusal says. */
+#define QUORUM_RAISE_FAILED \
+    "the new fence did not reach a quorum of masters; the grant was given back"
+
 /* One id_lease.lua call, waited for: single and cluster's id_lease. */
 int backend_lease_one(const char *key, const char *epoch, uint32_t want,
                       struct idgen_block_lease *out);

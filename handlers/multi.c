@@ -109,7 +109,10 @@ struct multi_call {
     char err[128];                     /* the first Redis error of a group */
     char arrival[24];                  /* fair across slots: the queues' score, "" until known */
     void (*then)(struct multi_call *); /* after a give-back's answers (give_back_then) */
-    long long fv, fa, fb;              /* the failed attempt's verdict and its two values */
+    long long fv, fa, fb;              /* the failed attempt's verdict and its two values
+                                          (quorum: fa the grant's validity while its
+                                          fences are raised) */
+    int64_t judged_ms;                 /* quorum: when that validity was reckoned */
 };
 
 static void multi_free(void *ctx) {
@@ -125,9 +128,12 @@ static void multi_free(void *ctx) {
     free(mc);
 }
 
+static void hash_of(const char *name, char *hash) {
+    snprintf(hash, KEY_MAX, "%slock:{%s}", handlers_config()->key_prefix, name);
+}
+
 static void keys_of(const char *name, char *hash, char *queue, char *qdead) {
-    const char *p = handlers_config()->key_prefix;
-    snprintf(hash, KEY_MAX, "%slock:{%s}", p, name);
+    hash_of(name, hash);
     snprintf(queue, KEY_MAX + 8, "%s:q", hash);
     snprintf(qdead, KEY_MAX + 8, "%s:qd", hash);
 }
@@ -579,15 +585,36 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     resume_failed(mc);
 }
 
-static void fence_raise(struct multi_call *mc) {
-    for (int i = 0; i < mc->n; i++) {
-        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8], f[24];
-        keys_of(mc->names[i], h, q, d);
-        snprintf(f, sizeof f, "%lld", mc->granted[i].fence);
-        const char *argv[] = {h, f, "10000"}; /* FENCE_KEEP_MS (_layout.lua) */
-        size_t lens[3] = {strlen(h), strlen(f), 5};
-        redis_eval_all(SCRIPT_FENCE_RAISE, 1, 3, argv, lens, ignore_all, NULL);
+/* Quorum mode: the raise's outcome (backend.h, quorum_fences_raise).  The
+ * grant is answered with its validity and leases less the raise's round
+ * trip, or given back. */
+static void fences_raised(void *arg, int ok) {
+    struct multi_call *mc = arg;
+    long long extra = loop_now_ms() - mc->judged_ms, left = mc->fa - extra;
+    if (ok && left > 0) {
+        for (int k = 0; k < mc->n; k++) mc->granted[k].ttl -= extra;
+        on_verdict(mc, 1, left, 0, NULL);
+        return;
     }
+    give_back(mc, 1);
+    if (!ok)
+        on_verdict(mc, -100, 0, 0, QUORUM_RAISE_FAILED);
+    else
+        on_verdict(mc, 0, 1, 0, NULL); /* too late: try again */
+}
+
+static void fence_raise(struct multi_call *mc, long long validity) {
+    char h[MULTI_MAX][KEY_MAX];
+    const char *hashes[MULTI_MAX];
+    long long fences[MULTI_MAX];
+    for (int i = 0; i < mc->n; i++) {
+        hash_of(mc->names[i], h[i]);
+        hashes[i] = h[i];
+        fences[i] = mc->granted[i].fence;
+    }
+    mc->fa = validity;
+    mc->judged_ms = loop_now_ms();
+    quorum_fences_raise(mc->n, hashes, fences, fences_raised, mc);
 }
 
 static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
@@ -630,9 +657,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     long long validity = ttl - off;
     if (granted >= q && validity > 0) {
         for (int k = 0; k < mc->n; k++) mc->granted[k].ttl -= off;
-        fence_raise(mc);
         if (granted < n) leave_queues(mc);
-        on_verdict(mc, 1, validity, 0, NULL);
+        fence_raise(mc, validity);
         return;
     }
     if (granted > 0) give_back(mc, 1);
