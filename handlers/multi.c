@@ -209,16 +209,24 @@ static long long request_index(const struct multi_call *mc, int g, long long k) 
 }
 
 /* Runs id with group g's hashes as KEYS (and, with queues, their two queue
- * keys each) and args as ARGV, on every master in quorum mode; ARGV[chan],
- * when chan >= 0, becomes the release channel of the group's slot. */
+ * keys each, then in cluster mode the slot's liveness hash) and args as
+ * ARGV, on every master in quorum mode; ARGV[chan], when chan >= 0, becomes
+ * the release channel of the group's slot. */
 static void run_group(struct multi_call *mc, int g, enum script_id id, int queues, int nargs,
                       const char *const *args, int chan, redis_cb one, redis_all_cb all,
                       void *arg) {
     int from = mc->gstart[g], size = mc->gstart[g + 1] - from;
-    int per = queues ? 3 : 1, nkeys = per * size, total = nkeys + nargs;
+    int per = queues ? 3 : 1, nkeys = per * size;
+    char live[LIVENESS_HASH_MAX];
+    if (queues) {
+        char h[KEY_MAX];
+        hash_of(group_name(mc, g), h);
+        nkeys += liveness_hash_for(h, live, sizeof live);
+    }
+    int total = nkeys + nargs;
     const char **argv = alloc_check(calloc((size_t)total, sizeof *argv));
     size_t *lens = alloc_check(calloc((size_t)total, sizeof *lens));
-    char *buf = alloc_check(malloc((size_t)nkeys * (KEY_MAX + 8)));
+    char *buf = alloc_check(malloc((size_t)per * size * (KEY_MAX + 8)));
     for (int k = 0; k < size; k++) {
         char *h = buf + (size_t)per * k * (KEY_MAX + 8);
         char *q = h + (KEY_MAX + 8), *d = q + (KEY_MAX + 8);
@@ -227,6 +235,7 @@ static void run_group(struct multi_call *mc, int g, enum script_id id, int queue
         argv[per * k] = h;
         if (queues) argv[per * k + 1] = q, argv[per * k + 2] = d;
     }
+    if (nkeys > per * size) argv[per * size] = live;
     for (int i = 0; i < nargs; i++) argv[nkeys + i] = args[i];
     if (chan >= 0) argv[nkeys + chan] = redis_release_channel_for(group_name(mc, g));
     for (int i = 0; i < total; i++) lens[i] = strlen(argv[i]);
@@ -277,12 +286,15 @@ static void leave_queues(struct multi_call *mc) {
     if (!mc->queued) return;
     mc->queued = 0;
     for (int i = 0; i < mc->n; i++) {
-        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8];
+        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8], live[LIVENESS_HASH_MAX];
         keys_of(mc->names[i], h, q, d);
-        const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel_for(h), mc->wkeys[i]};
-        size_t lens[6];
-        for (int k = 0; k < 6; k++) lens[k] = strlen(argv[k]);
-        backend->eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, ignore_all, NULL);
+        int nkeys = 3 + liveness_hash_for(h, live, sizeof live); /* dequeue.lua */
+        const char *argv[] = {h,           q, d, live, mc->waiter_id, redis_release_channel_for(h),
+                              mc->wkeys[i]};
+        if (nkeys == 3) memmove(&argv[3], &argv[4], 3 * sizeof argv[0]);
+        size_t lens[7];
+        for (int k = 0; k < nkeys + 3; k++) lens[k] = strlen(argv[k]);
+        backend->eval(SCRIPT_DEQUEUE, nkeys, nkeys + 3, argv, lens, ignore_one, ignore_all, NULL);
     }
 }
 

@@ -2,7 +2,8 @@
 -- (The holder layout: _holders.lua.)
 --
 -- KEYS     per name i: 3i-2 its hash, 3i-1 its queue zset, 3i its queue
---          deadlines hash (as acquire.lua's KEYS)
+--          deadlines hash (as acquire.lua's KEYS); in Redis Cluster mode
+--          then the slot's liveness hash (_holders.lua, queue_head)
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
 --          9 arrival (optional; '' or absent: this call's clock, in us)
@@ -35,7 +36,7 @@ local token, ttl, owner, kind = ARGV[1], ARGV[2] + 0, ARGV[3], ARGV[4]
 local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
 local arrival, given = now_us, ARGV[9] and ARGV[9] ~= ''
 if given then arrival = ARGV[9] + 0 end
-local n = #KEYS / 3
+local n = (#KEYS - #KEYS % 3) / 3
 live_channel = ARGV[8]
 
 -- A fair waiter's place in name i's queue, until its wait ends.

@@ -30,6 +30,7 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_LIST_CLUSTER, "list_cluster.lua", list_cluster_lua),
     SCRIPT(SCRIPT_SESSION_BIND, "session_bind.lua", session_bind_lua),
     SCRIPT(SCRIPT_SESSION_SLOT, "session_slot.lua", session_slot_lua),
+    SCRIPT(SCRIPT_LIVENESS, "liveness.lua", liveness_lua),
 };
 
 void scripts_init(void) {

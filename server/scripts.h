@@ -31,6 +31,7 @@ enum script_id {
     SCRIPT_LIST_CLUSTER, /* list.lua allowed several slots (cluster mode) */
     SCRIPT_SESSION_BIND, /* cluster mode: a hold's side in its session's slot */
     SCRIPT_SESSION_SLOT, /* cluster mode: a session's holds in one slot */
+    SCRIPT_LIVENESS,     /* cluster mode: a gateway alive in a slot (liveness.c) */
     SCRIPT_COUNT
 };
 

@@ -384,8 +384,10 @@ static void test_dead_gateway_fair_waiter(void) {
     struct h_redis m = cl;
     m.port = port;
     m.cn = 0;
-    const char *keys = h_redis_cli(&m, "EVAL \"return #redis.call('keys', 'lockgate:gw{*')\" 0");
-    printf("    %s: per-slot liveness keys on its master: %s\n", name, keys ? keys : "?");
+    const char *keys = h_redis_cli(&m, "EVAL \"local n = 0 for _, k in ipairs(redis.call('keys', "
+                                       "'lockgate:gw{*')) do n = n + redis.call('hlen', k) end "
+                                       "return n\" 0");
+    printf("    %s: per-slot liveness entries on its master: %s\n", name, keys ? keys : "?");
     CHECK(keys && strcmp(keys, "2") == 0); /* a's and b's: each has a fair waiter there */
     h_gw_kill(&a);
     long long t_kill = h_now_ms();
@@ -1588,6 +1590,177 @@ static void test_multi_stalled_group(void) {
     h_gw_stop(&g, 5000);
 }
 
+/* ---- every route while a slot migrates -------------------------------------------- */
+
+/* One request of the migrating-slot test: sent from its own thread, since
+ * a call on keys half moved waits (TRYAGAIN) until the migration ends. */
+struct route_call {
+    const char *what;   /* for the report */
+    const char *method; /* HTTP method */
+    char path[160];     /* path */
+    char token[128];    /* Lock-Token, "" for none */
+    char body[256];     /* body, "" for none */
+    long want;          /* the status it must get */
+    long status;        /* the status it got */
+    pthread_t th;       /* its thread */
+};
+
+static int route_port; /* the gateway the route calls go to */
+
+static void *route_call_main(void *arg) {
+    struct route_call *c = arg;
+    struct h_resp r = h_http(c->method, route_port, c->path, c->token[0] ? c->token : NULL,
+                             c->body[0] ? c->body : NULL, NULL);
+    c->status = r.status;
+    if (r.status != c->want)
+        fprintf(stderr, "    %s: %ld, wanted %ld: %.300s\n", c->what, r.status, c->want, r.body);
+    h_resp_free(&r);
+    return NULL;
+}
+
+/* Takes name with body on port: its token into tok (may be NULL). */
+static void take(int port, const char *name, const char *body, char *tok) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = h_http("POST", port, path, NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    if (tok) snprintf(tok, 128, "%s", h_token(&r));
+    h_resp_free(&r);
+}
+
+/* Every route on names of one slot while that slot is MIGRATING on its
+ * master and IMPORTING on another, set by hand, then moved key by key and
+ * handed over (issue 34).  Scripts touch only keys they declare, so Redis
+ * never refuses one for a non-local key, and the redirects a migration
+ * causes (ASK, TRYAGAIN, MOVED) are followed: no route answers 503.  The
+ * slot holds a free name whose fair queue's head is a dead gateway's
+ * waiter, held names (wrong-token PATCH and DELETE: 409), a name whose
+ * holder was forced out (its PATCH and DELETE: 404), a fair waiter that
+ * gives up (its dequeue), a multi-lock, a semaphore, a forced release, an
+ * inspect and a listing. */
+static void test_routes_while_migrating(void) {
+    struct h_gw a, ghost;
+    two_gateways(&a, &ghost, "--liveness-ttl-ms 1000 --redis-timeout-ms 8000");
+    route_port = a.port;
+    char n[8][32];
+    name_in_slots("mig", 0, 5000, 0, n[0], sizeof n[0]);
+    int slot = cluster_key_slot(n[0], strlen(n[0]));
+    for (int i = 1; i < 8; i++) name_in_slots("mig", slot, slot, i, n[i], sizeof n[i]);
+    char src[64], dst[64];
+    int src_port = 0, dst_port = 0;
+    CHECK_EQ_INT(master_of_slot(slot, src, sizeof src, &src_port), 0);
+    CHECK_EQ_INT(master_of_slot(16383, dst, sizeof dst, &dst_port), 0);
+    struct h_redis s = cl, d = cl;
+    s.port = src_port, s.cn = 0;
+    d.port = dst_port, d.cn = 0;
+
+    /* n0: free, its fair queue headed by a dead gateway's waiter. */
+    char t0[128], t1[128], t2[128], t3[128];
+    take(a.port, n[0], "{\"ttl_ms\":60000}", t0);
+    char p0[64];
+    snprintf(p0, sizeof p0, "/v1/locks/%s", n[0]);
+    struct fair_call dead = {ghost.port, p0, "{\"ttl_ms\":5000,\"wait_ms\":60000,\"fair\":true}", 0,
+                             0};
+    pthread_t td;
+    pthread_create(&td, NULL, fair_call_main, &dead);
+    CHECK(waiting_is(&ghost, 1, 3000));
+    h_gw_kill(&ghost);
+    pthread_join(td, NULL);
+    struct h_resp r = h_http("DELETE", a.port, p0, t0, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    /* n1, n2, n7: held.  n3: its holder forced out, then held by another. */
+    take(a.port, n[1], "{\"ttl_ms\":60000}", t1);
+    take(a.port, n[2], "{\"ttl_ms\":60000}", t2);
+    take(a.port, n[7], "{\"ttl_ms\":60000}", NULL);
+    take(a.port, n[3], "{\"ttl_ms\":60000}", t3);
+    char p3[64];
+    snprintf(p3, sizeof p3, "/v1/locks/%s?force=true", n[3]);
+    r = h_http("DELETE", a.port, p3, NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    take(a.port, n[3], "{\"ttl_ms\":60000}", NULL);
+    /* The dead gateway's liveness lapses (the event the queue judges by). */
+    long long until = h_now_ms() + 5000;
+    const char *live = NULL;
+    while (h_now_ms() < until) {
+        live = h_redis_cli(&s, "EVAL \"return #redis.call('keys', 'lockgate:gw{*')\" 0");
+        if (live && strcmp(live, "0") == 0) break;
+        h_sleep_ms(50);
+    }
+    CHECK(live && strcmp(live, "0") == 0);
+
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d IMPORTING %s", slot, src);
+    CHECK(h_redis_cli(&d, cmd) && strcmp(h_redis_cli(&d, cmd), "OK") == 0);
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d MIGRATING %s", slot, dst);
+    CHECK(h_redis_cli(&s, cmd) && strcmp(h_redis_cli(&s, cmd), "OK") == 0);
+    long long redirects0 = h_metric(&a, "lockgate_redis_redirects_total");
+
+    static struct route_call c[16];
+    int nc = 0;
+#define ROUTE(w, m, p, t, b, st)                                               \
+    do {                                                                       \
+        c[nc] = (struct route_call){.what = (w), .method = (m), .want = (st)}; \
+        snprintf(c[nc].path, sizeof c[nc].path, "%s", (p));                    \
+        snprintf(c[nc].token, sizeof c[nc].token, "%s", (t));                  \
+        snprintf(c[nc].body, sizeof c[nc].body, "%s", (b));                    \
+        nc++;                                                                  \
+    } while (0)
+    char path[8][160], body[256];
+    for (int i = 0; i < 8; i++) snprintf(path[i], sizeof path[i], "/v1/locks/%s", n[i]);
+    ROUTE("acquire behind a dead gateway's fair waiter", "POST", path[0], "", "{\"ttl_ms\":5000}",
+          201);
+    ROUTE("wrong-token DELETE", "DELETE", path[1], t2, "", 409);
+    ROUTE("wrong-token PATCH", "PATCH", path[1], t2, "{\"ttl_ms\":5000}", 409);
+    ROUTE("forced-out DELETE", "DELETE", path[3], t3, "", 404);
+    ROUTE("forced-out PATCH", "PATCH", path[3], t3, "{\"ttl_ms\":5000}", 404);
+    ROUTE("fair waiter giving up", "POST", path[2], "", "{\"wait_ms\":300,\"fair\":true}", 409);
+    ROUTE("busy acquire", "POST", path[1], "", "{}", 409);
+    ROUTE("inspect", "GET", path[1], "", "", 200);
+    ROUTE("extend", "PATCH", path[1], t1, "{\"ttl_ms\":60000}", 200);
+    snprintf(body, sizeof body, "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":5000}", n[4], n[5]);
+    ROUTE("multi-lock", "POST", "/v1/locks", "", body, 201);
+    snprintf(path[6], sizeof path[6], "/v1/semaphores/%s", n[6]);
+    ROUTE("semaphore", "POST", path[6], "", "{\"limit\":2}", 201);
+    snprintf(path[7], sizeof path[7], "/v1/locks/%s?force=true", n[7]);
+    ROUTE("forced release", "DELETE", path[7], "", "", 200);
+    ROUTE("listing", "GET", "/v1/locks?prefix=mig", "", "", 200);
+#undef ROUTE
+    for (int i = 0; i < nc; i++) pthread_create(&c[i].th, NULL, route_call_main, &c[i]);
+    /* Let them meet the half-moved slot: those that can run do, the others
+     * wait (TRYAGAIN).  Then the keys move and the slot is handed over. */
+    h_sleep_ms(500);
+    snprintf(cmd, sizeof cmd, "CLUSTER GETKEYSINSLOT %d 1000", slot);
+    const char *keys = h_redis_cli(&s, cmd);
+    char list[4096];
+    snprintf(list, sizeof list, "%s", keys ? keys : "");
+    for (char *save = NULL, *k = strtok_r(list, "\n", &save); k; k = strtok_r(NULL, "\n", &save)) {
+        snprintf(cmd, sizeof cmd, "MIGRATE 127.0.0.1 %d '%s' 0 5000", dst_port, k);
+        h_redis_cli(&s, cmd);
+    }
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d NODE %s", slot, dst);
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis nd = h_cluster_node(&cl, i);
+        nd.cn = 0;
+        if (cl.cpid[i]) h_redis_cli(&nd, cmd);
+    }
+    for (int i = 0; i < nc; i++) pthread_join(c[i].th, NULL);
+    int bad = 0, unavailable = 0;
+    for (int i = 0; i < nc; i++) {
+        bad += c[i].status != c[i].want;
+        unavailable += c[i].status == 503;
+    }
+    long long redirects = h_metric(&a, "lockgate_redis_redirects_total") - redirects0;
+    printf("    slot %d migrating by hand: %d routes, %d answered otherwise than wanted, %d 503; "
+           "redirects followed %lld\n",
+           slot, nc, bad, unavailable, redirects);
+    CHECK_EQ_INT(unavailable, 0);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(redirects > 0);
+    h_gw_stop(&a, 5000);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL); /* runs only the tests named so (with RUN_SOME) */
     if (h_cluster_start(&cl, 3, 1) < 0) {
@@ -1608,6 +1781,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_multi_hammer_across_slots);
     RUN_SOME(test_multi_replica_ack);
     RUN_SOME(test_multi_stalled_group);
+    RUN_SOME(test_routes_while_migrating);
     RUN(test_replica_ack);
     RUN(test_listing);
     RUN(test_noscript);
