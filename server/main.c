@@ -21,6 +21,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
@@ -47,7 +48,9 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    scripts_init();
+    /* A test hook: Redis Cluster mode with every script's key access
+     * checked (server/scripts.h, lua/keycheck.lua). */
+    scripts_init(cfg.ncluster && getenv("LOCKGATE_TEST_KEYCHECK"));
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);

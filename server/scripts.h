@@ -42,8 +42,11 @@ struct script {
     char sha[41];             /* SHA-1 of src in hex, filled by scripts_init */
 };
 
-/* Computes every script's SHA-1; call once before the Redis layer starts. */
-void scripts_init(void);
+/* Computes every script's SHA-1; call once before the Redis layer starts.
+ * keycheck (tests only, Redis Cluster mode): every script but the
+ * listings starts with lua/keycheck.lua, which makes a script's access to
+ * a key it did not declare an error. */
+void scripts_init(int keycheck);
 
 const struct script *script_get(enum script_id id);
 
