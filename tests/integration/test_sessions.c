@@ -882,6 +882,48 @@ static void test_sentinel_mode(void) {
     h_redis_stop(&master);
 }
 
+/* Multi-lock's no-deadlock guarantee, exactly as README states it (docs/
+ * sessions-and-multi.md): a multi-lock holds nothing while it waits, so it
+ * never takes part in a wait cycle of holds; but a fair multi-lock's queue
+ * entries do reserve its names, free ones included, so a client that holds
+ * one of those names and asks for another waits behind it, bounded by its
+ * own wait_ms (409, fair waiters ahead), and the multi-lock goes on as soon
+ * as the held name is released.  Nothing waits forever. */
+static void test_multi_fair_reserves_bounded(void) {
+    struct h_resp r = H("POST", "/v1/locks/dl.a", NULL, "{\"ttl_ms\":20000}");
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    struct waiter_call m;
+    waiter_start(&m, gw.port, "/v1/locks",
+                 "{\"names\":[\"dl.a\",\"dl.b\"],\"wait_ms\":10000,\"fair\":true,\"ttl_ms\":5000}");
+    /* Queued on both names, the free dl.b included. */
+    long long until = h_now_ms() + 5000;
+    const char *q = NULL;
+    while (h_now_ms() < until) {
+        q = h_redis_cli(&redis, "ZCARD lockgate:lock:{dl.b}:q");
+        if (q && strcmp(q, "1") == 0) break;
+        h_sleep_ms(10);
+    }
+    CHECK(q && strcmp(q, "1") == 0);
+    /* The holder of dl.a asks for dl.b: it waits behind the multi-lock, for
+     * its own wait_ms and no longer. */
+    long long t0 = h_now_ms();
+    r = h_http("POST", gw.port, "/v1/locks/dl.b", tok, "{\"wait_ms\":600}", NULL);
+    long long took = h_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 409);
+    CHECK(r.body && strstr(r.body, "fair waiters are queued ahead") != NULL);
+    h_resp_free(&r);
+    CHECK(took >= 550 && took < 600 + SLACK_MS);
+    /* It lets go of dl.a: the multi-lock takes both. */
+    long long t1 = h_now_ms();
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/dl.a", tok, NULL), 200);
+    pthread_join(m.th, NULL);
+    CHECK_EQ_INT(m.status, 201);
+    CHECK(m.t_done - t1 < SLACK_MS);
+}
+
 /* Fair multi-locks queue on every name with one arrival: the first to come
  * is served first even when a later one's names free up earlier. */
 static void test_multi_fair(void) {
@@ -1013,6 +1055,7 @@ int main(int argc, char **argv) {
     /* One master's order: across slots a later group is not queued on until
      * reached (README "Multi-lock"; test_cluster_mode tests what holds). */
     if (!h_cluster_mode()) RUN_SOME(test_multi_fair);
+    if (!h_cluster_mode()) RUN_SOME(test_multi_fair_reserves_bounded); /* one master's queues */
     RUN_SOME(test_lockctl_session);
     if (!h_cluster_mode()) RUN_SOME(test_quorum_mode);      /* single-master design or own Redis */
     if (!h_cluster_mode()) RUN_SOME(test_replica_ack_mode); /* single-master design or own Redis */
