@@ -602,6 +602,19 @@ static void *router(void *arg) {
     return NULL;
 }
 
+/* Waits (up to 5 s) until master m (not in cluster mode: cn 0) holds no
+ * liveness hash: every gateway that had fair waiters in its slots is gone
+ * or has none left.  1 when so. */
+static int liveness_gone(struct h_redis *m) {
+    long long until = h_now_ms() + 5000;
+    while (h_now_ms() < until) {
+        const char *live = h_redis_cli(m, "EVAL \"return #redis.call('keys', 'lockgate:gw{*')\" 0");
+        if (live && strcmp(live, "0") == 0) return 1;
+        h_sleep_ms(50);
+    }
+    return 0;
+}
+
 /* Sets up R's names on port (through gateway a) and the dead gateway's
  * waiters, which head DEAD_HEADS free names' fair queues once its liveness
  * lapses; src is the master the names' slots leave. */
@@ -645,14 +658,7 @@ static void routes_setup(struct h_gw *a, struct h_redis *src) {
     /* The dead gateway's liveness lapses: its slot hashes go. */
     struct h_redis s = *src;
     s.cn = 0;
-    long long until = h_now_ms() + 5000;
-    const char *live = NULL;
-    while (h_now_ms() < until) {
-        live = h_redis_cli(&s, "EVAL \"return #redis.call('keys', 'lockgate:gw{*')\" 0");
-        if (live && strcmp(live, "0") == 0) break;
-        h_sleep_ms(50);
-    }
-    CHECK(live && strcmp(live, "0") == 0);
+    CHECK(liveness_gone(&s));
 }
 
 /* Moves the first 300 slots of the master of slot 0 to the master of slot
@@ -1829,14 +1835,7 @@ static void test_routes_while_migrating(void) {
     h_resp_free(&r);
     take(a.port, n[3], "{\"ttl_ms\":60000}", NULL);
     /* The dead gateway's liveness lapses (the event the queue judges by). */
-    long long until = h_now_ms() + 5000;
-    const char *live = NULL;
-    while (h_now_ms() < until) {
-        live = h_redis_cli(&s, "EVAL \"return #redis.call('keys', 'lockgate:gw{*')\" 0");
-        if (live && strcmp(live, "0") == 0) break;
-        h_sleep_ms(50);
-    }
-    CHECK(live && strcmp(live, "0") == 0);
+    CHECK(liveness_gone(&s));
 
     char cmd[512];
     snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d IMPORTING %s", slot, src);
