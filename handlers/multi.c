@@ -426,7 +426,6 @@ static void grant_or_retry(struct multi_call *mc, int since_attempt) {
         reply_granted(mc, least, spent);
         return;
     }
-    metrics_inc(M_GIVEN_BACK, 1);
     mc->fv = 0, mc->fa = 1, mc->fb = at + 1;
     for (int g = 0; g < mc->ngroups; g++)
         for (int k = mc->gstart[g]; k < mc->gstart[g + 1]; k++)
