@@ -43,27 +43,35 @@ static char *(*text_sources[METRICS_SOURCES])(void);
 static size_t ntext_sources;
 
 static const char *const counter_names[M_COUNTER_COUNT][2] = {
-    [M_LOCK_ACQUIRED] = {"lockgate_lock_acquired_total",    "Locks acquired by a new holder"      },
-    [M_LOCK_REENTERED] = {"lockgate_lock_reentered_total",   "Re-entries by the holder"            },
-    [M_LOCK_BUSY] = {"lockgate_lock_busy_total",        "Acquisitions answered lock_busy"     },
-    [M_LOCK_EXTENDED] = {"lockgate_lock_extended_total",    "Leases extended"                     },
-    [M_LOCK_RELEASED] = {"lockgate_lock_released_total",    "Releases"                            },
-    [M_REDIS_ERRORS] = {"lockgate_redis_errors_total",     "Redis commands failed or timed out"  },
-    [M_REDIS_RECONNECTS] = {"lockgate_redis_reconnects_total", "Reconnections to Redis"              },
-    [M_REDIS_NOSCRIPT] = {"lockgate_redis_noscript_total",   "Scripts reloaded after NOSCRIPT"     },
-    [M_IDS_ISSUED] = {"lockgate_ids_issued_total",       "Ids handed out"                      },
-    [M_ID_BLOCKS] = {"lockgate_id_blocks_total",        "Id blocks leased from Redis"         },
-    [M_WAIT_STARTED] = {"lockgate_waits_total",            "Requests that waited for a busy lock"},
-    [M_WAIT_WAKEUPS] = {"lockgate_wait_wakeups_total",     "Waiters woken to try again"          },
-    [M_WAIT_TIMEOUTS] = {"lockgate_wait_timeouts_total",    "Waits that ended without the lock"   },
-    [M_DEAD_WAITERS] = {"lockgate_dead_waiters_total",     "Dead gateways' queue entries dropped"},
+    [M_LOCK_ACQUIRED] = {"lockgate_lock_acquired_total",          "Locks acquired by a new holder"      },
+    [M_LOCK_REENTERED] = {"lockgate_lock_reentered_total",         "Re-entries by the holder"            },
+    [M_LOCK_BUSY] = {"lockgate_lock_busy_total",              "Acquisitions answered lock_busy"     },
+    [M_LOCK_EXTENDED] = {"lockgate_lock_extended_total",          "Leases extended"                     },
+    [M_LOCK_RELEASED] = {"lockgate_lock_released_total",          "Releases"                            },
+    [M_REDIS_ERRORS] = {"lockgate_redis_errors_total",           "Redis commands failed or timed out"  },
+    [M_REDIS_RECONNECTS] = {"lockgate_redis_reconnects_total",       "Reconnections to Redis"              },
+    [M_REDIS_NOSCRIPT] = {"lockgate_redis_noscript_total",         "Scripts reloaded after NOSCRIPT"     },
+    [M_IDS_ISSUED] = {"lockgate_ids_issued_total",             "Ids handed out"                      },
+    [M_ID_BLOCKS] = {"lockgate_id_blocks_total",              "Id blocks leased from Redis"         },
+    [M_ID_JUMPS] = {"lockgate_id_jumps_total",
+                         "Id leases placed ahead because the mark was new or lost or another "
+                    "Redis wrote it"                                                                    },
+    [M_ID_REFUSED] = {"lockgate_id_leases_refused_total",
+                         "Id leases refused: Redis's mark below ids this gateway handed out, or "
+                      "made with an earlier --id-epoch"                                                 },
+    [M_WAIT_STARTED] = {"lockgate_waits_total",                  "Requests that waited for a busy lock"},
+    [M_WAIT_WAKEUPS] = {"lockgate_wait_wakeups_total",           "Waiters woken to try again"          },
+    [M_WAIT_TIMEOUTS] = {"lockgate_wait_timeouts_total",          "Waits that ended without the lock"   },
+    [M_DEAD_WAITERS] = {"lockgate_dead_waiters_total",           "Dead gateways' queue entries dropped"},
     [M_GIVEN_BACK] = {"lockgate_given_back_total",
-                         "Grants given back: the client never got the answer"                     },
+                         "Grants given back: the client never got the answer"                           },
     [M_REDIS_REDIRECTS] = {"lockgate_redis_redirects_total",
                          "Redis Cluster redirects and retries followed (MOVED, ASK, TRYAGAIN, "
-                           "CLUSTERDOWN)"                                                         },
+                           "CLUSTERDOWN)"                                                               },
     [M_REDIS_ASKS] = {"lockgate_redis_ask_total",
-                         "Redis Cluster ASK redirects followed (a slot being migrated)"           },
+                         "Redis Cluster ASK redirects followed (a slot being migrated)"                 },
+    [M_REDIS_PROBES_FAILED] = {"lockgate_redis_dead_connections_total",
+                         "Idle Redis connections found silently dead by a liveness probe"               },
 };
 
 /* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic

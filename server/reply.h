@@ -40,6 +40,8 @@ enum gw_code {
     CODE_SESSION_MISMATCH, /* a re-entry's Session header (#34) */
     CODE_UNAUTHENTICATED,
     CODE_FORBIDDEN,
+    CODE_IDS_BEHIND, /* ids (#35) */
+    CODE_ID_EPOCH_MISMATCH,
     CODE_COUNT
 };
 
