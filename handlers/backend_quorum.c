@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "handlers/backend.h"
 #include "handlers/holds.h"
+#include "handlers/undo.h"
 #include "handlers/quorum_math.h"
 #include "handlers/verdict.h"
 #include "idgen/idgen.h"
@@ -142,6 +143,22 @@ static void grant_raised(void *arg, int ok) {
     free(qg);
 }
 
+/* A failed round's answer, given once its give-backs are answered. */
+struct round_back {
+    struct hold_call *hc;
+    int left; /* give-backs not answered yet, +1 while they are being sent */
+    long long verdict;
+    long long v[3];
+    char err[160];
+};
+
+static void round_given_back(void *arg, const struct redis_result *res) {
+    struct round_back *rb = arg;
+    if (--rb->left > 0) return;
+    hold_attempt_done(rb->hc, rb->verdict, rb->v, rb->err[0] ? rb->err : NULL);
+    free(rb);
+}
+
 static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
     struct hold_call *hc = arg;
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
@@ -203,37 +220,46 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         quorum_fences_raise(1, &hash, &fence, grant_raised, qg);
         return;
     }
-    /* Give back what we got (a re-entry's level is left, as in hold_gives_back). */
-    if (granted > 0 && !reentered) hold_give_back(hc->req);
+    /* The round failed: what it answers. */
+    struct round_back *rb = alloc_check(calloc(1, sizeof *rb));
+    rb->hc = hc;
     if (answered < q) {
-        char why[160];
-        snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
-        hold_attempt_done(hc, VERDICT_ERROR, NULL, why);
-        return;
+        rb->verdict = VERDICT_ERROR;
+        snprintf(rb->err, sizeof rb->err, "only %d of %d Redis masters answered (%s)", answered, n,
+                 err);
+    } else if (mismatch >= q) {
+        rb->verdict = VERDICT_MODE_MISMATCH;
+    } else if (ended >= q) {
+        rb->verdict = VERDICT_SESSION_ENDED;
+    } else if (unbound >= q) {
+        rb->verdict = VERDICT_SESSION_MISMATCH;
+    } else if (limits >= q) {
+        rb->verdict = rb->v[0] = VERDICT_LIMIT_MISMATCH;
+        rb->v[1] = limit;
+    } else { /* busy: it could succeed once enough of the busy masters free up */
+        rb->verdict = rb->v[0] = VERDICT_BUSY;
+        rb->v[1] = quorum_retry_after(busy, nbusy, answered, q);
+        rb->v[2] = nbusy > 0 ? cause : BUSY_HELD;
     }
-    if (mismatch >= q) {
-        hold_attempt_done(hc, VERDICT_MODE_MISMATCH, NULL, NULL);
-        return;
+    /* Give back what each master granted, a new hold or a re-entry level,
+     * on that master alone (a re-entry released everywhere would end the
+     * hold on the masters that did not take the level), and answer once
+     * they have: whoever the client tells next finds nothing of it.  A
+     * master that did not answer may still grant: if the request answers
+     * 503, holds.c undoes it there (undo.h); if it tries again, its own
+     * attempt is found there (acquire.lua). */
+    rb->left = 1;
+    for (int i = 0; granted > 0 && i < n; i++) {
+        long long v[5];
+        const char *e;
+        if (verdict_parse_acquire(&res[i], hc->ttl_ms, v, &e) > 0) {
+            rb->left++;
+            undo_give_back_at(i, k.hash, k.message, hc->req->token, hc->attempt_id,
+                              round_given_back, rb);
+        }
     }
-    if (ended >= q) {
-        hold_attempt_done(hc, VERDICT_SESSION_ENDED, NULL, NULL);
-        return;
-    }
-    if (unbound >= q) {
-        hold_attempt_done(hc, VERDICT_SESSION_MISMATCH, NULL, NULL);
-        return;
-    }
-    if (limits >= q) {
-        long long v[2] = {VERDICT_LIMIT_MISMATCH, limit};
-        hold_attempt_done(hc, VERDICT_LIMIT_MISMATCH, v, NULL);
-        return;
-    }
-    /* Busy: it could succeed once enough of the busy masters free up. */
-    long long retry = quorum_retry_after(busy, nbusy, answered, q);
-    long long v[3] = {0, retry, nbusy > 0 ? cause : BUSY_HELD};
-    hold_attempt_done(hc, VERDICT_BUSY, v, NULL);
+    round_given_back(rb, NULL);
 }
-
 
 /* ---- extend, release, inspect ---------------------------------------------------- */
 
@@ -364,15 +390,30 @@ static void quorum_eval(enum script_id id, int nkeys, int nargs, const char *con
  * is still below the block's start; a quorum of takers makes the block
  * ours, since a competing claim would need a master of this quorum.  On a
  * lost race the gateway reads again (a few times, then gives up: 503). */
-/* A master whose mark is missing or was written by another Redis (a
- * restart, a promotion) may have lost leases up to its old clock
- * (id_lease.lua), so then the block is placed as if the clock read jump_s
- * past the later of the clocks and the marks. */
+/* A master within the jump of a new era whose mark is missing or was
+ * written by another Redis (a restart, a promotion) may have lost leases up
+ * to its old clock: then the block is placed as id_lease.lua places it, at
+ * the era's start plus the jump (the latest era of those masters), its
+ * sequence from the era's start within its second, and above every mark. */
+static int quorum_jumped_block(long long since_us, long long msec, const struct id_ask *ask,
+                               struct idgen_block_lease *b) {
+    long long sec = since_us / 1000000 - atoll(ask->epoch) + ask->jump_s;
+    long long first = (long long)((double)(since_us % 1000000) * 2147.483648);
+    if (msec >= sec) sec = msec + 1, first = 0;
+    if (sec < 0 || sec > 0x7fffffffLL) return -1;
+    long long last = first + ask->want - 1;
+    b->second = (uint32_t)sec;
+    b->first = (uint32_t)first;
+    b->last = last > 0xffffffffLL ? 0xffffffffU : (uint32_t)last;
+    metrics_inc(M_ID_JUMPS, 1);
+    return 0;
+}
+
 static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
     struct lease_wait *lw = arg;
     const struct id_ask *ask = lw->ask;
-    int answered = 0, changed = 0;
-    long long now = -1, msec = -1, mseq = -1;
+    int answered = 0;
+    long long now = -1, msec = -1, mseq = -1, since_us = 0;
     for (int i = 0; i < n; i++) {
         const redisReply *r = res[i].reply;
         if (!res[i].ok || r->type != REDIS_REPLY_ARRAY || r->elements != 4) continue;
@@ -384,7 +425,7 @@ static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
             return;
         }
         answered++;
-        changed |= r->element[3]->integer != 0;
+        if (r->element[3]->integer > since_us) since_us = r->element[3]->integer;
         if (t > now) now = t;
         if (s > msec || (s == msec && q > mseq)) msec = s, mseq = q;
     }
@@ -392,12 +433,10 @@ static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
         backend_lease_finish(lw, -1);
         return;
     }
-    if (changed) {
-        now = (now > msec ? now : msec) + ask->jump_s;
-        metrics_inc(M_ID_JUMPS, 1);
-    }
     struct idgen_block_lease *b = lw->out;
-    if (quorum_id_block(now, msec, mseq, ask->want, &b->second, &b->first, &b->last) != 0) {
+    if (since_us > 0
+            ? quorum_jumped_block(since_us, msec, ask, b) != 0
+            : quorum_id_block(now, msec, mseq, ask->want, &b->second, &b->first, &b->last) != 0) {
         backend_lease_finish(lw, -1);
         return;
     }
@@ -405,8 +444,11 @@ static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
      * Refused before the claim, so that no mark moves into that range;
      * placed above a floor that may be another namespace's (backend.h). */
     if (idgen_pack(b->second, b->first) <= ask->floor && ask->floor_soft) {
-        uint32_t s = (uint32_t)(ask->floor >> 32), q = (uint32_t)ask->floor;
-        quorum_id_block(s, s, q, ask->want, &b->second, &b->first, &b->last);
+        long long s = (long long)(ask->floor >> 32); /* the second after it (id_lease.lua) */
+        if (quorum_id_block(s + 1, s, 0, ask->want, &b->second, &b->first, &b->last) != 0) {
+            backend_lease_finish(lw, -1);
+            return;
+        }
     } else if (idgen_pack(b->second, b->first) <= ask->floor) {
         backend_lease_refused(ask, IDGEN_BEHIND, b->second, b->first);
         backend_lease_finish(lw, IDGEN_BEHIND);

@@ -7,6 +7,7 @@
  * is never made on a worker: it goes to a helper thread (offload.h), and
  * the worker's loop serves its other connections meanwhile. */
 #include "handlers/backend.h"
+#include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
@@ -153,6 +154,7 @@ void ids_next(struct gw_request *req) {
                       IDGEN_MAX_COUNT);
         return;
     }
+    if (guard_ids_or_reply(req)) return;
     struct idtable_entry *e = idtable_acquire(&table, req->name);
     if (!e) {
         reply_problem(req, CODE_TOO_MANY_NAMESPACES,

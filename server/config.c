@@ -49,6 +49,12 @@ static void usage(void) {
            "                         get 431.  A waiting request keeps one, so it sets the\n"
            "                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
            "                         (default 4: request headers up to about 3 KiB)\n"
+           "  --max-lease-ms MS      the longest ttl_ms a lock, permit or session may ask for;\n"
+           "                         after a Redis master lost its data no lock is granted\n"
+           "                         for this long [LOCKGATE_MAX_LEASE_MS] (default 86400000)\n"
+           "  --accept-eviction-risk 1  grant locks even where a Redis master has a\n"
+           "                         maxmemory-policy that may evict them (logged at every\n"
+           "                         start) [LOCKGATE_ACCEPT_EVICTION_RISK] (default 0)\n"
            "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
            "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
            "  --id-jump-s S          after a Redis restart or failover (a new run_id) or\n"
@@ -281,7 +287,11 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'r': ok = add_nodes(cfg, val); break;
     case 'Q': ok = parse_int(val, 1, GW_MAX_NODES, &cfg->quorum); break;
     case 'p':
-        if (strlen(val) > GW_PREFIX_MAX)
+        /* Every key is <prefix><kind>:{<name>}...: a brace in the prefix
+         * would become (or break) the hash tag, moving keys and channels out
+         * of the name's slot in Redis Cluster; refused in every mode, so a
+         * prefix never stops working when the deployment moves to Cluster. */
+        if (strlen(val) > GW_PREFIX_MAX || strpbrk(val, "{}"))
             ok = -1;
         else
             strcpy(cfg->key_prefix, val);
@@ -310,6 +320,13 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
+    case 'E': ok = parse_int(val, 0, 1, &cfg->accept_eviction_risk); break;
+    case 'X': {
+        int ms = 0;
+        ok = parse_int(val, 1000, 86400000, &ms);
+        if (ok == 0) cfg->max_lease_ms = ms;
+        break;
+    }
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -317,7 +334,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
         snprintf(err, errlen, "bad value for %s: '%s'",
                  opt == 'l'   ? "listen address"
                  : opt == 'r' ? "Redis URL (at most 9)"
-                 : opt == 'p' ? "key prefix (at most 64 bytes)"
+                 : opt == 'p' ? "key prefix (at most 64 bytes, no '{' or '}')"
                  : opt == 't' ? "workers (1-64)"
                  : opt == 'T' ? "redis timeout (10-600000 ms)"
                  : opt == 'm' ? "max connections (16-1000000)"
@@ -332,6 +349,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'A' ? "min replicas ack (0-16)"
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
+                 : opt == 'E' ? "accept eviction risk (0 or 1)"
+                 : opt == 'X' ? "max lease (1000-86400000 ms)"
                               : "log level",
                  val);
     return ok;
@@ -356,6 +375,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
+    cfg->max_lease_ms = 86400000;
 
     static const struct {
         int opt;
@@ -385,6 +405,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'3', "LOCKGATE_TLS_KEY"               },
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
+        {'X', "LOCKGATE_MAX_LEASE_MS"          },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -416,6 +438,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-key",                required_argument, 0, '3'},
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
+        {"accept-eviction-risk",   required_argument, 0, 'E'},
+        {"max-lease-ms",           required_argument, 0, 'X'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

@@ -541,6 +541,65 @@ static void test_stalled_waiter_passes_turn_on(void) {
     free(h);
 }
 
+/* The release comes while the first waiter's gateway is stalled, and then
+ * the waiter's client resets, in the same stall: woken, the waiter finds
+ * its client gone and gives up without trying.  The release is not lost with it: the
+ * next waiter is woken in its place at once, not at the holder's lease
+ * end.  (Which the gateway reads first after the stall, the reset or the
+ * release, is up to epoll; either way the next waiter must get in.) */
+static void gone_waiter_passes_turn_on(int next_fair) {
+    char name[64], path[128];
+    snprintf(name, sizeof name, "wake-gone-%d-%d", getpid(), next_fair);
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    char *h = hold(gw.port, path, "{\"ttl_ms\":20000}");
+    CHECK(h[0]);
+    long long base = h_metric(&gw1, "lockgate_waiting_requests");
+    int fd = h_connect(gw1.port);
+    CHECK(fd >= 0);
+    char req[512];
+    const char *body = "{\"ttl_ms\":5000,\"wait_ms\":15000}";
+    int len = snprintf(req, sizeof req,
+                       "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %zu\r\n\r\n%s",
+                       path, strlen(body), body);
+    CHECK(write(fd, req, (size_t)len) == len);
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
+    struct bg w2;
+    bg_start(&w2, gw1.port, path,
+             next_fair ? "{\"ttl_ms\":5000,\"wait_ms\":15000,\"fair\":true}"
+                       : "{\"ttl_ms\":5000,\"wait_ms\":15000}");
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 2, 5000), 0);
+    CHECK_EQ_INT(h_freeze(gw1.pid), 0);
+    release(gw.port, path, h);
+    /* The release message reaches the frozen gateway's socket first (the
+     * pause only orders the two: the check below does not depend on it),
+     * so that it wakes the first waiter before the reset is read. */
+    h_sleep_ms(100);
+    struct linger lg = {1, 0}; /* a reset, not a polite close */
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+    long long t = h_now_ms();
+    kill(gw1.pid, SIGCONT);
+    pthread_join(w2.th, NULL);
+    printf("    the next%s waiter after one whose client reset: %ld, %lld ms after the gateway "
+           "resumed\n",
+           next_fair ? " (fair)" : "", w2.status, w2.t_done - t);
+    CHECK_EQ_INT(w2.status, 201);
+    CHECK(w2.t_done - t <= WAKE_MS);
+    /* One grant, not a grant and a re-entry: one DELETE frees the lock
+     * (the first waiter's release wake and its pass-on both named it). */
+    struct h_resp r = h_http("DELETE", gw1.port, path, w2.token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, "\"released\":true") != NULL);
+    h_resp_free(&r);
+    free(h);
+}
+
+static void test_gone_waiter_passes_turn_on(void) {
+    gone_waiter_passes_turn_on(0);
+    gone_waiter_passes_turn_on(1); /* the release's first and first fair waiters both */
+}
+
 /* ---- a dead gateway's fair waiter dropped ----------------------------------------- */
 
 /* A third gateway (liveness TTL DEAD_TTL_MS) parks a fair waiter, single or
@@ -801,6 +860,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_shared_multi_grant_passes_on);
     RUN_SOME(test_multi_waiter_passes_turn_on);
     RUN_SOME(test_stalled_waiter_passes_turn_on);
+    RUN_SOME(test_gone_waiter_passes_turn_on);
     RUN_SOME(test_dead_gateway_waiter_dropped);
     RUN_SOME(test_orphans);
     RUN_SOME(test_high_descriptors);
