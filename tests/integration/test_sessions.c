@@ -270,7 +270,10 @@ static void hold_delay_outlives_session_on(int port, const char *name) {
     snprintf(path, sizeof path, "/v1/locks/%s", name);
     CHECK_EQ_INT(bound_acquire(port, path, s, "{\"lock_delay_ms\":5000}", NULL, NULL), 201);
     long long deadline = h_now_ms() + 5000;
-    while (status_of("GET", port, loc, NULL, NULL) == 200 && h_now_ms() < deadline) h_sleep_ms(20);
+    long st = 0;
+    while ((st = status_of("GET", port, loc, NULL, NULL)) != 404 && h_now_ms() < deadline)
+        h_sleep_ms(20);
+    CHECK_EQ_INT(st, 404);
     h_sleep_ms(50); /* past the session key's own expiry too (end + its lock-delay 0) */
     r = h_http("POST", port, path, NULL, "{}", NULL);
     long long waited = h_now_ms() - t0;
