@@ -56,7 +56,8 @@ int main(int argc, char **argv) {
 
     /* A test hook: Redis Cluster mode with every script's key access
      * checked (server/scripts.h, lua/keycheck.lua). */
-    scripts_init(cfg.ncluster && getenv("LOCKGATE_TEST_KEYCHECK"));
+    const char *keycheck = getenv("LOCKGATE_TEST_KEYCHECK");
+    scripts_init(cfg.ncluster && keycheck && strcmp(keycheck, "1") == 0);
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);
