@@ -102,6 +102,18 @@ struct lease_wait {
 };
 void backend_lease_finish(struct lease_wait *lw, int rc);
 void backend_lease_wait_for(struct lease_wait *lw);
+/* Quorum mode (backend_quorum.c): raises every master's last fence of each
+ * of the n hashes to fences[i] (lua/fence_raise.lua) and calls done(arg,
+ * ok) once every master has answered every raise: ok when a quorum of
+ * masters took each one.  A grant is answered only then, so any later
+ * quorum, which shares a master with that one, answers a higher fence
+ * whatever raise is lost on the way. */
+void quorum_fences_raise(int n, const char *const *hashes, const long long *fences,
+                         void (*done)(void *arg, int ok), void *arg);
+/* What quorum_fences_raise's refusal says. */
+#define QUORUM_RAISE_FAILED \
+    "the new fence did not reach a quorum of masters; the grant was given back"
+
 /* Reads id_lease.lua's answer into *out: 0 for a block, IDGEN_BEHIND or
  * IDGEN_EPOCH_MISMATCH for a refusal (logged, counted), -1 when it is no
  * answer of the script's. */

@@ -7,8 +7,9 @@
  * the round took, minus a clock-drift allowance of 1% of the lease plus
  * 2 ms; the answer's ttl_ms is that validity (quorum_math.c).  A failed
  * acquisition gives back what it got.  The fence is the highest the quorum
- * answered, and every master's last fence is raised to it, so any later
- * quorum (which shares a master with this one) answers a higher one.
+ * answered, and every master's last fence is raised to it before the grant
+ * is answered, so any later quorum (which shares a master with the quorum
+ * that took the raise) answers a higher one.
  *
  * Replica acknowledgement is refused with this backend at start
  * (config.c): a quorum of masters is already what survives losing one, and
@@ -59,6 +60,39 @@ static void quorum_forget(enum script_id id, int nkeys, int nargs, const char *c
     redis_eval_all(id, nkeys, nargs, argv, lens, forget_done, fc);
 }
 
+/* ---- the fence raise, waited for ------------------------------------------------- */
+
+struct raise_call {
+    int pending;                     /* hashes whose masters have not all answered */
+    int short_of_quorum;             /* a raise a quorum did not take */
+    void (*done)(void *arg, int ok); /* the caller's */
+    void *arg;                       /* its argument */
+};
+
+static void raised(void *arg, const struct redis_result *res, int n) {
+    struct raise_call *rc = arg;
+    int ok = 0;
+    for (int i = 0; i < n; i++)
+        ok += res[i].ok && res[i].reply->type == REDIS_REPLY_INTEGER && res[i].reply->integer == 1;
+    if (ok < redis_quorum()) rc->short_of_quorum = 1;
+    if (--rc->pending > 0) return;
+    rc->done(rc->arg, !rc->short_of_quorum);
+    free(rc);
+}
+
+void quorum_fences_raise(int n, const char *const *hashes, const long long *fences,
+                         void (*done)(void *arg, int ok), void *arg) {
+    struct raise_call *rc = alloc_check(calloc(1, sizeof *rc));
+    rc->pending = n, rc->done = done, rc->arg = arg;
+    for (int i = 0; i < n; i++) {
+        char f[24];
+        snprintf(f, sizeof f, "%lld", fences[i]);
+        const char *argv[] = {hashes[i], f, HOLD_FENCE_KEEP_MS};
+        size_t lens[3] = {strlen(argv[0]), strlen(f), strlen(HOLD_FENCE_KEEP_MS)};
+        redis_eval_all(SCRIPT_FENCE_RAISE, 1, 3, argv, lens, raised, rc);
+    }
+}
+
 /* ---- one answer for the quorum ----------------------------------------------------- */
 
 /* Extend, release and inspect: the handler's callback, kept until every
@@ -82,6 +116,33 @@ static void quorum_call_done(struct quorum_call *qc, const struct redis_result *
 
 /* ---- acquire ------------------------------------------------------------------------ */
 
+/* A quorum's grant, kept while its fence is raised. */
+struct quorum_grant {
+    struct hold_call *hc; /* the request */
+    long long v[5];       /* its answer, as hold_attempt_done takes it */
+    int64_t judged_ms;    /* when its validity (v[3]) was reckoned */
+};
+
+/* The raise's outcome: the grant is answered, its validity less the raise's
+ * round trip, or given back (a re-entry's level is left, as below). */
+static void grant_raised(void *arg, int ok) {
+    struct quorum_grant *qg = arg;
+    struct hold_call *hc = qg->hc;
+    long long left = qg->v[3] - (loop_now_ms() - qg->judged_ms);
+    if (ok && left > 0) {
+        qg->v[3] = left;
+        hold_attempt_done(hc, qg->v[0], qg->v, NULL);
+    } else {
+        if (qg->v[0] == VERDICT_GRANTED) hold_give_back(hc->req);
+        long long busy[3] = {VERDICT_BUSY, 1, BUSY_HELD};
+        if (!ok)
+            hold_attempt_done(hc, VERDICT_ERROR, NULL, QUORUM_RAISE_FAILED);
+        else
+            hold_attempt_done(hc, VERDICT_BUSY, busy, NULL); /* too late: try again */
+    }
+    free(qg);
+}
+
 /* A failed round's answer, given once its give-backs are answered. */
 struct round_back {
     struct hold_call *hc;
@@ -103,7 +164,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
     long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
     long long cause = BUSY_QUEUED, dropped = 0; /* held beats queued; one waiter counts once */
-    int nbusy = 0, ended = 0;
+    int nbusy = 0, ended = 0, unbound = 0;
     const char *err = "no Redis master answered";
     for (int i = 0; i < n; i++) {
         long long v[5] = {0};
@@ -133,6 +194,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             limit = v[1];
         } else if (verdict == VERDICT_SESSION_ENDED) {
             ended++;
+        } else if (verdict == VERDICT_SESSION_MISMATCH) {
+            unbound++;
         }
     }
     metrics_inc(M_DEAD_WAITERS, (uint64_t)dropped);
@@ -140,19 +203,21 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
     if (quorum_granted(granted, q, validity)) {
-        if (hc->kind != HOLD_PERMIT) {
-            char f[24];
-            snprintf(f, sizeof f, "%lld", fence);
-            const char *argv[] = {k.hash, f, HOLD_FENCE_KEEP_MS};
-            size_t lens[3] = {strlen(argv[0]), strlen(f), strlen(HOLD_FENCE_KEEP_MS)};
-            quorum_forget(SCRIPT_FENCE_RAISE, 1, 3, argv, lens, NULL);
-        }
         /* A master that said busy kept this waiter's queue entry: it would
          * hold up that master's queue until its deadline. */
         if (granted < n) hold_leave_queue(hc);
-        long long v[5] = {reentered ? VERDICT_REENTERED : VERDICT_GRANTED, fence, count, validity,
-                          holders};
-        hold_attempt_done(hc, v[0], v, NULL);
+        struct quorum_grant *qg = alloc_check(malloc(sizeof *qg));
+        *qg = (struct quorum_grant){
+            hc,
+            {reentered ? VERDICT_REENTERED : VERDICT_GRANTED, fence, count, validity, holders},
+            loop_now_ms()
+        };
+        if (hc->kind == HOLD_PERMIT) { /* a permit has no fence */
+            grant_raised(qg, 1);
+            return;
+        }
+        const char *hash = k.hash;
+        quorum_fences_raise(1, &hash, &fence, grant_raised, qg);
         return;
     }
     /* The round failed: what it answers. */
@@ -166,6 +231,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         rb->verdict = VERDICT_MODE_MISMATCH;
     } else if (ended >= q) {
         rb->verdict = VERDICT_SESSION_ENDED;
+    } else if (unbound >= q) {
+        rb->verdict = VERDICT_SESSION_MISMATCH;
     } else if (limits >= q) {
         rb->verdict = rb->v[0] = VERDICT_LIMIT_MISMATCH;
         rb->v[1] = limit;

@@ -103,11 +103,15 @@ void hold_leave_queue(struct hold_call *hc) {
     if (!hc->queued) return;
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
-    const char *argv[] = {
-        k.hash, k.queue, k.qdead, hc->waiter_id, redis_release_channel_for(k.hash), k.message};
-    size_t lens[6];
-    for (int i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
-    backend->forget(SCRIPT_DEQUEUE, 3, 6, argv, lens, dequeued);
+    char live[LIVENESS_HASH_MAX];
+    int nkeys = 3 + liveness_hash_for(k.hash, live, sizeof live);
+    const char *argv[] = {k.hash,   k.queue,       k.qdead,
+                          live,     hc->waiter_id, redis_release_channel_for(k.hash),
+                          k.message};
+    if (nkeys == 3) memmove(&argv[3], &argv[4], 3 * sizeof argv[0]);
+    size_t lens[7];
+    for (int i = 0; i < nkeys + 3; i++) lens[i] = strlen(argv[i]);
+    backend->forget(SCRIPT_DEQUEUE, nkeys, nkeys + 3, argv, lens, dequeued);
 }
 
 /* why is acquire.lua's: 1 held (or full), 2 lock-delay, 3 nobody holds it
@@ -225,10 +229,18 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     int64_t now = loop_now_ms();
     if (hc->waited && verdict != VERDICT_BUSY) metrics_observe_wait((now - hc->start_ms) * 1000);
     if (verdict == VERDICT_MODE_MISMATCH || verdict == VERDICT_LIMIT_MISMATCH ||
-        verdict == VERDICT_SESSION_ENDED)
+        verdict == VERDICT_SESSION_ENDED || verdict == VERDICT_SESSION_MISMATCH)
         hold_leave_queue(hc); /* other masters may have queued it */
     if (verdict == VERDICT_SESSION_ENDED) {
         reply_problem(req, CODE_SESSION_NOT_FOUND, "session '%s' has ended", hc->session);
+        return;
+    }
+    if (verdict == VERDICT_SESSION_MISMATCH) {
+        reply_problem(req, CODE_SESSION_MISMATCH,
+                      "this token holds %s '%s', but not in session '%s': a re-entry keeps the "
+                      "binding the hold was acquired with (release it, then acquire it with the "
+                      "Session header)",
+                      hc->kind == HOLD_PERMIT ? "semaphore" : "lock", req->name, hc->session);
         return;
     }
     if (verdict == VERDICT_MODE_MISMATCH) {
@@ -294,12 +306,19 @@ static void attempt(struct hold_call *hc) {
     /* Queued in Redis by this attempt if it finds the name busy; in quorum
      * mode some masters may queue it while others grant. */
     if (hc->fair && hc->wait_ms > 0) hc->queued = 1;
+    /* The fourth key: a session-bound hold's session key, or in cluster
+     * mode the slot's liveness hash (acquire.lua; sessions_cluster.c puts
+     * it in the session key's place). */
     char skey[HOLD_KEY_MAX];
-    if (hc->session) session_key(hc->session, skey, sizeof skey);
+    int fourth = hc->session != NULL;
+    if (hc->session)
+        session_key(hc->session, skey, sizeof skey);
+    else
+        fourth = liveness_hash_for(k.hash, skey, sizeof skey);
     const char *argv[] = {k.hash,
                           k.queue,
                           k.qdead,
-                          hc->session ? skey : NULL,
+                          fourth ? skey : NULL,
                           req->token,
                           ttl,
                           hc->owner,
@@ -318,27 +337,26 @@ static void attempt(struct hold_call *hc) {
     /* The common case (exclusive, no owner, max-hold, lock-delay, waiting,
      * session or API key) sends the script's short form, token and ttl
      * only: every argument costs Redis time (bench/RESULTS.md, "Redis fast
-     * path").  A session-bound hold declares its session's key as KEYS[4];
-     * the others leave it out (argv[3] is skipped).  The session token,
+     * path").  Without a fourth key argv[3] is skipped.  The session token,
      * the key id and a waiting request's attempt id go last, only as far as
      * one is set. */
     int extra = hc->attempt_id[0] ? 3 : hc->session || req->key_id ? 2 : 0;
-    int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
-                        hc->lock_delay_ms == 0 && wait_left == 0 && !extra
-                    ? 5 + backend->per_slot /* cluster: + the shard channel (argv[14]) */
-                    : 15 + (hc->session ? 1 : 0) + extra;
-    int nkeys = hc->session ? 4 : 3;
+    int nkeys = fourth ? 4 : 3;
+    int shrt = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
+               hc->lock_delay_ms == 0 && wait_left == 0 && !extra;
+    int nargs = nkeys + (shrt ? 2 + backend->per_slot /* cluster: + the shard channel */
+                              : 12 + extra);
     const char *av[19];
     size_t lens[19];
     for (int i = 0, j = 0; i < 19 && j < nargs; i++) {
-        if (i == 3 && !hc->session) continue;
+        if (i == 3 && !fourth) continue;
         av[j] = argv[i];
         lens[j] = strlen(av[j]);
         j++;
     }
-    if (nargs == 6) { /* cluster's short form: token, ttl, shard channel */
-        av[5] = argv[14];
-        lens[5] = strlen(av[5]);
+    if (shrt && backend->per_slot) { /* cluster's short form: token, ttl, shard channel */
+        av[nargs - 1] = argv[14];
+        lens[nargs - 1] = strlen(av[nargs - 1]);
     }
     hc->w.seen_seq = waiters_release_seq();
     hc->attempt_ms = loop_now_ms();

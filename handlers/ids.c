@@ -2,9 +2,10 @@
  * of Redis (idgen/ does the hand-out; this file wires it to HTTP and Redis).
  *
  * Namespaces live in idgen/idtable.c: at most --id-namespaces at once, idle
- * ones evicted; a request on a live one takes no lock.  Leasing a block is
- * the one place an HTTP thread waits on Redis (idgen's slow path, about once
- * per block). */
+ * ones evicted; a request on a live one takes no lock.  A lease (idgen's
+ * slow path, about once per block, and its prefetch) waits on Redis, so it
+ * is never made on a worker: it goes to a helper thread (offload.h), and
+ * the worker's loop serves its other connections meanwhile. */
 #include "handlers/backend.h"
 #include "handlers/guard.h"
 #include "handlers/handlers.h"
@@ -32,11 +33,10 @@
 static struct idtable table; /* the live namespaces, bounded (--id-namespaces) */
 static char epoch_arg[24];
 
-/* idgen's lease callback.  The Redis layer calls back within its command
- * timeout whatever happens, so this wait is bounded.  The call is made on
- * the auxiliary loop's connections (worker.h): a worker cannot wait for
- * an answer that its own loop would have to read.  Leases are rare (a
- * block grows to a million ids), so the worker's wait is too. */
+/* idgen's lease callback, run on a helper thread (offload.h), never on a
+ * worker.  The Redis layer calls back within its command timeout whatever
+ * happens, so this wait is bounded.  The call is made on the auxiliary
+ * loop's connections (worker.h). */
 static int lease_block(void *ctx, const char *ns, uint32_t want, uint64_t floor, int soft,
                        struct idgen_block_lease *out) {
     const struct gw_config *cfg = handlers_config();
@@ -115,6 +115,36 @@ static void lease_job_lost(struct offload_job *job) {
     free(j);
 }
 
+/* ---- a prefetch made off the worker's loop -------------------------------------- */
+
+/* The request that crossed a block's prefetch mark is answered at once;
+ * the lease of the next block waits on a helper, holding the namespace
+ * (so it is not evicted under it) until done. */
+struct prefetch_job {
+    struct offload_job job;  /* first */
+    struct idtable_entry *e; /* its namespace, held until the lease is done */
+    uint32_t gen;            /* the block whose mark was crossed */
+};
+
+static void prefetch_job_work(struct offload_job *job) {
+    struct prefetch_job *j = (struct prefetch_job *)job;
+    idgen_prefetch(&j->e->ns, j->gen);
+    idtable_release(j->e);
+}
+
+static void prefetch_job_free(struct offload_job *job) { free(job); }
+
+/* Takes over the caller's hold on e. */
+static void prefetch_off_loop(struct idtable_entry *e, uint32_t gen) {
+    struct prefetch_job *j = alloc_check(calloc(1, sizeof *j));
+    j->e = e;
+    j->gen = gen;
+    j->job.work = prefetch_job_work;
+    j->job.done = prefetch_job_free;
+    j->job.lost = prefetch_job_free;
+    offload_run(&j->job);
+}
+
 void ids_next(struct gw_request *req) {
     long long count = 1;
     const char *q = http_query(req, "count");
@@ -134,7 +164,8 @@ void ids_next(struct gw_request *req) {
     }
     uint64_t stack_ids[64];
     uint64_t *ids = count <= 64 ? stack_ids : alloc_check(malloc((size_t)count * sizeof *ids));
-    int rc = idgen_try_next(&e->ns, (uint32_t)count, ids);
+    uint32_t prefetch;
+    int rc = idgen_try_next(&e->ns, (uint32_t)count, ids, &prefetch);
     if (rc == IDGEN_WOULD_LEASE) {
         /* The block is used up or stale: the lease waits for Redis, so it
          * is made off this worker's loop (offload.h), which goes on
@@ -151,7 +182,10 @@ void ids_next(struct gw_request *req) {
         offload_run(&j->job);
         return;
     }
-    idtable_release(e);
+    if (rc == 0 && prefetch)
+        prefetch_off_loop(e, prefetch);
+    else
+        idtable_release(e);
     ids_answer(req, ids, count, rc);
     if (ids != stack_ids) free(ids);
 }

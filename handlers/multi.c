@@ -86,7 +86,12 @@ struct multi_call {
     char waiter_id[LIVENESS_WAITER_ID_MAX]; /* its id in the fair queues */
     int live_slot[MULTI_MAX];               /* per group: liveness_waiter_join's answer */
     char *owner;                            /* "" for none */
-    long long granted[2 * MULTI_MAX];       /* per name: fence, count (a grant) */
+    struct grant {
+        long long fence;  /* its fence */
+        long long count;  /* its re-entry count */
+        long long ttl;    /* its remaining lease as its script answered (quorum: the
+                            smallest of the granting masters') */
+    } granted[MULTI_MAX]; /* per name: a grant */
 
     /* Groups (one per slot in cluster mode, else one of every name). */
     int ngroups;                /* how many */
@@ -107,7 +112,10 @@ struct multi_call {
     char err[128];                     /* the first Redis error of a group */
     char arrival[24];                  /* fair across slots: the queues' score, "" until known */
     void (*then)(struct multi_call *); /* after a give-back's answers (give_back_then) */
-    long long fv, fa, fb;              /* the failed attempt's verdict and its two values */
+    long long fv, fa, fb;              /* the failed attempt's verdict and its two values
+                                          (quorum: fa the grant's validity while its
+                                          fences are raised) */
+    int64_t judged_ms;                 /* quorum: when that validity was reckoned */
 };
 
 static void multi_free(void *ctx) {
@@ -125,9 +133,12 @@ static void multi_free(void *ctx) {
     free(mc);
 }
 
+static void hash_of(const char *name, char *hash) {
+    snprintf(hash, KEY_MAX, "%slock:{%s}", handlers_config()->key_prefix, name);
+}
+
 static void keys_of(const char *name, char *hash, char *queue, char *qdead) {
-    const char *p = handlers_config()->key_prefix;
-    snprintf(hash, KEY_MAX, "%slock:{%s}", p, name);
+    hash_of(name, hash);
     snprintf(queue, KEY_MAX + 8, "%s:q", hash);
     snprintf(qdead, KEY_MAX + 8, "%s:qd", hash);
 }
@@ -203,16 +214,24 @@ static long long request_index(const struct multi_call *mc, int g, long long k) 
 }
 
 /* Runs id with group g's hashes as KEYS (and, with queues, their two queue
- * keys each) and args as ARGV, on every master in quorum mode; ARGV[chan],
- * when chan >= 0, becomes the release channel of the group's slot. */
+ * keys each, then in cluster mode the slot's liveness hash) and args as
+ * ARGV, on every master in quorum mode; ARGV[chan], when chan >= 0, becomes
+ * the release channel of the group's slot. */
 static void run_group(struct multi_call *mc, int g, enum script_id id, int queues, int nargs,
                       const char *const *args, int chan, redis_cb one, redis_all_cb all,
                       void *arg) {
     int from = mc->gstart[g], size = mc->gstart[g + 1] - from;
-    int per = queues ? 3 : 1, nkeys = per * size, total = nkeys + nargs;
+    int per = queues ? 3 : 1, nkeys = per * size;
+    char live[LIVENESS_HASH_MAX];
+    if (queues) {
+        char h[KEY_MAX];
+        hash_of(group_name(mc, g), h);
+        nkeys += liveness_hash_for(h, live, sizeof live);
+    }
+    int total = nkeys + nargs;
     const char **argv = alloc_check(calloc((size_t)total, sizeof *argv));
     size_t *lens = alloc_check(calloc((size_t)total, sizeof *lens));
-    char *buf = alloc_check(malloc((size_t)nkeys * (KEY_MAX + 8)));
+    char *buf = alloc_check(malloc((size_t)per * size * (KEY_MAX + 8)));
     for (int k = 0; k < size; k++) {
         char *h = buf + (size_t)per * k * (KEY_MAX + 8);
         char *q = h + (KEY_MAX + 8), *d = q + (KEY_MAX + 8);
@@ -221,6 +240,7 @@ static void run_group(struct multi_call *mc, int g, enum script_id id, int queue
         argv[per * k] = h;
         if (queues) argv[per * k + 1] = q, argv[per * k + 2] = d;
     }
+    if (nkeys > per * size) argv[per * size] = live;
     for (int i = 0; i < nargs; i++) argv[nkeys + i] = args[i];
     if (chan >= 0) argv[nkeys + chan] = redis_release_channel_for(group_name(mc, g));
     for (int i = 0; i < total; i++) lens[i] = strlen(argv[i]);
@@ -271,12 +291,15 @@ static void leave_queues(struct multi_call *mc) {
     if (!mc->queued) return;
     mc->queued = 0;
     for (int i = 0; i < mc->n; i++) {
-        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8];
+        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8], live[LIVENESS_HASH_MAX];
         keys_of(mc->names[i], h, q, d);
-        const char *argv[] = {h, q, d, mc->waiter_id, redis_release_channel_for(h), mc->wkeys[i]};
-        size_t lens[6];
-        for (int k = 0; k < 6; k++) lens[k] = strlen(argv[k]);
-        backend->eval(SCRIPT_DEQUEUE, 3, 6, argv, lens, ignore_one, ignore_all, NULL);
+        int nkeys = 3 + liveness_hash_for(h, live, sizeof live); /* dequeue.lua */
+        const char *argv[] = {h,           q, d, live, mc->waiter_id, redis_release_channel_for(h),
+                              mc->wkeys[i]};
+        if (nkeys == 3) memmove(&argv[3], &argv[4], 3 * sizeof argv[0]);
+        size_t lens[7];
+        for (int k = 0; k < nkeys + 3; k++) lens[k] = strlen(argv[k]);
+        backend->eval(SCRIPT_DEQUEUE, nkeys, nkeys + 3, argv, lens, ignore_one, ignore_all, NULL);
     }
 }
 
@@ -367,7 +390,9 @@ static void park_all(struct multi_call *mc, int64_t wake) {
     }
 }
 
-static void reply_granted(struct multi_call *mc, long long ttl) {
+/* ttl: the smallest real remaining lease; spent: what to take off each
+ * name's granted ttl for its own (see grant_or_retry). */
+static void reply_granted(struct multi_call *mc, long long ttl, long long spent) {
     struct gw_request *req = mc->req;
     reply_header(req, "Lock-Token", req->token);
     cJSON *o = cJSON_CreateObject();
@@ -379,9 +404,10 @@ static void reply_granted(struct multi_call *mc, long long ttl) {
     for (int i = 0; i < mc->n; i++) {
         cJSON *l = cJSON_CreateObject();
         cJSON_AddStringToObject(l, "name", mc->names[i]);
-        json_add_int(l, "fence", mc->granted[2 * i]);
-        json_add_int(l, "count", mc->granted[2 * i + 1]);
-        if (mc->granted[2 * i + 1] <= 1) all_reentered = 0;
+        json_add_int(l, "fence", mc->granted[i].fence);
+        json_add_int(l, "count", mc->granted[i].count);
+        json_add_int(l, "ttl_ms", mc->granted[i].ttl - spent);
+        if (mc->granted[i].count <= 1) all_reentered = 0;
         cJSON_AddItemToArray(locks, l);
     }
     metrics_inc(M_LOCK_ACQUIRED, (uint64_t)mc->n);
@@ -389,6 +415,36 @@ static void reply_granted(struct multi_call *mc, long long ttl) {
      * a re-entry alike (not in quorum mode, as holds.c's hold_gives_back). */
     if (backend->undoes_reentry || !all_reentered) req->on_undelivered = release_undelivered;
     reply_json(req, all_reentered ? 200 : 201, o);
+}
+
+static void resume_failed(struct multi_call *mc);
+
+/* A grant is answered only while it is true: every name held, for at least
+ * the ttl_ms answered, which is the smallest real remaining lease.  Each
+ * name's lease is what its script answered (a re-entry's capped by its
+ * max_hold_ms, a session-bound one's its session's); with since_attempt,
+ * less the time since the attempt began, which every script of it ran
+ * after: groups taken one after another on several masters, or a WAIT
+ * after them.  When what is left is at or under the drift allowance
+ * (DRIFT_MS, as holds.c's quorum mode), a name may already be someone
+ * else's: everything is given back and the attempt counts as busy, so the
+ * request tries again within its wait_ms or is refused, as quorum mode
+ * does (README "Multi-lock"). */
+static void grant_or_retry(struct multi_call *mc, int since_attempt) {
+    long long spent = since_attempt ? loop_now_ms() - mc->attempt_ms : 0, least = -1;
+    int at = 0;
+    for (int i = 0; i < mc->n; i++)
+        if (least < 0 || mc->granted[i].ttl - spent < least)
+            least = mc->granted[i].ttl - spent, at = i;
+    if (least > DRIFT_MS(mc->ttl_ms)) {
+        reply_granted(mc, least, spent);
+        return;
+    }
+    mc->fv = 0, mc->fa = 1, mc->fb = at + 1;
+    for (int g = 0; g < mc->ngroups; g++)
+        for (int k = mc->gstart[g]; k < mc->gstart[g + 1]; k++)
+            if (mc->order[k] == at) mc->busy_group = g;
+    give_back_then(mc, mc->ngroups, resume_failed);
 }
 
 /* --min-replicas-ack: a grant is answered once enough replicas have it,
@@ -411,10 +467,11 @@ static void ack_done(void *arg, const struct redis_result *res) {
         give_back_then(mc, mc->ngroups, reply_unacked);
         return;
     }
-    reply_granted(mc, mc->ttl_ms - (loop_now_ms() - mc->attempt_ms));
+    grant_or_retry(mc, 1);
 }
 
-/* One attempt's outcome: verdict 1 (granted: mc->granted filled, ttl),
+/* One attempt's outcome: verdict 1 (granted: mc->granted filled; quorum
+ * mode: a its validity, each name's ttl already its own),
  * 0 (busy: retry, busy index), -3 (mode, index), -100 (err). */
 static void on_verdict(struct multi_call *mc, long long verdict, long long a, long long b,
                        const char *err) {
@@ -486,7 +543,11 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
         }
         return;
     }
-    reply_granted(mc, a);
+    if (backend->fans_out) {
+        reply_granted(mc, a, 0); /* quorum_acquire_done judged it: a is its validity */
+        return;
+    }
+    grant_or_retry(mc, mc->ngroups > 1);
 }
 
 static long long elem(const redisReply *r, size_t i) {
@@ -522,17 +583,15 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     if (verdict == 1) {
         for (int k = 0; k < mc->gstart[g + 1] - mc->gstart[g]; k++) {
             int i = mc->order[mc->gstart[g] + k];
-            mc->granted[2 * i] = elem(r, 2 + 2 * (size_t)k);
-            mc->granted[2 * i + 1] = elem(r, 3 + 2 * (size_t)k);
+            mc->granted[i].fence = elem(r, 2 + 3 * (size_t)k);
+            mc->granted[i].count = elem(r, 3 + 3 * (size_t)k);
+            mc->granted[i].ttl = elem(r, 4 + 3 * (size_t)k);
         }
         if (++mc->taken < mc->ngroups) {
             send_group(mc);
             return;
         }
-        /* The first group's lease began when the attempt did. */
-        long long ttl = elem(r, 1);
-        if (mc->ngroups > 1) ttl = mc->ttl_ms - (loop_now_ms() - mc->attempt_ms);
-        on_verdict(mc, 1, ttl < 1 ? 1 : ttl, 0, NULL);
+        on_verdict(mc, 1, 0, 0, NULL); /* grant_or_retry judges it */
         return;
     }
     mc->busy_group = g;
@@ -555,15 +614,36 @@ static void acquire_done(void *arg, const struct redis_result *res) {
     resume_failed(mc);
 }
 
-static void fence_raise(struct multi_call *mc) {
-    for (int i = 0; i < mc->n; i++) {
-        char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8], f[24];
-        keys_of(mc->names[i], h, q, d);
-        snprintf(f, sizeof f, "%lld", mc->granted[2 * i]);
-        const char *argv[] = {h, f, "10000"}; /* FENCE_KEEP_MS (_layout.lua) */
-        size_t lens[3] = {strlen(h), strlen(f), 5};
-        redis_eval_all(SCRIPT_FENCE_RAISE, 1, 3, argv, lens, ignore_all, NULL);
+/* Quorum mode: the raise's outcome (backend.h, quorum_fences_raise).  The
+ * grant is answered with its validity and leases less the raise's round
+ * trip, or given back. */
+static void fences_raised(void *arg, int ok) {
+    struct multi_call *mc = arg;
+    long long extra = loop_now_ms() - mc->judged_ms, left = mc->fa - extra;
+    if (ok && left > 0) {
+        for (int k = 0; k < mc->n; k++) mc->granted[k].ttl -= extra;
+        on_verdict(mc, 1, left, 0, NULL);
+        return;
     }
+    give_back(mc, 1);
+    if (!ok)
+        on_verdict(mc, -100, 0, 0, QUORUM_RAISE_FAILED);
+    else
+        on_verdict(mc, 0, 1, 0, NULL); /* too late: try again */
+}
+
+static void fence_raise(struct multi_call *mc, long long validity) {
+    char h[MULTI_MAX][KEY_MAX];
+    const char *hashes[MULTI_MAX];
+    long long fences[MULTI_MAX];
+    for (int i = 0; i < mc->n; i++) {
+        hash_of(mc->names[i], h[i]);
+        hashes[i] = h[i];
+        fences[i] = mc->granted[i].fence;
+    }
+    mc->fa = validity;
+    mc->judged_ms = loop_now_ms();
+    quorum_fences_raise(mc->n, hashes, fences, fences_raised, mc);
 }
 
 static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
@@ -572,6 +652,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     long long ttl = -1, retry = 1, busy_i = 0, mode_i = 0;
     const char *err = "no Redis master answered";
     memset(mc->granted, 0, sizeof mc->granted);
+    for (int k = 0; k < mc->n; k++) mc->granted[k].ttl = -1;
     for (int i = 0; i < n; i++) {
         long long v = verdict_of(&res[i]);
         if (v == -100) {
@@ -583,9 +664,14 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         if (v == 1) {
             granted++;
             if (ttl < 0 || elem(r, 1) < ttl) ttl = elem(r, 1);
-            for (int k = 0; k < 2 * mc->n; k++)
-                if (elem(r, 2 + (size_t)k) > mc->granted[k])
-                    mc->granted[k] = elem(r, 2 + (size_t)k);
+            for (int k = 0; k < mc->n; k++) {
+                struct grant *gr = &mc->granted[k];
+                long long fence = elem(r, 2 + 3 * (size_t)k), count = elem(r, 3 + 3 * (size_t)k),
+                          left = elem(r, 4 + 3 * (size_t)k);
+                if (fence > gr->fence) gr->fence = fence;
+                if (count > gr->count) gr->count = count;
+                if (gr->ttl < 0 || left < gr->ttl) gr->ttl = left;
+            }
         } else if (v == 0) {
             nbusy++;
             if (elem(r, 1) > retry) retry = elem(r, 1);
@@ -595,11 +681,13 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             mode_i = elem(r, 1);
         }
     }
-    long long validity = ttl - (loop_now_ms() - mc->attempt_ms) - DRIFT_MS(mc->ttl_ms);
+    /* ttl is the smallest lease any name has on any granting master. */
+    long long off = (loop_now_ms() - mc->attempt_ms) + DRIFT_MS(mc->ttl_ms);
+    long long validity = ttl - off;
     if (granted >= q && validity > 0) {
-        fence_raise(mc);
+        for (int k = 0; k < mc->n; k++) mc->granted[k].ttl -= off;
         if (granted < n) leave_queues(mc);
-        on_verdict(mc, 1, validity, 0, NULL);
+        fence_raise(mc, validity);
         return;
     }
     if (granted > 0) give_back(mc, 1);
@@ -786,7 +874,8 @@ static void extend_done(void *arg, const struct redis_result *res) {
         long long ttl = elem(res->reply, 1);
         if (mc->sum < 0 || ttl < mc->sum) mc->sum = ttl;
         for (int k = mc->gstart[ref->g]; k < mc->gstart[ref->g + 1]; k++)
-            mc->granted[2 * mc->order[k]] = elem(res->reply, 2 + (size_t)(k - mc->gstart[ref->g]));
+            mc->granted[mc->order[k]].fence =
+                elem(res->reply, 2 + (size_t)(k - mc->gstart[ref->g]));
     }
     if (--mc->pending > 0 || !all_done_or_reply(mc)) return;
     cJSON *o = cJSON_CreateObject();
@@ -797,7 +886,7 @@ static void extend_done(void *arg, const struct redis_result *res) {
     for (int i = 0; i < mc->n; i++) {
         cJSON *l = cJSON_CreateObject();
         cJSON_AddStringToObject(l, "name", mc->names[i]);
-        json_add_int(l, "fence", mc->granted[2 * i]);
+        json_add_int(l, "fence", mc->granted[i].fence);
         cJSON_AddItemToArray(locks, l);
     }
     metrics_inc(M_LOCK_EXTENDED, (uint64_t)mc->n);

@@ -44,6 +44,7 @@
 #include "handlers/holds.h"
 #include "handlers/verdict.h"
 #include "server/cluster.h"
+#include "server/liveness.h"
 #include "server/metrics.h"
 #include "server/redis.h"
 #include "server/request.h"
@@ -176,16 +177,17 @@ static void session_read(void *arg, const struct redis_result *res) {
     snprintf(ttl, sizeof ttl, "%lld", left);
     long long own = strtoll(sa->argv[AV_DELAY], NULL, 10);
     snprintf(delay, sizeof delay, "%lld", sdelay > own ? sdelay : own);
+    /* The session's key is in another slot: in its place, the fourth key
+     * is the lock slot's liveness hash (acquire.lua). */
+    char live[LIVENESS_HASH_MAX];
+    liveness_hash_for(sa->argv[AV_HASH], live, sizeof live);
     const char *av[AV_MAX];
     size_t lens[AV_MAX];
-    int n = 0;
     for (int i = 0; i < sa->nargs; i++) {
-        if (i == AV_SKEY) continue;
-        av[n] = i == AV_TTL ? ttl : i == AV_DELAY ? delay : sa->argv[i];
-        lens[n] = strlen(av[n]);
-        n++;
+        av[i] = i == AV_SKEY ? live : i == AV_TTL ? ttl : i == AV_DELAY ? delay : sa->argv[i];
+        lens[i] = strlen(av[i]);
     }
-    redis_eval(SCRIPT_ACQUIRE, 3, n, av, lens, acquired, sa);
+    redis_eval(SCRIPT_ACQUIRE, 4, sa->nargs, av, lens, acquired, sa);
 }
 
 void sessions_cluster_acquire(struct hold_call *hc, int nargs, const char *const *argv,

@@ -8,16 +8,17 @@
 #define LOCKGATE_VERDICT_H
 
 enum lua_verdict {
-    VERDICT_GRANTED = 1,         /* a new hold (acquire), or done (extend, release...) */
-    VERDICT_REENTERED = 2,       /* the token already held it: one more level */
-    VERDICT_BUSY = 0,            /* held, full, in lock-delay, or fair waiters ahead */
-    VERDICT_NOT_HELD = -1,       /* nobody holds it (or the session is gone) */
-    VERDICT_NOT_OWNER = -2,      /* held, but not by this token */
-    VERDICT_MODE_MISMATCH = -3,  /* the token holds it in the other mode */
-    VERDICT_LIMIT_MISMATCH = -4, /* a semaphore in use with another limit */
-    VERDICT_SESSION_BOUND = -5,  /* the hold lives by its session: renew that */
-    VERDICT_SESSION_ENDED = -6,  /* the session it was to be bound to has ended */
-    VERDICT_ERROR = -100,        /* no usable answer (C only) */
+    VERDICT_GRANTED = 1,           /* a new hold (acquire), or done (extend, release...) */
+    VERDICT_REENTERED = 2,         /* the token already held it: one more level */
+    VERDICT_BUSY = 0,              /* held, full, in lock-delay, or fair waiters ahead */
+    VERDICT_NOT_HELD = -1,         /* nobody holds it (or the session is gone) */
+    VERDICT_NOT_OWNER = -2,        /* held, but not by this token */
+    VERDICT_MODE_MISMATCH = -3,    /* the token holds it in the other mode */
+    VERDICT_LIMIT_MISMATCH = -4,   /* a semaphore in use with another limit */
+    VERDICT_SESSION_BOUND = -5,    /* the hold lives by its session: renew that */
+    VERDICT_SESSION_ENDED = -6,    /* the session it was to be bound to has ended */
+    VERDICT_SESSION_MISMATCH = -7, /* a re-entry's session is not the hold's */
+    VERDICT_ERROR = -100,          /* no usable answer (C only) */
 };
 
 /* acquire.lua's busy cause (the answer's third value). */

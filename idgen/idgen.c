@@ -33,8 +33,10 @@
  * disjoint, so exactly one does) try-locks the mutex and, if nobody holds it
  * and nothing is prefetched yet, leases the next block and keeps it aside.
  * When the current block runs out, the next thread installs it without a
- * Redis round trip.  That request pays one Redis round trip of latency; all
- * others pay none.  A prefetched block goes stale like any other (its age
+ * Redis round trip.  Through idgen_next that request pays one Redis round
+ * trip of latency; through idgen_try_next it pays none: the prefetch is
+ * handed to the caller (idgen_prefetch), who runs it where waiting is
+ * allowed.  All other requests pay none.  A prefetched block goes stale like any other (its age
  * counts from its own lease) and is then dropped unused.
  *
  * Ordering: within one generation, claims increase with the cursor; a newer
@@ -272,11 +274,10 @@ out:
     return rc;
 }
 
-/* Lease the block after generation `gen` ahead of need, if the mutex is free
- * and nothing is prefetched yet (see the top of the file).  A failure is
- * counted like any other, so requests already queued for the mutex fail fast
- * instead of each trying Redis again; the current block keeps serving. */
-static void idgen_prefetch(struct idgen_ns *ns, uint32_t gen) {
+/* See idgen.h.  A failure is counted like any other, so requests already
+ * queued for the mutex fail fast instead of each trying Redis again; the
+ * current block keeps serving. */
+void idgen_prefetch(struct idgen_ns *ns, uint32_t gen) {
     if (pthread_mutex_trylock(&ns->lock) != 0) return;
     if (ns->gen == gen && !ns->has_pending) {
         int64_t now = ns->ops.now_ms(ns->ops.ctx);
@@ -292,8 +293,11 @@ static void idgen_prefetch(struct idgen_ns *ns, uint32_t gen) {
  * than want means the block is missing, exhausted or stale, and *seen
  * names its generation for idgen_refill.  The clock is read after the claim,
  * so a thread descheduled in between cannot hand out ids of a block that
- * went stale meanwhile. */
-static uint32_t idgen_take(struct idgen_ns *ns, uint32_t want, uint64_t *out, uint32_t *seen) {
+ * went stale meanwhile.  A claim that crosses the prefetch mark prefetches
+ * here when due is NULL, else sets *due to the block's generation (left
+ * alone otherwise) for the caller to prefetch. */
+static uint32_t idgen_take(struct idgen_ns *ns, uint32_t want, uint64_t *out, uint32_t *seen,
+                           uint32_t *due) {
     uint64_t c = atomic_load_explicit(&ns->cursor, memory_order_relaxed);
     *seen = idgen_cursor_gen(c);
     if (*seen == 0 || idgen_cursor_taken(c) >= IDGEN_TAKEN_GUARD) return 0;
@@ -309,7 +313,12 @@ static uint32_t idgen_take(struct idgen_ns *ns, uint32_t want, uint64_t *out, ui
     uint64_t id = b.lo + taken;
     for (uint32_t i = 0; i < k; i++) out[i] = id + i;
     uint64_t mark = size - size / 4;
-    if (taken < mark && taken + k >= mark) idgen_prefetch(ns, gen);
+    if (taken < mark && taken + k >= mark) {
+        if (due)
+            *due = gen;
+        else
+            idgen_prefetch(ns, gen);
+    }
     return k;
 }
 
@@ -321,17 +330,18 @@ int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids) {
     uint32_t got = 0;
     while (got < n) {
         uint32_t seen;
-        got += idgen_take(ns, n - got, out_ids + got, &seen);
+        got += idgen_take(ns, n - got, out_ids + got, &seen, NULL);
         int rc = got < n ? idgen_refill(ns, n - got, seen) : 0;
         if (rc != 0) return rc;
     }
     return 0;
 }
 
-int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids) {
+int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids, uint32_t *prefetch) {
     if (n == 0 || n > IDGEN_MAX_COUNT) return -1;
     uint32_t seen;
-    return idgen_take(ns, n, out_ids, &seen) == n ? 0 : IDGEN_WOULD_LEASE;
+    *prefetch = 0;
+    return idgen_take(ns, n, out_ids, &seen, prefetch) == n ? 0 : IDGEN_WOULD_LEASE;
 }
 
 /* ============================================================================

@@ -90,10 +90,12 @@ struct idgen_block_lease {
  *   lost ids handed out already: nothing was written), or
  *   IDGEN_EPOCH_MISMATCH when the namespace's mark was made with an earlier
  *   epoch than this gateway's.  soft 1: `floor` may be another namespace's
- *   (idtable.c): place the block above it rather than refuse.  Called with the namespace's mutex held (so never twice at
- *   once for one namespace), synchronously, on the thread of the request
- *   that found the block exhausted or crossed its prefetch mark; its latency
- *   is that request's.  It must not call idgen for the same namespace.
+ *   (idtable.c): place the block above it rather than refuse.  Called with
+ *   the namespace's mutex held (so never twice at once for one namespace),
+ *   synchronously, from idgen_next (on the thread of the request that found
+ *   the block exhausted or crossed its prefetch mark; its latency is that
+ *   request's) or idgen_prefetch, never from idgen_try_next.  It must not
+ *   call idgen for the same namespace.
  * ctx: passed to both. */
 #define IDGEN_BEHIND         (-3) /* Redis's mark lies below ids already leased */
 #define IDGEN_EPOCH_MISMATCH (-4) /* the mark was made with an earlier epoch */
@@ -172,9 +174,17 @@ int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
 /* idgen_next without a lease: 0 with n ids, or IDGEN_WOULD_LEASE when the
  * current block cannot give them all (the ids it did give are discarded,
  * never reissued: call idgen_next, which may lease), or -1 (n out of
- * range).  Never blocks: for a caller that must not wait for Redis. */
+ * range).  Never blocks, nor prefetches: for a caller that must not wait
+ * for Redis.  *prefetch is set to 0, or to the generation of a block this
+ * call's claim took past its prefetch mark: then the caller should call
+ * idgen_prefetch(ns, *prefetch) where it may wait (it leases). */
 #define IDGEN_WOULD_LEASE (-2)
-int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
+int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids, uint32_t *prefetch);
+
+/* Lease the block after generation `gen` ahead of need and keep it aside,
+ * if the namespace's mutex is free, gen is still the installed block and
+ * nothing is prefetched yet; else do nothing.  Waits for ops->lease. */
+void idgen_prefetch(struct idgen_ns *ns, uint32_t gen);
 
 /* The highest id leased so far (0: none), for a caller that keeps it when
  * the namespace is evicted (idtable.c), and setting it on a namespace that

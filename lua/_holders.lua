@@ -29,6 +29,12 @@
 --         (ms): every change of holder is announced
 --   f     the name's last fence, present only while neither a holder nor
 --         the x record carries it (after shared holders end)
+--   !<token>  a token a forced release ended (force.lua), valued with the
+--         end of the lease it had (ms): until then its extend and release
+--         answer "not held" (holder_of), even once somebody else holds the
+--         name.  Kept in the hash itself, a key every script on the name
+--         declares, so that no script reads a key it did not declare
+--         (Redis Cluster refuses that while the slot migrates).
 -- Its PEXPIRE covers the longest lease plus its lock-delay, the lock-delay
 -- in force and waiters' marks, plus FENCE_KEEP_MS when the name has a fence,
 -- so Redis drops an abandoned lock by itself, and a release by the holder
@@ -94,8 +100,10 @@ end
 -- A session is one hash, <prefix>session:{<token>}: e its end (ms, Redis's
 -- clock), t its ttl, d its lock-delay, o its owner, and one field per hold
 -- it carries (the hold's hash key, valued with the hold's token).  Its
--- PEXPIRE lies d past e, so a hold whose session ran out still finds the
--- lock-delay to apply.
+-- PEXPIRE lies d past e, or further when a hold it carries has a longer
+-- lock-delay of its own (acquire.lua, session_renew.lua), so a hold whose
+-- session ran out still finds its session's end and the lock-delay to
+-- apply: the session's or its own, the longer.
 --
 -- A session-bound hold's liveness is the session's end, read here from a
 -- key the caller did not declare in KEYS (only the acquire that binds a
@@ -140,7 +148,8 @@ end
 local function load(key, flat)
   local st = {holders = {}, alive = 0, maxexp = 0, minexp = 0, dl = 0, w = 0,
               v = 0, mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
-              maxfence = 0, xfence = 0, ffield = 0, xtoken = nil, tfield = {}}
+              maxfence = 0, xfence = 0, ffield = 0, xtoken = nil, tfield = {}, fo = {},
+              foexp = 0}
   flat = flat or redis.call('HGETALL', key)
   local dead, dead_x = {}, false
   for i = 1, #flat, 2 do
@@ -160,6 +169,14 @@ local function load(key, flat)
         end
       end
       if hd.exp > now then f, st.xtoken = tok, tok end
+    elseif string.byte(f, 1) == 33 then -- '!': forced out
+      local until_ = tonumber(v)
+      if until_ > now then
+        st.fo[string.sub(f, 2)] = true
+        if until_ > st.foexp then st.foexp = until_ end
+      else
+        dead[#dead + 1] = f
+      end
     elseif #f >= 22 then
       hd = decode(v)
       if hd.session and not hd.carried then
@@ -313,6 +330,7 @@ local function save_ttl(key, st, gone)
   end
   if st.w > target then target = st.w end
   if st.v > target then target = st.v end
+  if st.foexp > target then target = st.foexp end
   if st.lastfence > 0 then
     if now > target then target = now end
     target = target + FENCE_KEEP_MS
@@ -348,8 +366,9 @@ local function holder_of(st, token)
   if me then return me, nil end
   if st.alive == 0 then return nil, -1 end
   -- A token that a forced release ended holds nothing, even once somebody
-  -- else holds the name (force.lua keeps it in <hash>:fo for its lease).
-  if redis.call('SISMEMBER', KEYS[1] .. ':fo', token) == 1 then return nil, -1 end
+  -- else holds the name (force.lua keeps it as a field !<token> for its
+  -- lease).
+  if st.fo[token] then return nil, -1 end
   return nil, -2
 end
 
@@ -392,13 +411,30 @@ local function key_parts()
   return p or '', k or '', n or ''
 end
 
--- The gateway keys' prefix: <prefix>gw: for the per-gateway keys, and in
--- Redis Cluster mode <prefix>gw{<tag>}: for the per-slot ones
--- (server/liveness.c), the tag being the one of the slot's release
--- channel, which the script sets in live_channel before queue_head.
-local function gateway_key_prefix()
+-- How long gateway gw stays alive (ms), -2 when it is gone.  Outside
+-- Redis Cluster its key is <prefix>gw:<gw> (one master holds every key,
+-- or every master its own copy).  In Redis Cluster mode it is a field of
+-- the slot's hash <prefix>gw{<tag>} (server/liveness.c, lua/liveness.lua),
+-- the tag being the one of the slot's release channel, which the script
+-- sets in live_channel before queue_head; the caller declares that hash
+-- among its KEYS (liveness_hash_for), and reading it undeclared is an
+-- error here rather than a refusal by Redis only while the slot migrates.
+local live_hash = nil
+local function gateway_left(gw)
   local tag = live_channel and string.match(live_channel, '({[^{}]*})$')
-  return (key_parts()) .. 'gw' .. (tag or '') .. ':'
+  if not tag then
+    return redis.call('PTTL', (key_parts()) .. 'gw:' .. gw)
+  end
+  if not live_hash then
+    local want = (key_parts()) .. 'gw' .. tag
+    for i = 1, #KEYS do
+      if KEYS[i] == want then live_hash = want end
+    end
+    if not live_hash then error('liveness hash ' .. want .. ' not declared') end
+  end
+  local until_ = tonumber(redis.call('HGET', live_hash, gw) or '0')
+  if until_ <= now then return -2 end
+  return until_ - now
 end
 
 -- The release channel and message (redis.c, holds.c): ARGV[ci], ARGV[ci+1]
@@ -421,7 +457,7 @@ end
 -- KEYS[2], KEYS[3] when nil.
 local function queue_head(self, qkey, dkey)
   qkey, dkey = qkey or KEYS[2], dkey or KEYS[3]
-  local gwp, dropped = nil, false
+  local dropped = false
   -- Entries were dropped and the head is now another waiter, or nobody
   -- (unfair waiters wait while fair ones are queued): they may now go
   -- (THE RULE, above).
@@ -436,8 +472,7 @@ local function queue_head(self, qkey, dkey)
     local gw = h[1] ~= self and string.match(h[1], '^([^.]+)%.')
     local left = -1
     if gw and d > now then
-      gwp = gwp or gateway_key_prefix()
-      left = redis.call('PTTL', gwp .. gw)
+      left = gateway_left(gw)
       if left == -2 then queue_dropped = queue_dropped + 1 end
     end
     if d > now and left ~= -2 then

@@ -11,7 +11,7 @@ local function add_holds(key, flat)
     if f == 'x' then
       local _, pos = struct.unpack('<s', v)
       h = decode(v, pos)
-    elseif #f >= 22 then
+    elseif #f >= 22 and string.byte(f, 1) ~= 33 then -- not a forced-out token (!)
       h = decode(v)
     elseif f == 'm' then mode = v
     elseif f == 'lim' then limit = tonumber(v)
@@ -31,7 +31,13 @@ local function add_holds(key, flat)
   end
   if alive == 0 then return end
   local name = string.match(key, '{([^{]*)}$')
-  local row = {name, kind_code[mode] or 1, limit, redis.call('ZCARD', key .. ':q')}
+  -- A listing reads what SCAN finds, keys no caller could declare.  The
+  -- queue next to a hash found here may be absent, and while its slot
+  -- migrates Redis Cluster refuses to read an absent key it was not given:
+  -- then the count is 0, as for a queue that is not there.
+  local waiting = redis.pcall('ZCARD', key .. ':q')
+  if type(waiting) ~= 'number' then waiting = 0 end
+  local row = {name, kind_code[mode] or 1, limit, waiting}
   for i = 1, #entry do row[#row + 1] = entry[i] end
   out[#out + 1] = row
 end

@@ -2,14 +2,18 @@
 -- acquire.lua: take a lock (exclusive or shared) or a semaphore permit, or
 -- re-enter a lock; queue fair waiters.  (The holder layout: _holders.lua.)
 --
--- KEYS     hash, queue zset, queue deadlines hash
+-- KEYS     hash, queue zset, queue deadlines hash, and a fourth: outside
+--          Redis Cluster a session-bound hold's session key (ARGV 13), in
+--          Redis Cluster mode the slot's liveness hash (_holders.lua,
+--          queue_head), never a session key there
 -- ARGV     short form, the common case (exclusive, no owner, max-hold,
 --          lock-delay or waiting): 1 token, 2 ttl_ms[, 3 channel: Redis
 --          Cluster mode's shard channel, which cannot be derived]
 --          long form: 1 token, 2 ttl_ms, 3 owner, 4 max_hold_ms (0 none),
 --          5 lock_delay_ms, 6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
 --          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message,
---          13 session token ('' or absent: none; then KEYS[4] is its key),
+--          13 session token ('' or absent: none; outside Cluster KEYS[4] is
+--          its key),
 --          14 API key id ('' or absent: none), 15 attempt: the request's id
 --          when it may try again ('' or absent: none)
 -- Returns  fence (a bare integer > 0)           the fast path: acquired by a
@@ -27,9 +31,13 @@
 --          {-3}                                 token holds it in the other mode
 --          {-4, limit}                          semaphore limit differs
 --          {-6}                                 the session has ended
+--          {-7}                                 a re-entry whose Session
+--                                               (ARGV 13) is not the hold's:
+--                                               a hold keeps the binding it
+--                                               was acquired with
 -- A session-bound hold (ARGV 13) has no lease: ttl_ms is ignored, the hold
 -- lives while the session does, and its answer's ttl_ms is the session's
--- remaining time.  Without KEYS[4] (Redis Cluster) ttl_ms is the session's
+-- remaining time.  In Redis Cluster (no session key) ttl_ms is the session's
 -- remaining time, which the hold carries as its lease.  Waiters on a session-bound name get that as their retry
 -- hint, so they try again when the session would expire.
 -- dropped: queue entries of dead gateways this call removed (_holders.lua);
@@ -78,8 +86,9 @@ local owner, max_hold, delay = short and '' or ARGV[3], tonumber(ARGV[4] or '0')
 local session = ARGV[13]
 if session == '' then session = nil end
 local session_end, carried = 0, false
-if session and KEYS[4] then
-  session_end = tonumber(redis.call('HGET', KEYS[4], 'e') or '0')
+local skey = KEYS[4] and string.find(KEYS[4], 'session:{', 1, true) and KEYS[4]
+if session and skey then
+  session_end = tonumber(redis.call('HGET', skey, 'e') or '0')
   if session_end <= now then return {-6} end
 elseif session then
   -- Redis Cluster: the session's key lives in another slot, so the gateway
@@ -98,6 +107,9 @@ if me then
     local fresh = string.sub(me.attempt, -1) == 'g'
     return {fresh and 1 or 2, me.fence, me.count, remaining(me.exp), st.alive}
   end
+  -- A Session header on a re-entry names the session the hold lives by, or
+  -- is refused: it would neither bind a plain hold nor move a bound one.
+  if session and me.session ~= session then return {-7} end
   me.count = me.count + 1
   me.attempt = attempt ~= '' and attempt .. 'r' or nil
   if not me.session then
@@ -169,7 +181,15 @@ if session then
   h.session, h.exp, h.ttl, h.hold, h.carried = session, session_end, 0, 0, carried
   ttl = remaining(session_end)
   -- Carried: the gateway lists it in the session's key, in its own slot.
-  if not carried then redis.call('HSET', KEYS[4], KEYS[1], token) end
+  if not carried then
+    redis.call('HSET', skey, KEYS[1], token)
+    -- The session's key outlives its end by the longest lock-delay it must
+    -- still tell (_holders.lua, sessions): its own, or this hold's.
+    local left = redis.call('PTTL', skey)
+    if left >= 0 and session_end + delay - now > left then
+      redis.call('PEXPIRE', skey, session_end + delay - now)
+    end
+  end
 end
 -- A permit has no fence: its record's fence field keeps its grant time
 -- (for listings and the watch index), outside the name's fences (load()).

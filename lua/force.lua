@@ -8,7 +8,8 @@
 --          {-1}                       nobody holds it
 -- Fences stay intact: x's record keeps its fence and f keeps the last one
 -- (save_ttl), so the next holder gets a higher fence.  The ended tokens
--- are kept in <hash>:fo until their leases would have ended, so their
+-- are kept in the hash (fields !<token>, _holders.lua) until their leases
+-- would have ended, so their
 -- holders' extend and release answer "not held" (holder_of) even after
 -- somebody else took the name.  No lock-delay applies.  Waiters and
 -- watchers are woken at once (save_ttl: _holders.lua, THE RULE); ARGV 2 is
@@ -22,13 +23,15 @@ if st.alive == 0 then
   save_ttl(KEYS[1], st)
   return {-1}
 end
-local fo, ended, gone, last_exp = KEYS[1] .. ':fo', 0, {}, 0
+local ended, gone = 0, {}
 for token, h in pairs(st.holders) do
   ended = ended + 1
-  redis.call('SADD', fo, token)
+  -- Until its lease would have ended (a session-bound hold's: its
+  -- session's end as load() read it).
+  redis.call('HSET', KEYS[1], '!' .. token, int(h.exp))
+  if h.exp > st.foexp then st.foexp = h.exp end
   -- Its session no longer carries it (as release.lua does).
   if h.session and not h.carried then redis.call('HDEL', session_key(KEYS[1], h.session), KEYS[1]) end
-  if h.exp > last_exp then last_exp = h.exp end
   if token == st.xtoken then
     redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, h.fence, 0, 0))
     st.xtoken = nil
@@ -37,7 +40,6 @@ for token, h in pairs(st.holders) do
   end
 end
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
-if redis.call('PTTL', fo) < last_exp - now then redis.call('PEXPIRE', fo, last_exp - now) end
 local fence = st.maxfence -- 0 for a semaphore (load())
 st.holders, st.alive = {}, 0
 save_ttl(KEYS[1], st)

@@ -3,14 +3,19 @@
 -- (The holder layout: _holders.lua.)
 --
 -- KEYS     per name i: 3i-2 its hash, 3i-1 its queue zset, 3i its queue
---          deadlines hash (as acquire.lua's KEYS)
+--          deadlines hash (as acquire.lua's KEYS); in Redis Cluster mode
+--          then the slot's liveness hash (_holders.lua, queue_head)
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
 --          9 arrival (optional; '' or absent: this call's clock, in us)
 -- New holders are announced to watchers, and a shared grant that leaves
 -- room passes the wake-up on (save_ttl: _holders.lua, THE RULE).
--- Returns  {1, ttl_ms, fence_1, count_1, fence_2, count_2, ...}  all taken
---                                 (a name the token held already: re-entered)
+-- Returns  {1, ttl_ms, fence_1, count_1, ttl_1, fence_2, count_2, ttl_2, ...}
+--                                 all taken (a name the token held already:
+--                                 re-entered); ttl_i is name i's real
+--                                 remaining lease (a re-entry's is capped by
+--                                 its max_hold_ms, a session-bound one's is
+--                                 its session's), ttl_ms the smallest
 --          {0, retry_after_ms, why, i, arrival}  busy: nothing taken; why
 --                                 as acquire.lua's, i the first busy name,
 --                                 arrival the score a fair waiter queued with
@@ -34,7 +39,7 @@ local token, ttl, owner, kind = ARGV[1], ARGV[2] + 0, ARGV[3], ARGV[4]
 local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
 local arrival, given = now_us, ARGV[9] and ARGV[9] ~= ''
 if given then arrival = ARGV[9] + 0 end
-local n = #KEYS / 3
+local n = (#KEYS - #KEYS % 3) / 3
 live_channel = ARGV[8]
 
 -- A fair waiter's place in name i's queue, until its wait ends.
@@ -99,6 +104,7 @@ if busy_for >= 0 then
 end
 
 local out = {1, ttl}
+local least = ttl
 local exp = now + ttl + 1
 for i = 1, n do
   local st, hk = sts[i], KEYS[3 * i - 2]
@@ -126,7 +132,11 @@ for i = 1, n do
     st.mfield = kind ~= 'x' and kind or nil
   end
   save_ttl(hk, st)
+  local left = remaining(h.exp)
+  if left < least then least = left end
   out[#out + 1] = h.fence
   out[#out + 1] = h.count
+  out[#out + 1] = left
 end
+out[2] = least
 return out

@@ -27,7 +27,12 @@ local ttl = ARGV[1] + 0
 if ttl == 0 then ttl = s[2] + 0 end
 local e = now + ttl + 1
 redis.call('HSET', KEYS[1], 'e', e, 't', ttl)
-redis.call('PEXPIRE', KEYS[1], ttl + 1 + s[3])
+-- The key outlives the end by its lock-delay, or by a longer one of a hold
+-- it carries (acquire.lua lengthened it): that margin moves with the end.
+local keep = ttl + 1 + s[3]
+local left = redis.call('PTTL', KEYS[1])
+if left >= 0 and left + e - s[1] > keep then keep = left + e - s[1] end
+redis.call('PEXPIRE', KEYS[1], keep)
 local hz = tonumber(s[4] or '0')
 if hz == 0 then hz = s[1] + SESSION_HORIZON_MS end
 -- e, t, d, o and h are the session's own fields; the rest are its holds.

@@ -46,16 +46,27 @@ static _Thread_local int64_t next_ms, last_turn_ms;
 static _Thread_local uint32_t *slot_waiters;
 static _Thread_local int busy_slots;
 
-/* Sets a slot's key: <prefix>gw{<tag>}:<id>, the tag from the slot's
+/* A slot's liveness hash, <prefix>gw{<tag>}, the tag from the slot's
  * release channel chan, "<prefix>released{<tag>}". */
-static void set_slot_key(const char *chan) {
+static void slot_hash(const char *chan, char *out, size_t cap) {
     const char *tag = strchr(chan, '{');
-    char key[GW_PREFIX_MAX + 64];
-    snprintf(key, sizeof key, "%sgw%s:%s", V.prefix, tag ? tag : "", V.id);
-    const char *argv[] = {"SET", key, V.value, "PX", V.ttl};
-    size_t lens[5];
-    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
-    redis_command_for(key, 5, argv, lens, ignore_one, NULL);
+    snprintf(out, cap, "%sgw%s", V.prefix, tag ? tag : "");
+}
+
+int liveness_hash_for(const char *key, char *out, size_t cap) {
+    if (!V.cluster) return 0;
+    slot_hash(redis_release_channel_for(key), out, cap);
+    return 1;
+}
+
+/* Sets this gateway's field in a slot's hash (lua/liveness.lua). */
+static void set_slot_key(const char *chan) {
+    char key[LIVENESS_HASH_MAX];
+    slot_hash(chan, key, sizeof key);
+    const char *argv[] = {key, V.id, V.ttl};
+    size_t lens[3];
+    for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
+    redis_eval(SCRIPT_LIVENESS, 1, 3, argv, lens, ignore_one, NULL);
 }
 
 static void renew_slots(void) {
@@ -142,9 +153,9 @@ void liveness_init(const struct gw_config *cfg) {
     V.workers = cfg->threads > 0 ? cfg->threads : 1;
     if (cfg->ncluster) {
         V.cluster = 1;
-        log_info("liveness: cluster mode, gateway id %s, a key per slot with fair waiters "
-                 "(%sgw{<slot tag>}:%s), ttl %d ms",
-                 V.id, cfg->key_prefix, V.id, cfg->liveness_ttl_ms);
+        log_info("liveness: cluster mode, gateway id %s, a field in a hash per slot with fair "
+                 "waiters (%sgw{<slot tag>}), ttl %d ms",
+                 V.id, cfg->key_prefix, cfg->liveness_ttl_ms);
         return;
     }
     const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};

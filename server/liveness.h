@@ -10,14 +10,18 @@
  * cost is one SET per gateway per renewal, nothing per waiter.
  *
  * In Redis Cluster mode a queue's script can only read keys of its own
- * slot, so the key is per slot: <prefix>gw{<slot tag>}:<id>, the tag being
- * the one of the slot's release channel (redis.h).  A worker sets it when
- * its first fair waiter in that slot joins (on its connection to the
- * slot's master, ahead of the waiter's attempt) and renews it while it has
- * waiters there: one SET per slot with waiters per renewal. */
+ * slot, and only keys it declares while the slot migrates, so liveness is
+ * per slot: one hash, <prefix>gw{<slot tag>}, the tag being the one of the
+ * slot's release channel (redis.h), with a field per gateway valued with
+ * the end of its liveness (lua/liveness.lua); the scripts that judge a
+ * queue declare it (liveness_hash_for).  A worker sets its field when its
+ * first fair waiter in that slot joins (on its connection to the slot's
+ * master, ahead of the waiter's attempt) and renews it while it has
+ * waiters there: one script call per slot with waiters per renewal. */
 #ifndef LOCKGATE_LIVENESS_H
 #define LOCKGATE_LIVENESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "server/config.h"
@@ -32,6 +36,13 @@ void liveness_init(const struct gw_config *cfg);
 /* The loop turn-start hook (loop.h) that renews the key when due, on the
  * calling worker's Redis connections. */
 void liveness_turn_hook(void *arg, int64_t now_ms);
+
+/* Redis Cluster mode: writes into out (cap bytes) the liveness hash of the
+ * slot of key (a lock's or semaphore's hash), which a script that judges
+ * that key's fair queue declares among its KEYS; returns 1.  Other modes:
+ * returns 0 (the per-gateway keys live on every master). */
+#define LIVENESS_HASH_MAX 320 /* room for a liveness hash's name */
+int liveness_hash_for(const char *key, char *out, size_t cap);
 
 /* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
  * life; any thread. */

@@ -24,6 +24,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
@@ -53,7 +54,10 @@ int main(int argc, char **argv) {
     log_set_level(cfg.log_level);
     metrics_add_text(auth_metrics_text);
 
-    scripts_init();
+    /* A test hook: Redis Cluster mode with every script's key access
+     * checked (server/scripts.h, lua/keycheck.lua). */
+    const char *keycheck = getenv("LOCKGATE_TEST_KEYCHECK");
+    scripts_init(cfg.ncluster && keycheck && strcmp(keycheck, "1") == 0);
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);

@@ -34,6 +34,7 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_NOT_ACCEPTABLE] = {"not_acceptable",      406, "No acceptable media type"        },
     [CODE_SESSION_NOT_FOUND] = {"session_not_found",   404, "No such session"                 },
     [CODE_SESSION_BOUND] = {"session_bound",       409, "Bound to a session"              },
+    [CODE_SESSION_MISMATCH] = {"session_mismatch",    409, "Not held in this session"        },
     [CODE_UNAUTHENTICATED] = {"unauthenticated",     401, "No valid API key"                },
     [CODE_FORBIDDEN] = {"forbidden",           403, "Not granted to this key"         },
     [CODE_IDS_BEHIND] = {"ids_behind",          503, "Redis lost ids handed out"       },

@@ -37,6 +37,7 @@ enum gw_code {
     CODE_NOT_ACCEPTABLE,
     CODE_SESSION_NOT_FOUND, /* sessions (#22) */
     CODE_SESSION_BOUND,
+    CODE_SESSION_MISMATCH, /* a re-entry's Session header (#34) */
     CODE_UNAUTHENTICATED,
     CODE_FORBIDDEN,
     CODE_IDS_BEHIND, /* ids (#35) */

@@ -1,7 +1,11 @@
 /* scripts.c -- see scripts.h.  The bytes come from build/gen/lua_scripts.h,
  * made by `xxd -i` (so the names are acquire_lua, acquire_lua_len, ...). */
 #include "server/scripts.h"
+#include "common/alloc.h"
 #include "server/sha1.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "lua_scripts.h"
 
@@ -30,10 +34,28 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_LIST_CLUSTER, "list_cluster.lua", list_cluster_lua),
     SCRIPT(SCRIPT_SESSION_BIND, "session_bind.lua", session_bind_lua),
     SCRIPT(SCRIPT_SESSION_SLOT, "session_slot.lua", session_slot_lua),
+    SCRIPT(SCRIPT_LIVENESS, "liveness.lua", liveness_lua),
 };
 
-void scripts_init(void) {
-    for (int i = 0; i < SCRIPT_COUNT; i++) sha1_hex(scripts[i].src, scripts[i].len, scripts[i].sha);
+/* s with keycheck.lua in front, after its first line when that is a
+ * shebang (which must stay first).  Made once, kept for the process. */
+static void guard(struct script *s) {
+    size_t head = 0;
+    if (s->len > 2 && s->src[0] == '#' && s->src[1] == '!')
+        while (head < s->len && s->src[head++] != '\n') continue;
+    unsigned char *out = alloc_check(malloc(s->len + keycheck_lua_len));
+    memcpy(out, s->src, head);
+    memcpy(out + head, keycheck_lua, keycheck_lua_len);
+    memcpy(out + head + keycheck_lua_len, s->src + head, s->len - head);
+    s->src = out;
+    s->len += keycheck_lua_len;
+}
+
+void scripts_init(int keycheck) {
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        if (keycheck && i != SCRIPT_LIST && i != SCRIPT_LIST_CLUSTER) guard(&scripts[i]);
+        sha1_hex(scripts[i].src, scripts[i].len, scripts[i].sha);
+    }
 }
 
 const struct script *script_get(enum script_id id) { return &scripts[id]; }

@@ -41,6 +41,7 @@ enum script_id {
     SCRIPT_LIST_CLUSTER, /* list.lua allowed several slots (cluster mode) */
     SCRIPT_SESSION_BIND, /* cluster mode: a hold's side in its session's slot */
     SCRIPT_SESSION_SLOT, /* cluster mode: a session's holds in one slot */
+    SCRIPT_LIVENESS,     /* cluster mode: a gateway alive in a slot (liveness.c) */
     SCRIPT_COUNT
 };
 
@@ -51,8 +52,11 @@ struct script {
     char sha[41];             /* SHA-1 of src in hex, filled by scripts_init */
 };
 
-/* Computes every script's SHA-1; call once before the Redis layer starts. */
-void scripts_init(void);
+/* Computes every script's SHA-1; call once before the Redis layer starts.
+ * keycheck (tests only, Redis Cluster mode): every script but the
+ * listings starts with lua/keycheck.lua, which makes a script's access to
+ * a key it did not declare an error. */
+void scripts_init(int keycheck);
 
 const struct script *script_get(enum script_id id);
 

@@ -858,6 +858,87 @@ static void test_redis_down(void) {
     CHECK(back_ms <= 2500);
 }
 
+/* ---- 5b. a prefetch that meets a frozen Redis ------------------------------------------ */
+
+/* The request whose claim crosses 75 % of a block hands the lease of the
+ * next block to a helper thread (issue 34): it is answered from the block
+ * at once, and the worker (one only here) goes on serving /healthz and the
+ * rest of the block while the prefetch waits on a frozen Redis.  It used
+ * to lease on the worker, which then stalled for --redis-timeout-ms. */
+struct cross_call {
+    int port;          /* the gateway */
+    long status;       /* its answer's status */
+    long long took_ms; /* how long it took */
+    atomic_int done;   /* answered */
+};
+
+static void *cross_main(void *arg) {
+    struct cross_call *c = arg;
+    long long t0 = h_now_ms();
+    struct h_resp x = h_http("POST", c->port, "/v1/ids/pf?count=2", NULL, NULL, NULL);
+    c->took_ms = h_now_ms() - t0;
+    c->status = x.status;
+    h_resp_free(&x);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static void test_prefetch_frozen_redis(void) {
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK(h_redis_start(&r, 0, NULL) == 0);
+    CHECK(h_gw_up(&g, &r, "--threads 1 --redis-timeout-ms 3000") == 0);
+    uint64_t ids[16], last = 0;
+    long st;
+    /* A fresh namespace leases a block of 16 (IDGEN_BLOCK_MIN): its
+     * prefetch mark is the 13th id.  11 ids, then Redis frozen. */
+    CHECK_EQ_INT(take_ids(g.port, "POST", "pf", 11, ids, 16, &st), 11);
+    last = ids[10];
+    CHECK(h_freeze(r.pid) == 0);
+    long long t0 = h_now_ms();
+    /* The 12th and 13th, from another thread: the claim crosses the mark,
+     * and the prefetch goes to Redis.  /healthz meanwhile, on the same
+     * worker, until that request is answered (and 5 times at least). */
+    struct cross_call c = {.port = g.port};
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, cross_main, &c), 0);
+    double slowest = 0;
+    int probes = 0;
+    while (probes < 5 || (!atomic_load(&c.done) && h_now_ms() - t0 < 5000)) {
+        struct h_resp hz = h_http("GET", g.port, "/healthz", NULL, NULL, NULL);
+        CHECK_EQ_INT(hz.status, 200);
+        if (hz.seconds > slowest) slowest = hz.seconds;
+        h_resp_free(&hz);
+        probes++;
+    }
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(c.status, 200);
+    long long cross_ms = c.took_ms;
+    CHECK_EQ_INT(take_ids(g.port, "POST", "pf", 1, ids, 16, &st), 1); /* the 14th */
+    CHECK(ids[0] > last);
+    long long all_ms = h_now_ms() - t0;
+    fprintf(stderr,
+            "  Redis frozen: the crossing request took %lld ms, the slowest /healthz %.1f ms, "
+            "all %lld ms (the prefetch waits up to 3000 ms)\n",
+            cross_ms, slowest * 1000, all_ms);
+    /* Served as usual: far under the 3 s the prefetch may wait. */
+    CHECK(cross_ms < 1000);
+    CHECK(slowest < 1.0);
+    CHECK(all_ms < 2000);
+    kill(r.pid, SIGCONT);
+    /* Redis back: ids again, above all before. */
+    long long t1 = h_now_ms();
+    int got = -1;
+    while (got != 5 && h_now_ms() - t1 < 10000) {
+        got = take_ids(g.port, "POST", "pf", 5, ids, 16, &st);
+        if (got != 5) h_sleep_ms(50);
+    }
+    CHECK_EQ_INT(got, 5);
+    CHECK(ids[0] > last);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_stop(&r);
+}
+
 /* ---- 6. the largest batch ------------------------------------------------------------------ */
 
 static void test_big_batch(void) {
@@ -1266,6 +1347,7 @@ int main(void) {
     RUN(test_big_batch);
     RUN(test_many_threads_one_gateway);
     RUN_NOT_CLUSTER(test_redis_down);
+    RUN_NOT_CLUSTER(test_prefetch_frozen_redis);
     RUN(test_unique_across_gateways_and_clocks);
     RUN(test_evict_and_return);
     RUN(test_interleaved_two_gateways);

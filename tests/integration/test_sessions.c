@@ -11,6 +11,7 @@
 #include "tests/integration/harness.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +251,100 @@ static void test_expiry_wakes_and_delays(void) {
     free(s);
 }
 
+/* A hold's own lock-delay, longer than its session's, outlives the
+ * session's expiry (issue 34): once the session is gone by expiry, the
+ * name is in the hold's lock-delay, counted from the session's end, as a
+ * plain hold with that delay would be.  (The session's key used to expire
+ * at its end plus its own lock-delay, after which the hold's end read as 0
+ * and its delay as long past.)  Waits for the session's 404, not a fixed
+ * time.  port: the gateway to use. */
+static void hold_delay_outlives_session_on(int port, const char *name) {
+    struct h_resp r =
+        h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":1000,\"lock_delay_ms\":0}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char s[160], loc[200], path[200];
+    snprintf(s, sizeof s, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    long long t0 = h_now_ms();
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    CHECK_EQ_INT(bound_acquire(port, path, s, "{\"lock_delay_ms\":5000}", NULL, NULL), 201);
+    long long deadline = h_now_ms() + 5000;
+    long st = 0;
+    while ((st = status_of("GET", port, loc, NULL, NULL)) != 404 && h_now_ms() < deadline)
+        h_sleep_ms(20);
+    CHECK_EQ_INT(st, 404);
+    h_sleep_ms(50); /* past the session key's own expiry too (end + its lock-delay 0) */
+    r = h_http("POST", port, path, NULL, "{}", NULL);
+    long long waited = h_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "lock_busy");
+    CHECK(r.body && strstr(r.body, "lock-delay") != NULL);
+    /* The delay runs from the session's end (at most 1 s after t0). */
+    CHECK(h_jint(&r, "retry_after_ms") >= 5000 - waited);
+    CHECK(h_jint(&r, "retry_after_ms") <= 6000);
+    h_resp_free(&r);
+}
+
+static void test_hold_delay_outlives_session(void) {
+    hold_delay_outlives_session_on(gw.port, "hd1");
+}
+
+/* A Session header on a re-entry (issue 34) is honoured when it names the
+ * session the hold lives by, and refused otherwise (409 session_mismatch),
+ * the hold left as it was: it neither binds a plain hold (which used to
+ * have its lease silently renewed, or in Cluster mode cut to the session's
+ * time) nor moves a bound one.  port: the gateway to use. */
+static void reentry_session_on(int port, const char *name) {
+    char path[200], hdr[200], hdr2[200], tok[160], stok[160];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":20000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(hdr, sizeof hdr, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    r = h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":20000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(hdr2, sizeof hdr2, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+
+    /* A plain hold: its token with a Session header is refused, lease kept. */
+    r = h_http("POST", port, path, NULL, "{\"ttl_ms\":3000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("POST", port, path, tok, "{\"ttl_ms\":60000}", hdr);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "session_mismatch");
+    h_resp_free(&r);
+    r = h_http("GET", port, path, NULL, NULL, NULL);
+    CHECK_EQ_INT(h_jint(&r, "count"), 1);
+    CHECK(h_jint(&r, "ttl_ms") <= 3000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", port, path, tok, NULL), 200);
+
+    /* A bound hold: its own session re-enters it, another is refused. */
+    r = h_http("POST", port, path, NULL, "{}", hdr);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(stok, sizeof stok, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("POST", port, path, stok, "{}", hdr2);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_EQ_STR(h_jcode(&r), "session_mismatch");
+    h_resp_free(&r);
+    r = h_http("POST", port, path, stok, "{}", hdr);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK(h_jint(&r, "ttl_ms") > 15000 && h_jint(&r, "ttl_ms") <= 20000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", port, path, stok, NULL), 200);
+    CHECK_EQ_INT(status_of("DELETE", port, path, stok, NULL), 200);
+    CHECK_EQ_INT(status_of("GET", port, path, NULL, NULL), 404);
+}
+
+static void test_reentry_session_header(void) { reentry_session_on(gw.port, "rs1"); }
+
 /* DELETE of a session whose lock has a fair waiter queued: the waiter gets
  * it at once, with no lock-delay, and a higher fence. */
 static void test_delete_with_fair_waiter(void) {
@@ -275,6 +370,60 @@ static void test_delete_with_fair_waiter(void) {
 }
 
 /* ---- multi-lock ------------------------------------------------------------------ */
+
+/* The ttl_ms of an entry in a multi-lock answer's locks[], -1 when absent. */
+static long long multi_ttl_of(struct h_resp *r, const char *name) {
+    cJSON *locks = r->json ? cJSON_GetObjectItem(r->json, "locks") : NULL, *e;
+    cJSON_ArrayForEach(e, locks) {
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "name")), name) == 0 &&
+            cJSON_IsNumber(cJSON_GetObjectItem(e, "ttl_ms")))
+            return (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "ttl_ms"));
+    }
+    return -1;
+}
+
+/* A multi-lock's ttl_ms is never longer than a granted name's real lease
+ * (issue 34): a re-entered name capped by its max_hold_ms, or bound to a
+ * session, keeps its own shorter lease, and the answer says so: ttl_ms the
+ * smallest, each name its own.  (It used to answer the requested ttl.) */
+static void test_multi_reentry_real_lease(void) {
+    /* max_hold_ms: mh1 can live 1 s at most, whatever the multi-lock asks. */
+    struct h_resp r = H("POST", "/v1/locks/mh1", NULL, "{\"ttl_ms\":1000,\"max_hold_ms\":1000}");
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = H("POST", "/v1/locks", tok, "{\"names\":[\"mh1\",\"mh2\"],\"ttl_ms\":30000}");
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "ttl_ms") > 0 && h_jint(&r, "ttl_ms") <= 1000);
+    CHECK(multi_ttl_of(&r, "mh1") > 0 && multi_ttl_of(&r, "mh1") <= 1000);
+    CHECK(multi_ttl_of(&r, "mh2") > 25000 && multi_ttl_of(&r, "mh2") <= 30000);
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks/mh1", NULL, NULL);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK(h_jint(&r, "ttl_ms") <= 1000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks", tok, "{\"names\":[\"mh1\",\"mh2\"]}"),
+                 200);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/mh1", tok, NULL), 200);
+
+    /* A session-bound name lives by its session: 2 s here. */
+    char *s = session_new("{\"ttl_ms\":2000}");
+    char stok[160];
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/ms1", s, NULL, stok, NULL), 201);
+    r = H("POST", "/v1/locks", stok, "{\"names\":[\"ms1\",\"ms2\"],\"ttl_ms\":30000}");
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "ttl_ms") > 0 && h_jint(&r, "ttl_ms") <= 2000);
+    CHECK(multi_ttl_of(&r, "ms1") > 0 && multi_ttl_of(&r, "ms1") <= 2000);
+    CHECK(multi_ttl_of(&r, "ms2") > 25000);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks", stok, "{\"names\":[\"ms1\",\"ms2\"]}"),
+                 200);
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, loc, NULL, NULL), 200);
+    free(s);
+}
 
 static void test_multi_routes(void) {
     struct h_resp r = H("POST", "/v1/locks", NULL,
@@ -603,6 +752,8 @@ static void test_quorum_mode(void) {
     CHECK_EQ_INT(status_of("DELETE", q.port, "/v1/locks", mt, "{\"names\":[\"qm1\",\"qm2\"]}"),
                  200);
     CHECK_EQ_INT(status_of("GET", q.port, "/v1/locks/qm2", NULL, NULL), 404);
+    hold_delay_outlives_session_on(q.port, "qhd1");
+    reentry_session_on(q.port, "qrs1");
     h_gw_stop(&q, 5000);
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
@@ -634,6 +785,59 @@ static void test_replica_ack_mode(void) {
     /* Given back: nothing stays held. */
     CHECK_EQ_INT(status_of("GET", a.port, "/v1/locks/ra4", NULL, NULL), 404);
     h_gw_stop(&a, 5000);
+    h_redis_stop(&master);
+}
+
+/* --min-replicas-ack: a multi-lock whose WAIT outlasts its lease is given
+ * back, not answered 201 (issue 34: it used to answer a negative ttl_ms).
+ * The replica is frozen until the lease has surely run out (the name is
+ * free again), then let go, so the WAIT is answered with its ack. */
+struct ack_call {
+    int port;      /* the gateway */
+    long status;   /* the answer's status */
+    long long ttl; /* its ttl_ms when 201 */
+};
+
+static void *ack_main(void *arg) {
+    struct ack_call *a = arg;
+    struct h_resp r = h_http("POST", a->port, "/v1/locks", NULL,
+                             "{\"names\":[\"rw1\",\"rw2\"],\"ttl_ms\":300}", NULL);
+    a->status = r.status;
+    a->ttl = r.status == 201 ? h_jint(&r, "ttl_ms") : 0;
+    if (r.status != 409) fprintf(stderr, "    multi-lock: %ld %s\n", r.status, r.body);
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void test_replica_ack_outlasts_lease(void) {
+    struct h_redis master, replica;
+    struct h_gw a = {0}, b = {0};
+    CHECK(h_redis_start(&master, 0, NULL) == 0);
+    CHECK(h_replica_start(&replica, &master) == 0);
+    CHECK(h_replica_wait_link(&replica, 10000) == 0);
+    CHECK(h_gw_up(&a, &master,
+                  "--min-replicas-ack 1 --replica-ack-timeout-ms 8000 --redis-timeout-ms 10000") ==
+          0);
+    /* The WAIT holds a's connection: b looks at the lock meanwhile. */
+    CHECK(h_gw_up(&b, &master, NULL) == 0);
+    CHECK_EQ_INT(h_freeze(replica.pid), 0);
+    struct ack_call c = {.port = a.port};
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, ack_main, &c), 0);
+    /* Taken (the script ran), then its 300 ms lease over: free again. */
+    long long until = h_now_ms() + 5000;
+    while (status_of("GET", b.port, "/v1/locks/rw1", NULL, NULL) != 200 && h_now_ms() < until)
+        h_sleep_ms(5);
+    while (status_of("GET", b.port, "/v1/locks/rw1", NULL, NULL) == 200 && h_now_ms() < until)
+        h_sleep_ms(5);
+    kill(replica.pid, SIGCONT);
+    pthread_join(th, NULL);
+    if (c.status == 201) fprintf(stderr, "    answered 201 with ttl_ms %lld\n", c.ttl);
+    CHECK_EQ_INT(c.status, 409);
+    CHECK_EQ_INT(status_of("GET", b.port, "/v1/locks/rw2", NULL, NULL), 404);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+    h_redis_stop(&replica);
     h_redis_stop(&master);
 }
 
@@ -674,10 +878,53 @@ static void test_sentinel_mode(void) {
     CHECK_EQ_INT(status_of("POST", g.port, "/v1/locks/sn1", NULL, "{}"), 409);
     CHECK_EQ_INT(status_of("DELETE", g.port, loc, NULL, NULL), 200);
     CHECK_EQ_INT(status_of("POST", g.port, "/v1/locks/sn1", NULL, "{}"), 201);
+    hold_delay_outlives_session_on(g.port, "snhd1");
     h_gw_stop(&g, 5000);
     h_redis_stop(&sen);
     h_redis_stop(&replica);
     h_redis_stop(&master);
+}
+
+/* Multi-lock's no-deadlock guarantee, exactly as README states it (docs/
+ * sessions-and-multi.md): a multi-lock holds nothing while it waits, so it
+ * never takes part in a wait cycle of holds; but a fair multi-lock's queue
+ * entries do reserve its names, free ones included, so a client that holds
+ * one of those names and asks for another waits behind it, bounded by its
+ * own wait_ms (409, fair waiters ahead), and the multi-lock goes on as soon
+ * as the held name is released.  Nothing waits forever. */
+static void test_multi_fair_reserves_bounded(void) {
+    struct h_resp r = H("POST", "/v1/locks/dl.a", NULL, "{\"ttl_ms\":20000}");
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    struct waiter_call m;
+    waiter_start(&m, gw.port, "/v1/locks",
+                 "{\"names\":[\"dl.a\",\"dl.b\"],\"wait_ms\":10000,\"fair\":true,\"ttl_ms\":5000}");
+    /* Queued on both names, the free dl.b included. */
+    long long until = h_now_ms() + 5000;
+    const char *q = NULL;
+    while (h_now_ms() < until) {
+        q = h_redis_cli(&redis, "ZCARD lockgate:lock:{dl.b}:q");
+        if (q && strcmp(q, "1") == 0) break;
+        h_sleep_ms(10);
+    }
+    CHECK(q && strcmp(q, "1") == 0);
+    /* The holder of dl.a asks for dl.b: it waits behind the multi-lock, for
+     * its own wait_ms and no longer. */
+    long long t0 = h_now_ms();
+    r = h_http("POST", gw.port, "/v1/locks/dl.b", tok, "{\"wait_ms\":600}", NULL);
+    long long took = h_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 409);
+    CHECK(r.body && strstr(r.body, "fair waiters are queued ahead") != NULL);
+    h_resp_free(&r);
+    CHECK(took >= 550 && took < 600 + SLACK_MS);
+    /* It lets go of dl.a: the multi-lock takes both. */
+    long long t1 = h_now_ms();
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/dl.a", tok, NULL), 200);
+    pthread_join(m.th, NULL);
+    CHECK_EQ_INT(m.status, 201);
+    CHECK(m.t_done - t1 < SLACK_MS);
 }
 
 /* Fair multi-locks queue on every name with one arrival: the first to come
@@ -802,16 +1049,21 @@ int main(int argc, char **argv) {
     RUN_SOME(test_session_listing_and_force);
     RUN_SOME(test_expiry_wakes_and_delays);
     RUN_SOME(test_delete_with_fair_waiter);
+    RUN_SOME(test_hold_delay_outlives_session);
+    RUN_SOME(test_reentry_session_header);
     RUN_SOME(test_multi_routes);
+    RUN_SOME(test_multi_reentry_real_lease);
     RUN_SOME(test_multi_takes_nothing);
     RUN_SOME(test_multi_hammer);
     /* One master's order: across slots a later group is not queued on until
      * reached (docs/sessions-and-multi.md; test_cluster_mode tests what holds). */
     if (!h_cluster_mode()) RUN_SOME(test_multi_fair);
+    if (!h_cluster_mode()) RUN_SOME(test_multi_fair_reserves_bounded); /* one master's queues */
     RUN_SOME(test_lockctl_session);
     if (!h_cluster_mode()) RUN_SOME(test_quorum_mode);      /* single-master design or own Redis */
     if (!h_cluster_mode()) RUN_SOME(test_replica_ack_mode); /* single-master design or own Redis */
-    if (!h_cluster_mode()) RUN_SOME(test_sentinel_mode);    /* single-master design or own Redis */
+    if (!h_cluster_mode()) RUN_SOME(test_replica_ack_outlasts_lease); /* own Redis */
+    if (!h_cluster_mode()) RUN_SOME(test_sentinel_mode); /* single-master design or own Redis */
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     CHECK_EQ_INT(h_gw_stop(&gw2, 5000), 0);
     h_redis_stop(&redis);

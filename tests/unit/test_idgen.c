@@ -469,6 +469,35 @@ static void test_block_size_adapts(void) {
     fake_free(&f, &ns);
 }
 
+/* idgen_try_next never leases, not even its prefetch: the claim that
+ * crosses 75 % of a block reports the block's generation, and the caller's
+ * idgen_prefetch (on a thread that may wait) leases the next block, which
+ * the first request past the block then installs without a lease. */
+static void test_try_next_hands_prefetch_off(void) {
+    struct idgen_ns ns;
+    struct fake f;
+    fake_init(&f, &ns, 0);
+    uint64_t ids[16];
+    uint32_t due = 99;
+    CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0); /* block of 16 */
+    CHECK_EQ_INT(f.leases, 1);
+    CHECK_EQ_INT(idgen_try_next(&ns, 10, ids, &due), 0); /* 2..11: under the mark */
+    CHECK_EQ_INT(due, 0);
+    CHECK_EQ_INT(idgen_try_next(&ns, 2, ids, &due), 0); /* 12, 13: crosses it */
+    CHECK(due != 0);
+    CHECK_EQ_INT(f.leases, 1); /* nothing leased on this thread */
+    idgen_prefetch(&ns, due);
+    CHECK_EQ_INT(f.leases, 2);
+    idgen_prefetch(&ns, due); /* already prefetched: nothing */
+    CHECK_EQ_INT(f.leases, 2);
+    CHECK_EQ_INT(idgen_try_next(&ns, 3, ids, &due), 0); /* 14..16 */
+    CHECK_EQ_INT(due, 0);
+    CHECK_EQ_INT(idgen_try_next(&ns, 1, ids, &due), IDGEN_WOULD_LEASE);
+    CHECK_EQ_INT(idgen_next(&ns, 1, ids), 0); /* installs the prefetched block */
+    CHECK_EQ_INT(f.leases, 2);
+    fake_free(&f, &ns);
+}
+
 static void test_lease_failure(void) {
     struct idgen_ns ns;
     struct fake f;
@@ -1080,6 +1109,7 @@ int main(void) {
     RUN(test_span_two_blocks);
     RUN(test_freshness);
     RUN(test_block_size_adapts);
+    RUN(test_try_next_hands_prefetch_off);
     RUN(test_lease_failure);
     RUN(test_bad_lease_answer);
     RUN(test_clock_step_back);

@@ -39,6 +39,7 @@ static const struct {
     {CODE_NOT_ACCEPTABLE,      "not_acceptable",      406},
     {CODE_SESSION_NOT_FOUND,   "session_not_found",   404},
     {CODE_SESSION_BOUND,       "session_bound",       409},
+    {CODE_SESSION_MISMATCH,    "session_mismatch",    409},
     {CODE_UNAUTHENTICATED,     "unauthenticated",     401},
     {CODE_FORBIDDEN,           "forbidden",           403},
     {CODE_IDS_BEHIND,          "ids_behind",          503},
@@ -72,7 +73,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 30);
+    CHECK_EQ_INT(CODE_COUNT, 31);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);

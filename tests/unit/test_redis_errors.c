@@ -26,6 +26,8 @@ static void test_passing(void) {
     CHECK(!redis_error_is_final("CLUSTERDOWN The cluster is down"));
     CHECK(!redis_error_is_final("TRYAGAIN Multiple keys request during rehashing of slot"));
     CHECK(!redis_error_is_final("BUSY Redis is busy running a script."));
+    CHECK(!redis_error_is_final("ERR Script attempted to access a non local key in a cluster node "
+                                "script: ae954cd8, on @user_script:508."));
     CHECK(!redis_error_is_final("ERRANT is not a code")); /* a code is a whole word */
 }
 

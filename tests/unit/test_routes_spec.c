@@ -374,7 +374,7 @@ static char *expand_includes(const char *root, const char *file, size_t *len) {
  * sends with SCRIPT LOAD (else every EVALSHA would be NOSCRIPT forever),
  * and is its lua/ file with its includes in place. */
 static void test_script_shas(void) {
-    scripts_init();
+    scripts_init(0);
     const char *r = root();
     CHECK(SCRIPT_COUNT > 0);
     for (int i = 0; i < SCRIPT_COUNT; i++) {

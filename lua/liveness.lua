@@ -1,0 +1,23 @@
+-- liveness.lua: Redis Cluster mode.  A gateway with fair waiters in a slot
+-- says it is alive there (server/liveness.c): one hash per slot,
+-- <prefix>gw{<slot tag>}, one field per gateway valued with the end of its
+-- liveness (ms, Redis's clock).  The scripts that judge a queue's head
+-- declare that hash (queue_head, _holders.lua), so they read no key they
+-- did not declare, and a slot's migration moves it with the slot.
+--
+-- KEYS     the slot's hash
+-- ARGV     1 gateway id, 2 ttl_ms
+-- Returns  1
+-- Fields whose time is over go (a dead gateway's); the hash lasts as long
+-- as its longest liveness.
+--@include _clock.lua
+local ttl = ARGV[2] + 0
+local flat = redis.call('HGETALL', KEYS[1])
+local over = {}
+for i = 1, #flat, 2 do
+  if flat[i + 1] + 0 <= now then over[#over + 1] = flat[i] end
+end
+if #over > 0 then redis.call('HDEL', KEYS[1], unpack(over)) end
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', now + ttl))
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
