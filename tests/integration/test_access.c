@@ -106,11 +106,25 @@ static void write_keys(int with_new, int with_other) {
 
 static int log_count(const char *needle);
 
+/* Every lock and session token an answer handed out, for the check that
+ * none reached a log (test_access_no_secret_in_logs). */
+#define SEEN_MAX 512
+static char seen_tokens[SEEN_MAX][130];
+static int nseen;
+
+static void remember_token(const char *t) {
+    if (t && strlen(t) >= 22 && strlen(t) < sizeof seen_tokens[0] && nseen < SEEN_MAX)
+        snprintf(seen_tokens[nseen++], sizeof seen_tokens[0], "%s", t);
+}
+
 static struct h_resp call(const char *method, const char *path, const char *token, const char *body,
                           const char *auth) {
     char h[256];
     if (auth) snprintf(h, sizeof h, "Authorization: %s", auth);
-    return h_http(method, gw.port, path, token, body, auth ? h : NULL);
+    struct h_resp r = h_http(method, gw.port, path, token, body, auth ? h : NULL);
+    remember_token(h_header(&r, "Lock-Token"));
+    remember_token(h_header(&r, "Session"));
+    return r;
 }
 
 #define BEARER(id, secret) "Bearer " id "." secret
@@ -839,6 +853,107 @@ static void test_access_per_ip_limit(void) {
     h_gw_stop(&lim, 5000);
 }
 
+/* A session is its creator's: another key gets 403 forbidden on every
+ * session route and changes nothing; a wrong secret gets 401; the creator
+ * and a key with admin on every name may use it. */
+static void test_access_sessions_owned(void) {
+    struct h_resp r =
+        call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    char stok[130], path[200];
+    snprintf(stok, sizeof stok, "%s", h_header(&r, "Session"));
+    h_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/sessions/%s", stok);
+    char sh[200];
+    snprintf(sh, sizeof sh, "Session: %s", stok);
+    /* binding a hold to it without a key: 401, as for any lock */
+    struct h_resp b = h_http("POST", gw.port, "/v1/locks/job-sess", NULL, "{}", sh);
+    CHECK_EQ_INT(b.status, 401);
+    h_resp_free(&b);
+    static const struct {
+        const char *method, *body;
+    } routes_[] = {
+        {"PATCH",  "{\"ttl_ms\":60000}"},
+        {"GET",    NULL                },
+        {"DELETE", NULL                }
+    };
+    for (size_t i = 0; i < sizeof routes_ / sizeof routes_[0]; i++) {
+        r = call(routes_[i].method, path, NULL, routes_[i].body, BEARER("other", SECRET_OTHER));
+        if (r.status != 403) fprintf(stderr, "  %s other key: %ld\n", routes_[i].method, r.status);
+        CHECK(is_status(&r, 403, "forbidden"));
+        CHECK(r.body && !strstr(r.body, "\"holds\""));
+        h_resp_free(&r);
+        r = call(routes_[i].method, path, NULL, routes_[i].body, BEARER("ro", SECRET_RO));
+        CHECK(is_status(&r, 403, "forbidden"));
+        h_resp_free(&r);
+        r = call(routes_[i].method, path, NULL, routes_[i].body, BEARER("right", SECRET_WRONG));
+        CHECK(is_status(&r, 401, "unauthenticated"));
+        h_resp_free(&r);
+    }
+    /* still live, and the creator may use it */
+    r = call("GET", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("PATCH", path, NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    /* admin on every name may read and end it */
+    r = call("GET", path, NULL, NULL, BEARER("oncall", SECRET_ONCALL));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("DELETE", path, NULL, NULL, BEARER("oncall", SECRET_ONCALL));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("GET", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK(is_status(&r, 404, "session_not_found"));
+    h_resp_free(&r);
+    /* a second session of right's: its creator ends it */
+    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(path, sizeof path, "/v1/sessions/%s", h_header(&r, "Session"));
+    h_resp_free(&r);
+    r = call("DELETE", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK(log_count("refused a session another key created (DELETE /v1/sessions/{token})") >= 1);
+}
+
+/* A hold bound to a session survives another key's attempt to end it. */
+static void test_access_session_hold_survives_other_key(void) {
+    struct h_resp r =
+        call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    char stok[130], path[200], hdr[400];
+    snprintf(stok, sizeof stok, "%s", h_header(&r, "Session"));
+    h_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/sessions/%s", stok);
+    snprintf(hdr, sizeof hdr, "Session: %s", stok);
+    /* h_http takes one extra header, and this needs two (key, session) */
+    char req[1024], out[4096];
+    snprintf(req, sizeof req,
+             "POST /v1/locks/job-sess HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n%s\r\n"
+             "Content-Length: 2\r\nConnection: close\r\n\r\n{}",
+             BEARER("right", SECRET_RIGHT), hdr);
+    h_raw(gw.port, req, strlen(req), out, sizeof out, 5000);
+    CHECK(strncmp(out, "HTTP/1.1 201", 12) == 0);
+    const char *lt = strstr(out, "Lock-Token: ");
+    if (lt) {
+        char t[130];
+        sscanf(lt + 12, "%129[A-Za-z0-9_-]", t);
+        remember_token(t);
+    }
+    r = call("DELETE", path, NULL, NULL, BEARER("deny", SECRET_DENY));
+    CHECK(is_status(&r, 403, "forbidden"));
+    h_resp_free(&r);
+    r = call("GET", "/v1/locks/job-sess", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200); /* still held */
+    h_resp_free(&r);
+    r = call("DELETE", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "released"), 1);
+    h_resp_free(&r);
+}
+
 /* Last: nothing any of the above sent as a secret reached the log. */
 static void test_access_no_secret_in_logs(void) {
     char cmd[256];
@@ -853,9 +968,15 @@ static void test_access_no_secret_in_logs(void) {
         if (strstr(line, "Bearer ") || strstr(line, "Authorization:") ||
             strstr(line, "AAAAAAAAAAAAAAAAAAAAAA"))
             leaks++;
+        for (int i = 0; i < nseen; i++)
+            if (strstr(line, seen_tokens[i])) {
+                fprintf(stderr, "  token in the log: %s", line);
+                leaks++;
+            }
     }
     if (p) pclose(p);
     CHECK(lines > 10);
+    CHECK(nseen > 10); /* the suite did hand out tokens */
     CHECK_EQ_INT(leaks, 0);
 }
 
@@ -882,6 +1003,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_access_invalid_file_at_start);
     RUN_SOME(test_access_warning_beyond_loopback);
     RUN_SOME(test_access_per_ip_limit);
+    RUN_SOME(test_access_sessions_owned);
+    RUN_SOME(test_access_session_hold_survives_other_key);
     RUN_SOME(test_access_no_secret_in_logs);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
