@@ -77,6 +77,10 @@ static void usage(void) {
            "                         this CA [LOCKGATE_TLS_CLIENT_CA]\n"
            "  --max-connections-per-ip N  connections one client address may hold\n"
            "                         [LOCKGATE_MAX_CONNECTIONS_PER_IP] (default 0: unlimited)\n"
+           "  --cors-origin ORIGIN   let pages of this origin (http[s]://host[:port]) call\n"
+           "                         the API from a browser, with CORS; repeatable, at most\n"
+           "                         16 [LOCKGATE_CORS_ORIGIN, comma-separated]; any other\n"
+           "                         Origin but the gateway's own is refused (403)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --help                 print this and exit\n"
@@ -242,7 +246,8 @@ int config_parse_epoch(const char *s, int64_t *out) {
 }
 
 /* The access options (#19) go by digits: '1' --auth-file, '2' --tls-cert,
- * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip. */
+ * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip,
+ * '6' --cors-origin. */
 static const char *access_option_name(int opt) {
     switch (opt) {
     case '1': return "auth file";
@@ -250,8 +255,24 @@ static const char *access_option_name(int opt) {
     case '3': return "TLS key";
     case '4': return "TLS client CA";
     case '5': return "max connections per ip (0-1000000)";
+    case '6': return "cors origin (http[s]://host[:port], at most 16)";
     }
     return NULL;
+}
+
+/* Appends each comma-separated origin of list to the allowed ones. */
+static int add_cors_origins(struct gw_config *cfg, const char *list) {
+    char buf[ORIGIN_MAX * (ORIGIN_MAX_LEN + 1)];
+    if (strlen(list) >= sizeof buf) return -1;
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        tok += strspn(tok, " ");
+        tok[strcspn(tok, " ")] = '\0';
+        if (cfg->ncors_origins == ORIGIN_MAX || origin_parse(tok) < 0) return -1;
+        strcpy(cfg->cors_origins[cfg->ncors_origins++], tok);
+    }
+    return 0;
 }
 
 static int copy_path(char *dst, size_t cap, const char *val) {
@@ -304,6 +325,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
+    case '6': ok = add_cors_origins(cfg, val); break;
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -376,6 +398,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'3', "LOCKGATE_TLS_KEY"               },
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'6', "LOCKGATE_CORS_ORIGIN"           },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -406,17 +429,19 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-key",                required_argument, 0, '3'},
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
+        {"cors-origin",            required_argument, 0, '6'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },
     };
     optind = 1;
     opterr = 0;
-    int opt, sentinel_flag_seen = 0, redis_flag_seen = 0, cluster_flag_seen = 0;
+    int opt, sentinel_flag_seen = 0, redis_flag_seen = 0, cluster_flag_seen = 0, cors_flag_seen = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 's' && !sentinel_flag_seen++) cfg->nsentinels = 0; /* flags win */
         if (opt == 'r' && !redis_flag_seen++) cfg->nnodes = 0;
         if (opt == 'K' && !cluster_flag_seen++) cfg->ncluster = 0;
+        if (opt == '6' && !cors_flag_seen++) cfg->ncors_origins = 0;
         if (opt == 'h') {
             usage();
             return 1;

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/origin.h"
+
 #define GW_PREFIX_MAX    64
 #define GW_MAX_SENTINELS 8
 #define GW_MAX_NODES     9  /* quorum mode: independent Redis masters */
@@ -49,6 +51,8 @@ struct gw_config {
     char tls_key[4096];                       /* --tls-key: its PEM private key */
     char tls_client_ca[4096];                 /* --tls-client-ca: mutual TLS, "" off */
     int max_connections_per_ip;               /* 0: unlimited */
+    char cors_origins[ORIGIN_MAX][ORIGIN_MAX_LEN + 1]; /* --cors-origin (origin.h) */
+    int ncors_origins;                                 /* used entries of cors_origins */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

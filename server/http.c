@@ -24,6 +24,7 @@
 #include "server/loop.h"
 #include "common/alloc.h"
 #include "server/metrics.h"
+#include "server/origin.h"
 #include "server/peers.h"
 #include "server/reply.h"
 #include "server/tls.h"
@@ -111,6 +112,25 @@ const char *http_query(struct gw_request *req, const char *name) {
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+/* The CORS headers of an answer to a page of a --cors-origin origin
+ * (req->cors): the origin named back, with credentials (the page sends
+ * Authorization), and the headers it may read; a preflight's answer also
+ * says which methods and request headers the API takes. */
+static void add_cors_headers(struct gw_request *req, struct MHD_Response *r) {
+    const char *origin = http_header(req, "Origin");
+    if (!origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Access-Control-Allow-Credentials", "true");
+    MHD_add_response_header(r, "Vary", "Origin");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                            "Lock-Token, Session, Location, Retry-After, WWW-Authenticate");
+    if (req->cors != 2) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            "Authorization, Content-Type, Lock-Token, Session");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+}
+
 /* Queues the reply req holds.  Returns MHD_NO only when libmicrohttpd
  * cannot take it (out of memory): the connection is then closed. */
 static enum MHD_Result send_reply(struct gw_request *req) {
@@ -126,6 +146,7 @@ static enum MHD_Result send_reply(struct gw_request *req) {
     if (req->content_type) MHD_add_response_header(r, "Content-Type", req->content_type);
     for (int i = 0; i < req->nheaders; i++)
         MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
+    if (req->cors) add_cors_headers(req, r);
     enum MHD_Result ret = MHD_queue_response(req->conn, (unsigned)req->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -227,12 +248,42 @@ static int media_or_reply(struct gw_request *req) {
     return GW_REPLIED;
 }
 
-/* Routes req and runs its handler, or answers 404/405/406/413 itself. */
+/* Browsers (origin.h), before routing and before any handler: an Origin
+ * that is neither the gateway's own nor listed is refused 403; a listed
+ * one's answer carries the CORS headers (send_reply), and its preflight
+ * (OPTIONS with Access-Control-Request-Method, for a route that takes that
+ * method) is answered 204 here.  GW_OK: go on. */
+static int origin_or_reply(struct gw_request *req, const char *method) {
+    enum origin_verdict v = origin_check(http_header(req, "Origin"),
+                                         http_header(req, MHD_HTTP_HEADER_HOST), tls_enabled());
+    if (v == ORIGIN_REFUSED) {
+        metrics_inc(M_ORIGIN_REFUSED, 1);
+        reply_problem(req, CODE_ORIGIN_FORBIDDEN,
+                      "requests from this Origin are refused: only the gateway's own pages and "
+                      "origins named by --cors-origin may call it from a browser");
+        return GW_REPLIED;
+    }
+    if (v != ORIGIN_LISTED) return GW_OK;
+    req->cors = 1;
+    const char *want = http_header(req, "Access-Control-Request-Method");
+    struct route_match m;
+    if (strcmp(method, "OPTIONS") != 0 || !want ||
+        router_match(router_routes, router_routes_count, want, req->path, &m) < 0)
+        return GW_OK; /* a preflight for no route: 404 or 405 as any OPTIONS */
+    req->cors = 2;
+    reply_raw(req, 204, NULL, NULL, 0);
+    return GW_REPLIED;
+}
+
+/* Routes req and runs its handler, or answers 403 (origin), 404, 405, 406
+ * or 413 itself. */
 static void dispatch(struct gw_request *req, const char *method) {
     req->dispatched = 1;
     in_flight_add(1);
-    req->route = router_match(router_routes, router_routes_count, method, req->path, &req->match);
-    if (req->route == ROUTER_NOT_FOUND) {
+    if (origin_or_reply(req, method) != GW_OK) {
+        /* refused, or a preflight answered */
+    } else if ((req->route = router_match(router_routes, router_routes_count, method, req->path,
+                                          &req->match)) == ROUTER_NOT_FOUND) {
         reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
     } else if (req->route == ROUTER_BAD_METHOD) {
         reply_header(req, "Allow", req->match.allow);
@@ -514,6 +565,7 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     int per_ip = cfg->max_connections_per_ip > 0;
     peers_init(cfg->max_connections_per_ip);
+    origin_init(cfg->cors_origins, cfg->ncors_origins);
     return MHD_start_daemon(
         flags, (uint16_t)cfg->listen_port, per_ip ? on_accept : NULL, NULL, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,

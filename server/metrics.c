@@ -64,6 +64,8 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
                            "CLUSTERDOWN)"                                                         },
     [M_REDIS_ASKS] = {"lockgate_redis_ask_total",
                          "Redis Cluster ASK redirects followed (a slot being migrated)"           },
+    [M_ORIGIN_REFUSED] = {"lockgate_origin_refused_total",
+                         "Requests refused for their Origin (a page of another site)"             },
 };
 
 /* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic

@@ -24,6 +24,7 @@ enum metric_counter {
     M_GIVEN_BACK,       /* grants given back: the client never got the answer */
     M_REDIS_REDIRECTS,  /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
     M_REDIS_ASKS,       /* cluster mode: of those, ASK (a slot being migrated) */
+    M_ORIGIN_REFUSED,   /* 403 origin_forbidden: a browser page of a foreign origin */
     M_COUNTER_COUNT
 };
 

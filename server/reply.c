@@ -36,6 +36,7 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_SESSION_BOUND] = {"session_bound",       409, "Bound to a session"        },
     [CODE_UNAUTHENTICATED] = {"unauthenticated",     401, "No valid API key"          },
     [CODE_FORBIDDEN] = {"forbidden",           403, "Not granted to this key"   },
+    [CODE_ORIGIN_FORBIDDEN] = {"origin_forbidden",    403, "Origin not allowed"        },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }

@@ -39,6 +39,7 @@ enum gw_code {
     CODE_SESSION_BOUND,
     CODE_UNAUTHENTICATED,
     CODE_FORBIDDEN,
+    CODE_ORIGIN_FORBIDDEN, /* browsers (origin.h) */
     CODE_COUNT
 };
 

@@ -61,6 +61,8 @@ struct gw_request {
     int nheaders;                               /* used entries of headers */
     int sent;                                   /* the reply was handed to libmicrohttpd */
     int query_decoded;                          /* http_query decoded the arguments' values */
+    int cors;                                   /* from a --cors-origin page: 1, its
+                                                   preflight: 2 (CORS headers go out) */
     /* Set by the HTTP layer; reply.c calls it when the reply is complete
      * (it sends the reply now if the handler is still running, or resumes
      * the suspended connection).  NULL: nobody to tell (unit tests). */
