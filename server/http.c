@@ -549,13 +549,19 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return peers_admit(addr, len) ? MHD_YES : MHD_NO;
 }
 
+/* A connection's start and end: its hold on a TLS pair (tls.h) and its
+ * place in --max-connections-per-ip's count. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
-    (void)cls;
-    (void)socket_context;
-    if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    int per_ip = *(const int *)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = tls_connection_started();
+        return;
+    }
+    tls_connection_closed(*socket_context);
+    *socket_context = NULL;
     const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        per_ip ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
     if (ci) peers_leave(ci->client_addr);
 }
 
@@ -563,7 +569,8 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
     unsigned flags =
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | tls_daemon_flags();
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    int per_ip = cfg->max_connections_per_ip > 0;
+    static int per_ip; /* on_connection's cls: the same for every worker */
+    per_ip = cfg->max_connections_per_ip > 0;
     peers_init(cfg->max_connections_per_ip);
     origin_init(cfg->cors_origins, cfg->ncors_origins);
     return MHD_start_daemon(
@@ -572,7 +579,7 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory_kib * 1024,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, per_ip ? on_connection : NULL, NULL,
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, per_ip || tls_enabled() ? on_connection : NULL, &per_ip,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_ARRAY, tls_daemon_options(),
         MHD_OPTION_END);
 }
