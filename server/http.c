@@ -20,6 +20,7 @@
 #include "server/accept.h"
 #include "server/body.h"
 #include "server/delivery.h"
+#include "server/drain.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "common/alloc.h"
@@ -40,6 +41,7 @@
 #include <strings.h>
 #include <time.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* One worker's daemon and its state. */
@@ -415,6 +417,36 @@ static void dispatch_early(struct gw_request *req) {
     in_flight_add(1);
 }
 
+/* A body without a Content-Length (chunked) passed the cap while it was
+ * being read.  libmicrohttpd 0.9.75 cannot queue an answer in the middle
+ * of a body, and reading it to its end is what let a client make the
+ * gateway read megabytes: so, over plain HTTP, the 413 is written to the
+ * socket here, and the connection is closed and drained (drain.h).  Over
+ * TLS the bytes would have to go through the session, so the connection
+ * is only closed. */
+static enum MHD_Result too_large_midway(struct gw_request *req) {
+    req->body_too_large = 1;
+    dispatch_early(req);
+    reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
+    int fd = http_client_fd(req);
+    if (tls_enabled() || fd < 0) return MHD_NO;
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 413 Payload Too Large\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     req->content_type, req->resp_len);
+    struct iovec iov[2] = {
+        {head,      (size_t)n    },
+        {req->resp, req->resp_len}
+    };
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+    if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(n + req->resp_len)) {
+        req->sent = 1;
+        req->drain = 1;
+    }
+    return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -436,8 +468,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_reply(req);
         }
         if (h.cl_count && h.cl_too_large) {
-            req->body_too_large = 1; /* answer before reading it */
+            /* Answered before reading it, then the connection is closed
+             * and drained (drain.h), so that a proxy still sending the
+             * body gets the 413, not a reset. */
+            req->body_too_large = 1;
+            req->drain = 1;
             dispatch_early(req);
+            reply_header(req, "Connection", "close");
             reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
             return send_reply(req);
         }
@@ -448,10 +485,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (req->body_too_large || req->dispatched) return MHD_YES;
-        if (req->body_len + n > HTTP_BODY_MAX) {
-            req->body_too_large = 1;
-            return MHD_YES;
-        }
+        if (req->body_len + n > HTTP_BODY_MAX) return too_large_midway(req);
         if (req->body_len + n + 1 > req->body_cap) {
             /* Grown as the body comes, not HTTP_BODY_MAX at once: a waiting
              * request keeps its body for as long as it waits. */
@@ -511,6 +545,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (req->drain && ci) drain_start(ci->connect_fd);
     request_end(req, req->sent && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
                 ci ? ci->connect_fd : -1);
 }
