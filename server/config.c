@@ -81,6 +81,11 @@ static void usage(void) {
            "                         the API from a browser, with CORS; repeatable, at most\n"
            "                         16 [LOCKGATE_CORS_ORIGIN, comma-separated]; any other\n"
            "                         Origin but the gateway's own is refused (403)\n"
+           "  --header-timeout-ms MS a client must send its request line and headers\n"
+           "                         within MS of connecting, else it is disconnected\n"
+           "                         [LOCKGATE_HEADER_TIMEOUT_MS] (100-600000, default 10000)\n"
+           "  --body-timeout-ms MS   and a body within MS of its headers\n"
+           "                         [LOCKGATE_BODY_TIMEOUT_MS] (100-600000, default 10000)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --help                 print this and exit\n"
@@ -247,7 +252,7 @@ int config_parse_epoch(const char *s, int64_t *out) {
 
 /* The access options (#19) go by digits: '1' --auth-file, '2' --tls-cert,
  * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip,
- * '6' --cors-origin. */
+ * '6' --cors-origin, '7' --header-timeout-ms, '8' --body-timeout-ms. */
 static const char *access_option_name(int opt) {
     switch (opt) {
     case '1': return "auth file";
@@ -256,6 +261,8 @@ static const char *access_option_name(int opt) {
     case '4': return "TLS client CA";
     case '5': return "max connections per ip (0-1000000)";
     case '6': return "cors origin (http[s]://host[:port], at most 16)";
+    case '7': return "header timeout (100-600000 ms)";
+    case '8': return "body timeout (100-600000 ms)";
     }
     return NULL;
 }
@@ -326,6 +333,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
     case '6': ok = add_cors_origins(cfg, val); break;
+    case '7': ok = parse_int(val, 100, 600000, &cfg->header_timeout_ms); break;
+    case '8': ok = parse_int(val, 100, 600000, &cfg->body_timeout_ms); break;
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -370,6 +379,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
+    cfg->header_timeout_ms = 10000;
+    cfg->body_timeout_ms = 10000;
 
     static const struct {
         int opt;
@@ -399,6 +410,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
         {'6', "LOCKGATE_CORS_ORIGIN"           },
+        {'7', "LOCKGATE_HEADER_TIMEOUT_MS"     },
+        {'8', "LOCKGATE_BODY_TIMEOUT_MS"       },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -430,6 +443,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
         {"cors-origin",            required_argument, 0, '6'},
+        {"header-timeout-ms",      required_argument, 0, '7'},
+        {"body-timeout-ms",        required_argument, 0, '8'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

@@ -53,6 +53,8 @@ struct gw_config {
     int max_connections_per_ip;               /* 0: unlimited */
     char cors_origins[ORIGIN_MAX][ORIGIN_MAX_LEN + 1]; /* --cors-origin (origin.h) */
     int ncors_origins;                                 /* used entries of cors_origins */
+    int header_timeout_ms; /* request line and headers must arrive within (conns.h) */
+    int body_timeout_ms;   /* a body must arrive within, after its headers */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

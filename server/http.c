@@ -19,6 +19,7 @@
 #include "server/http.h"
 #include "server/accept.h"
 #include "server/body.h"
+#include "server/conns.h"
 #include "server/delivery.h"
 #include "server/drain.h"
 #include "server/log.h"
@@ -41,6 +42,7 @@
 #include <strings.h>
 #include <time.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -52,8 +54,16 @@ struct http_worker {
     int resumed;               /* a connection was resumed in this turn */
     int64_t run_at_ms;         /* libmicrohttpd wants MHD_run by then */
     atomic_long in_flight;     /* requests dispatched and not ended */
+    struct conn_set conns;     /* its connections under a deadline (conns.h) */
+    int64_t sweep_at_ms;       /* the earliest of those deadlines */
+    long nconns;               /* connections open */
+    long conn_limit;           /* at most (connection_limit) */
 };
 
+
+/* A connection silent this long is closed (libmicrohttpd), and the next
+ * request on a kept-alive one must be in by then (conns.h). */
+#define HTTP_IDLE_TIMEOUT_S 60
 
 /* Who may call what (http_set_gate): asked after routing, before the
  * handler. */
@@ -131,6 +141,21 @@ static void add_cors_headers(struct gw_request *req, struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Headers",
                             "Authorization, Content-Type, Lock-Token, Session");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+}
+
+/* The gateway's state for a request's connection (conns.h), or NULL. */
+static struct conn *conn_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
+    return ci ? ci->socket_context : NULL;
+}
+
+/* Puts conn's connection under phase's deadline (conns.h), from now. */
+static void conn_phase(struct MHD_Connection *conn, enum conn_phase phase) {
+    struct conn *c = conn_of(conn);
+    if (!c) return;
+    conns_enter(&self->conns, c, phase, loop_now_ms());
+    if (c->phase != CONN_HANDLING && c->due_ms < self->sweep_at_ms) self->sweep_at_ms = c->due_ms;
 }
 
 /* Queues the reply req holds.  Returns MHD_NO only when libmicrohttpd
@@ -282,6 +307,7 @@ static int origin_or_reply(struct gw_request *req, const char *method) {
 static void dispatch(struct gw_request *req, const char *method) {
     req->dispatched = 1;
     in_flight_add(1);
+    conn_phase(req->conn, CONN_HANDLING); /* the body is in: no deadline now */
     if (origin_or_reply(req, method) != GW_OK) {
         /* refused, or a preflight answered */
     } else if ((req->route = router_match(router_routes, router_routes_count, method, req->path,
@@ -467,6 +493,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                           why);
             return send_reply(req);
         }
+        /* The headers are in; a body, if one comes, has its own deadline. */
+        conn_phase(conn, h.te_count || (h.cl_count && strcmp(h.cl_first, "0") != 0)
+                             ? CONN_BODY
+                             : CONN_HANDLING);
         if (h.cl_count && h.cl_too_large) {
             /* Answered before reading it, then the connection is closed
              * and drained (drain.h), so that a proxy still sending the
@@ -534,6 +564,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     struct gw_request *req = *con_cls;
+    conn_phase(conn, CONN_NEXT); /* a kept-alive connection's next request */
     if (!req) return;
     *con_cls = NULL;
     /* Closed (the client reset, the gateway stopping) while its reply is
@@ -555,11 +586,31 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  * too: http_query decodes them.) */
 static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) { return strlen(s); }
 
+/* A connection not accepted (no descriptor left, or the connection
+ * limit): counted, and logged as a warning at most once a second with the
+ * number since the last line (a flood must not fill the log). */
+static void not_accepted(const char *why) {
+    static atomic_long last_ms, unlogged;
+    metrics_inc(M_ACCEPT_REFUSED, 1);
+    long now = (long)loop_now_ms(), last = atomic_load(&last_ms);
+    long n = atomic_fetch_add(&unlogged, 1) + 1;
+    if (now - last >= 1000 && atomic_compare_exchange_strong(&last_ms, &last, now)) {
+        atomic_fetch_sub(&unlogged, n);
+        log_warn("http: %ld connection(s) not accepted in the last second: %s", n, why);
+    }
+}
+
+/* libmicrohttpd's messages, at debug level, except an accept() that
+ * failed (descriptors). */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char buf[256];
     vsnprintf(buf, sizeof buf, fmt, ap);
     buf[strcspn(buf, "\n")] = '\0';
-    log_debug("http: %s", buf);
+    if (strstr(buf, "Error accepting connection") || strstr(buf, "reached connection limit") ||
+        strstr(buf, "resource limit"))
+        not_accepted(buf);
+    else
+        log_debug("http: %s", buf);
 }
 
 /* Starts one worker's daemon: the one place the daemon's options are set.
@@ -578,29 +629,87 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
  * pool, and the pool's first page is always written (the request is read
  * into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
  * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
-/* --max-connections-per-ip, counted for the whole gateway (peers.h). */
+/* Who gets a connection: none past the worker's connection limit
+ * (connection_limit), refused at once, counted and logged -- at its own
+ * limit libmicrohttpd stops accepting, and clients hang unseen in the
+ * listen backlog -- and --max-connections-per-ip, counted for the whole
+ * gateway (peers.h). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
-    (void)cls;
-    return peers_admit(addr, len) ? MHD_YES : MHD_NO;
+    if (self->nconns >= self->conn_limit) {
+        not_accepted("the connection limit is reached");
+        return MHD_NO;
+    }
+    return !*(const int *)cls || peers_admit(addr, len) ? MHD_YES : MHD_NO;
 }
 
-/* A connection's start and end: its hold on a TLS pair (tls.h) and its
- * place in --max-connections-per-ip's count. */
+/* A connection's start and end: its deadlines (conns.h), its hold on a
+ * TLS pair (tls.h) and its place in --max-connections-per-ip's count. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
     int per_ip = *(const int *)cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        *socket_context = tls_connection_started();
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct conn *c = conns_start(&self->conns, ci ? ci->connect_fd : -1,
+                                     tls_connection_started(), loop_now_ms());
+        self->nconns++;
+        if (c->due_ms < self->sweep_at_ms) self->sweep_at_ms = c->due_ms;
+        *socket_context = c;
         return;
     }
-    tls_connection_closed(*socket_context);
+    struct conn *c = *socket_context;
     *socket_context = NULL;
+    if (c) {
+        self->nconns--;
+        conns_forget(&self->conns, c);
+        tls_connection_closed(c->tls);
+        free(c);
+    }
     const union MHD_ConnectionInfo *ci =
         per_ip ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
     if (ci) peers_leave(ci->client_addr);
 }
 
-static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct addrinfo *ai) {
+/* Descriptors kept back from HTTP connections: the Redis connections
+ * (one per master a worker talks to, pub/sub, reconnections), the loops'
+ * epoll, event and timer descriptors, the log, drains and delivery
+ * watches.  With the connection limit under what is left, accept() meets
+ * the descriptor limit only when something else took descriptors, and a
+ * Redis reconnection never finds none (#30). */
+#define FDS_HELD_BACK            64
+#define FDS_HELD_BACK_PER_WORKER 32
+
+/* The connections one worker may hold: --max-connections, or less when
+ * the descriptor limit (raised to its hard limit first) cannot give every
+ * worker that many besides those held back. */
+static unsigned connection_limit(const struct gw_config *cfg) {
+    static atomic_int logged;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return (unsigned)cfg->max_connections;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    long held = FDS_HELD_BACK + FDS_HELD_BACK_PER_WORKER * (long)cfg->threads;
+    long room = rl.rlim_cur == RLIM_INFINITY ? cfg->max_connections
+                                              : ((long)rl.rlim_cur - held) / cfg->threads;
+    if (room < 16) room = 16;
+    long limit = room < cfg->max_connections ? room : cfg->max_connections;
+#define LIMIT_FMT                                                                            \
+    "http: at most %ld connections per worker (--max-connections %d; descriptor limit %ld, " \
+    "%ld held back for Redis and the gateway's own files)"
+    if (atomic_exchange(&logged, 1))
+        ;
+    else if (limit < cfg->max_connections)
+        log_warn(LIMIT_FMT, limit, cfg->max_connections, (long)rl.rlim_cur, held);
+    else
+        log_info(LIMIT_FMT, limit, cfg->max_connections, (long)rl.rlim_cur, held);
+    return (unsigned)limit;
+}
+
+static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct addrinfo *ai,
+                                       unsigned limit) {
     unsigned flags =
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | tls_daemon_flags();
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -609,12 +718,13 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
     peers_init(cfg->max_connections_per_ip);
     origin_init(cfg->cors_origins, cfg->ncors_origins);
     return MHD_start_daemon(
-        flags, (uint16_t)cfg->listen_port, per_ip ? on_accept : NULL, NULL, on_request, NULL,
+        flags, (uint16_t)cfg->listen_port, on_accept, &per_ip, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory_kib * 1024,
+        /* above on_accept's: libmicrohttpd's own limit is never reached */
+        MHD_OPTION_CONNECTION_LIMIT, limit + 16, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory_kib * 1024,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, per_ip || tls_enabled() ? on_connection : NULL, &per_ip,
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &per_ip,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_ARRAY, tls_daemon_options(),
         MHD_OPTION_END);
 }
@@ -648,8 +758,26 @@ int http_timeout_hook(void *arg, int64_t now_ms) {
     return (int)t;
 }
 
+/* Cuts off the connections past their deadline (conns.h); libmicrohttpd
+ * closes them on its next run, which the shutdown's event brings. */
+static void sweep(struct http_worker *w, int64_t now_ms) {
+    if (now_ms < w->sweep_at_ms) return;
+    static _Thread_local int64_t logged_ms;
+    static _Thread_local long unlogged;
+    int n = conns_sweep(&w->conns, now_ms, &w->sweep_at_ms);
+    if (!n) return;
+    metrics_inc(M_SLOW_CLOSED, (uint64_t)n);
+    unlogged += n;
+    if (now_ms - logged_ms >= 1000) {
+        log_info("http: cut off %ld connection(s) too slow to send their request", unlogged);
+        logged_ms = now_ms;
+        unlogged = 0;
+    }
+}
+
 void http_turn_hook(void *arg, int64_t now_ms) {
     struct http_worker *w = arg;
+    if (w->daemon) sweep(w, now_ms);
     if (!w->daemon || (!w->resumed && now_ms < w->run_at_ms)) return;
     w->resumed = 0;
     w->run_at_ms = INT64_MAX;
@@ -677,7 +805,8 @@ struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l)
         log_error("http: cannot resolve %s: %s", cfg->listen_host, gai_strerror(rc));
         return NULL;
     }
-    struct MHD_Daemon *d = daemon_start(cfg, ai);
+    unsigned limit = connection_limit(cfg);
+    struct MHD_Daemon *d = daemon_start(cfg, ai, limit);
     freeaddrinfo(ai);
     if (!d) {
         log_error("http: cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);
@@ -690,6 +819,9 @@ struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l)
         return NULL;
     }
     struct http_worker *w = alloc_check(calloc(1, sizeof *w));
+    conns_init(&w->conns, cfg->header_timeout_ms, cfg->body_timeout_ms, HTTP_IDLE_TIMEOUT_S * 1000);
+    w->sweep_at_ms = INT64_MAX;
+    w->conn_limit = limit;
     w->daemon = d;
     w->loop = l;
     w->mhd_fd = di->epoll_fd;

@@ -66,6 +66,10 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
                          "Redis Cluster ASK redirects followed (a slot being migrated)"           },
     [M_ORIGIN_REFUSED] = {"lockgate_origin_refused_total",
                          "Requests refused for their Origin (a page of another site)"             },
+    [M_SLOW_CLOSED] = {"lockgate_slow_clients_closed_total",
+                         "Connections cut off for sending their headers or body too slowly"},
+    [M_ACCEPT_REFUSED] = {"lockgate_accept_refused_total",
+                         "Connections not accepted: no descriptor left, or the connection limit"},
 };
 
 /* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic

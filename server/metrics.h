@@ -25,6 +25,8 @@ enum metric_counter {
     M_REDIS_REDIRECTS,  /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
     M_REDIS_ASKS,       /* cluster mode: of those, ASK (a slot being migrated) */
     M_ORIGIN_REFUSED,   /* 403 origin_forbidden: a browser page of a foreign origin */
+    M_SLOW_CLOSED,      /* connections cut off by a header or body deadline (conns.h) */
+    M_ACCEPT_REFUSED,   /* connections not accepted: descriptors, or the connection limit */
     M_COUNTER_COUNT
 };
 

@@ -4,8 +4,8 @@
  * (MHD_OPTION_HTTPS_CERT_CALLBACK) rather than as PEM given once at start:
  * each handshake asks for the pair in force, so a reload is one pointer
  * swap.  GnuTLS keeps pointing at the pair a handshake fetched for as long
- * as the session lives, so each connection holds a reference on it (its
- * socket context, a struct tls_conn, found from the session through
+ * as the session lives, so each connection holds a reference on it (a
+ * struct tls_conn in its socket context, found from the session through
  * libmicrohttpd's session pointer, which is the connection); a pair a
  * reload replaced is freed when its last connection closes.  (Kept until
  * the end, each SIGHUP grew the gateway by a pair: #30.)
@@ -121,7 +121,8 @@ static int retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, i
     struct MHD_Connection *conn = gnutls_session_get_ptr(session);
     const union MHD_ConnectionInfo *ci =
         conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
-    struct tls_conn *tc = ci ? ci->socket_context : NULL;
+    /* the socket context's first member is ours (tls.h) */
+    struct tls_conn *tc = ci && ci->socket_context ? *(struct tls_conn **)ci->socket_context : NULL;
     pthread_mutex_lock(&pairs_lock);
     struct tls_pair *p = atomic_load(&pair);
     p->refs++; /* without a context, never given back: kept, as before #30 */

@@ -35,9 +35,10 @@ int tls_reload(void);
 /* A connection's hold on the pair its handshake used, so that a pair a
  * reload replaced is freed once no connection uses it: the daemon's
  * connection notifier calls tls_connection_started when a connection is
- * accepted (the result goes in its socket context) and
- * tls_connection_closed with it when it closes.  NULL and a no-op without
- * TLS. */
+ * accepted and tls_connection_closed with its result when it closes.  The
+ * connection's socket context must point at a struct whose first member
+ * is that result (a void *): the handshake finds it there.  NULL and a
+ * no-op without TLS. */
 void *tls_connection_started(void);
 void tls_connection_closed(void *ctx);
 
