@@ -6,9 +6,9 @@
 #include <sys/socket.h>
 
 void conns_init(struct conn_set *s, int header_ms, int body_ms, int next_ms) {
-    *s = (struct conn_set){.timeout_ms = {[CONN_HEADERS] = header_ms,
-                                          [CONN_BODY] = body_ms,
-                                          [CONN_NEXT] = next_ms}};
+    *s = (struct conn_set){
+        .timeout_ms = {[CONN_HEADERS] = header_ms, [CONN_BODY] = body_ms, [CONN_NEXT] = next_ms}
+    };
 }
 
 static void unlink_conn(struct conn_set *s, struct conn *c) {

@@ -22,18 +22,18 @@
 
 /* The deadline a connection is under. */
 enum conn_phase {
-    CONN_HEADERS,  /* its first request's line and headers */
-    CONN_BODY,     /* its request's body */
-    CONN_NEXT,     /* the next request on a kept-alive connection */
-    CONN_PHASES,   /* (count) */
+    CONN_HEADERS,               /* its first request's line and headers */
+    CONN_BODY,                  /* its request's body */
+    CONN_NEXT,                  /* the next request on a kept-alive connection */
+    CONN_PHASES,                /* (count) */
     CONN_HANDLING = CONN_PHASES /* none: a request is being handled */
 };
 
 struct conn {
-    void *tls;               /* tls_connection_started's; first, see tls.h */
-    int fd;                  /* its socket */
-    enum conn_phase phase;   /* the deadline it is under */
-    int64_t due_ms;          /* that deadline */
+    void *tls;                /* tls_connection_started's; first, see tls.h */
+    int fd;                   /* its socket */
+    enum conn_phase phase;    /* the deadline it is under */
+    int64_t due_ms;           /* that deadline */
     struct conn *prev, *next; /* in its phase's list */
 };
 

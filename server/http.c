@@ -693,7 +693,7 @@ static unsigned connection_limit(const struct gw_config *cfg) {
     }
     long held = FDS_HELD_BACK + FDS_HELD_BACK_PER_WORKER * (long)cfg->threads;
     long room = rl.rlim_cur == RLIM_INFINITY ? cfg->max_connections
-                                              : ((long)rl.rlim_cur - held) / cfg->threads;
+                                             : ((long)rl.rlim_cur - held) / cfg->threads;
     if (room < 16) room = 16;
     long limit = room < cfg->max_connections ? room : cfg->max_connections;
 #define LIMIT_FMT                                                                            \
@@ -722,11 +722,11 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         /* above on_accept's: libmicrohttpd's own limit is never reached */
         MHD_OPTION_CONNECTION_LIMIT, limit + 16, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory_kib * 1024,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &per_ip,
-        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_ARRAY, tls_daemon_options(),
-        MHD_OPTION_END);
+        (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)cfg->connection_memory_kib * 1024, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, &per_ip, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_ARRAY,
+        tls_daemon_options(), MHD_OPTION_END);
 }
 
 /* MHD_run, then again while libmicrohttpd says it has work ready now

@@ -18,7 +18,7 @@
 static struct h_redis redis;
 static struct h_gw gw;
 static char dir[64];
-static int nginx_port, haproxy_port;
+static int nginx_port, haproxy_port, haproxy_short_port;
 
 static void write_file(const char *name, const char *text) {
     char path[160];
@@ -70,6 +70,13 @@ static int start_nginx(void) {
              "      proxy_read_timeout 330s;\n"
              "      proxy_send_timeout 330s;\n"
              "    }\n"
+             "    location /short/ {\n" /* a read timeout below the wait: 504 */
+             "      proxy_pass http://lockgate/;\n"
+             "      proxy_read_timeout 1s;\n"
+             "      proxy_http_version 1.1;\n"
+             "      proxy_set_header Connection \"\";\n"
+             "      proxy_set_header Host $http_host;\n"
+             "    }\n"
              "    location /stream/ {\n" /* the body streamed, not buffered first */
              "      proxy_pass http://lockgate/;\n"
              "      proxy_request_buffering off;\n"
@@ -91,6 +98,7 @@ static int start_nginx(void) {
 static int start_haproxy(void) {
     char conf[2048], cmd[512], log[160];
     haproxy_port = h_free_port();
+    haproxy_short_port = h_free_port();
     snprintf(conf, sizeof conf,
              "global\n"
              "  maxconn 1000\n"
@@ -104,13 +112,19 @@ static int start_haproxy(void) {
              "  bind 127.0.0.1:%d\n"
              "  default_backend lockgate\n"
              "backend lockgate\n"
+             "  server gw 127.0.0.1:%d\n"
+             "frontend short\n" /* a server timeout below the wait: 504 */
+             "  bind 127.0.0.1:%d\n"
+             "  default_backend lockgate_short\n"
+             "backend lockgate_short\n"
+             "  timeout server 1s\n"
              "  server gw 127.0.0.1:%d\n",
-             haproxy_port, gw.port);
+             haproxy_port, gw.port, haproxy_short_port, gw.port);
     write_file("haproxy.cfg", conf);
     snprintf(log, sizeof log, "%s/haproxy.out", dir);
     snprintf(cmd, sizeof cmd, "exec haproxy -db -f %s/haproxy.cfg", dir);
     if (h_spawn(cmd, log) < 0) return -1;
-    return wait_port(haproxy_port, 10000);
+    return wait_port(haproxy_port, 10000) < 0 ? -1 : wait_port(haproxy_short_port, 10000);
 }
 
 /* POSTs a body of size bytes to port (chunked in 16 KiB chunks, or with
@@ -230,6 +244,143 @@ static void test_proxy_chunked_stops_at_limit(void) {
     CHECK(sent < total);
 }
 
+/* ---- waiting behind a proxy (README, "Behind a proxy") ---------------------- */
+
+/* Holds name directly for ttl_ms; returns its token in tok. */
+static void hold(const char *name, int ttl_ms, char *tok) {
+    char path[128], body[64];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    snprintf(body, sizeof body, "{\"ttl_ms\":%d}", ttl_ms);
+    struct h_resp r = h_http("POST", gw.port, path, NULL, body, NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok, 130, "%s", h_token(&r));
+    h_resp_free(&r);
+}
+
+static void release(const char *name, const char *tok) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = h_http("DELETE", gw.port, path, tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
+/* Waits until the gateway has want requests waiting; 0, or -1 after 5 s. */
+static int waiting_becomes(long long want) {
+    for (long long end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(20))
+        if (h_metric(&gw, "lockgate_waiting_requests") == want) return 0;
+    return -1;
+}
+
+/* Sends a waiting acquire of name through port (path prefix prefix) on a
+ * new connection and returns the descriptor, the answer unread. */
+static int send_wait(int port, const char *prefix, const char *name, int wait_ms) {
+    int fd = h_connect(port);
+    char req[512];
+    char body[96];
+    snprintf(body, sizeof body, "{\"ttl_ms\":60000,\"wait_ms\":%d}", wait_ms);
+    snprintf(req, sizeof req,
+             "POST %s/v1/locks/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %zu\r\n"
+             "Connection: close\r\n\r\n%s",
+             prefix, name, strlen(body), body);
+    if (fd >= 0 && send(fd, req, strlen(req), MSG_NOSIGNAL) < 0) {}
+    return fd;
+}
+
+/* The status of the answer on fd (read within timeout_ms), 0 for none. */
+static int read_status(int fd, int timeout_ms) {
+    char buf[256] = "";
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int status = 0;
+    if (poll(&p, 1, timeout_ms) > 0) {
+        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1) status = 0;
+    }
+    return status;
+}
+
+static long status_of(const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = h_http("GET", gw.port, path, NULL, NULL, NULL);
+    long st = r.status;
+    h_resp_free(&r);
+    return st;
+}
+
+/* A wait through each proxy, with timeouts above it, ends in the grant
+ * when the holder releases. */
+static void test_proxy_wait_granted_through_both(void) {
+    const struct {
+        const char *what;
+        int port;
+    } proxies[] = {
+        {"nginx",   0},
+        {"haproxy", 0}
+    };
+    for (int i = 0; i < 2; i++) {
+        int port = i == 0 ? nginx_port : haproxy_port;
+        char tok[130], name[64];
+        snprintf(name, sizeof name, "proxy-wait-%s", proxies[i].what);
+        hold(name, 60000, tok);
+        int fd = send_wait(port, "", name, 20000);
+        CHECK_EQ_INT(waiting_becomes(1), 0);
+        release(name, tok);
+        CHECK_EQ_INT(read_status(fd, 10000), 201);
+        close(fd);
+    }
+}
+
+/* A client that leaves while it waits.  nginx closes its connection to
+ * the gateway, which drops the waiter: the lock stays free.  HAProxy keeps
+ * its connection to the gateway: the waiter is granted with nobody there,
+ * and the lock is held until that grant's lease ends. */
+static void test_proxy_client_leaves_mid_wait(void) {
+    char tok[130];
+    hold("proxy-leave-nginx", 60000, tok);
+    int fd = send_wait(nginx_port, "", "proxy-leave-nginx", 20000);
+    CHECK_EQ_INT(waiting_becomes(1), 0);
+    close(fd);
+    CHECK_EQ_INT(waiting_becomes(0), 0); /* nginx let the gateway know */
+    release("proxy-leave-nginx", tok);
+    CHECK_EQ_INT(status_of("proxy-leave-nginx"), 404);
+
+    hold("proxy-leave-haproxy", 60000, tok);
+    fd = send_wait(haproxy_port, "", "proxy-leave-haproxy", 20000);
+    CHECK_EQ_INT(waiting_becomes(1), 0);
+    close(fd);
+    h_sleep_ms(500);
+    CHECK_EQ_INT(h_metric(&gw, "lockgate_waiting_requests"), 1); /* still waiting */
+    release("proxy-leave-haproxy", tok);
+    CHECK_EQ_INT(waiting_becomes(0), 0);
+    CHECK_EQ_INT(status_of("proxy-leave-haproxy"), 200); /* granted to nobody */
+}
+
+/* A proxy timeout below the wait: the client gets 504 while the gateway
+ * still waits; both proxies then close their connection to the gateway,
+ * which drops the waiter, so a release after the 504 leaves the lock free.
+ * (A release in the same instant as the timeout can still grant it: the
+ * lock is then held for its lease, see README.) */
+static void test_proxy_timeout_504(void) {
+    for (int i = 0; i < 2; i++) {
+        const char *name = i == 0 ? "proxy-504-nginx" : "proxy-504-haproxy";
+        char tok[130];
+        hold(name, 60000, tok);
+        long long t0 = h_now_ms();
+        int fd = i == 0 ? send_wait(nginx_port, "/short", name, 20000)
+                        : send_wait(haproxy_short_port, "", name, 20000);
+        int st = read_status(fd, 10000);
+        long long took = h_now_ms() - t0;
+        printf("  (%s: %d after %lld ms of a 20 s wait)\n", i == 0 ? "nginx" : "haproxy", st, took);
+        CHECK_EQ_INT(st, 504);
+        close(fd);
+        CHECK_EQ_INT(waiting_becomes(0), 0);
+        release(name, tok);
+        CHECK_EQ_INT(status_of(name), 404);
+    }
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-proxy-XXXXXX");
@@ -243,6 +394,9 @@ int main(int argc, char **argv) {
     RUN_SOME(test_proxy_nginx_forwards_413);
     RUN_SOME(test_proxy_nginx_streaming_forwards_413);
     RUN_SOME(test_proxy_haproxy_forwards_413);
+    RUN_SOME(test_proxy_wait_granted_through_both);
+    RUN_SOME(test_proxy_client_leaves_mid_wait);
+    RUN_SOME(test_proxy_timeout_504);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     char rm[128];

@@ -93,7 +93,8 @@ static void test_slow_body_cut_off(void) {
     CHECK(took >= 900 && took < 5000);
     close(fd);
     /* Waiting is not slowness: held, then a 3 s wait that gets it. */
-    struct h_resp r = h_http("POST", g.port, "/v1/locks/slow-wait", NULL, "{\"ttl_ms\":2500}", NULL);
+    struct h_resp r =
+        h_http("POST", g.port, "/v1/locks/slow-wait", NULL, "{\"ttl_ms\":2500}", NULL);
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
     r = h_http("POST", g.port, "/v1/locks/slow-wait", NULL, "{\"wait_ms\":10000}", NULL);
