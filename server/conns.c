@@ -5,9 +5,12 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
-void conns_init(struct conn_set *s, int header_ms, int body_ms, int next_ms) {
+void conns_init(struct conn_set *s, int header_ms, int body_ms, int next_ms, int throttled_ms) {
     *s = (struct conn_set){
-        .timeout_ms = {[CONN_HEADERS] = header_ms, [CONN_BODY] = body_ms, [CONN_NEXT] = next_ms}
+        .timeout_ms = {[CONN_HEADERS] = header_ms,
+                       [CONN_BODY] = body_ms,
+                       [CONN_NEXT] = next_ms,
+                       [CONN_THROTTLED] = throttled_ms}
     };
 }
 
@@ -52,7 +55,7 @@ void conns_forget(struct conn_set *s, struct conn *c) { unlink_conn(s, c); }
 int conns_sweep(struct conn_set *s, int64_t now_ms, int64_t *next_ms) {
     int n = 0;
     *next_ms = INT64_MAX;
-    for (int p = 0; p < CONN_PHASES; p++) {
+    for (int p = 0; p < CONN_THROTTLED; p++) {
         struct conn *c;
         while ((c = s->head[p]) && c->due_ms <= now_ms) {
             unlink_conn(s, c);

@@ -25,12 +25,17 @@ enum conn_phase {
     CONN_HEADERS,               /* its first request's line and headers */
     CONN_BODY,                  /* its request's body */
     CONN_NEXT,                  /* the next request on a kept-alive connection */
+    CONN_THROTTLED,             /* suspended until its client reads its answers
+                                   (http.c resumes it, or ends it at the
+                                   deadline; the sweep leaves it alone) */
     CONN_PHASES,                /* (count) */
     CONN_HANDLING = CONN_PHASES /* none: a request is being handled */
 };
 
 struct conn {
     void *tls;                /* tls_connection_started's; first, see tls.h */
+    void *mhd;                /* its struct MHD_Connection (http.c's) */
+    void *held;               /* its request, while throttled (http.c's) */
     int fd;                   /* its socket */
     enum conn_phase phase;    /* the deadline it is under */
     int64_t due_ms;           /* that deadline */
@@ -45,7 +50,7 @@ struct conn_set {
 };
 
 /* Sets the phases' timeouts. */
-void conns_init(struct conn_set *s, int header_ms, int body_ms, int next_ms);
+void conns_init(struct conn_set *s, int header_ms, int body_ms, int next_ms, int throttled_ms);
 
 /* A connection accepted now on fd, under its header deadline; tls is
  * tls_connection_started's result. */
@@ -58,8 +63,8 @@ void conns_enter(struct conn_set *s, struct conn *c, enum conn_phase phase, int6
 /* Takes c out of its list; the caller frees it. */
 void conns_forget(struct conn_set *s, struct conn *c);
 
-/* Shuts down every connection whose deadline has passed and takes it out
- * of its list; returns how many.  *next_ms: the earliest deadline left
+/* Shuts down every connection whose deadline has passed (but throttled
+ * ones) and takes it out of its list; returns how many.  *next_ms: the earliest deadline left
  * (INT64_MAX when none). */
 int conns_sweep(struct conn_set *s, int64_t now_ms, int64_t *next_ms);
 

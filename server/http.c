@@ -41,7 +41,9 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -62,8 +64,17 @@ struct http_worker {
 
 
 /* A connection silent this long is closed (libmicrohttpd), and the next
- * request on a kept-alive one must be in by then (conns.h). */
+ * request on a kept-alive one must be in by then (conns.h); a connection
+ * held back because its client does not read (HTTP_OUTPUT_MAX) is closed
+ * after as long. */
 #define HTTP_IDLE_TIMEOUT_S 60
+
+/* Answers a client has not taken yet, in the socket's send queue, past
+ * which its next pipelined request waits (suspended, not read further)
+ * until it reads: libmicrohttpd answers one request at a time, but writes
+ * each answer into the kernel's buffer and goes on to the next, so a
+ * client that pipelines and never reads had megabytes queued for it. */
+#define HTTP_OUTPUT_MAX (256 * 1024)
 
 /* Who may call what (http_set_gate): asked after routing, before the
  * handler. */
@@ -443,6 +454,15 @@ static void dispatch_early(struct gw_request *req) {
     in_flight_add(1);
 }
 
+/* Bytes of answers written to conn's socket and not yet taken by the
+ * client (its send queue), 0 when unknown. */
+static int output_queued(struct MHD_Connection *conn) {
+    struct conn *c = conn_of(conn);
+    int outq = 0;
+    if (!c || c->fd < 0 || ioctl(c->fd, SIOCOUTQ, &outq) < 0) return 0;
+    return outq;
+}
+
 /* A body without a Content-Length (chunked) passed the cap while it was
  * being read.  libmicrohttpd 0.9.75 cannot queue an answer in the middle
  * of a body, and reading it to its end is what let a client make the
@@ -494,9 +514,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_reply(req);
         }
         /* The headers are in; a body, if one comes, has its own deadline. */
-        conn_phase(conn, h.te_count || (h.cl_count && strcmp(h.cl_first, "0") != 0)
-                             ? CONN_BODY
-                             : CONN_HANDLING);
+        int has_body = h.te_count || (h.cl_count && strcmp(h.cl_first, "0") != 0);
+        conn_phase(conn, has_body ? CONN_BODY : CONN_HANDLING);
         if (h.cl_count && h.cl_too_large) {
             /* Answered before reading it, then the connection is closed
              * and drained (drain.h), so that a proxy still sending the
@@ -510,6 +529,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
+
+    if (req->throttled == 2) return MHD_NO; /* held back past its deadline */
 
     if (*upload_data_size) { /* a piece of the body */
         size_t n = *upload_data_size;
@@ -533,7 +554,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
 
-    if (!req->dispatched) dispatch(req, method); /* the body is complete */
+    if (!req->dispatched && !req->throttled && output_queued(conn) > HTTP_OUTPUT_MAX) {
+        /* Held back until the client reads (HTTP_OUTPUT_MAX): suspended
+         * like a request whose reply is owed, with the same two steps
+         * below; resume_readers resumes it, and it is handled then. */
+        req->throttled = 1;
+        conn_phase(conn, CONN_THROTTLED);
+        conn_of(conn)->held = req;
+    }
+    if (!req->dispatched && !req->throttled) dispatch(req, method); /* the body is complete */
 
     if (req->done) {
         if (req->sent) return MHD_YES; /* already sent (413) */
@@ -652,6 +681,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         struct conn *c = conns_start(&self->conns, ci ? ci->connect_fd : -1,
                                      tls_connection_started(), loop_now_ms());
+        c->mhd = conn;
         self->nconns++;
         if (c->due_ms < self->sweep_at_ms) self->sweep_at_ms = c->due_ms;
         *socket_context = c;
@@ -758,9 +788,35 @@ int http_timeout_hook(void *arg, int64_t now_ms) {
     return (int)t;
 }
 
+/* The connections held back for their unread answers: each whose client
+ * has read enough goes on with its request; one held back past its
+ * deadline is shut down and its request answers MHD_NO on resume, which
+ * closes it (a suspended connection is not watched by libmicrohttpd). */
+static void resume_readers(struct http_worker *w, int64_t now_ms) {
+    struct conn *c = w->conns.head[CONN_THROTTLED], *next;
+    for (; c; c = next) {
+        next = c->next;
+        struct gw_request *req = c->held;
+        int late = c->due_ms <= now_ms;
+        if (!late && output_queued(c->mhd) > HTTP_OUTPUT_MAX) continue;
+        c->held = NULL;
+        conns_enter(&w->conns, c, CONN_HANDLING, now_ms); /* its body is in */
+        req->throttled = late ? 2 : 0;
+        if (late) {
+            shutdown(c->fd, SHUT_RDWR);
+            metrics_inc(M_SLOW_CLOSED, 1);
+        }
+        req->suspended = 0;
+        req->deferred = 0; /* handled now: the two steps again if it waits */
+        MHD_resume_connection(c->mhd);
+        w->resumed = 1;
+    }
+}
+
 /* Cuts off the connections past their deadline (conns.h); libmicrohttpd
  * closes them on its next run, which the shutdown's event brings. */
 static void sweep(struct http_worker *w, int64_t now_ms) {
+    if (w->conns.head[CONN_THROTTLED]) resume_readers(w, now_ms);
     if (now_ms < w->sweep_at_ms) return;
     static _Thread_local int64_t logged_ms;
     static _Thread_local long unlogged;
@@ -819,7 +875,8 @@ struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l)
         return NULL;
     }
     struct http_worker *w = alloc_check(calloc(1, sizeof *w));
-    conns_init(&w->conns, cfg->header_timeout_ms, cfg->body_timeout_ms, HTTP_IDLE_TIMEOUT_S * 1000);
+    conns_init(&w->conns, cfg->header_timeout_ms, cfg->body_timeout_ms, HTTP_IDLE_TIMEOUT_S * 1000,
+               HTTP_IDLE_TIMEOUT_S * 1000);
     w->sweep_at_ms = INT64_MAX;
     w->conn_limit = limit;
     w->daemon = d;

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -196,6 +198,60 @@ static void test_slow_descriptors_held_back(void) {
     h_gw_stop(&g, 5000);
 }
 
+/* A client that pipelines 20 batches of 10,000 ids and reads nothing:
+ * once a quarter MiB of answers waits in its socket, its next requests
+ * are not handled (before #30 all 20 were, megabytes queued for it).
+ * When it reads, the rest are handled in order and all 20 arrive. */
+static void test_slow_nonreading_held_back(void) {
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_gw_up(&g, &redis, NULL), 0);
+    /* a small receive buffer, set before connecting (the window scale is
+     * agreed then), so that answers stay in the gateway's send queue */
+    int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)g.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *one = "POST /v1/ids/slow-x?count=10000 HTTP/1.1\r\nHost: x\r\n"
+                      "Content-Length: 0\r\n\r\n";
+    char all[20 * 128] = "";
+    for (int i = 0; i < 20; i++) strcat(all, one);
+    CHECK(send(fd, all, strlen(all), MSG_NOSIGNAL) == (ssize_t)strlen(all));
+    long long issued = -1, last = -2;
+    for (long long end = h_now_ms() + 10000; h_now_ms() < end && issued != last; h_sleep_ms(300)) {
+        last = issued;
+        issued = h_metric(&g, "lockgate_ids_issued_total");
+    }
+    printf("  (a client that does not read: %lld of 20 batches handled)\n", issued / 10000);
+    CHECK(issued >= 10000 && issued <= 3 * 10000);
+    /* now it reads: every answer comes */
+    static char buf[1 << 16];
+    int answers = 0;
+    size_t tail = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    for (long long end = h_now_ms() + 20000; answers < 20 && h_now_ms() < end;) {
+        if (poll(&p, 1, 200) <= 0) continue;
+        ssize_t n = recv(fd, buf + tail, sizeof buf - 1 - tail, 0);
+        if (n <= 0) {
+            fprintf(stderr, "  recv: %zd (%s) after %d answers\n", n, strerror(errno), answers);
+            break;
+        }
+        buf[tail + (size_t)n] = '\0';
+        /* a match that ends in the kept bytes was counted last time */
+        for (char *q = buf; (q = strstr(q, "HTTP/1.1 200 ")) != NULL; q += 13)
+            if (q + 13 > buf + tail) answers++;
+        /* keep the last few bytes: a status line may straddle two reads */
+        size_t len = tail + (size_t)n;
+        tail = len < 16 ? len : 16;
+        memmove(buf, buf + len - tail, tail);
+    }
+    close(fd);
+    CHECK_EQ_INT(answers, 20);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_ids_issued_total"), 20 * 10000);
+    h_gw_stop(&g, 5000);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     if (h_redis_start(&redis, 0, NULL) < 0) return 1;
@@ -203,6 +259,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_slow_headers_cut_off);
     RUN_SOME(test_slow_2000_open_normal_served);
     RUN_SOME(test_slow_descriptors_held_back);
+    RUN_SOME(test_slow_nonreading_held_back);
     h_redis_stop(&redis);
     return check_summary("slow");
 }

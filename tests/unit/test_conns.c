@@ -19,7 +19,7 @@ static int was_shut(int peer) {
 
 static void test_sweep_in_due_order(void) {
     struct conn_set s;
-    conns_init(&s, 1000, 500, 60000);
+    conns_init(&s, 1000, 500, 60000, 60000);
     int sv[4][2];
     struct conn *c[4];
     for (int i = 0; i < 4; i++) {
