@@ -123,7 +123,7 @@ test: deps
 
 # The status page in a real browser: Debian's chromium, playwright-core
 # from npm (tests/ui/package.json, pinned), a real gateway and Redis.
-# Writes docs/ui.png and docs/ui-phone.png, which README shows.
+# Writes docs/ui.png and docs/ui-phone.png, which docs/operations.md shows.
 ui-test: deps
 	@scripts/deps.sh chromium
 	@command -v node >/dev/null || scripts/deps.sh nodejs

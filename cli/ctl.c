@@ -6,6 +6,7 @@
 
 int ctl_verbose;
 char ctl_url[2048];
+char ctl_session[129]; /* set by session.c, sent by http.c */
 
 void ctl_say(const char *fmt, ...) {
     va_list ap;

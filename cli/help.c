@@ -41,7 +41,7 @@ const char help_main[] =
     "\n"
     "Options of every command:\n"
     "  -u, --url URL     the gateway (default: $LOCKGATE_URL, else " CTL_DEFAULT_URL ")\n"
-    "  -v, --ctl_verbose     report what lockctl does on stderr\n"
+    "  -v, --verbose     report what lockctl does on stderr\n"
     "      --api-key-file FILE  the API key (<id>.<secret>, first line of FILE);\n"
     "                    default: $LOCKGATE_API_KEY.  Never given as an argument\n"
     "      --cacert FILE     trust this CA for an https:// gateway\n"
@@ -75,7 +75,7 @@ const char help_run[] =
     "                      first starts it (TTL from --ttl) and one renewer\n"
     "                      process, which ends it once no run uses it\n"
     "  -q, --quiet         no message when the lock is busy (the status tells)\n"
-    "  -u, --url URL, -v, --ctl_verbose, -h, --help: as for every command\n"
+    "  -u, --url URL, -v, --verbose, -h, --help: as for every command\n"
     "\n"
     "COMMAND gets LOCKGATE_NAME, LOCKGATE_FENCE (the fencing token), LOCKGATE_TOKEN\n"
     "and LOCKGATE_URL in its environment; it is looked up in $PATH.\n"
@@ -121,6 +121,8 @@ const char help_extend[] =
     "Usage: lockctl extend NAME [--token TOKEN] [--ttl MS]\n"
     "Extend the lease of lock NAME held by TOKEN (default $LOCKGATE_TOKEN) to MS\n"
     "from now (default: the TTL it was taken with); print the answer (JSON).\n"
+    "  -t, --ttl MS        the new lease (default: the TTL it was taken with)\n"
+    "      --token TOKEN   the holder's token (default $LOCKGATE_TOKEN)\n"
     "  -q, --quiet         print nothing\n"
     "\n";
 
@@ -130,6 +132,8 @@ const char help_release[] =
     "Release one level of lock NAME held by TOKEN (default $LOCKGATE_TOKEN);\n"
     "print the answer (JSON: released, count).  --force ends every hold on\n"
     "NAME whatever the token (an operator's act; admin grant with auth).\n"
+    "      --token TOKEN   the holder's token (default $LOCKGATE_TOKEN)\n"
+    "      --force         end every hold, whatever the token\n"
     "  -q, --quiet         print nothing\n"
     "\n";
 
@@ -158,6 +162,7 @@ const char help_watch[] =
 const char help_id[] =
     "Usage: lockctl id NAMESPACE [-n N]\n"
     "Print N (default 1, at most 10000) new unique ids of NAMESPACE, one per line.\n"
+    "  -n, --count N       how many ids\n"
     "\n";
 
 void help_print(const char *text) {

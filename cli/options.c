@@ -12,30 +12,30 @@
 #include <string.h>
 
 static const struct option long_opts[] = {
-    {"ttl",         required_argument, 0, 't'         },
-    {"wait",        required_argument, 0, 'w'         },
-    {"shared",      no_argument,       0, O_SHARED    },
-    {"fair",        no_argument,       0, O_FAIR      },
-    {"owner",       required_argument, 0, O_OWNER     },
-    {"max-hold",    required_argument, 0, O_MAX_HOLD  },
-    {"lock-delay",  required_argument, 0, O_LOCK_DELAY},
-    {"grace",       required_argument, 0, O_GRACE     },
-    {"token",       required_argument, 0, O_TOKEN     },
-    {"session",     required_argument, 0, O_SESSION   },
-    {"count",       required_argument, 0, 'n'         },
-    {"quiet",       no_argument,       0, 'q'         },
-    {"force",       no_argument,       0, O_FORCE     },
-    {"ctl_verbose", no_argument,       0, 'v'         },
-    {"url",         required_argument, 0, 'u'         },
-    {"help",        no_argument,       0, 'h'         },
-    {"version",     no_argument,       0, O_VERSION   },
+    {"ttl",        required_argument, 0, 't'         },
+    {"wait",       required_argument, 0, 'w'         },
+    {"shared",     no_argument,       0, O_SHARED    },
+    {"fair",       no_argument,       0, O_FAIR      },
+    {"owner",      required_argument, 0, O_OWNER     },
+    {"max-hold",   required_argument, 0, O_MAX_HOLD  },
+    {"lock-delay", required_argument, 0, O_LOCK_DELAY},
+    {"grace",      required_argument, 0, O_GRACE     },
+    {"token",      required_argument, 0, O_TOKEN     },
+    {"session",    required_argument, 0, O_SESSION   },
+    {"count",      required_argument, 0, 'n'         },
+    {"quiet",      no_argument,       0, 'q'         },
+    {"force",      no_argument,       0, O_FORCE     },
+    {"verbose",    no_argument,       0, 'v'         },
+    {"url",        required_argument, 0, 'u'         },
+    {"help",       no_argument,       0, 'h'         },
+    {"version",    no_argument,       0, O_VERSION   },
  // clang-format off
     {"api-key-file", required_argument, 0, O_API_KEY_FILE},
     {"cacert",      required_argument, 0, O_CACERT    },
     {"cert",        required_argument, 0, O_CERT      },
     {"key",         required_argument, 0, O_KEY       },
   // clang-format on
-    {0,             0,                 0, 0           },
+    {0,            0,                 0, 0           },
 };
 
 int usage_error(const char *cmd, const char *fmt, ...) {

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void renewal_done(struct watch *w) {
+int renewal_done(struct watch *w, int *known_gone, char *reason, size_t cap) {
     struct call *c = &w->ext;
     enum outcome out = call_outcome(c);
     long long now = now_ms();
@@ -25,7 +25,7 @@ void renewal_done(struct watch *w) {
         w->backoff = 100;
         call_free(c);
         w->ext_busy = 0;
-        return;
+        return 0;
     }
     if (out == OUT_OK) {
         long long ttl = jint(c->json, "ttl_ms", 0);
@@ -47,18 +47,19 @@ void renewal_done(struct watch *w) {
                 ctl_say("extend '%s': %s; trying again in %lld ms (lease ends in %lld ms)",
                         w->o->name, why, w->next_renew - now, left);
         } else {
-            int gone = out == OUT_GONE;
+            *known_gone = out == OUT_GONE;
             call_free(c);
             w->ext_busy = 0;
             if (w->o->max_hold >= 0 && now >= w->acquired_at + w->o->max_hold - w->ttl / 3)
-                lose(w, gone, "--max-hold of %lld ms reached (%s)", w->o->max_hold, why);
+                snprintf(reason, cap, "--max-hold of %lld ms reached (%s)", w->o->max_hold, why);
             else
-                lose(w, gone, "the gateway answered: %s", why);
-            return;
+                snprintf(reason, cap, "the gateway answered: %s", why);
+            return 1;
         }
     }
     call_free(c);
     w->ext_busy = 0;
+    return 0;
 }
 
 void renewal_start(struct watch *w) {

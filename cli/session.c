@@ -16,8 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-char ctl_session[TOKEN_MAX_LEN + 1];
-
 /* FILE's token into tok ("" when empty or malformed). */
 static void read_token(int fd, char tok[TOKEN_MAX_LEN + 1]) {
     ssize_t n = pread(fd, tok, TOKEN_MAX_LEN, 0);

@@ -74,7 +74,12 @@ int watch_command(struct watch *w) {
         signals_pass_on(w->pid);
         if (sig_take(SIGTSTP)) suspend_together(w);
 
-        if (w->ext_busy && w->ext.done) renewal_done(w);
+        if (w->ext_busy && w->ext.done) {
+            char reason[1024];
+            int known_gone = 0;
+            if (renewal_done(w, &known_gone, reason, sizeof reason))
+                lose(w, known_gone, "%s", reason);
+        }
         long long now = now_ms();
         if (!w->lost && now >= w->lease_end) {
             if (w->capped)

@@ -49,8 +49,11 @@ int watch_exit_status(int st);
 /* Sends the next extension (w->ext). */
 void renewal_start(struct watch *w);
 
-/* An extension has come back: move the lease on, retry, or lose it. */
-void renewal_done(struct watch *w);
+/* An extension has come back: moves the lease on or schedules a retry and
+ * returns 0; or, when the gateway refused it, returns 1 with the reason
+ * in reason and *known_gone set when it said the token holds nothing (the
+ * watchdog then loses the lease: lose()). */
+int renewal_done(struct watch *w, int *known_gone, char *reason, size_t cap);
 
 /* Dates a lease granted at an unknown moment: an extension sent now
  * counts from now.  Tries until `until`.  Returns OUT_OK with w->lease_end

@@ -1,5 +1,5 @@
-/* backend.c -- see backend.h: the choice, made once, and what the backends
- * share (an HTTP thread waiting for an id block). */
+/* backend.c -- see backend.h: the pointer the choice fills (wiring.c) and
+ * what the backends share (an HTTP thread waiting for an id block). */
 #include "handlers/backend.h"
 #include "handlers/verdict.h"
 #include "idgen/idgen.h"
@@ -9,16 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const struct backend *backend = &backend_single;
-
-void backend_init(const struct gw_config *cfg) {
-    if (cfg->ncluster)
-        backend = &backend_cluster;
-    else if (cfg->nnodes > 1)
-        backend = &backend_quorum;
-    else
-        backend = &backend_single;
-}
+const struct backend *backend;
 
 
 /* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */

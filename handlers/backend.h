@@ -1,6 +1,6 @@
 /* backend.h -- the Redis mode as one table the handlers call through.
  *
- * A backend is chosen once, at start (backend_init), from the settings:
+ * A backend is chosen once, at start (handlers_init, wiring.c), from the settings:
  *   single  -- one master (found directly, or through Sentinel);
  *   quorum  -- the same call on every master, a majority decides (Redlock);
  *   cluster -- Redis Cluster: each call goes to the master of its key's
@@ -71,12 +71,8 @@ struct backend {
                            watch.c and force.c still reduce for themselves) */
 };
 
-/* The one that runs; set by backend_init before any request. */
+/* The one that runs; set by handlers_init (wiring.c) before any request. */
 extern const struct backend *backend;
-
-/* Picks the backend the settings name (see config.c for the combinations
- * refused at start). */
-void backend_init(const struct gw_config *cfg);
 
 /* The three backends (backend_single.c, backend_quorum.c, backend_cluster.c). */
 extern const struct backend backend_single, backend_quorum, backend_cluster;

@@ -1,10 +1,5 @@
 /* common.c -- what every handler needs: settings, names and tokens. */
-#include "handlers/access.h"
-#include "handlers/backend.h"
-#include "handlers/routes.h"
 #include "handlers/handlers.h"
-#include "handlers/force.h"
-#include "handlers/watch.h"
 #include "common/alloc.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -19,14 +14,7 @@
 
 static const struct gw_config *config;
 
-void handlers_init(const struct gw_config *cfg) {
-    config = cfg;
-    router_install(gw_routes, gw_routes_count);
-    http_set_gate(access_or_reply);
-    backend_init(cfg);
-    watch_init();
-    force_init();
-}
+void handlers_set_config(const struct gw_config *cfg) { config = cfg; }
 const struct gw_config *handlers_config(void) { return config; }
 
 static char *copy_string(const char *s) { return alloc_copy(s, strlen(s)); }

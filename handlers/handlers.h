@@ -11,8 +11,9 @@
 
 struct gw_request;
 
-/* Settings the handlers read (key prefix, id epoch); set once at start. */
-void handlers_init(const struct gw_config *cfg);
+/* Settings the handlers read (key prefix, id epoch); set once at start
+ * (handlers_init, wiring.c). */
+void handlers_set_config(const struct gw_config *cfg);
 const struct gw_config *handlers_config(void);
 
 /* Decodes path parameter i into req->name, or answers 400 invalid_name
@@ -57,11 +58,6 @@ void sessions_create(struct gw_request *req);
 void sessions_renew(struct gw_request *req);
 void sessions_end(struct gw_request *req);
 void sessions_inspect(struct gw_request *req);
-/* The session's key, "<prefix>session:{token}", into out. */
-void session_key(const char *token, char *out, size_t cap);
-/* A valid `Session` header, copied into *out (malloc'd; NULL when absent),
- * or GW_REPLIED after 400 invalid_token. */
-int session_header_or_reply(struct gw_request *req, char **out);
 
 /* multi.c: several locks at once, all or nothing (POST, PATCH, DELETE
  * /v1/locks with {"names": [...]}). */

@@ -9,6 +9,7 @@
 #include "common/alloc.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "handlers/session_ref.h"
 #include "handlers/verdict.h"
 #include "server/body.h"
 #include "server/http.h"

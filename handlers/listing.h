@@ -7,7 +7,7 @@
  * of the keys it found; the opaque cursor wraps Redis's SCAN cursor.  A
  * page may hold fewer entries than asked, even none, and still have a
  * cursor: only an empty cursor means the end.  In quorum
- * mode a listing reads the first master named (--redis), see README. */
+ * mode a listing reads the first master named (--redis), see docs/operations.md. */
 #ifndef LOCKGATE_LISTING_H
 #define LOCKGATE_LISTING_H
 

@@ -22,7 +22,7 @@
  * release of their names -- our own give-back's among them -- says nothing
  * about the obstacle.  Every request takes shared slots in the same order
  * and holds nothing while waiting, so overlapping sets cannot deadlock; the
- * set as a whole is not atomic (README, "Multi-lock").  A fair waiter
+ * set as a whole is not atomic (docs/sessions-and-multi.md, "Multi-lock").  A fair waiter
  * queues, on every master, with the arrival the first master that queued
  * it answered, so its queues order it alike as on one master.  PATCH and
  * DELETE send one script per group at once; each group is all or nothing,

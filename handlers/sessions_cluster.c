@@ -40,6 +40,7 @@
 #include "common/token.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "handlers/session_ref.h"
 #include "handlers/holds.h"
 #include "handlers/verdict.h"
 #include "server/cluster.h"

@@ -23,7 +23,7 @@ int watch_if_asked(struct gw_request *req, int semaphore);
 /* Watch requests being served now (the lockgate_watching_requests gauge). */
 uint64_t watch_in_progress(void);
 
-/* Registers the gauge with /metrics; once, at start (handlers_init). */
+/* Registers the gauge with /metrics; once, at start (handlers_init, wiring.c). */
 void watch_init(void);
 
 #endif

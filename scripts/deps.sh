@@ -25,6 +25,9 @@ have_cmd redis-sentinel || need+=(redis-sentinel)
 have_cmd openssl     || need+=(openssl)
 have_cmd nginx       || need+=(nginx-light) # tests/integration/test_proxy.c
 have_cmd haproxy     || need+=(haproxy)
+have_cmd python3     || need+=(python3)    # tests/docs, tests/flags, scripts/callcycles.py
+have_cmd nm          || need+=(binutils)   # scripts/callcycles.py
+have_cmd curl        || need+=(curl)       # the docs' examples
 for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 
 [ ${#need[@]} -eq 0 ] && exit 0

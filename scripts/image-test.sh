@@ -9,7 +9,7 @@
 # HTTP from the host, and lockctl inside the container; the image's own
 # HEALTHCHECK command, run inside the container; the process runs as the
 # image's non-root user; the image's User, Env, EXPOSE, HEALTHCHECK and
-# ENTRYPOINT are what the README and docker-compose.yml say; no compiler or
+# ENTRYPOINT are what docs/operations.md and docker-compose.yml say; no compiler or
 # headers in the image, every shared library resolved; SIGTERM stops it with
 # status 0. Prints the image size, the last build time and the
 # time from container start to /readyz 200, then `image-test: N passed, N failed`.
@@ -18,9 +18,9 @@ cd "$(dirname "$0")/.." || exit 1
 
 . scripts/buildah-env.sh
 IMAGE="${IMAGE:-lockgate:latest}"
-README="${README:-README.md}"
+README="${README:-docs/operations.md}"
 MAX_MB="${IMAGE_MAX_MB:-150}"          # a compiler alone would break this
-# What the Dockerfile promises, and the README and compose file repeat.
+# What the Dockerfile promises, and docs/operations.md and the compose file repeat.
 WANT_USER="10001:10001"
 WANT_USER_NAME="lockgate"
 WANT_PORT="8080"
@@ -100,7 +100,7 @@ hc_cmd="$(jq -r '.Healthcheck.Test[1:] | join(" ")' <<<"$cfg")"
 check "HEALTHCHECK asks /healthz ($hc_kind)" grep -q '/healthz' <<<"$hc_cmd"
 check "ENTRYPOINT is $WANT_ENTRYPOINT" cfgq --arg e "$WANT_ENTRYPOINT" '.Entrypoint == [$e]'
 
-# The README's "Run in a container" section states the same facts.
+# docs/operations.md's "Run in a container" section states the same facts.
 section=""
 [ -f "$README" ] && section="$(awk '/^#+ /{ on = tolower($0) ~ /run in a container/ } on' "$README")"
 if [ -z "$section" ]; then

@@ -2,7 +2,7 @@
  * grants.
  *
  * The file is JSON: {"keys": [{"id", "sha256", "grants": [{"kind",
- * "prefix", "access"}]}]} (README, "Access control").  A client sends
+ * "prefix", "access"}]}]} (docs/security.md).  A client sends
  * "Authorization: Bearer <id>.<secret>"; the secret's SHA-256 is compared
  * with the key's in constant time.  A grant's prefix matches names that
  * start with it; the longest matching prefix of the asked kind decides,

@@ -8,6 +8,7 @@
  * flight finish (up to 4 s; what Redis still owes then is answered 503),
  * then close Redis; exit 0. */
 #include "handlers/handlers.h"
+#include "handlers/wiring.h"
 #include "server/config.h"
 #include "server/auth.h"
 #include "server/http.h"
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
     if (!auth_enabled() && !config_listen_is_loopback(&cfg))
         log_warn("lockgate: listening on %s with no access control: anyone who reaches the "
                  "port may take, release and read every lock; start with --auth-file FILE "
-                 "(keys from `lockgate keygen`, README \"Access control\")",
+                 "(keys from `lockgate keygen`, docs/security.md)",
                  cfg.listen_host);
 
     int sig = 0;

@@ -39,7 +39,7 @@ int router_match(const struct gw_route *routes, size_t n, const char *method, co
                  struct route_match *m);
 
 /* The API the server serves, installed once at start by the layer that
- * owns it (handlers_init), so the HTTP layer and /metrics read the table
+ * owns it (handlers_init, handlers/wiring.c), so the HTTP layer and /metrics read the table
  * without naming the handlers. */
 extern const struct gw_route *router_routes;
 extern size_t router_routes_count;

@@ -30,10 +30,25 @@ run_suite() {
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && broken+=("$(basename "$bin") (exit $rc)")
 }
 
+export BUILD
+
+# No call circle between the project's files (nm over the objects just
+# built: scripts/callcycles.py), in a second.
+echo "== callcycles"
+run_suite scripts/callcycles.py
+
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     echo "== $(basename "$t")"
     run_suite "$t"
+done
+
+# The documentation (every runnable example against a real gateway, links,
+# the Layout, --help against the docs) and every flag of both binaries
+# acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.
+for s in tests/docs/check_docs.py tests/flags/check_flags.py; do
+    echo "== $(basename "$s" .py)"
+    run_suite "$s"
 done
 
 # The lock, semaphore, waiting, fair, id, session and operator suites once more against a
