@@ -293,7 +293,13 @@ static void test_tls_reloads_do_not_grow(void) {
     long rss1 = rss_kib(g.pid);
     printf("  (1000 reloads in %lld ms; RSS %ld KiB after 100, %ld KiB after 1000)\n",
            h_now_ms() - t0, rss0, rss1);
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan keeps freed memory in its quarantine: the RSS says nothing
+     * here; the pair count below still shows what was freed. */
+    CHECK(rss0 > 0);
+#else
     CHECK(rss0 > 0 && rss1 - rss0 < 1024);
+#endif
     /* the one in force, and the one kept still uses */
     CHECK_EQ_INT(https_metric(g.port, "lockgate_tls_pairs"), 2);
     CHECK_EQ_INT(https_get(kept, g.port, "/healthz", "ca", NULL, NULL), 200);
