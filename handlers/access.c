@@ -104,6 +104,20 @@ static int refuse(struct gw_request *req, enum auth_verdict v, const char *key_i
     return GW_REPLIED;
 }
 
+/* The key's requests_per_second (auth.h): 429 rate_limited with
+ * Retry-After (whole seconds, at least 1) once it is used up. */
+static int rate_or_reply(struct gw_request *req) {
+    int64_t wait_ms = auth_rate_take(req->key_id);
+    if (wait_ms == 0) return GW_OK;
+    char after[24];
+    snprintf(after, sizeof after, "%lld", (long long)((wait_ms + 999) / 1000));
+    reply_header(req, "Retry-After", after);
+    reply_problem(req, CODE_RATE_LIMITED,
+                  "key '%s' has used its requests_per_second; the next is let in after %lld ms",
+                  req->key_id, (long long)wait_ms);
+    return GW_REPLIED;
+}
+
 int access_or_reply(struct gw_request *req) {
     const struct access_rule *rule = access_rule_for(req->route);
     if (!tls_client_verified(req->conn)) return refuse(req, AUTH_CLIENT_CERT, NULL, rule, "");
@@ -122,7 +136,7 @@ int access_or_reply(struct gw_request *req) {
                                      rule->kind == ACCESS_KEY ? 0 : rule->access, key_id);
     if (v != AUTH_OK) return refuse(req, v, key_id, rule, name);
     req->key_id = alloc_copy(key_id, strlen(key_id));
-    return GW_OK;
+    return rate_or_reply(req);
 }
 
 int access_may(const struct gw_request *req, enum auth_kind kind, const char *name,

@@ -40,6 +40,7 @@ enum gw_code {
     CODE_UNAUTHENTICATED,
     CODE_FORBIDDEN,
     CODE_ORIGIN_FORBIDDEN, /* browsers (origin.h) */
+    CODE_RATE_LIMITED,     /* a key's requests_per_second (quota.h) */
     CODE_COUNT
 };
 

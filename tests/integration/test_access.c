@@ -30,10 +30,11 @@ static char dir[64], auth_path[128];
 #define SECRET_NONE   "noneNONEnoneNONEnoneNONEnoneNONEnoneNONE123"
 #define SECRET_LOCKS  "locksLOCKSlocksLOCKSlocksLOCKSlocksLOCKS123"
 #define SECRET_ONCALL "oncallONCALLoncallONCALLoncallONCALLonca123"
+#define SECRET_RATED  "ratedRATEDratedRATEDratedRATEDratedRATED123"
 
-static const char *const all_secrets[] = {SECRET_RIGHT, SECRET_OTHER, SECRET_RO,
-                                          SECRET_DENY,  SECRET_NEW,   SECRET_WRONG,
-                                          SECRET_NONE,  SECRET_LOCKS, SECRET_ONCALL};
+static const char *const all_secrets[] = {SECRET_RIGHT,  SECRET_OTHER, SECRET_RO,   SECRET_DENY,
+                                          SECRET_NEW,    SECRET_WRONG, SECRET_NONE, SECRET_LOCKS,
+                                          SECRET_ONCALL, SECRET_RATED};
 
 static void sha256_hex(const char *s, char out[65]) {
     char cmd[256];
@@ -82,12 +83,17 @@ static void raw_entry(char *out, size_t cap, const char *id, const char *secret,
  * oncall (admin on everything, nothing else). */
 static void write_keys(int with_new, int with_other) {
     char right[1024], other[1024], ro[1024], deny[2048], fresh[1024], text[16384];
-    char none[512], lockonly[512], oncall[512];
+    char none[512], lockonly[512], oncall[512], rated[512];
     raw_entry(none, sizeof none, "none", SECRET_NONE, "");
     raw_entry(lockonly, sizeof lockonly, "lockonly", SECRET_LOCKS,
               "{\"kind\":\"locks\",\"prefix\":\"\",\"access\":\"read\"}");
     raw_entry(oncall, sizeof oncall, "oncall", SECRET_ONCALL,
               "{\"kind\":\"admin\",\"prefix\":\"\",\"access\":\"write\"}");
+    raw_entry(rated, sizeof rated, "rated", SECRET_RATED,
+              "{\"kind\":\"locks\",\"prefix\":\"rate-\",\"access\":\"write\"}");
+    /* its limit: raw_entry ends with the grants' "]}", the entry's own */
+    snprintf(rated + strlen(rated) - 1, sizeof rated - strlen(rated) + 1,
+             ",\"limits\":{\"requests_per_second\":5}}");
     key_entry(right, sizeof right, "right", SECRET_RIGHT, "job-", "write", "",
               ",{\"kind\":\"admin\",\"prefix\":\"job-f\",\"access\":\"write\"}");
     key_entry(other, sizeof other, "other", SECRET_OTHER, "other-", "write", "other-", "");
@@ -98,9 +104,9 @@ static void write_keys(int with_new, int with_other) {
               ",{\"kind\":\"ids\",\"prefix\":\"job-\",\"access\":\"deny\"}"
               ",{\"kind\":\"ops\",\"prefix\":\"\",\"access\":\"deny\"}");
     key_entry(fresh, sizeof fresh, "fresh", SECRET_NEW, "job-", "write", "", "");
-    snprintf(text, sizeof text, "{\"keys\": [%s,%s%s%s,%s,%s,%s,%s%s%s]}\n", right,
+    snprintf(text, sizeof text, "{\"keys\": [%s,%s%s%s,%s,%s,%s,%s,%s%s%s]}\n", right,
              with_other ? other : "", with_other ? "," : "", ro, deny, none, lockonly, oncall,
-             with_new ? "," : "", with_new ? fresh : "");
+             rated, with_new ? "," : "", with_new ? fresh : "");
     write_file(auth_path, text);
 }
 
@@ -954,6 +960,51 @@ static void test_access_session_hold_survives_other_key(void) {
     h_resp_free(&r);
 }
 
+/* A key with "limits": {"requests_per_second": 5}: a burst of 5 passes,
+ * the next gets 429 rate_limited with Retry-After, counted by key id; a
+ * key without limits is not slowed; after a fifth of a second one more
+ * passes. */
+static void test_access_rate_limit(void) {
+    h_sleep_ms(1100); /* a quiet second: the whole burst */
+    int ok = 0, limited = 0;
+    char after[16] = "";
+    long long t0 = h_now_ms();
+    for (int i = 0; i < 20; i++) {
+        struct h_resp r =
+            call("GET", "/v1/locks/rate-a", NULL, NULL, BEARER("rated", SECRET_RATED));
+        if (r.status == 404) ok++;
+        if (r.status == 429 && strcmp(h_jcode(&r), "rate_limited") == 0) {
+            limited++;
+            snprintf(after, sizeof after, "%s", h_header(&r, "Retry-After"));
+        }
+        h_resp_free(&r);
+    }
+    long long took = h_now_ms() - t0;
+    printf("  (20 requests in %lld ms with requests_per_second 5: %d served, %d refused)\n", took,
+           ok, limited);
+    /* the burst of 5, and one more for each fifth of a second they took */
+    CHECK(ok >= 5 && ok <= 5 + (int)(took / 200) + 1 && ok + limited == 20);
+    CHECK_EQ_STR(after, "1");
+    for (int i = 0; i < 20; i++) {
+        struct h_resp r =
+            call("GET", "/v1/locks/job-rate", NULL, NULL, BEARER("right", SECRET_RIGHT));
+        CHECK_EQ_INT(r.status, 404);
+        h_resp_free(&r);
+    }
+    h_sleep_ms(250);
+    struct h_resp r = call("GET", "/v1/locks/rate-a", NULL, NULL, BEARER("rated", SECRET_RATED));
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = call("GET", "/metrics", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    char line[128];
+    snprintf(line, sizeof line,
+             "lockgate_quota_refused_total{key_id=\"rated\",quota=\"requests_per_second\"} %d",
+             limited);
+    CHECK(r.body && strstr(r.body, line) != NULL);
+    CHECK(r.body && !strstr(r.body, "key_id=\"right\"")); /* keys without limits: no series */
+    h_resp_free(&r);
+}
+
 /* Last: nothing any of the above sent as a secret reached the log. */
 static void test_access_no_secret_in_logs(void) {
     char cmd[256];
@@ -1003,6 +1054,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_access_invalid_file_at_start);
     RUN_SOME(test_access_warning_beyond_loopback);
     RUN_SOME(test_access_per_ip_limit);
+    RUN_SOME(test_access_rate_limit);
     RUN_SOME(test_access_sessions_owned);
     RUN_SOME(test_access_session_hold_survives_other_key);
     RUN_SOME(test_access_no_secret_in_logs);
