@@ -644,22 +644,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("http: %s", buf);
 }
 
-/* Starts one worker's daemon: the one place the daemon's options are set.
- * External-epoll mode (MHD_USE_EPOLL without an internal thread): the
- * worker's loop drives it.  Each daemon binds its own listening socket to
- * the same address (SO_REUSEPORT, MHD_OPTION_LISTENING_ADDRESS_REUSE), and
- * the kernel spreads new connections over them.
- *
- * epoll, not poll(): poll() walks every open connection on every turn, so
- * 10,000 idle keep-alive connections took locks to 0.11x and /healthz to
- * 0.07x of their throughput without them; with epoll an idle connection
- * costs memory only (bench/fleet.sh, bench/RESULTS.md).
- *
- * Each connection has one memory pool of --connection-memory-kib for its
- * request line, headers and response headers.  A waiting request keeps its
- * pool, and the pool's first page is always written (the request is read
- * into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
- * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
 /* Who gets a connection: none past the worker's connection limit
  * (connection_limit), refused at once, counted and logged -- at its own
  * limit libmicrohttpd stops accepting, and clients hang unseen in the
@@ -740,6 +724,22 @@ static unsigned connection_limit(const struct gw_config *cfg) {
     return (unsigned)limit;
 }
 
+/* Starts one worker's daemon: the one place the daemon's options are set.
+ * External-epoll mode (MHD_USE_EPOLL without an internal thread): the
+ * worker's loop drives it.  Each daemon binds its own listening socket to
+ * the same address (SO_REUSEPORT, MHD_OPTION_LISTENING_ADDRESS_REUSE), and
+ * the kernel spreads new connections over them.
+ *
+ * epoll, not poll(): poll() walks every open connection on every turn, so
+ * 10,000 idle keep-alive connections took locks to 0.11x and /healthz to
+ * 0.07x of their throughput without them; with epoll an idle connection
+ * costs memory only (bench/fleet.sh, bench/RESULTS.md).
+ *
+ * Each connection has one memory pool of --connection-memory-kib for its
+ * request line, headers and response headers.  A waiting request keeps its
+ * pool, and the pool's first page is always written (the request is read
+ * into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
+ * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
 static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct addrinfo *ai,
                                        unsigned limit) {
     unsigned flags =
@@ -808,6 +808,7 @@ static void resume_readers(struct http_worker *w, int64_t now_ms) {
             shutdown(c->fd, SHUT_RDWR);
             metrics_inc(M_SLOW_CLOSED, 1);
         }
+        if (!req->suspended) continue; /* between its two steps: handled on the next */
         req->suspended = 0;
         req->deferred = 0; /* handled now: the two steps again if it waits */
         MHD_resume_connection(c->mhd);
