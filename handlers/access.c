@@ -77,18 +77,20 @@ static int refuse(struct gw_request *req, enum auth_verdict v, const char *key_i
                   const struct access_rule *rule, const char *name) {
     auth_count_denial(v);
     if (v == AUTH_FORBIDDEN) {
-        log_info("auth: key '%s' refused %s on %s '%s' (%s %.200s)", key_id,
+        log_info("auth: key '%s' refused %s on %s '%s' (%s %s)", key_id,
                  auth_access_name(rule->access), auth_kind_name(rule->kind), name,
-                 router_routes[req->route].method, req->path);
+                 router_routes[req->route].method, router_routes[req->route].path);
         reply_problem(req, CODE_FORBIDDEN, "key '%s' has no %s grant for %s '%s'", key_id,
                       auth_access_name(rule->access), auth_kind_name(rule->kind), name);
         return GW_REPLIED;
     }
     /* Never the header's value: it carries the secret.  A known key's id
-     * is named (a wrong secret for it), an unknown one is not echoed. */
-    log_info("auth: unauthenticated request refused: %s%s%s%s (%s %.200s)", auth_verdict_name(v),
+     * is named (a wrong secret for it), an unknown one is not echoed.  The
+     * route's template, never the path: a session's path is its token. */
+    log_info("auth: unauthenticated request refused: %s%s%s%s (%s %s)", auth_verdict_name(v),
              key_id && key_id[0] ? " for key '" : "", key_id ? key_id : "",
-             key_id && key_id[0] ? "'" : "", router_routes[req->route].method, req->path);
+             key_id && key_id[0] ? "'" : "", router_routes[req->route].method,
+             router_routes[req->route].path);
     reply_header(req, "WWW-Authenticate", "Bearer realm=\"lockgate\"");
     if (v == AUTH_CLIENT_CERT) {
         reply_header(req, "Connection", "close");
@@ -99,6 +101,20 @@ static int refuse(struct gw_request *req, enum auth_verdict v, const char *key_i
                       "this request needs 'Authorization: Bearer <key id>.<secret>' with a "
                       "valid key");
     }
+    return GW_REPLIED;
+}
+
+/* The key's requests_per_second (auth.h): 429 rate_limited with
+ * Retry-After (whole seconds, at least 1) once it is used up. */
+static int rate_or_reply(struct gw_request *req) {
+    int64_t wait_ms = auth_rate_take(req->key_id);
+    if (wait_ms == 0) return GW_OK;
+    char after[24];
+    snprintf(after, sizeof after, "%lld", (long long)((wait_ms + 999) / 1000));
+    reply_header(req, "Retry-After", after);
+    reply_problem(req, CODE_RATE_LIMITED,
+                  "key '%s' has used its requests_per_second; the next is let in after %lld ms",
+                  req->key_id, (long long)wait_ms);
     return GW_REPLIED;
 }
 
@@ -120,7 +136,7 @@ int access_or_reply(struct gw_request *req) {
                                      rule->kind == ACCESS_KEY ? 0 : rule->access, key_id);
     if (v != AUTH_OK) return refuse(req, v, key_id, rule, name);
     req->key_id = alloc_copy(key_id, strlen(key_id));
-    return GW_OK;
+    return rate_or_reply(req);
 }
 
 int access_may(const struct gw_request *req, enum auth_kind kind, const char *name,
@@ -134,4 +150,20 @@ int access_name_or_reply(struct gw_request *req, enum auth_kind kind, const char
     const struct access_rule rule = {router_routes[req->route].method,
                                      router_routes[req->route].path, kind, want};
     return refuse(req, AUTH_FORBIDDEN, req->key_id ? req->key_id : "", &rule, name);
+}
+
+const char *access_session_who(const struct gw_request *req) {
+    if (!auth_enabled() || !req->key_id || auth_key_may(req->key_id, AUTH_ADMIN, "", AUTH_WRITE))
+        return "";
+    return req->key_id;
+}
+
+void access_refuse_session(struct gw_request *req) {
+    auth_count_denial(AUTH_FORBIDDEN);
+    log_info("auth: key '%s' refused a session another key created (%s %s)",
+             req->key_id ? req->key_id : "", router_routes[req->route].method,
+             router_routes[req->route].path);
+    reply_problem(req, CODE_FORBIDDEN,
+                  "this session was created by another key; only that key, or a key with admin "
+                  "write on every name, may use it");
 }

@@ -40,4 +40,14 @@ int access_may(const struct gw_request *req, enum auth_kind kind, const char *na
 int access_name_or_reply(struct gw_request *req, enum auth_kind kind, const char *name,
                          enum auth_access want);
 
+/* Sessions are owned by the key that created them (lua/_session.lua):
+ * the key id a session script checks the session's owner against, or ""
+ * when req may act on any session (keys off, or admin write on every
+ * name, prefix ""). */
+const char *access_session_who(const struct gw_request *req);
+
+/* Answers 403 forbidden for a session another key created, and logs and
+ * counts it like any 403 (the session's token is never logged). */
+void access_refuse_session(struct gw_request *req);
+
 #endif

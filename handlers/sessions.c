@@ -16,6 +16,7 @@
  * goes on to each slot that holds some (sessions_cluster.c). */
 #include "common/alloc.h"
 #include "common/token.h"
+#include "handlers/access.h"
 #include "handlers/backend.h"
 #include "handlers/guard.h"
 #include "handlers/handlers.h"
@@ -52,7 +53,13 @@ static int path_token_or_reply(struct gw_request *req) {
     return GW_OK;
 }
 
-static void reply_gone(struct gw_request *req) {
+/* A script's verdict other than 1: -2 another key's session (403), else
+ * none by that token (404). */
+static void reply_gone(struct gw_request *req, long long verdict) {
+    if (verdict == -2) {
+        access_refuse_session(req);
+        return;
+    }
     reply_problem(req, CODE_SESSION_NOT_FOUND, "no session '%s' (ended or expired)", req->token);
 }
 
@@ -96,7 +103,7 @@ static const struct redis_result *pick(const struct redis_result *res, int n, in
 }
 
 
-/* Runs script id on the session's key, on every master in quorum mode,
+/* Runs script id (at most 4 args) on the session's key, on every master in quorum mode,
  * and calls done with the result that stands for them (pick: `want`
  * masters must succeed; 0 means a quorum). */
 struct session_call {
@@ -128,8 +135,8 @@ static void session_run(struct gw_request *req, enum script_id id, int nargs,
                         void (*done)(struct gw_request *, const struct redis_result *)) {
     char key[GW_PREFIX_MAX + TOKEN_MAX_LEN + 16];
     session_key(req->token, key, sizeof key);
-    const char *argv[4] = {key};
-    size_t lens[4] = {strlen(key)};
+    const char *argv[5] = {key};
+    size_t lens[5] = {strlen(key)};
     for (int i = 0; i < nargs; i++) {
         argv[i + 1] = args[i];
         lens[i + 1] = strlen(args[i]);
@@ -233,8 +240,8 @@ void sessions_create(struct gw_request *req) {
     if (owner && owner[0]) cJSON_AddStringToObject(o, "owner", owner);
     req->ctx = o;
     req->ctx_free = json_free;
-    const char *args[3] = {t, d, owner ? owner : ""};
-    session_run(req, SCRIPT_SESSION_CREATE, 3, args, 0, created);
+    const char *args[4] = {t, d, owner ? owner : "", req->key_id ? req->key_id : ""};
+    session_run(req, SCRIPT_SESSION_CREATE, 4, args, 0, created);
 }
 
 /* ---- PATCH /v1/sessions/{token} ----------------------------------------------------- */
@@ -255,7 +262,7 @@ static void renew_pushed(struct gw_request *req, const struct session_fan *f, cJ
 
 static void renewed(struct gw_request *req, const struct redis_result *res) {
     if (verdict_of(res) != 1) {
-        reply_gone(req);
+        reply_gone(req, verdict_of(res));
         return;
     }
     cJSON *o = alloc_check(cJSON_CreateObject());
@@ -276,8 +283,9 @@ void sessions_renew(struct gw_request *req) {
         return;
     char t[24];
     snprintf(t, sizeof t, "%lld", ttl);
-    const char *args[2] = {t, "1"}; /* "1": cluster mode, list the holds */
-    session_run(req, SCRIPT_SESSION_RENEW, backend->per_slot ? 2 : 1, args, 0, renewed);
+    /* "1": cluster mode, list the holds */
+    const char *args[3] = {t, backend->per_slot ? "1" : "0", access_session_who(req)};
+    session_run(req, SCRIPT_SESSION_RENEW, 3, args, 0, renewed);
 }
 
 /* ---- DELETE /v1/sessions/{token} ---------------------------------------------------- */
@@ -298,7 +306,7 @@ static void end_released(struct gw_request *req, const struct session_fan *f, cJ
 
 static void ended(struct gw_request *req, const struct redis_result *res) {
     if (verdict_of(res) != 1) {
-        reply_gone(req);
+        reply_gone(req, verdict_of(res));
         return;
     }
     cJSON *o = alloc_check(cJSON_CreateObject());
@@ -313,8 +321,9 @@ static void ended(struct gw_request *req, const struct redis_result *res) {
 
 void sessions_end(struct gw_request *req) {
     if (path_token_or_reply(req)) return;
-    const char *args[2] = {redis_release_channel(), "1"}; /* "1": cluster mode */
-    session_run(req, SCRIPT_SESSION_END, backend->per_slot ? 2 : 1, args, 1, ended);
+    const char *args[3] = {redis_release_channel(), backend->per_slot ? "1" : "0",
+                           access_session_who(req)}; /* "1": cluster mode */
+    session_run(req, SCRIPT_SESSION_END, 3, args, 1, ended);
 }
 
 /* ---- GET /v1/sessions/{token} ------------------------------------------------------- */
@@ -334,7 +343,7 @@ static void read_checked(struct gw_request *req, const struct session_fan *f, cJ
 
 static void read_done(struct gw_request *req, const struct redis_result *res) {
     if (verdict_of(res) != 1) {
-        reply_gone(req);
+        reply_gone(req, verdict_of(res));
         return;
     }
     const redisReply *r = res->reply;
@@ -367,5 +376,6 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
 
 void sessions_inspect(struct gw_request *req) {
     if (path_token_or_reply(req)) return;
-    session_run(req, SCRIPT_SESSION_READ, 0, NULL, 0, read_done);
+    const char *args[1] = {access_session_who(req)};
+    session_run(req, SCRIPT_SESSION_READ, 1, args, 0, read_done);
 }

@@ -2,7 +2,8 @@
 -- session_create.lua: start a session (the layout: _holders.lua, sessions).
 --
 -- KEYS     the session's hash
--- ARGV     1 ttl_ms, 2 lock_delay_ms, 3 owner
+-- ARGV     1 ttl_ms, 2 lock_delay_ms, 3 owner, 4 the creating API key's id
+--          ('' without keys; kept as 'k', the session's owner: _session.lua)
 -- Returns  {1, ttl_ms}   started
 --          {-1}          a session with this token exists
 --@include _layout.lua
@@ -12,5 +13,6 @@ local ttl, delay = ARGV[1] + 0, ARGV[2] + 0
 local e = now + ttl + 1
 redis.call('HSET', KEYS[1], 'e', e, 't', ttl, 'd', delay, 'o', ARGV[3], 'h',
            e + SESSION_HORIZON_MS)
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'k', ARGV[4]) end
 redis.call('PEXPIRE', KEYS[1], ttl + 1 + delay)
 return {1, ttl}

@@ -4,11 +4,13 @@
 -- brings no lock-delay: that is for sessions that expire.
 --
 -- KEYS     the session's hash
--- ARGV     1 channel, 2 cluster ('1', or absent)
+-- ARGV     1 channel, 2 cluster ('1', or '0'), 3 the caller's key id
+--          ('': anyone's)
 -- Returns  {1, holds released}
 --          {1, 0, kind:name, token, ...}  (cluster) ended; the holds are
 --                                         listed, not released
 --          {-1}  no such session (ended, expired)
+--          {-2}  another key's session (_session.lua): nothing changes
 -- The holds' hashes are not in KEYS: they are the session's own fields,
 -- known only once it is read.  On one master (single, Sentinel) and in
 -- quorum mode (every master has its own copy of every key) they are local.
@@ -20,13 +22,15 @@
 --@include _session.lua
 --@include _holders.lua
 local flat = redis.call('HGETALL', KEYS[1])
-local e = 0
+local e, k = 0, nil
 local holds = {}
 for i = 1, #flat, 2 do
   if flat[i] == 'e' then e = flat[i + 1] + 0
+  elseif flat[i] == 'k' then k = flat[i + 1]
   elseif #flat[i] > 1 then holds[#holds + 1] = flat[i] end
 end
 if e <= now then return {-1} end
+if not session_owned_by(k, ARGV[3]) then return {-2} end
 if ARGV[2] == '1' then
   redis.call('DEL', KEYS[1])
   local out = {1, 0}

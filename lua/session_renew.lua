@@ -13,16 +13,18 @@
 --
 -- KEYS     the session's hash
 -- ARGV     1 ttl_ms (0: the ttl it was started or last renewed with),
---          2 cluster ('1', or absent)
+--          2 cluster ('1', or '0'), 3 the caller's key id ('' : anyone's)
 -- Returns  {1, ttl_ms, holds}   renewed
 --          {1, ttl_ms, holds, kind:name, token, ...}  renewed (cluster;
 --                               kind lock or sem)
 --          {-1}                 no such session (ended, expired)
+--          {-2}                 another key's session (_session.lua)
 --@include _layout.lua
 --@include _clock.lua
 --@include _session.lua
-local s = redis.call('HMGET', KEYS[1], 'e', 't', 'd', 'h')
+local s = redis.call('HMGET', KEYS[1], 'e', 't', 'd', 'h', 'k')
 if not s[1] or s[1] + 0 <= now then return {-1} end
+if not session_owned_by(s[5], ARGV[3]) then return {-2} end
 local ttl = ARGV[1] + 0
 if ttl == 0 then ttl = s[2] + 0 end
 local e = now + ttl + 1
@@ -35,8 +37,8 @@ if left >= 0 and left + e - s[1] > keep then keep = left + e - s[1] end
 redis.call('PEXPIRE', KEYS[1], keep)
 local hz = tonumber(s[4] or '0')
 if hz == 0 then hz = s[1] + SESSION_HORIZON_MS end
--- e, t, d, o and h are the session's own fields; the rest are its holds.
-local holds = redis.call('HLEN', KEYS[1]) - (s[4] and 5 or 4)
+-- e, t, d, o, h and k are the session's own fields; the rest are its holds.
+local holds = redis.call('HLEN', KEYS[1]) - 4 - (s[4] and 1 or 0) - (s[5] and 1 or 0)
 if ARGV[2] == '1' then
   local out = {1, ttl, holds}
   local flat = redis.call('HGETALL', KEYS[1])

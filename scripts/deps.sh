@@ -23,6 +23,8 @@ have_cmd redis-cli     || need+=(redis-tools)
 have_cmd faketime      || need+=(faketime)
 have_cmd redis-sentinel || need+=(redis-sentinel)
 have_cmd openssl     || need+=(openssl)
+have_cmd nginx       || need+=(nginx-light) # tests/integration/test_proxy.c
+have_cmd haproxy     || need+=(haproxy)
 have_cmd python3     || need+=(python3)    # tests/docs, tests/flags, scripts/callcycles.py
 have_cmd nm          || need+=(binutils)   # scripts/callcycles.py
 have_cmd curl        || need+=(curl)       # the docs' examples
@@ -36,5 +38,11 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# nginx and haproxy (the proxy tests) start system services on install when
+# invoke-rc.d lets them; the tests run their own instances on free loopback
+# ports with their own configuration, so the system ones are stopped again.
+for svc in nginx haproxy; do
+    case " ${need[*]} " in *" $svc"[\ -]*) $sudo service "$svc" stop >/dev/null 2>&1 || true ;; esac
+done
 # Debian starts a system redis on 6379 when it installs the package; we never
 # use it (tests start their own on free ports), so leave it as it is.

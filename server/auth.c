@@ -3,6 +3,7 @@
 #include "common/alloc.h"
 #include "common/names.h"
 #include "server/log.h"
+#include "server/quota.h"
 
 #include <cjson/cJSON.h>
 #include <gnutls/crypto.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static const char *const kind_names[AUTH_KIND_COUNT] = {"locks", "semaphores", "ids", "ops",
                                                         "admin"};
@@ -147,6 +149,25 @@ static int parse_key(const cJSON *o, struct auth_key *key, int k, char *err, siz
             return -1;
         }
         key->sha256[i] = (unsigned char)(hi << 4 | lo);
+    }
+    const cJSON *limits = cJSON_GetObjectItemCaseSensitive(o, "limits");
+    if (limits) {
+        const cJSON *rps = cJSON_GetObjectItemCaseSensitive(limits, "requests_per_second");
+        const cJSON *f;
+        int known = 1;
+        cJSON_ArrayForEach(f, limits) known &=
+            f->string && strcmp(f->string, "requests_per_second") == 0;
+        if (!cJSON_IsObject(limits) || !known ||
+            (rps &&
+             (!cJSON_IsNumber(rps) || rps->valuedouble < 1 || rps->valuedouble > QUOTA_RPS_MAX ||
+              rps->valuedouble != (double)(int)rps->valuedouble))) {
+            snprintf(err, errlen,
+                     "keys[%d].limits: an object with requests_per_second, a whole number "
+                     "1-%d",
+                     k, QUOTA_RPS_MAX);
+            return -1;
+        }
+        if (rps) key->rps = (uint32_t)rps->valuedouble;
     }
     if (!cJSON_IsArray(grants) || cJSON_GetArraySize(grants) > AUTH_GRANTS_MAX) {
         snprintf(err, errlen, "keys[%d].grants: an array of at most %d grants", k, AUTH_GRANTS_MAX);
@@ -351,16 +372,44 @@ int auth_key_may(const char *key_id, enum auth_kind kind, const char *name, enum
     return ok;
 }
 
+int64_t auth_rate_take(const char *key_id) {
+    if (!key_id || !auth_enabled()) return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, wait_us = 0;
+    pthread_rwlock_rdlock(&table_lock);
+    /* the table's keys are the table's own: only their rate fields change */
+    struct auth_key *key = (struct auth_key *)auth_table_find(table, key_id, strlen(key_id));
+    if (key && key->rps && (wait_us = quota_take(&key->tat_us, key->rps, now_us)) > 0)
+        atomic_fetch_add(&key->rate_refused, 1);
+    pthread_rwlock_unlock(&table_lock);
+    return wait_us > 0 ? (wait_us + 999) / 1000 : 0;
+}
+
 void auth_count_denial(enum auth_verdict v) { atomic_fetch_add(&denials[v], 1); }
 
+/* The denials by reason, and the requests refused for their rate by key
+ * id: only keys with a limit, so the labels are bounded by the file. */
 char *auth_metrics_text(void) {
-    char *s = alloc_check(malloc(2048));
-    size_t used = (size_t)snprintf(s, 2048,
+    pthread_rwlock_rdlock(&table_lock);
+    size_t cap = 2048 + (size_t)(table ? table->nkeys : 0) * (AUTH_ID_MAX + 96);
+    char *s = alloc_check(malloc(cap));
+    size_t used = (size_t)snprintf(s, cap,
                                    "# HELP lockgate_auth_denials_total Requests refused access, "
                                    "by reason\n# TYPE lockgate_auth_denials_total counter\n");
     for (int v = AUTH_MISSING; v < AUTH_VERDICT_COUNT; v++)
-        used += (size_t)snprintf(s + used, 2048 - used,
+        used += (size_t)snprintf(s + used, cap - used,
                                  "lockgate_auth_denials_total{reason=\"%s\"} %llu\n",
                                  verdict_names[v], atomic_load(&denials[v]));
+    used += (size_t)snprintf(s + used, cap - used,
+                             "# HELP lockgate_quota_refused_total Requests refused 429 for a key's "
+                             "limit, by key id\n# TYPE lockgate_quota_refused_total counter\n");
+    for (int i = 0; table && i < table->nkeys; i++)
+        if (table->keys[i].rps)
+            used += (size_t)snprintf(
+                s + used, cap - used,
+                "lockgate_quota_refused_total{key_id=\"%s\",quota=\"requests_per_second\"} %llu\n",
+                table->keys[i].id, atomic_load(&table->keys[i].rate_refused));
+    pthread_rwlock_unlock(&table_lock);
     return s;
 }

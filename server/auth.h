@@ -14,7 +14,9 @@
 #ifndef LOCKGATE_AUTH_H
 #define LOCKGATE_AUTH_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define AUTH_ID_MAX     64   /* bytes of a key id: [A-Za-z0-9_-] */
 #define AUTH_SECRET_MAX 256  /* bytes of a secret as sent */
@@ -35,10 +37,13 @@ struct auth_grant {
 };
 
 struct auth_key {
-    char id[AUTH_ID_MAX + 1];  /* the id clients send before the '.' */
-    unsigned char sha256[32];  /* SHA-256 of the secret */
-    struct auth_grant *grants; /* what it may do */
-    int ngrants;               /* used entries of grants */
+    char id[AUTH_ID_MAX + 1];   /* the id clients send before the '.' */
+    unsigned char sha256[32];   /* SHA-256 of the secret */
+    struct auth_grant *grants;  /* what it may do */
+    int ngrants;                /* used entries of grants */
+    uint32_t rps;               /* "limits": requests a second (quota.h), 0: none */
+    _Atomic int64_t tat_us;     /* its rate's state (quota_take), per gateway */
+    atomic_ullong rate_refused; /* requests refused for the rate, for /metrics */
 };
 
 struct auth_table {
@@ -67,6 +72,11 @@ void auth_table_free(struct auth_table *t);
 
 /* The key with this id, or NULL. */
 const struct auth_key *auth_table_find(const struct auth_table *t, const char *id, size_t len);
+
+/* The key key_id's request rate (its "limits"): 0 when a request may go
+ * on now (also for a key without a limit, and with auth off), else the
+ * milliseconds until one would be let in; counted by key for /metrics. */
+int64_t auth_rate_take(const char *key_id);
 
 /* 1 when key may have `want` (AUTH_READ or AUTH_WRITE) on name of kind. */
 int auth_allows(const struct auth_key *key, enum auth_kind kind, const char *name,

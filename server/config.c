@@ -88,6 +88,15 @@ static void usage(void) {
            "                         this CA [LOCKGATE_TLS_CLIENT_CA]\n"
            "  --max-connections-per-ip N  connections one client address may hold\n"
            "                         [LOCKGATE_MAX_CONNECTIONS_PER_IP] (default 0: unlimited)\n"
+           "  --cors-origin ORIGIN   let pages of this origin (http[s]://host[:port]) call\n"
+           "                         the API from a browser, with CORS; repeatable, at most\n"
+           "                         16 [LOCKGATE_CORS_ORIGIN, comma-separated]; any other\n"
+           "                         Origin but the gateway's own is refused (403)\n"
+           "  --header-timeout-ms MS a client must send its request line and headers\n"
+           "                         within MS of connecting, else it is disconnected\n"
+           "                         [LOCKGATE_HEADER_TIMEOUT_MS] (100-600000, default 10000)\n"
+           "  --body-timeout-ms MS   and a body within MS of its headers\n"
+           "                         [LOCKGATE_BODY_TIMEOUT_MS] (100-600000, default 10000)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --help                 print this and exit\n"
@@ -253,7 +262,8 @@ int config_parse_epoch(const char *s, int64_t *out) {
 }
 
 /* The access options (#19) go by digits: '1' --auth-file, '2' --tls-cert,
- * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip. */
+ * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip,
+ * '6' --cors-origin, '7' --header-timeout-ms, '8' --body-timeout-ms. */
 static const char *access_option_name(int opt) {
     switch (opt) {
     case '1': return "auth file";
@@ -261,8 +271,26 @@ static const char *access_option_name(int opt) {
     case '3': return "TLS key";
     case '4': return "TLS client CA";
     case '5': return "max connections per ip (0-1000000)";
+    case '6': return "cors origin (http[s]://host[:port], at most 16)";
+    case '7': return "header timeout (100-600000 ms)";
+    case '8': return "body timeout (100-600000 ms)";
     }
     return NULL;
+}
+
+/* Appends each comma-separated origin of list to the allowed ones. */
+static int add_cors_origins(struct gw_config *cfg, const char *list) {
+    char buf[ORIGIN_MAX * (ORIGIN_MAX_LEN + 1)];
+    if (strlen(list) >= sizeof buf) return -1;
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        tok += strspn(tok, " ");
+        tok[strcspn(tok, " ")] = '\0';
+        if (cfg->ncors_origins == ORIGIN_MAX || origin_parse(tok) < 0) return -1;
+        strcpy(cfg->cors_origins[cfg->ncors_origins++], tok);
+    }
+    return 0;
 }
 
 static int copy_path(char *dst, size_t cap, const char *val) {
@@ -327,6 +355,9 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
         if (ok == 0) cfg->max_lease_ms = ms;
         break;
     }
+    case '6': ok = add_cors_origins(cfg, val); break;
+    case '7': ok = parse_int(val, 100, 600000, &cfg->header_timeout_ms); break;
+    case '8': ok = parse_int(val, 100, 600000, &cfg->body_timeout_ms); break;
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -376,6 +407,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
     cfg->max_lease_ms = 86400000;
+    cfg->header_timeout_ms = 10000;
+    cfg->body_timeout_ms = 10000;
 
     static const struct {
         int opt;
@@ -407,6 +440,9 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
         {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
         {'X', "LOCKGATE_MAX_LEASE_MS"          },
+        {'6', "LOCKGATE_CORS_ORIGIN"           },
+        {'7', "LOCKGATE_HEADER_TIMEOUT_MS"     },
+        {'8', "LOCKGATE_BODY_TIMEOUT_MS"       },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -440,17 +476,21 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"max-connections-per-ip", required_argument, 0, '5'},
         {"accept-eviction-risk",   required_argument, 0, 'E'},
         {"max-lease-ms",           required_argument, 0, 'X'},
+        {"cors-origin",            required_argument, 0, '6'},
+        {"header-timeout-ms",      required_argument, 0, '7'},
+        {"body-timeout-ms",        required_argument, 0, '8'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },
     };
     optind = 1;
     opterr = 0;
-    int opt, sentinel_flag_seen = 0, redis_flag_seen = 0, cluster_flag_seen = 0;
+    int opt, sentinel_flag_seen = 0, redis_flag_seen = 0, cluster_flag_seen = 0, cors_flag_seen = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (opt == 's' && !sentinel_flag_seen++) cfg->nsentinels = 0; /* flags win */
         if (opt == 'r' && !redis_flag_seen++) cfg->nnodes = 0;
         if (opt == 'K' && !cluster_flag_seen++) cfg->ncluster = 0;
+        if (opt == '6' && !cors_flag_seen++) cfg->ncors_origins = 0;
         if (opt == 'h') {
             usage();
             return 1;

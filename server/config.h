@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/origin.h"
+
 #define GW_PREFIX_MAX    64
 #define GW_MAX_SENTINELS 8
 #define GW_MAX_NODES     9  /* quorum mode: independent Redis masters */
@@ -54,6 +56,10 @@ struct gw_config {
                                                  granted (server/lossguard.h) */
     int accept_eviction_risk;                 /* 1: grant even where Redis may evict
                                                  (server/memguard.h) */
+    char cors_origins[ORIGIN_MAX][ORIGIN_MAX_LEN + 1]; /* --cors-origin (origin.h) */
+    int ncors_origins;                                 /* used entries of cors_origins */
+    int header_timeout_ms; /* request line and headers must arrive within (conns.h) */
+    int body_timeout_ms;   /* a body must arrive within, after its headers */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

@@ -19,12 +19,15 @@
 #include "server/http.h"
 #include "server/accept.h"
 #include "server/body.h"
+#include "server/conns.h"
 #include "server/delivery.h"
+#include "server/drain.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "common/alloc.h"
 #include "common/fatal.h"
 #include "server/metrics.h"
+#include "server/origin.h"
 #include "server/peers.h"
 #include "server/reply.h"
 #include "server/tls.h"
@@ -40,7 +43,11 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* One worker's daemon and its state. */
@@ -51,8 +58,25 @@ struct http_worker {
     int resumed;               /* a connection was resumed in this turn */
     int64_t run_at_ms;         /* libmicrohttpd wants MHD_run by then */
     atomic_long in_flight;     /* requests dispatched and not ended */
+    struct conn_set conns;     /* its connections under a deadline (conns.h) */
+    int64_t sweep_at_ms;       /* the earliest of those deadlines */
+    long nconns;               /* connections open */
+    long conn_limit;           /* at most (connection_limit) */
 };
 
+
+/* A connection silent this long is closed (libmicrohttpd), and the next
+ * request on a kept-alive one must be in by then (conns.h); a connection
+ * held back because its client does not read (HTTP_OUTPUT_MAX) is closed
+ * after as long. */
+#define HTTP_IDLE_TIMEOUT_S 60
+
+/* Answers a client has not taken yet, in the socket's send queue, past
+ * which its next pipelined request waits (suspended, not read further)
+ * until it reads: libmicrohttpd answers one request at a time, but writes
+ * each answer into the kernel's buffer and goes on to the next, so a
+ * client that pipelines and never reads had megabytes queued for it. */
+#define HTTP_OUTPUT_MAX (256 * 1024)
 
 /* Who may call what (http_set_gate): asked after routing, before the
  * handler. */
@@ -113,6 +137,40 @@ const char *http_query(struct gw_request *req, const char *name) {
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+/* The CORS headers of an answer to a page of a --cors-origin origin
+ * (req->cors): the origin named back, with credentials (the page sends
+ * Authorization), and the headers it may read; a preflight's answer also
+ * says which methods and request headers the API takes. */
+static void add_cors_headers(struct gw_request *req, struct MHD_Response *r) {
+    const char *origin = http_header(req, "Origin");
+    if (!origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Access-Control-Allow-Credentials", "true");
+    MHD_add_response_header(r, "Vary", "Origin");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                            "Lock-Token, Session, Location, Retry-After, WWW-Authenticate");
+    if (req->cors != 2) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            "Authorization, Content-Type, Lock-Token, Session");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+}
+
+/* The gateway's state for a request's connection (conns.h), or NULL. */
+static struct conn *conn_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
+    return ci ? ci->socket_context : NULL;
+}
+
+/* Puts conn's connection under phase's deadline (conns.h), from now. */
+static void conn_phase(struct MHD_Connection *conn, enum conn_phase phase) {
+    struct conn *c = conn_of(conn);
+    if (!c) return;
+    conns_enter(&self->conns, c, phase, loop_now_ms());
+    if (c->phase != CONN_HANDLING && c->due_ms < self->sweep_at_ms) self->sweep_at_ms = c->due_ms;
+}
+
 /* Queues the reply req holds.  Returns MHD_NO only when libmicrohttpd
  * cannot take it (out of memory): the connection is then closed. */
 static enum MHD_Result send_reply(struct gw_request *req) {
@@ -128,6 +186,7 @@ static enum MHD_Result send_reply(struct gw_request *req) {
     if (req->content_type) MHD_add_response_header(r, "Content-Type", req->content_type);
     for (int i = 0; i < req->nheaders; i++)
         MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
+    if (req->cors) add_cors_headers(req, r);
     enum MHD_Result ret = MHD_queue_response(req->conn, (unsigned)req->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -229,12 +288,43 @@ static int media_or_reply(struct gw_request *req) {
     return GW_REPLIED;
 }
 
-/* Routes req and runs its handler, or answers 404/405/406/413 itself. */
+/* Browsers (origin.h), before routing and before any handler: an Origin
+ * that is neither the gateway's own nor listed is refused 403; a listed
+ * one's answer carries the CORS headers (send_reply), and its preflight
+ * (OPTIONS with Access-Control-Request-Method, for a route that takes that
+ * method) is answered 204 here.  GW_OK: go on. */
+static int origin_or_reply(struct gw_request *req, const char *method) {
+    enum origin_verdict v = origin_check(http_header(req, "Origin"),
+                                         http_header(req, MHD_HTTP_HEADER_HOST), tls_enabled());
+    if (v == ORIGIN_REFUSED) {
+        metrics_inc(M_ORIGIN_REFUSED, 1);
+        reply_problem(req, CODE_ORIGIN_FORBIDDEN,
+                      "requests from this Origin are refused: only the gateway's own pages and "
+                      "origins named by --cors-origin may call it from a browser");
+        return GW_REPLIED;
+    }
+    if (v != ORIGIN_LISTED) return GW_OK;
+    req->cors = 1;
+    const char *want = http_header(req, "Access-Control-Request-Method");
+    struct route_match m;
+    if (strcmp(method, "OPTIONS") != 0 || !want ||
+        router_match(router_routes, router_routes_count, want, req->path, &m) < 0)
+        return GW_OK; /* a preflight for no route: 404 or 405 as any OPTIONS */
+    req->cors = 2;
+    reply_raw(req, 204, NULL, NULL, 0);
+    return GW_REPLIED;
+}
+
+/* Routes req and runs its handler, or answers 403 (origin), 404, 405, 406
+ * or 413 itself. */
 static void dispatch(struct gw_request *req, const char *method) {
     req->dispatched = 1;
     in_flight_add(1);
-    req->route = router_match(router_routes, router_routes_count, method, req->path, &req->match);
-    if (req->route == ROUTER_NOT_FOUND) {
+    conn_phase(req->conn, CONN_HANDLING); /* the body is in: no deadline now */
+    if (origin_or_reply(req, method) != GW_OK) {
+        /* refused, or a preflight answered */
+    } else if ((req->route = router_match(router_routes, router_routes_count, method, req->path,
+                                          &req->match)) == ROUTER_NOT_FOUND) {
         reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
     } else if (req->route == ROUTER_BAD_METHOD) {
         reply_header(req, "Allow", req->match.allow);
@@ -366,6 +456,45 @@ static void dispatch_early(struct gw_request *req) {
     in_flight_add(1);
 }
 
+/* Bytes of answers written to conn's socket and not yet taken by the
+ * client (its send queue), 0 when unknown. */
+static int output_queued(struct MHD_Connection *conn) {
+    struct conn *c = conn_of(conn);
+    int outq = 0;
+    if (!c || c->fd < 0 || ioctl(c->fd, SIOCOUTQ, &outq) < 0) return 0;
+    return outq;
+}
+
+/* A body without a Content-Length (chunked) passed the cap while it was
+ * being read.  libmicrohttpd 0.9.75 cannot queue an answer in the middle
+ * of a body, and reading it to its end is what let a client make the
+ * gateway read megabytes: so, over plain HTTP, the 413 is written to the
+ * socket here, and the connection is closed and drained (drain.h).  Over
+ * TLS the bytes would have to go through the session, so the connection
+ * is only closed. */
+static enum MHD_Result too_large_midway(struct gw_request *req) {
+    req->body_too_large = 1;
+    dispatch_early(req);
+    reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
+    int fd = http_client_fd(req);
+    if (tls_enabled() || fd < 0) return MHD_NO;
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 413 Payload Too Large\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     req->content_type, req->resp_len);
+    struct iovec iov[2] = {
+        {head,      (size_t)n    },
+        {req->resp, req->resp_len}
+    };
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+    if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(n + req->resp_len)) {
+        req->sent = 1;
+        req->drain = 1;
+    }
+    return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -386,23 +515,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                           why);
             return send_reply(req);
         }
+        /* The headers are in; a body, if one comes, has its own deadline. */
+        int has_body = h.te_count || (h.cl_count && strcmp(h.cl_first, "0") != 0);
+        conn_phase(conn, has_body ? CONN_BODY : CONN_HANDLING);
         if (h.cl_count && h.cl_too_large) {
-            req->body_too_large = 1; /* answer before reading it */
+            /* Answered before reading it, then the connection is closed
+             * and drained (drain.h), so that a proxy still sending the
+             * body gets the 413, not a reset. */
+            req->body_too_large = 1;
+            req->drain = 1;
             dispatch_early(req);
+            reply_header(req, "Connection", "close");
             reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
             return send_reply(req);
         }
         return MHD_YES;
     }
 
+    if (req->throttled == 2) return MHD_NO; /* held back past its deadline */
+
     if (*upload_data_size) { /* a piece of the body */
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (req->body_too_large || req->dispatched) return MHD_YES;
-        if (req->body_len + n > HTTP_BODY_MAX) {
-            req->body_too_large = 1;
-            return MHD_YES;
-        }
+        if (req->body_len + n > HTTP_BODY_MAX) return too_large_midway(req);
         if (req->body_len + n + 1 > req->body_cap) {
             /* Grown as the body comes, not HTTP_BODY_MAX at once: a waiting
              * request keeps its body for as long as it waits. */
@@ -420,7 +556,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
 
-    if (!req->dispatched) dispatch(req, method); /* the body is complete */
+    if (!req->dispatched && !req->throttled && output_queued(conn) > HTTP_OUTPUT_MAX) {
+        /* Held back until the client reads (HTTP_OUTPUT_MAX): suspended
+         * like a request whose reply is owed, with the same two steps
+         * below; resume_readers resumes it, and it is handled then. */
+        req->throttled = 1;
+        conn_phase(conn, CONN_THROTTLED);
+        conn_of(conn)->held = req;
+    }
+    if (!req->dispatched && !req->throttled) dispatch(req, method); /* the body is complete */
 
     if (req->done) {
         if (req->sent) return MHD_YES; /* already sent (413) */
@@ -451,6 +595,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     struct gw_request *req = *con_cls;
+    conn_phase(conn, CONN_NEXT); /* a kept-alive connection's next request */
     if (!req) return;
     *con_cls = NULL;
     /* Closed (the client reset, the gateway stopping) while its reply is
@@ -462,6 +607,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (req->drain && ci) drain_start(ci->connect_fd);
     request_end(req, req->sent && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
                 ci ? ci->connect_fd : -1);
 }
@@ -471,11 +617,111 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  * too: http_query decodes them.) */
 static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) { return strlen(s); }
 
+/* A connection not accepted (no descriptor left, or the connection
+ * limit): counted, and logged as a warning at most once a second with the
+ * number since the last line (a flood must not fill the log). */
+static void not_accepted(const char *why) {
+    static atomic_long last_ms, unlogged;
+    metrics_inc(M_ACCEPT_REFUSED, 1);
+    long now = (long)loop_now_ms(), last = atomic_load(&last_ms);
+    long n = atomic_fetch_add(&unlogged, 1) + 1;
+    if (now - last >= 1000 && atomic_compare_exchange_strong(&last_ms, &last, now)) {
+        atomic_fetch_sub(&unlogged, n);
+        log_warn("http: %ld connection(s) not accepted in the last second: %s", n, why);
+    }
+}
+
+/* libmicrohttpd's messages, at debug level, except an accept() that
+ * failed (descriptors). */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char buf[256];
     vsnprintf(buf, sizeof buf, fmt, ap);
     buf[strcspn(buf, "\n")] = '\0';
-    log_debug("http: %s", buf);
+    if (strstr(buf, "Error accepting connection") || strstr(buf, "reached connection limit") ||
+        strstr(buf, "resource limit"))
+        not_accepted(buf);
+    else
+        log_debug("http: %s", buf);
+}
+
+/* Who gets a connection: none past the worker's connection limit
+ * (connection_limit), refused at once, counted and logged -- at its own
+ * limit libmicrohttpd stops accepting, and clients hang unseen in the
+ * listen backlog -- and --max-connections-per-ip, counted for the whole
+ * gateway (peers.h). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
+    if (self->nconns >= self->conn_limit) {
+        not_accepted("the connection limit is reached");
+        return MHD_NO;
+    }
+    return !*(const int *)cls || peers_admit(addr, len) ? MHD_YES : MHD_NO;
+}
+
+/* A connection's start and end: its deadlines (conns.h), its hold on a
+ * TLS pair (tls.h) and its place in --max-connections-per-ip's count. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    int per_ip = *(const int *)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct conn *c = conns_start(&self->conns, ci ? ci->connect_fd : -1,
+                                     tls_connection_started(), loop_now_ms());
+        c->mhd = conn;
+        self->nconns++;
+        if (c->due_ms < self->sweep_at_ms) self->sweep_at_ms = c->due_ms;
+        *socket_context = c;
+        return;
+    }
+    struct conn *c = *socket_context;
+    *socket_context = NULL;
+    if (c) {
+        self->nconns--;
+        conns_forget(&self->conns, c);
+        tls_connection_closed(c->tls);
+        free(c);
+    }
+    const union MHD_ConnectionInfo *ci =
+        per_ip ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    if (ci) peers_leave(ci->client_addr);
+}
+
+/* Descriptors kept back from HTTP connections: the Redis connections
+ * (one per master a worker talks to, pub/sub, reconnections), the loops'
+ * epoll, event and timer descriptors, the log, drains and delivery
+ * watches.  With the connection limit under what is left, accept() meets
+ * the descriptor limit only when something else took descriptors, and a
+ * Redis reconnection never finds none (#30). */
+#define FDS_HELD_BACK            64
+#define FDS_HELD_BACK_PER_WORKER 32
+
+/* The connections one worker may hold: --max-connections, or less when
+ * the descriptor limit (raised to its hard limit first) cannot give every
+ * worker that many besides those held back. */
+static unsigned connection_limit(const struct gw_config *cfg) {
+    static atomic_int logged;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return (unsigned)cfg->max_connections;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    long held = FDS_HELD_BACK + FDS_HELD_BACK_PER_WORKER * (long)cfg->threads;
+    long room = rl.rlim_cur == RLIM_INFINITY ? cfg->max_connections
+                                             : ((long)rl.rlim_cur - held) / cfg->threads;
+    if (room < 16) room = 16;
+    long limit = room < cfg->max_connections ? room : cfg->max_connections;
+#define LIMIT_FMT                                                                            \
+    "http: at most %ld connections per worker (--max-connections %d; descriptor limit %ld, " \
+    "%ld held back for Redis and the gateway's own files)"
+    if (atomic_exchange(&logged, 1))
+        ;
+    else if (limit < cfg->max_connections)
+        log_warn(LIMIT_FMT, limit, cfg->max_connections, (long)rl.rlim_cur, held);
+    else
+        log_info(LIMIT_FMT, limit, cfg->max_connections, (long)rl.rlim_cur, held);
+    return (unsigned)limit;
 }
 
 /* Starts one worker's daemon: the one place the daemon's options are set.
@@ -494,37 +740,25 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
  * pool, and the pool's first page is always written (the request is read
  * into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
  * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
-/* --max-connections-per-ip, counted for the whole gateway (peers.h). */
-static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
-    (void)cls;
-    return peers_admit(addr, len) ? MHD_YES : MHD_NO;
-}
-
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code) {
-    (void)cls;
-    (void)socket_context;
-    if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ci) peers_leave(ci->client_addr);
-}
-
-static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct addrinfo *ai) {
+static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct addrinfo *ai,
+                                       unsigned limit) {
     unsigned flags =
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | tls_daemon_flags();
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    int per_ip = cfg->max_connections_per_ip > 0;
+    static int per_ip; /* on_connection's cls: the same for every worker */
+    per_ip = cfg->max_connections_per_ip > 0;
     peers_init(cfg->max_connections_per_ip);
+    origin_init(cfg->cors_origins, cfg->ncors_origins);
     return MHD_start_daemon(
-        flags, (uint16_t)cfg->listen_port, per_ip ? on_accept : NULL, NULL, on_request, NULL,
+        flags, (uint16_t)cfg->listen_port, on_accept, &per_ip, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->connection_memory_kib * 1024,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, per_ip ? on_connection : NULL, NULL,
-        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_ARRAY, tls_daemon_options(),
-        MHD_OPTION_END);
+        /* above on_accept's: libmicrohttpd's own limit is never reached */
+        MHD_OPTION_CONNECTION_LIMIT, limit + 16, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)HTTP_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)cfg->connection_memory_kib * 1024, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, &per_ip, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_ARRAY,
+        tls_daemon_options(), MHD_OPTION_END);
 }
 
 /* MHD_run, then again while libmicrohttpd says it has work ready now
@@ -556,8 +790,53 @@ int http_timeout_hook(void *arg, int64_t now_ms) {
     return (int)t;
 }
 
+/* The connections held back for their unread answers: each whose client
+ * has read enough goes on with its request; one held back past its
+ * deadline is shut down and its request answers MHD_NO on resume, which
+ * closes it (a suspended connection is not watched by libmicrohttpd). */
+static void resume_readers(struct http_worker *w, int64_t now_ms) {
+    struct conn *c = w->conns.head[CONN_THROTTLED], *next;
+    for (; c; c = next) {
+        next = c->next;
+        struct gw_request *req = c->held;
+        int late = c->due_ms <= now_ms;
+        if (!late && output_queued(c->mhd) > HTTP_OUTPUT_MAX) continue;
+        c->held = NULL;
+        conns_enter(&w->conns, c, CONN_HANDLING, now_ms); /* its body is in */
+        req->throttled = late ? 2 : 0;
+        if (late) {
+            shutdown(c->fd, SHUT_RDWR);
+            metrics_inc(M_SLOW_CLOSED, 1);
+        }
+        if (!req->suspended) continue; /* between its two steps: handled on the next */
+        req->suspended = 0;
+        req->deferred = 0; /* handled now: the two steps again if it waits */
+        MHD_resume_connection(c->mhd);
+        w->resumed = 1;
+    }
+}
+
+/* Cuts off the connections past their deadline (conns.h); libmicrohttpd
+ * closes them on its next run, which the shutdown's event brings. */
+static void sweep(struct http_worker *w, int64_t now_ms) {
+    if (w->conns.head[CONN_THROTTLED]) resume_readers(w, now_ms);
+    if (now_ms < w->sweep_at_ms) return;
+    static _Thread_local int64_t logged_ms;
+    static _Thread_local long unlogged;
+    int n = conns_sweep(&w->conns, now_ms, &w->sweep_at_ms);
+    if (!n) return;
+    metrics_inc(M_SLOW_CLOSED, (uint64_t)n);
+    unlogged += n;
+    if (now_ms - logged_ms >= 1000) {
+        log_info("http: cut off %ld connection(s) too slow to send their request", unlogged);
+        logged_ms = now_ms;
+        unlogged = 0;
+    }
+}
+
 void http_turn_hook(void *arg, int64_t now_ms) {
     struct http_worker *w = arg;
+    if (w->daemon) sweep(w, now_ms);
     if (!w->daemon || (!w->resumed && now_ms < w->run_at_ms)) return;
     w->resumed = 0;
     w->run_at_ms = INT64_MAX;
@@ -585,7 +864,8 @@ struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l)
         log_error("http: cannot resolve %s: %s", cfg->listen_host, gai_strerror(rc));
         return NULL;
     }
-    struct MHD_Daemon *d = daemon_start(cfg, ai);
+    unsigned limit = connection_limit(cfg);
+    struct MHD_Daemon *d = daemon_start(cfg, ai, limit);
     freeaddrinfo(ai);
     if (!d) {
         log_error("http: cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);
@@ -598,6 +878,10 @@ struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l)
         return NULL;
     }
     struct http_worker *w = alloc_check(calloc(1, sizeof *w));
+    conns_init(&w->conns, cfg->header_timeout_ms, cfg->body_timeout_ms, HTTP_IDLE_TIMEOUT_S * 1000,
+               HTTP_IDLE_TIMEOUT_S * 1000);
+    w->sweep_at_ms = INT64_MAX;
+    w->conn_limit = limit;
     w->daemon = d;
     w->loop = l;
     w->mhd_fd = di->epoll_fd;

@@ -22,12 +22,19 @@
 #include "server/scripts.h"
 #include "server/worker.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
+    /* Answers of over 64 KiB (an id batch of 10,000 is 190 KiB) get pages
+     * of their own, returned to the system when freed: held by clients
+     * that do not read, they otherwise left the heap tens of MiB larger
+     * after those clients went (bench/nonreading.py, #30).  A fixed
+     * threshold also stops glibc raising it after the first such free. */
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
     if (argc > 1 && strcmp(argv[1], "keygen") == 0) return keygen_main(argc - 1, argv + 1);
     /* Signals are taken synchronously by this thread only, and blocked
      * before anything else is done: one that comes while the settings, the

@@ -80,6 +80,12 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
                          "Of those, not settled before the lease ended"                                  },
     [M_REDIS_DATA_LOST] = {"lockgate_redis_data_lost_total",
                          "Redis masters found to have lost their data"                                   },
+    [M_ORIGIN_REFUSED] = {"lockgate_origin_refused_total",
+                         "Requests refused for their Origin (a page of another site)"                    },
+    [M_SLOW_CLOSED] = {"lockgate_slow_clients_closed_total",
+                         "Connections cut off for sending their headers or body too slowly"              },
+    [M_ACCEPT_REFUSED] = {"lockgate_accept_refused_total",
+                         "Connections not accepted: no descriptor left, or the connection limit"         },
 };
 
 /* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic

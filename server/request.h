@@ -61,6 +61,13 @@ struct gw_request {
     int nheaders;                               /* used entries of headers */
     int sent;                                   /* the reply was handed to libmicrohttpd */
     int query_decoded;                          /* http_query decoded the arguments' values */
+    int throttled;                              /* suspended before its handler until
+                                                   the client reads (http.c): 1, or 2
+                                                   when it is to be closed instead */
+    int drain;                                  /* answered with its body unread: the
+                                                   connection is drained at the end (drain.h) */
+    int cors;                                   /* from a --cors-origin page: 1, its
+                                                   preflight: 2 (CORS headers go out) */
     /* Set by the HTTP layer; reply.c calls it when the reply is complete
      * (it sends the reply now if the handler is still running, or resumes
      * the suspended connection).  NULL: nobody to tell (unit tests). */

@@ -3,9 +3,12 @@
  * The certificate reaches GnuTLS through a retrieve callback
  * (MHD_OPTION_HTTPS_CERT_CALLBACK) rather than as PEM given once at start:
  * each handshake asks for the pair in force, so a reload is one pointer
- * swap.  A pair that was in force is never freed while the gateway runs: a
- * handshake that fetched it may still be using it, and reloads are rare
- * (one pair, a few KiB, per SIGHUP).
+ * swap.  GnuTLS keeps pointing at the pair a handshake fetched for as long
+ * as the session lives, so each connection holds a reference on it (a
+ * struct tls_conn in its socket context, found from the session through
+ * libmicrohttpd's session pointer, which is the connection); a pair a
+ * reload replaced is freed when its last connection closes.  (Kept until
+ * the end, each SIGHUP grew the gateway by a pair: #30.)
  *
  * With --tls-client-ca, libmicrohttpd is given the CA as its trust list,
  * which makes it *ask* for a client certificate; it does not insist, and
@@ -14,11 +17,13 @@
 #include "server/tls.h"
 #include "common/alloc.h"
 #include "server/log.h"
+#include "server/metrics.h"
 
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +38,22 @@ struct tls_pair {
     gnutls_pcert_st certs[TLS_CHAIN_MAX]; /* the chain, leaf first */
     unsigned ncerts;                      /* used entries of certs */
     gnutls_privkey_t key;                 /* the leaf's private key */
-    struct tls_pair *older;               /* the pair in force before this one */
+    unsigned refs;                        /* connections whose handshake took it
+                                             (under pairs_lock) */
+    struct tls_pair *older;               /* next in the list of pairs not yet freed */
+};
+
+/* A connection's socket context: the pair its handshake took, or NULL. */
+struct tls_conn {
+    struct tls_pair *pair;
 };
 
 static char cert_path[4096], key_path[4096];
-static _Atomic(struct tls_pair *) pair; /* in force; NULL: TLS off */
-static char *client_ca_pem;             /* --tls-client-ca, kept for libmicrohttpd */
+static _Atomic(struct tls_pair *) pair; /* in force; NULL: TLS off; heads the list */
+/* Guards refs and the list: taken once per handshake and per TLS
+ * connection's close, and by a reload; never while GnuTLS works. */
+static pthread_mutex_t pairs_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *client_ca_pem; /* --tls-client-ca, kept for libmicrohttpd */
 static struct MHD_OptionItem options[4];
 
 static int read_file(const char *path, gnutls_datum_t *out, char *err, size_t errlen) {
@@ -87,15 +102,42 @@ out:
     return p;
 }
 
+/* Drops one reference (under pairs_lock); a replaced pair with none left
+ * is unlinked and freed. */
+static void pair_release(struct tls_pair *p) {
+    if (--p->refs > 0 || p == atomic_load(&pair)) return;
+    for (struct tls_pair *q = atomic_load(&pair); q; q = q->older)
+        if (q->older == p) {
+            q->older = p->older;
+            free_pair(p);
+            return;
+        }
+}
+
 static int retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
                     const gnutls_pk_algorithm_t *algos, int nalgos, gnutls_pcert_st **pcert,
                     unsigned int *pcert_length, gnutls_privkey_t *key) {
+    /* libmicrohttpd sets the session's pointer to its connection. */
+    struct MHD_Connection *conn = gnutls_session_get_ptr(session);
+    const union MHD_ConnectionInfo *ci =
+        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
+    /* the socket context's first member is ours (tls.h) */
+    struct tls_conn *tc = ci && ci->socket_context ? *(struct tls_conn **)ci->socket_context : NULL;
+    pthread_mutex_lock(&pairs_lock);
     struct tls_pair *p = atomic_load(&pair);
+    p->refs++; /* without a context, never given back: kept, as before #30 */
+    if (tc) {
+        if (tc->pair) pair_release(tc->pair); /* a second handshake on it */
+        tc->pair = p;
+    }
+    pthread_mutex_unlock(&pairs_lock);
     *pcert = p->certs;
     *pcert_length = p->ncerts;
     *key = p->key;
     return 0;
 }
+
+static uint64_t pairs_gauge(void) { return tls_pairs_live(); }
 
 int tls_init(const struct gw_config *cfg, char *err, size_t errlen) {
     int n = 0;
@@ -116,6 +158,10 @@ int tls_init(const struct gw_config *cfg, char *err, size_t errlen) {
     struct tls_pair *p = load_pair(err, errlen);
     if (!p) return -1;
     atomic_store(&pair, p);
+    metrics_add_source("lockgate_tls_pairs",
+                       "TLS certificate and key pairs in memory: the one in force and those "
+                       "connections opened before a reload still use",
+                       "gauge", pairs_gauge);
     options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)retrieve};
     options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)PRIORITIES};
     if (cfg->tls_client_ca[0]) {
@@ -154,12 +200,39 @@ int tls_reload(void) {
         log_error("tls: reload failed, the certificate in force stays: %s", err);
         return -1;
     }
-    p->older = atomic_load(&pair); /* kept until tls_stop: see the top of this file */
+    pthread_mutex_lock(&pairs_lock);
+    struct tls_pair *old = atomic_load(&pair);
+    p->older = old;
     atomic_store(&pair, p);
+    old->refs++; /* and dropped: freed now when no connection uses it */
+    pair_release(old);
+    pthread_mutex_unlock(&pairs_lock);
     log_info("tls: reloaded certificate %s and key %s", cert_path, key_path);
     return 0;
 }
 
+void *tls_connection_started(void) {
+    return tls_enabled() ? alloc_check(calloc(1, sizeof(struct tls_conn))) : NULL;
+}
+
+void tls_connection_closed(void *ctx) {
+    struct tls_conn *tc = ctx;
+    if (!tc) return;
+    if (tc->pair) {
+        pthread_mutex_lock(&pairs_lock);
+        pair_release(tc->pair);
+        pthread_mutex_unlock(&pairs_lock);
+    }
+    free(tc);
+}
+
+unsigned tls_pairs_live(void) {
+    unsigned n = 0;
+    pthread_mutex_lock(&pairs_lock);
+    for (struct tls_pair *p = atomic_load(&pair); p; p = p->older) n++;
+    pthread_mutex_unlock(&pairs_lock);
+    return n;
+}
 
 void tls_stop(void) {
     struct tls_pair *p = atomic_exchange(&pair, NULL);

@@ -32,6 +32,20 @@ const struct MHD_OptionItem *tls_daemon_options(void);
  * force and logs one error line.  Returns 0 or -1. */
 int tls_reload(void);
 
+/* A connection's hold on the pair its handshake used, so that a pair a
+ * reload replaced is freed once no connection uses it: the daemon's
+ * connection notifier calls tls_connection_started when a connection is
+ * accepted and tls_connection_closed with its result when it closes.  The
+ * connection's socket context must point at a struct whose first member
+ * is that result (a void *): the handshake finds it there.  NULL and a
+ * no-op without TLS. */
+void *tls_connection_started(void);
+void tls_connection_closed(void *ctx);
+
+/* Pairs loaded and not yet freed (the one in force included), for tests
+ * and /metrics. */
+unsigned tls_pairs_live(void);
+
 /* Frees every certificate and key loaded, once the daemon has stopped. */
 void tls_stop(void);
 

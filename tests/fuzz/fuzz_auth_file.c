@@ -1,8 +1,9 @@
 /* fuzz_auth_file.c -- the auth file's parser: any bytes as the file.  A
- * table that parses has valid ids, no id twice, and answers the grant
- * decision for any name; a file that does not parse gives a one-line
+ * table that parses has valid ids, no id twice, a rate limit in range,
+ * and answers the grant decision for any name; a file that does not parse gives a one-line
  * reason. */
 #include "server/auth.h"
+#include "server/quota.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <assert.h>
@@ -19,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const struct auth_key *k = &t->keys[i];
         assert(auth_id_valid(k->id, strlen(k->id)));
         assert(auth_table_find(t, k->id, strlen(k->id)) == k);
+        assert(k->rps <= QUOTA_RPS_MAX); /* "limits": 0 (none) or 1..max */
         for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
             for (int kind = 0; kind < AUTH_KIND_COUNT; kind++) {
                 int w = auth_allows(k, kind, names[n], AUTH_WRITE);

@@ -148,6 +148,11 @@ static pid_t spawn(const char *cmd, const char *logfile) {
     return pid;
 }
 
+pid_t h_spawn(const char *cmd, const char *logfile) {
+    harness_init();
+    return spawn(cmd, logfile);
+}
+
 /* ---- redis ------------------------------------------------------------------ */
 
 /* The one way a redis-server is started: on r's port and directory, with

@@ -128,6 +128,11 @@ void h_raise_nofile(unsigned long want);
 int h_connect(int port);
 size_t h_raw(int port, const void *data, size_t len, char *out, size_t cap, int timeout_ms);
 
+/* Runs cmd (through sh -c, in its own process group) with its output
+ * appended to logfile (NULL: none); the process is killed at exit like
+ * every other the harness starts.  Returns its pid, or -1. */
+pid_t h_spawn(const char *cmd, const char *logfile);
+
 /* Milliseconds since an arbitrary start, monotonic. */
 long long h_now_ms(void);
 void h_sleep_ms(int ms);

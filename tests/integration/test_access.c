@@ -30,10 +30,11 @@ static char dir[64], auth_path[128];
 #define SECRET_NONE   "noneNONEnoneNONEnoneNONEnoneNONEnoneNONE123"
 #define SECRET_LOCKS  "locksLOCKSlocksLOCKSlocksLOCKSlocksLOCKS123"
 #define SECRET_ONCALL "oncallONCALLoncallONCALLoncallONCALLonca123"
+#define SECRET_RATED  "ratedRATEDratedRATEDratedRATEDratedRATED123"
 
-static const char *const all_secrets[] = {SECRET_RIGHT, SECRET_OTHER, SECRET_RO,
-                                          SECRET_DENY,  SECRET_NEW,   SECRET_WRONG,
-                                          SECRET_NONE,  SECRET_LOCKS, SECRET_ONCALL};
+static const char *const all_secrets[] = {SECRET_RIGHT,  SECRET_OTHER, SECRET_RO,   SECRET_DENY,
+                                          SECRET_NEW,    SECRET_WRONG, SECRET_NONE, SECRET_LOCKS,
+                                          SECRET_ONCALL, SECRET_RATED};
 
 static void sha256_hex(const char *s, char out[65]) {
     char cmd[256];
@@ -82,12 +83,17 @@ static void raw_entry(char *out, size_t cap, const char *id, const char *secret,
  * oncall (admin on everything, nothing else). */
 static void write_keys(int with_new, int with_other) {
     char right[1024], other[1024], ro[1024], deny[2048], fresh[1024], text[16384];
-    char none[512], lockonly[512], oncall[512];
+    char none[512], lockonly[512], oncall[512], rated[512];
     raw_entry(none, sizeof none, "none", SECRET_NONE, "");
     raw_entry(lockonly, sizeof lockonly, "lockonly", SECRET_LOCKS,
               "{\"kind\":\"locks\",\"prefix\":\"\",\"access\":\"read\"}");
     raw_entry(oncall, sizeof oncall, "oncall", SECRET_ONCALL,
               "{\"kind\":\"admin\",\"prefix\":\"\",\"access\":\"write\"}");
+    raw_entry(rated, sizeof rated, "rated", SECRET_RATED,
+              "{\"kind\":\"locks\",\"prefix\":\"rate-\",\"access\":\"write\"}");
+    /* its limit: raw_entry ends with the grants' "]}", the entry's own */
+    snprintf(rated + strlen(rated) - 1, sizeof rated - strlen(rated) + 1,
+             ",\"limits\":{\"requests_per_second\":5}}");
     key_entry(right, sizeof right, "right", SECRET_RIGHT, "job-", "write", "",
               ",{\"kind\":\"admin\",\"prefix\":\"job-f\",\"access\":\"write\"}");
     key_entry(other, sizeof other, "other", SECRET_OTHER, "other-", "write", "other-", "");
@@ -98,19 +104,33 @@ static void write_keys(int with_new, int with_other) {
               ",{\"kind\":\"ids\",\"prefix\":\"job-\",\"access\":\"deny\"}"
               ",{\"kind\":\"ops\",\"prefix\":\"\",\"access\":\"deny\"}");
     key_entry(fresh, sizeof fresh, "fresh", SECRET_NEW, "job-", "write", "", "");
-    snprintf(text, sizeof text, "{\"keys\": [%s,%s%s%s,%s,%s,%s,%s%s%s]}\n", right,
+    snprintf(text, sizeof text, "{\"keys\": [%s,%s%s%s,%s,%s,%s,%s,%s%s%s]}\n", right,
              with_other ? other : "", with_other ? "," : "", ro, deny, none, lockonly, oncall,
-             with_new ? "," : "", with_new ? fresh : "");
+             rated, with_new ? "," : "", with_new ? fresh : "");
     write_file(auth_path, text);
 }
 
 static int log_count(const char *needle);
 
+/* Every lock and session token an answer handed out, for the check that
+ * none reached a log (test_access_no_secret_in_logs). */
+#define SEEN_MAX 512
+static char seen_tokens[SEEN_MAX][130];
+static int nseen;
+
+static void remember_token(const char *t) {
+    if (t && strlen(t) >= 22 && strlen(t) < sizeof seen_tokens[0] && nseen < SEEN_MAX)
+        snprintf(seen_tokens[nseen++], sizeof seen_tokens[0], "%s", t);
+}
+
 static struct h_resp call(const char *method, const char *path, const char *token, const char *body,
                           const char *auth) {
     char h[256];
     if (auth) snprintf(h, sizeof h, "Authorization: %s", auth);
-    return h_http(method, gw.port, path, token, body, auth ? h : NULL);
+    struct h_resp r = h_http(method, gw.port, path, token, body, auth ? h : NULL);
+    remember_token(h_header(&r, "Lock-Token"));
+    remember_token(h_header(&r, "Session"));
+    return r;
 }
 
 #define BEARER(id, secret) "Bearer " id "." secret
@@ -839,6 +859,152 @@ static void test_access_per_ip_limit(void) {
     h_gw_stop(&lim, 5000);
 }
 
+/* A session is its creator's: another key gets 403 forbidden on every
+ * session route and changes nothing; a wrong secret gets 401; the creator
+ * and a key with admin on every name may use it. */
+static void test_access_sessions_owned(void) {
+    struct h_resp r =
+        call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    char stok[130], path[200];
+    snprintf(stok, sizeof stok, "%s", h_header(&r, "Session"));
+    h_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/sessions/%s", stok);
+    char sh[200];
+    snprintf(sh, sizeof sh, "Session: %s", stok);
+    /* binding a hold to it without a key: 401, as for any lock */
+    struct h_resp b = h_http("POST", gw.port, "/v1/locks/job-sess", NULL, "{}", sh);
+    CHECK_EQ_INT(b.status, 401);
+    h_resp_free(&b);
+    static const struct {
+        const char *method, *body;
+    } routes_[] = {
+        {"PATCH",  "{\"ttl_ms\":60000}"},
+        {"GET",    NULL                },
+        {"DELETE", NULL                }
+    };
+    for (size_t i = 0; i < sizeof routes_ / sizeof routes_[0]; i++) {
+        r = call(routes_[i].method, path, NULL, routes_[i].body, BEARER("other", SECRET_OTHER));
+        if (r.status != 403) fprintf(stderr, "  %s other key: %ld\n", routes_[i].method, r.status);
+        CHECK(is_status(&r, 403, "forbidden"));
+        CHECK(r.body && !strstr(r.body, "\"holds\""));
+        h_resp_free(&r);
+        r = call(routes_[i].method, path, NULL, routes_[i].body, BEARER("ro", SECRET_RO));
+        CHECK(is_status(&r, 403, "forbidden"));
+        h_resp_free(&r);
+        r = call(routes_[i].method, path, NULL, routes_[i].body, BEARER("right", SECRET_WRONG));
+        CHECK(is_status(&r, 401, "unauthenticated"));
+        h_resp_free(&r);
+    }
+    /* still live, and the creator may use it */
+    r = call("GET", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("PATCH", path, NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    /* admin on every name may read and end it */
+    r = call("GET", path, NULL, NULL, BEARER("oncall", SECRET_ONCALL));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("DELETE", path, NULL, NULL, BEARER("oncall", SECRET_ONCALL));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = call("GET", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK(is_status(&r, 404, "session_not_found"));
+    h_resp_free(&r);
+    /* a second session of right's: its creator ends it */
+    r = call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(path, sizeof path, "/v1/sessions/%s", h_header(&r, "Session"));
+    h_resp_free(&r);
+    r = call("DELETE", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK(log_count("refused a session another key created (DELETE /v1/sessions/{token})") >= 1);
+}
+
+/* A hold bound to a session survives another key's attempt to end it. */
+static void test_access_session_hold_survives_other_key(void) {
+    struct h_resp r =
+        call("POST", "/v1/sessions", NULL, "{\"ttl_ms\":60000}", BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 201);
+    char stok[130], path[200], hdr[400];
+    snprintf(stok, sizeof stok, "%s", h_header(&r, "Session"));
+    h_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/sessions/%s", stok);
+    snprintf(hdr, sizeof hdr, "Session: %s", stok);
+    /* h_http takes one extra header, and this needs two (key, session) */
+    char req[1024], out[4096];
+    snprintf(req, sizeof req,
+             "POST /v1/locks/job-sess HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n%s\r\n"
+             "Content-Length: 2\r\nConnection: close\r\n\r\n{}",
+             BEARER("right", SECRET_RIGHT), hdr);
+    h_raw(gw.port, req, strlen(req), out, sizeof out, 5000);
+    CHECK(strncmp(out, "HTTP/1.1 201", 12) == 0);
+    const char *lt = strstr(out, "Lock-Token: ");
+    if (lt) {
+        char t[130];
+        sscanf(lt + 12, "%129[A-Za-z0-9_-]", t);
+        remember_token(t);
+    }
+    r = call("DELETE", path, NULL, NULL, BEARER("deny", SECRET_DENY));
+    CHECK(is_status(&r, 403, "forbidden"));
+    h_resp_free(&r);
+    r = call("GET", "/v1/locks/job-sess", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200); /* still held */
+    h_resp_free(&r);
+    r = call("DELETE", path, NULL, NULL, BEARER("right", SECRET_RIGHT));
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "released"), 1);
+    h_resp_free(&r);
+}
+
+/* A key with "limits": {"requests_per_second": 5}: a burst of 5 passes,
+ * the next gets 429 rate_limited with Retry-After, counted by key id; a
+ * key without limits is not slowed; after a fifth of a second one more
+ * passes. */
+static void test_access_rate_limit(void) {
+    h_sleep_ms(1100); /* a quiet second: the whole burst */
+    int ok = 0, limited = 0;
+    char after[16] = "";
+    long long t0 = h_now_ms();
+    for (int i = 0; i < 20; i++) {
+        struct h_resp r =
+            call("GET", "/v1/locks/rate-a", NULL, NULL, BEARER("rated", SECRET_RATED));
+        if (r.status == 404) ok++;
+        if (r.status == 429 && strcmp(h_jcode(&r), "rate_limited") == 0) {
+            limited++;
+            snprintf(after, sizeof after, "%s", h_header(&r, "Retry-After"));
+        }
+        h_resp_free(&r);
+    }
+    long long took = h_now_ms() - t0;
+    printf("  (20 requests in %lld ms with requests_per_second 5: %d served, %d refused)\n", took,
+           ok, limited);
+    /* the burst of 5, and one more for each fifth of a second they took */
+    CHECK(ok >= 5 && ok <= 5 + (int)(took / 200) + 1 && ok + limited == 20);
+    CHECK_EQ_STR(after, "1");
+    for (int i = 0; i < 20; i++) {
+        struct h_resp r =
+            call("GET", "/v1/locks/job-rate", NULL, NULL, BEARER("right", SECRET_RIGHT));
+        CHECK_EQ_INT(r.status, 404);
+        h_resp_free(&r);
+    }
+    h_sleep_ms(250);
+    struct h_resp r = call("GET", "/v1/locks/rate-a", NULL, NULL, BEARER("rated", SECRET_RATED));
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    r = call("GET", "/metrics", NULL, NULL, BEARER("right", SECRET_RIGHT));
+    char line[128];
+    snprintf(line, sizeof line,
+             "lockgate_quota_refused_total{key_id=\"rated\",quota=\"requests_per_second\"} %d",
+             limited);
+    CHECK(r.body && strstr(r.body, line) != NULL);
+    CHECK(r.body && !strstr(r.body, "key_id=\"right\"")); /* keys without limits: no series */
+    h_resp_free(&r);
+}
+
 /* Last: nothing any of the above sent as a secret reached the log. */
 static void test_access_no_secret_in_logs(void) {
     char cmd[256];
@@ -853,9 +1019,15 @@ static void test_access_no_secret_in_logs(void) {
         if (strstr(line, "Bearer ") || strstr(line, "Authorization:") ||
             strstr(line, "AAAAAAAAAAAAAAAAAAAAAA"))
             leaks++;
+        for (int i = 0; i < nseen; i++)
+            if (strstr(line, seen_tokens[i])) {
+                fprintf(stderr, "  token in the log: %s", line);
+                leaks++;
+            }
     }
     if (p) pclose(p);
     CHECK(lines > 10);
+    CHECK(nseen > 10); /* the suite did hand out tokens */
     CHECK_EQ_INT(leaks, 0);
 }
 
@@ -882,6 +1054,9 @@ int main(int argc, char **argv) {
     RUN_SOME(test_access_invalid_file_at_start);
     RUN_SOME(test_access_warning_beyond_loopback);
     RUN_SOME(test_access_per_ip_limit);
+    RUN_SOME(test_access_rate_limit);
+    RUN_SOME(test_access_sessions_owned);
+    RUN_SOME(test_access_session_hold_survives_other_key);
     RUN_SOME(test_access_no_secret_in_logs);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);

@@ -622,8 +622,87 @@ static void test_pipelined_sentinel_acks(void) {
 /* Exit 0 on SIGTERM: under ASan and UBSan also no leak, no error. */
 static void test_stops_clean(void) { CHECK_EQ_INT(h_gw_stop(&gw, 8000), 0); }
 
+/* Browsers (README, "Browsers"): a foreign Origin is refused 403 before
+ * anything runs, even a "simple" text/plain POST; the gateway's own origin
+ * and a --cors-origin one are served, the latter with CORS headers and a
+ * 204 preflight. */
+static void test_origin(void) {
+    char own[64], hdr[128];
+    snprintf(own, sizeof own, "Origin: http://127.0.0.1:%d", gw.port);
+    struct h_resp r = h_http("POST", gw.port, "/v1/locks/origin-evil", NULL,
+                             "{\"ttl_ms\":86400000}", "Origin: http://evil.example");
+    CHECK_EQ_INT(r.status, 403);
+    CHECK_EQ_STR(h_jcode(&r), "origin_forbidden");
+    CHECK(!strstr(r.headers, "Access-Control-Allow-Origin"));
+    h_resp_free(&r);
+    r = h_http("GET", gw.port, "/v1/locks/origin-evil", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 404); /* nothing taken */
+    h_resp_free(&r);
+    const char *refused[] = {"Origin: null", "Origin: http://127.0.0.1:1",
+                             "Origin: https://app.example:3000",
+                             "Origin: http://app.example:3000/"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        r = h_http("GET", gw.port, "/healthz", NULL, NULL, refused[i]);
+        CHECK(r.status == 403 && strcmp(h_jcode(&r), "origin_forbidden") == 0);
+        h_resp_free(&r);
+    }
+    r = h_http("POST", gw.port, "/v1/locks/origin-own", NULL, "{}", own);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(!strstr(r.headers, "Access-Control-Allow-Origin"));
+    h_resp_free(&r);
+    r = h_http("POST", gw.port, "/v1/locks/origin-app", NULL, "{}",
+               "Origin: http://APP.example:3000");
+    CHECK_EQ_INT(r.status, 201);
+    CHECK_EQ_STR(h_header(&r, "Access-Control-Allow-Origin"), "http://APP.example:3000");
+    CHECK_EQ_STR(h_header(&r, "Access-Control-Allow-Credentials"), "true");
+    CHECK(strstr(h_header(&r, "Access-Control-Expose-Headers"), "Lock-Token") != NULL);
+    h_resp_free(&r);
+    /* The preflight: 204 with what the API takes; for a path without that
+     * method the usual 405. */
+    int fd = h_connect(gw.port);
+    snprintf(hdr, sizeof hdr, "Host: 127.0.0.1:%d", gw.port);
+    char req[512];
+    snprintf(req, sizeof req,
+             "OPTIONS /v1/locks/origin-app HTTP/1.1\r\n%s\r\nOrigin: http://app.example:3000\r\n"
+             "Access-Control-Request-Method: DELETE\r\n"
+             "Access-Control-Request-Headers: authorization, lock-token\r\n\r\n",
+             hdr);
+    send_all(fd, req);
+    struct batch b;
+    read_batch(fd, 1, 0, 3000, &b);
+    close(fd);
+    CHECK_EQ_INT(b.r[0].status, 204);
+    char out[2048];
+    snprintf(req, sizeof req,
+             "OPTIONS /v1/locks/origin-app HTTP/1.1\r\n%s\r\nOrigin: http://app.example:3000\r\n"
+             "Access-Control-Request-Method: PATCH\r\nConnection: close\r\n\r\n",
+             hdr);
+    h_raw(gw.port, req, strlen(req), out, sizeof out, 3000);
+    CHECK(strncmp(out, "HTTP/1.1 204", 12) == 0);
+    CHECK(strstr(out, "Access-Control-Allow-Methods: GET, POST, PATCH, DELETE") != NULL);
+    CHECK(strstr(out, "Access-Control-Allow-Headers: Authorization, Content-Type, Lock-Token, "
+                      "Session") != NULL);
+    CHECK(strstr(out, "Access-Control-Allow-Credentials: true") != NULL);
+    snprintf(req, sizeof req,
+             "OPTIONS /healthz HTTP/1.1\r\n%s\r\nOrigin: http://app.example:3000\r\n"
+             "Access-Control-Request-Method: DELETE\r\nConnection: close\r\n\r\n",
+             hdr);
+    h_raw(gw.port, req, strlen(req), out, sizeof out, 3000);
+    CHECK(strncmp(out, "HTTP/1.1 405", 12) == 0);
+    snprintf(req, sizeof req,
+             "OPTIONS /v1/locks/x HTTP/1.1\r\n%s\r\nOrigin: http://evil.example\r\n"
+             "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n",
+             hdr);
+    h_raw(gw.port, req, strlen(req), out, sizeof out, 3000);
+    CHECK(strncmp(out, "HTTP/1.1 403", 12) == 0 && strstr(out, "origin_forbidden"));
+    CHECK(h_metric(&gw, "lockgate_origin_refused_total") >= 6);
+}
+
 int main(void) {
-    if (h_redis_start(&redis, 0, NULL) != 0 || h_gw_up(&gw, &redis, NULL) != 0) return 2;
+    if (h_redis_start(&redis, 0, NULL) != 0 ||
+        h_gw_up(&gw, &redis, "--cors-origin http://app.example:3000") != 0)
+        return 2;
+    RUN(test_origin);
     RUN(test_pipelined_mix);
     RUN(test_pipelined_twenty);
     RUN(test_hangups_leave_no_holder);

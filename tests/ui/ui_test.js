@@ -22,6 +22,10 @@
 // URL), the page lists the names the key may read and no other, with the
 // holder's key id; the key is in sessionStorage only (not localStorage,
 // not a cookie), kept across a reload, not shared with another tab.
+// Browsers and other origins: a page of another origin cannot take a lock
+// (a fetch without preflight, a form post: both refused before anything is
+// taken), while a page of an origin named by --cors-origin can, through
+// fetch with its key (preflight, Lock-Token read back, released).
 // Screenshots: docs/ui.png (wide) and docs/ui-phone.png.  Run by
 // `make ui-test`; closing line "ui: N passed, N failed".
 "use strict";
@@ -133,18 +137,27 @@ const raised = (page, id) => page.$eval("#" + id, (svg) => {
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lockgate-ui-"));
   const rport = await freePort(), gport = await freePort(), aport = await freePort();
+  // Two pages of other origins (same host, other ports): one allowed.
+  const goodPort = await freePort(), evilPort = await freePort();
+  const good = "http://127.0.0.1:" + goodPort, evil = "http://127.0.0.1:" + evilPort;
+  const pages = [goodPort, evilPort].map((p) => {
+    const s = http.createServer((q, r) => { r.writeHead(200, { "Content-Type": "text/html" }); r.end("<!doctype html><title>other</title><p>other origin</p>"); });
+    s.listen(p, "127.0.0.1");
+    return s;
+  });
   start("redis-server", ["--port", String(rport), "--bind", "127.0.0.1", "--save", "",
                          "--dir", dir], path.join(dir, "redis.log"));
   await waitPort(rport, 10000);
   start(path.join(ROOT, BUILD, "lockgate"), ["--listen", "127.0.0.1:" + gport,
-        "--redis", "redis://127.0.0.1:" + rport], path.join(dir, "gw.log"));
+        "--redis", "redis://127.0.0.1:" + rport, "--cors-origin", good], path.join(dir, "gw.log"));
   // A second gateway on the same Redis with access control on: one key
   // that may write locks under "ui." and read the rest the page needs.
   const op = keygen("ui-op", ["locks:ui.:write", "semaphores:ui.:read", "ids::read", "ops::read"]);
   const authFile = path.join(dir, "keys.json");
   fs.writeFileSync(authFile, JSON.stringify({ keys: [op.entry] }));
   start(path.join(ROOT, BUILD, "lockgate"), ["--listen", "127.0.0.1:" + aport,
-        "--redis", "redis://127.0.0.1:" + rport, "--auth-file", authFile], path.join(dir, "gw-auth.log"));
+        "--redis", "redis://127.0.0.1:" + rport, "--auth-file", authFile, "--cors-origin", good],
+        path.join(dir, "gw-auth.log"));
   await waitPort(gport, 10000);
   await waitPort(aport, 10000);
   const base = "http://127.0.0.1:" + gport;
@@ -309,7 +322,9 @@ async function main() {
     await phone.close();
 
     await authChecks(browser, abase, op.key);
+    await originChecks(browser, base, abase, op.key, good, evil);
   } finally {
+    for (const p of pages) p.close();
     for (const r of pending) r.destroy();
     await browser.close();
     stopAll();
@@ -383,6 +398,63 @@ async function authChecks(browser, abase, key) {
   await tab.waitForSelector("#auth", { state: "visible", timeout: 10000 }).catch(() => {});
   check(await tab.isVisible("#auth"), "another tab asks again (the key stays in its tab)");
   check(errors.length === 0, "no script errors in the page with auth on" + (errors.length ? ": " + errors.join("; ") : ""));
+  await ctx.close();
+}
+
+// Other origins.  The evil page tries what a browser lets any site do
+// without asking: a "simple" cross-site POST (no preflight), by fetch and by
+// a form; the gateway must refuse both before acting (the page could not
+// read the answer anyway, but the lock would be taken).  The good page's
+// origin is named by --cors-origin: its fetch with a key and a JSON body
+// is preflighted, allowed, and it can read the Lock-Token it got.
+async function originChecks(browser, base, abase, key, good, evil) {
+  const ctx = await browser.newContext();
+  const page = await ctx.newPage();
+  const responses = [];
+  page.on("response", (r) => { if (r.url().includes("/v1/")) responses.push(r.status()); });
+  await page.goto(evil + "/");
+  await page.evaluate(async (u) => {
+    await fetch(u, { method: "POST", mode: "no-cors", headers: { "Content-Type": "text/plain" },
+                     body: JSON.stringify({ ttl_ms: 86400000 }) }).catch(() => {});
+  }, base + "/v1/locks/ui.evil-fetch");
+  check((await api(base, "GET", "/v1/locks/ui.evil-fetch")).status === 404,
+        "a page of another origin cannot take a lock with a simple fetch (no preflight)");
+  check(responses.includes(403), "the gateway refused it (403): " + responses.join(" "));
+  await page.setContent(`<form method="POST" enctype="text/plain" action="${base}/v1/locks/ui.evil-form">
+    <input name='{"ttl_ms":86400000,"x":"' value='"}'></form>`);
+  await Promise.all([page.waitForNavigation({ timeout: 10000 }).catch(() => {}),
+                     page.evaluate(() => document.forms[0].submit())]);
+  const formText = await page.textContent("body").catch(() => "");
+  check((await api(base, "GET", "/v1/locks/ui.evil-form")).status === 404 && formText.includes("origin_forbidden"),
+        "nor with a form post: " + formText.slice(0, 80));
+  await page.goto(evil + "/"); /* the form's answer left the page on the gateway's origin */
+  const evilCors = await page.evaluate(async (u) => {
+    try { const r = await fetch(u, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+          return "status " + r.status; } catch (e) { return "blocked"; }
+  }, base + "/v1/locks/ui.evil-cors").catch(() => "error");
+  check(evilCors === "blocked" && (await api(base, "GET", "/v1/locks/ui.evil-cors")).status === 404,
+        "a preflighted fetch from it is blocked too: " + evilCors);
+
+  // The allowed origin, against the gateway with keys.
+  await page.goto(good + "/");
+  const got = await page.evaluate(async ([u, k]) => {
+    const r = await fetch(u, { method: "POST", credentials: "include",
+                               headers: { "Content-Type": "application/json", Authorization: "Bearer " + k },
+                               body: JSON.stringify({ ttl_ms: 60000, owner: "cors page" }) });
+    const body = await r.json();
+    return { status: r.status, token: r.headers.get("Lock-Token"), body };
+  }, [abase + "/v1/locks/ui.cors", key]).catch((e) => ({ status: 0, error: String(e) }));
+  check(got.status === 201 && got.token && got.token === got.body.token,
+        "a page of an origin named by --cors-origin takes a lock by fetch and reads its Lock-Token: " + JSON.stringify(got).slice(0, 120));
+  const seen = await api(abase, "GET", "/v1/locks/ui.cors", null, key);
+  check(seen.status === 200 && seen.body && seen.body.owner === "cors page" && seen.body.key_id === "ui-op",
+        "the gateway holds it for that page");
+  const rel = await page.evaluate(async ([u, k, t]) => {
+    const r = await fetch(u, { method: "DELETE", headers: { Authorization: "Bearer " + k, "Lock-Token": t } });
+    return r.status;
+  }, [abase + "/v1/locks/ui.cors", key, got.token || ""]).catch(() => 0);
+  check(rel === 200 && (await api(abase, "GET", "/v1/locks/ui.cors", null, key)).status === 404,
+        "and releases it with its Lock-Token (" + rel + ")");
   await ctx.close();
 }
 

@@ -7,11 +7,13 @@
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/keygen.h"
+#include "server/quota.h"
 #include "tests/check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* SHA-256("s3cret"), as `printf %s s3cret | sha256sum` prints it. */
 #define S3CRET_SHA "1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0"
@@ -148,6 +150,64 @@ static void test_auth_file_errors(void) {
     auth_table_free(t);
 }
 
+/* "limits": {"requests_per_second": N}, a whole number 1..QUOTA_RPS_MAX,
+ * optional; anything else in it refused with one line. */
+static void test_auth_limits_field(void) {
+    char err[256], json[1024];
+    const char *good[] = {"", ",\"limits\":{}", ",\"limits\":{\"requests_per_second\":5}",
+                          ",\"limits\":{\"requests_per_second\":1000000}"};
+    const unsigned want[] = {0, 0, 5, 1000000};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(json, sizeof json, "{\"keys\":[{\"id\":\"k\",\"sha256\":\"%s\",\"grants\":[]%s}]}",
+                 S3CRET_SHA, good[i]);
+        struct auth_table *t = parse(json, err);
+        CHECK(t != NULL);
+        if (t) CHECK_EQ_INT(t->keys[0].rps, want[i]);
+        auth_table_free(t);
+    }
+    const char *bad[] = {",\"limits\":5",
+                         ",\"limits\":{\"requests_per_second\":0}",
+                         ",\"limits\":{\"requests_per_second\":-1}",
+                         ",\"limits\":{\"requests_per_second\":1.5}",
+                         ",\"limits\":{\"requests_per_second\":1000001}",
+                         ",\"limits\":{\"requests_per_second\":\"5\"}",
+                         ",\"limits\":{\"holds\":5}",
+                         ",\"limits\":{\"requests_per_second\":1e300}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "{\"keys\":[{\"id\":\"k\",\"sha256\":\"%s\",\"grants\":[]%s}]}",
+                 S3CRET_SHA, bad[i]);
+        err[0] = '\0';
+        struct auth_table *t = parse(json, err);
+        if (t) fprintf(stderr, "  accepted: %s\n", bad[i]);
+        CHECK(t == NULL && strstr(err, "limits") && !strchr(err, '\n'));
+        auth_table_free(t);
+    }
+}
+
+/* GCRA: a burst of rps after a quiet second, then one every 1/rps; a
+ * refusal says how long until the next, and takes nothing. */
+static void test_auth_quota_rate(void) {
+    _Atomic int64_t tat = 0;
+    int64_t t0 = 50 * 1000000LL;
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(quota_take(&tat, 5, t0), 0);
+    CHECK_EQ_INT(quota_take(&tat, 5, t0), 200000); /* the next in 1/5 s */
+    CHECK_EQ_INT(quota_take(&tat, 5, t0 + 199999), 1);
+    CHECK_EQ_INT(quota_take(&tat, 5, t0 + 200000), 0);
+    CHECK(quota_take(&tat, 5, t0 + 200000) > 0);
+    CHECK_EQ_INT(quota_take(&tat, 5, t0 + 10 * 1000000LL), 0); /* quiet: the burst again */
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(quota_take(&tat, 5, t0 + 10 * 1000000LL), 0);
+    CHECK(quota_take(&tat, 5, t0 + 10 * 1000000LL) > 0);
+    _Atomic int64_t big = 0;
+    int passed = 0;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < 2000000; i++) passed += quota_take(&big, QUOTA_RPS_MAX, t0) == 0;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    CHECK_EQ_INT(passed, QUOTA_RPS_MAX);
+    printf("  (quota_take: %.1f ns a call)\n",
+           ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 2e6);
+}
+
 static void test_auth_keygen_grant_syntax(void) {
     int kind, access;
     char prefix[256];
@@ -214,6 +274,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_auth_bearer_parsing);
     RUN_SOME(test_auth_secret_digest);
     RUN_SOME(test_auth_file_errors);
+    RUN_SOME(test_auth_limits_field);
+    RUN_SOME(test_auth_quota_rate);
     RUN_SOME(test_auth_keygen_grant_syntax);
     RUN_SOME(test_auth_every_route_has_a_rule);
     RUN_SOME(test_auth_config_flags);

@@ -227,7 +227,37 @@ static void test_config_load(void) {
     unsetenv("LOCKGATE_KEY_PREFIX");
 }
 
+/* --cors-origin: repeatable, a comma list in the environment, flags
+ * replacing the environment's list, anything but an origin refused. */
+static void test_config_cors_origin(void) {
+    struct gw_config c;
+    char err[256] = "";
+    unsetenv("LOCKGATE_LISTEN");
+    unsetenv("LOCKGATE_REDIS");
+    setenv("LOCKGATE_CORS_ORIGIN", "https://a.example, http://127.0.0.1:3000", 1);
+    char *argv0[] = {"lockgate", NULL};
+    CHECK_EQ_INT(config_load(&c, 1, argv0, err, sizeof err), 0);
+    CHECK_EQ_INT(c.ncors_origins, 2);
+    CHECK_EQ_STR(c.cors_origins[0], "https://a.example");
+    CHECK_EQ_STR(c.cors_origins[1], "http://127.0.0.1:3000");
+    char *argv1[] = {"lockgate",      "--cors-origin",          "https://b.example",
+                     "--cors-origin", "https://c.example:8443", NULL};
+    CHECK_EQ_INT(config_load(&c, 5, argv1, err, sizeof err), 0);
+    CHECK_EQ_INT(c.ncors_origins, 2);
+    CHECK_EQ_STR(c.cors_origins[0], "https://b.example");
+    CHECK_EQ_STR(c.cors_origins[1], "https://c.example:8443");
+    unsetenv("LOCKGATE_CORS_ORIGIN");
+    char *argv2[] = {"lockgate", "--cors-origin", "https://b.example/app", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, argv2, err, sizeof err), -1);
+    CHECK(strstr(err, "cors origin") != NULL);
+    char *argv3[] = {"lockgate", "--cors-origin", "*", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, argv3, err, sizeof err), -1);
+    CHECK_EQ_INT(config_load(&c, 1, argv0, err, sizeof err), 0);
+    CHECK_EQ_INT(c.ncors_origins, 0);
+}
+
 int main(void) {
+    RUN(test_config_cors_origin);
     RUN(test_config_redis_url);
     RUN(test_config_listen);
     RUN(test_config_epoch);
