@@ -23,7 +23,8 @@ static void usage(void) {
            "\n"
            "  --listen HOST:PORT     address to serve HTTP on [LOCKGATE_LISTEN]\n"
            "                         (default 127.0.0.1:8080)\n"
-           "  --redis URL            redis://[:password@]host[:port][/db] [LOCKGATE_REDIS]\n"
+           "  --redis URL            redis://[[user]:password@]host[:port][/db]\n"
+           "                         [LOCKGATE_REDIS]; with a user, AUTH user password\n"
            "                         (default redis://127.0.0.1:6379)\n"
            "                         Give it 3 or more times (or a comma-separated list)\n"
            "                         for quorum mode over independent masters (Redlock)\n"
@@ -32,7 +33,7 @@ static void usage(void) {
            "  --redis-cluster HOST:PORT  a node of a Redis Cluster (a seed: the gateway\n"
            "                         asks it for the slot map); repeat or comma-separate\n"
            "                         for several.  A seed may be a URL,\n"
-           "                         redis://[:password@]host:port, for AUTH\n"
+           "                         redis://[[user]:password@]host:port, for AUTH\n"
            "                         [LOCKGATE_REDIS_CLUSTER]\n"
            "  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
            "                         (default lockgate:)\n"
@@ -97,7 +98,7 @@ int config_parse_endpoint(struct gw_endpoint *e, const char *s) {
 }
 
 /* Appends each comma-separated Redis URL of list to the nodes; the first
- * one also sets the password and database every node uses. */
+ * one also sets the user, password and database every node uses. */
 static int add_nodes(struct gw_config *cfg, const char *list) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", list);
@@ -108,6 +109,7 @@ static int add_nodes(struct gw_config *cfg, const char *list) {
         if (cfg->nnodes == 0) {
             strcpy(cfg->redis_host, tmp.redis_host);
             cfg->redis_port = tmp.redis_port;
+            strcpy(cfg->redis_user, tmp.redis_user);
             strcpy(cfg->redis_password, tmp.redis_password);
             cfg->redis_db = tmp.redis_db;
         }
@@ -118,7 +120,8 @@ static int add_nodes(struct gw_config *cfg, const char *list) {
 }
 
 /* Appends each comma-separated seed of list to the cluster's: HOST:PORT,
- * or a Redis URL whose password (the same for every node) is kept. */
+ * or a Redis URL whose user and password (the same for every node, and for
+ * the nodes the slot map names) are kept. */
 static int add_cluster_seeds(struct gw_config *cfg, const char *list) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", list);
@@ -131,7 +134,10 @@ static int add_cluster_seeds(struct gw_config *cfg, const char *list) {
             if (config_parse_redis_url(&tmp, tok) < 0 || tmp.redis_db != 0) return -1;
             strcpy(e->host, tmp.redis_host);
             e->port = tmp.redis_port;
-            if (tmp.redis_password[0]) strcpy(cfg->redis_password, tmp.redis_password);
+            if (tmp.redis_password[0]) {
+                strcpy(cfg->redis_user, tmp.redis_user);
+                strcpy(cfg->redis_password, tmp.redis_password);
+            }
         } else if (config_parse_endpoint(e, tok) < 0) {
             return -1;
         }
@@ -172,20 +178,51 @@ int config_parse_listen(struct gw_config *cfg, const char *s) {
     return 0;
 }
 
+/* Percent-decodes the len bytes at s into out (cap bytes with the NUL);
+ * -1 on a bad escape, a NUL byte or no room. */
+static int decode_userinfo(const char *s, size_t len, char *out, size_t cap) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            unsigned v = 0;
+            for (size_t k = i + 1; k < i + 3; k++) {
+                int h = k < len ? s[k] : 0;
+                int d = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
+                if (d < 0) return -1;
+                v = v * 16 + (unsigned)d;
+            }
+            c = (int)v;
+            i += 2;
+        }
+        if (c == 0 || n + 1 >= cap) return -1;
+        out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
 int config_parse_redis_url(struct gw_config *cfg, const char *url) {
     const char *p = url;
     if (strncmp(p, "redis://", 8) != 0) return -1;
     p += 8;
+    cfg->redis_user[0] = '\0';
     cfg->redis_password[0] = '\0';
     cfg->redis_db = 0;
-    const char *at = strchr(p, '@');
+    const char *at = strrchr(p, '@');
     if (at) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
         const char *pw = colon ? colon + 1 : p;
-        size_t pwlen = (size_t)(at - pw);
-        if (pwlen >= sizeof cfg->redis_password) return -1;
-        memcpy(cfg->redis_password, pw, pwlen);
-        cfg->redis_password[pwlen] = '\0';
+        if (colon &&
+            decode_userinfo(p, (size_t)(colon - p), cfg->redis_user, sizeof cfg->redis_user) < 0)
+            return -1;
+        if (decode_userinfo(pw, (size_t)(at - pw), cfg->redis_password,
+                            sizeof cfg->redis_password) < 0)
+            return -1;
+        if (cfg->redis_user[0] && !cfg->redis_password[0]) return -1; /* AUTH user needs one */
         p = at + 1;
     }
     const char *slash = strchr(p, '/');
@@ -439,7 +476,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     if (cfg->ncluster && (cfg->nnodes || cfg->nsentinels)) {
         snprintf(err, errlen,
                  "cluster mode (--redis-cluster) cannot be combined with --redis or "
-                 "--sentinel (give a password in a seed: redis://:PASSWORD@host:port)");
+                 "--sentinel (give a password in a seed: redis://[USER]:PASSWORD@host:port)");
         return -1;
     }
     if (cfg->nnodes >= 3 && cfg->min_replicas_ack) {

@@ -72,6 +72,8 @@ struct rconn {
     int ever_connected;             /* for the reconnect counter */
     unsigned seen_up;               /* up_count of its node when last looked at */
     int down_logged;                /* the outage was logged once */
+    int auth_refused;               /* Redis refused AUTH: dropped at the turn's end */
+    int auth_logged;                /* that refusal was logged (until an AUTH passes) */
     void (*on_up)(struct rconn *c); /* after a connection is made */
 };
 
@@ -405,6 +407,26 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
     connection_gone(c);
 }
 
+/* A refused AUTH leaves a connection on which every command fails with
+ * NOAUTH: it is dropped at the turn's end (not inside hiredis's callback)
+ * and made again a second later, with the password read anew (a rotation
+ * whose new password reached Redis before the gateway's file). */
+static void on_auth_reply(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    (void)privdata;
+    if (!reply) return;
+    struct rconn *c = conn_of(ac);
+    if (reply->type != REDIS_REPLY_ERROR) {
+        c->auth_logged = 0;
+        return;
+    }
+    if (!c->auth_logged)
+        log_error("redis: %s connection to %s:%d: AUTH refused: %s (trying again every second)",
+                  c->what, c->host, c->port, reply->str);
+    c->auth_logged = 1;
+    c->auth_refused = 1;
+}
+
 /* Starts a non-blocking connection and queues, ahead of any command, what
  * every new connection needs (AUTH, SELECT, then c->on_up's commands). */
 static void connect_start(struct rconn *c) {
@@ -433,9 +455,14 @@ static void connect_start(struct rconn *c) {
     ev_add_write(c); /* connect(2) completes as writability */
 
     if (self->cfg.redis_password[0] && c != &self->sen) {
-        const char *argv[2] = {"AUTH", self->cfg.redis_password};
-        size_t lens[2] = {4, strlen(self->cfg.redis_password)};
-        redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
+        /* AUTH user password (an ACL user), or AUTH password (the default
+         * user); the words go only to Redis, never to a log line. */
+        const char *user = self->cfg.redis_user, *pw = self->cfg.redis_password;
+        const char *argv[3] = {"AUTH", user, pw};
+        size_t lens[3] = {4, strlen(user), strlen(pw)};
+        int n = user[0] ? 3 : 2;
+        if (!user[0]) argv[1] = pw, lens[1] = lens[2];
+        redisAsyncCommandArgv(ac, on_auth_reply, NULL, n, argv, lens);
     }
     if (self->cfg.redis_db && c->node && c == &c->node->cmd) {
         char db[16];
@@ -600,6 +627,12 @@ static void conn_turn(struct rconn *c, int64_t now) {
             connect_start(c);
         else
             reconnect_if_up_elsewhere(c);
+        return;
+    }
+    if (c->auth_refused) {
+        c->auth_refused = 0;
+        connection_drop(c, "Redis refused AUTH (see the gateway's log)");
+        c->next_attempt_ms = now + 1000;
         return;
     }
     if (!c->connected && now - c->connecting_since > self->cfg.redis_timeout_ms) {

@@ -27,14 +27,33 @@ static void test_config_redis_url(void) {
     CHECK_EQ_INT(c.redis_port, 7000);
     CHECK_EQ_INT(c.redis_db, 3);
 
-    /* A user name is accepted and only the password kept. */
+    /* An ACL user: AUTH user password. */
     CHECK_EQ_INT(config_parse_redis_url(&c, "redis://default:pw@h:1"), 0);
+    CHECK_EQ_STR(c.redis_user, "default");
     CHECK_EQ_STR(c.redis_password, "pw");
     CHECK_EQ_STR(c.redis_host, "h");
     CHECK_EQ_INT(c.redis_port, 1);
 
+    /* Percent-encoded user and password; a plain '@' or ':' in the
+     * password (the last '@' ends it, the first ':' ends the user). */
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://app%2F1:p%40ss%2Fw%25rd@h:2/4"), 0);
+    CHECK_EQ_STR(c.redis_user, "app/1");
+    CHECK_EQ_STR(c.redis_password, "p@ss/w%rd");
+    CHECK_EQ_STR(c.redis_host, "h");
+    CHECK_EQ_INT(c.redis_db, 4);
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://u:a@b:c@h"), 0);
+    CHECK_EQ_STR(c.redis_user, "u");
+    CHECK_EQ_STR(c.redis_password, "a@b:c");
+    CHECK_EQ_STR(c.redis_host, "h");
+
+    /* No colon: a password for the default user, as before. */
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://justpw@h"), 0);
+    CHECK_EQ_STR(c.redis_user, "");
+    CHECK_EQ_STR(c.redis_password, "justpw");
+
     /* A later URL resets what an earlier one set. */
     CHECK_EQ_INT(config_parse_redis_url(&c, "redis://h2/"), 0);
+    CHECK_EQ_STR(c.redis_user, "");
     CHECK_EQ_STR(c.redis_password, "");
     CHECK_EQ_INT(c.redis_db, 0);
     CHECK_EQ_INT(c.redis_port, 6379);
@@ -68,6 +87,11 @@ static void test_config_redis_url(void) {
         "redis://h/1x",
         "redis://:pw@",
         "redis://:pw@:1",
+        "redis://user:@h",  /* a user needs a password */
+        "redis://u:p%4@h",  /* a cut escape */
+        "redis://u:p%zz@h", /* not hex */
+        "redis://u:p%00@h", /* no NUL in a password */
+        "redis://u%00:p@h", /* nor in a user */
         longhost,
         longpw,
     };

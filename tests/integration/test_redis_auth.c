@@ -1,0 +1,213 @@
+/* test_redis_auth.c -- logging in to Redis (docs/configuration.md, "Redis
+ * users and passwords"): an ACL user from the URL in every mode that takes
+ * one (single, quorum masters, Cluster seeds and the nodes the slot map
+ * names, Sentinel's master), a refused AUTH, and no password in the
+ * gateway's log, /readyz or /metrics. */
+#include "tests/integration/harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define USER "lg-user"
+#define PW   "Pw-s3cret-4711" /* distinctive: grepped for in logs and answers */
+
+/* Where the admin's redis-cli goes once the default user is off. */
+#define ADMIN "--user admin --pass admin-pw --no-auth-warning "
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* On node n: the gateway's user with password pw and every right, an
+ * admin for the test's own redis-cli, and the default user off, so that
+ * nothing works without AUTH user password. */
+static void acl_users(struct h_redis *n, const char *pw, int default_off) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ACL SETUSER %s on '>%s' '~*' '&*' '+@all'", USER, pw);
+    h_redis_cli(n, cmd);
+    h_redis_cli(n, "ACL SETUSER admin on '>admin-pw' '~*' '&*' '+@all'");
+    if (default_off) h_redis_cli(n, "ACL SETUSER default off");
+}
+
+/* How many of n's clients are logged in as USER. */
+static int clients_as_user(struct h_redis *n) {
+    const char *list = h_redis_cli(n, ADMIN "CLIENT LIST");
+    int count = 0;
+    for (const char *p = list; p && (p = strstr(p, "user=" USER " ")); p++) count++;
+    return count;
+}
+
+static int wait_ready(int port, int ms) {
+    long long end = h_now_ms() + ms;
+    while (h_now_ms() < end) {
+        struct h_resp r = h_http("GET", port, "/readyz", NULL, NULL, NULL);
+        long st = r.status;
+        h_resp_free(&r);
+        if (st == 200) return 0;
+        h_sleep_ms(50);
+    }
+    return -1;
+}
+
+/* Whether the file at path contains text. */
+static int file_has(const char *path, const char *text) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
+/* A lock taken and released through g. */
+static void lock_round_trip(struct h_gw *g, const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    struct h_resp r = h_http("POST", g->port, path, NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char token[128];
+    snprintf(token, sizeof token, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("DELETE", g->port, path, token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
+/* No secret in g's log, /readyz or /metrics. */
+static void check_no_secret(struct h_gw *g, const char *secret) {
+    struct h_resp r = h_http("GET", g->port, "/readyz", NULL, NULL, NULL);
+    CHECK(r.body && !strstr(r.body, secret));
+    h_resp_free(&r);
+    r = h_http("GET", g->port, "/metrics", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && !strstr(r.body, secret));
+    h_resp_free(&r);
+    CHECK(!file_has(g->log, secret));
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+/* Single Redis whose default user is off: the URL's user logs in. */
+static void test_acl_user_single(void) {
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    acl_users(&r, PW, 1);
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:%s@127.0.0.1:%d", USER, PW, r.port);
+    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2"), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "acl-single");
+    CHECK(clients_as_user(&r) >= 4); /* 2 workers: a command and a pub/sub connection each */
+    check_no_secret(&g, PW);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    CHECK(!file_has(g.log, PW));
+    h_redis_kill(&r);
+}
+
+/* A wrong password: Redis refuses AUTH, the gateway says so in its log
+ * (without the password) and in /readyz, and tries again; once Redis takes
+ * that password the gateway is ready without a restart. */
+static void test_auth_refused(void) {
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    acl_users(&r, PW, 1);
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:Wrong-pw-0815@127.0.0.1:%d", USER,
+             r.port);
+    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 1"), 0);
+    struct h_resp rz = h_http("GET", g.port, "/readyz", NULL, NULL, NULL);
+    CHECK_EQ_INT(rz.status, 503);
+    h_resp_free(&rz);
+    long long end = h_now_ms() + 5000;
+    while (h_now_ms() < end && !file_has(g.log, "AUTH refused")) h_sleep_ms(20);
+    CHECK(file_has(g.log, "AUTH refused"));
+    check_no_secret(&g, "Wrong-pw-0815");
+    h_redis_cli(&r, ADMIN "ACL SETUSER " USER " '>Wrong-pw-0815'"); /* now it is right */
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "acl-refused");
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    CHECK(!file_has(g.log, "Wrong-pw-0815"));
+    h_redis_kill(&r);
+}
+
+/* Quorum mode: every master takes AUTH user password. */
+static void test_acl_user_quorum(void) {
+    struct h_redis m[3];
+    struct h_gw g = {0};
+    char more[512];
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(h_redis_start(&m[i], 0, NULL), 0);
+        acl_users(&m[i], PW, 1);
+    }
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:%s@127.0.0.1:%d", USER, PW, m[0].port);
+    snprintf(more, sizeof more,
+             "--workers 1 --redis redis://%s:%s@127.0.0.1:%d --redis redis://%s:%s@127.0.0.1:%d",
+             USER, PW, m[1].port, USER, PW, m[2].port);
+    CHECK_EQ_INT(h_gw_start(&g, &m[0], more), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "acl-quorum");
+    for (int i = 0; i < 3; i++) CHECK(clients_as_user(&m[i]) >= 1);
+    check_no_secret(&g, PW);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    for (int i = 0; i < 3; i++) h_redis_kill(&m[i]);
+}
+
+/* Cluster mode: the seed URL's user logs in on the seed and on every node
+ * the slot map names. */
+static void test_acl_user_cluster(void) {
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_cluster_start(&r, 3, 0), 0);
+    for (int i = 0; i < r.cn; i++) {
+        struct h_redis n = h_cluster_node(&r, i);
+        acl_users(&n, PW, 1);
+    }
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:%s@127.0.0.1:%d", USER, PW, r.port);
+    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 1"), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 15000), 0);
+    lock_round_trip(&g, "acl-cluster");
+    for (int i = 0; i < r.cn; i++) {
+        struct h_redis n = h_cluster_node(&r, i);
+        CHECK(clients_as_user(&n) >= 1);
+    }
+    check_no_secret(&g, PW);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_stop(&r); /* its SHUTDOWN meets NOAUTH: then SIGKILL */
+}
+
+/* Sentinel mode: the master the sentinel names takes the URL's user (the
+ * sentinel itself is asked without AUTH, so the default user stays on for
+ * it: the user= of the gateway's clients shows the login). */
+static void test_acl_user_sentinel(void) {
+    struct h_redis m, s;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&m, 0, NULL), 0);
+    acl_users(&m, PW, 0);
+    CHECK_EQ_INT(h_sentinel_start(&s, &m, "acl-master", 1, 5000, 10000), 0);
+    char flags[256];
+    snprintf(flags, sizeof flags,
+             "--workers 1 --sentinel 127.0.0.1:%d --sentinel-master acl-master", s.port);
+    /* In Sentinel mode the URL's host is not used: only its user, password
+     * and database. */
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:%s@127.0.0.1:1", USER, PW);
+    CHECK_EQ_INT(h_gw_start(&g, &m, flags), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "acl-sentinel");
+    CHECK(clients_as_user(&m) >= 2);
+    check_no_secret(&g, PW);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_kill(&s);
+    h_redis_kill(&m);
+}
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    RUN_SOME(test_acl_user_single);
+    RUN_SOME(test_auth_refused);
+    RUN_SOME(test_acl_user_quorum);
+    RUN_SOME(test_acl_user_cluster);
+    RUN_SOME(test_acl_user_sentinel);
+    return check_summary("redis_auth");
+}
