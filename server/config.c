@@ -35,6 +35,10 @@ static void usage(void) {
            "                         for several.  A seed may be a URL,\n"
            "                         redis://[[user]:password@]host:port, for AUTH\n"
            "                         [LOCKGATE_REDIS_CLUSTER]\n"
+           "  --redis-password-file PATH  the Redis password (one line) from this file,\n"
+           "                         read at start, on SIGHUP and before each new Redis\n"
+           "                         connection; the URL then names at most the user,\n"
+           "                         redis://USER:@host [LOCKGATE_REDIS_PASSWORD_FILE]\n"
            "  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
            "                         (default lockgate:)\n"
            "  --workers N            worker threads, each one event loop serving its share\n"
@@ -134,7 +138,7 @@ static int add_cluster_seeds(struct gw_config *cfg, const char *list) {
             if (config_parse_redis_url(&tmp, tok) < 0 || tmp.redis_db != 0) return -1;
             strcpy(e->host, tmp.redis_host);
             e->port = tmp.redis_port;
-            if (tmp.redis_password[0]) {
+            if (tmp.redis_password[0] || tmp.redis_user[0]) {
                 strcpy(cfg->redis_user, tmp.redis_user);
                 strcpy(cfg->redis_password, tmp.redis_password);
             }
@@ -222,7 +226,6 @@ int config_parse_redis_url(struct gw_config *cfg, const char *url) {
         if (decode_userinfo(pw, (size_t)(at - pw), cfg->redis_password,
                             sizeof cfg->redis_password) < 0)
             return -1;
-        if (cfg->redis_user[0] && !cfg->redis_password[0]) return -1; /* AUTH user needs one */
         p = at + 1;
     }
     const char *slash = strchr(p, '/');
@@ -341,6 +344,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
+    case 'F': ok = copy_path(cfg->redis_password_file, sizeof cfg->redis_password_file, val); break;
     }
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
@@ -362,6 +366,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'A' ? "min replicas ack (0-16)"
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
+                 : opt == 'F' ? "redis password file"
                               : "log level",
                  val);
     return ok;
@@ -413,6 +418,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'3', "LOCKGATE_TLS_KEY"               },
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'F', "LOCKGATE_REDIS_PASSWORD_FILE"   },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -443,6 +449,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-key",                required_argument, 0, '3'},
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
+        {"redis-password-file",    required_argument, 0, 'F'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },
@@ -477,6 +484,19 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         snprintf(err, errlen,
                  "cluster mode (--redis-cluster) cannot be combined with --redis or "
                  "--sentinel (give a password in a seed: redis://[USER]:PASSWORD@host:port)");
+        return -1;
+    }
+    if (cfg->redis_password_file[0] && cfg->redis_password[0]) {
+        snprintf(err, errlen,
+                 "a Redis password in the URL and --redis-password-file: give one (with a "
+                 "user and the file: redis://USER:@host:port)");
+        return -1;
+    }
+    if (!cfg->redis_password_file[0] && cfg->redis_user[0] && !cfg->redis_password[0]) {
+        snprintf(err, errlen,
+                 "the Redis user '%s' needs a password: redis://USER:PASSWORD@host, or "
+                 "--redis-password-file",
+                 cfg->redis_user);
         return -1;
     }
     if (cfg->nnodes >= 3 && cfg->min_replicas_ack) {

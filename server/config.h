@@ -25,6 +25,7 @@ struct gw_config {
     int redis_port;                                 /* Redis port */
     char redis_user[128];                           /* ACL user for AUTH, "" for none */
     char redis_password[256];                       /* AUTH password, "" for none */
+    char redis_password_file[4096];                 /* the password's file, "" for none */
     int redis_db;                                   /* SELECT index, 0 by default */
     char key_prefix[GW_PREFIX_MAX + 1];             /* prefix of every key, "lockgate:" */
     int log_level;                                  /* enum log_level */
@@ -60,7 +61,9 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
 /* Parses "redis://[[user]:password@]host[:port][/db]" into cfg's redis
  * fields.  The user and the password may be percent-encoded (a password
  * with '/' or '%'); the last '@' ends them, so a plain '@' in a password
- * works too.  "redis://password@host" (no colon) is a password, as before.
+ * works too.  "redis://password@host" (no colon) is a password, as before;
+ * "redis://user:@host" a user whose password is in a file
+ * (--redis-password-file, checked by config_load).
  * Returns 0, or -1 when the URL is not of that form. */
 int config_parse_redis_url(struct gw_config *cfg, const char *url);
 

@@ -1,7 +1,8 @@
 /* main.c -- flags, signals, start and stop.
  *
  * `lockgate keygen ...` makes an API key instead (keygen.h).  SIGHUP
- * rereads the auth file and the TLS certificate and key.
+ * rereads the auth file, the TLS certificate and key, and the Redis
+ * password file.
  *
  * Start: settings, scripts, then the workers (worker.h).  Stop on SIGTERM
  * or SIGINT: stop accepting, answer waiting requests 503, let requests in
@@ -18,6 +19,7 @@
 #include "server/liveness.h"
 #include "server/log.h"
 #include "server/scripts.h"
+#include "server/secret.h"
 #include "server/worker.h"
 
 #include <signal.h>
@@ -31,7 +33,7 @@ int main(int argc, char **argv) {
     int rc = config_load(&cfg, argc, argv, err, sizeof err);
     if (rc == 1) return 0;
     if (rc < 0 || (cfg.auth_file[0] && auth_load(cfg.auth_file, err, sizeof err) < 0) ||
-        tls_init(&cfg, err, sizeof err) < 0) {
+        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0) {
         fprintf(stderr, "lockgate: %s\n", err);
         return 2;
     }
@@ -74,9 +76,11 @@ int main(int argc, char **argv) {
 
     int sig = 0;
     while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
-        log_info("SIGHUP received: rereading the auth file and the TLS certificate");
+        log_info("SIGHUP received: rereading the auth file, the TLS certificate and the Redis "
+                 "password file");
         auth_reload();
         tls_reload();
+        secret_reload();
     }
     log_info("%s received: stopping (%ld requests in flight)",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", http_in_flight());

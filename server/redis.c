@@ -19,6 +19,7 @@
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/metrics.h"
+#include "server/secret.h"
 
 #include <errno.h>
 #include <hiredis/async.h>
@@ -454,15 +455,18 @@ static void connect_start(struct rconn *c) {
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     ev_add_write(c); /* connect(2) completes as writability */
 
-    if (self->cfg.redis_password[0] && c != &self->sen) {
+    char pw[SECRET_MAX];
+    if (c != &self->sen) secret_redis_password(pw); /* a rotated file: read before each */
+    if (c != &self->sen && pw[0]) {
         /* AUTH user password (an ACL user), or AUTH password (the default
          * user); the words go only to Redis, never to a log line. */
-        const char *user = self->cfg.redis_user, *pw = self->cfg.redis_password;
+        const char *user = self->cfg.redis_user;
         const char *argv[3] = {"AUTH", user, pw};
         size_t lens[3] = {4, strlen(user), strlen(pw)};
         int n = user[0] ? 3 : 2;
         if (!user[0]) argv[1] = pw, lens[1] = lens[2];
         redisAsyncCommandArgv(ac, on_auth_reply, NULL, n, argv, lens);
+        explicit_bzero(pw, sizeof pw);
     }
     if (self->cfg.redis_db && c->node && c == &c->node->cmd) {
         char db[16];

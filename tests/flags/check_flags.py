@@ -318,6 +318,20 @@ def lockgate_flags(srv, rport):
     srv.stop(p)
     done.add("--max-connections")
 
+    # A Redis whose default user wants a password, given only in a file.
+    aport, aproc, _ = srv.redis()
+    redis_cmd(aport, "CONFIG", "SET", "requirepass", "flags-file-pw")
+    pwfile = os.path.join(srv.dir, "redis-password")
+    with open(pwfile, "w") as f:
+        f.write("flags-file-pw\n")
+    port, p, log, ok = srv.gateway("--redis-password-file", pwfile, redis_port=aport)
+    st = http(port, "POST", "/v1/locks/flags-pwfile")[0]
+    check(ok and st == 201 and "flags-file-pw" not in open(log).read(),
+          f"--redis-password-file: AUTH with the file's password ({st}), not logged")
+    srv.stop(p)
+    srv.stop(aproc)
+    done.add("--redis-password-file")
+
     # Quorum: three masters, one killed; the default quorum (2) grants,
     # --quorum 3 cannot.
     masters = [srv.redis() for _ in range(3)]

@@ -1,8 +1,9 @@
 /* test_redis_auth.c -- logging in to Redis (docs/configuration.md, "Redis
  * users and passwords"): an ACL user from the URL in every mode that takes
  * one (single, quorum masters, Cluster seeds and the nodes the slot map
- * names, Sentinel's master), a refused AUTH, and no password in the
- * gateway's log, /readyz or /metrics. */
+ * names, Sentinel's master), a refused AUTH, the password from a file and
+ * its rotation, and no password in the gateway's log, /readyz or
+ * /metrics. */
 #include "tests/integration/harness.h"
 
 #include <signal.h>
@@ -35,6 +36,14 @@ static int clients_as_user(struct h_redis *n) {
     const char *list = h_redis_cli(n, ADMIN "CLIENT LIST");
     int count = 0;
     for (const char *p = list; p && (p = strstr(p, "user=" USER " ")); p++) count++;
+    return count;
+}
+
+/* Waits until n has at least min clients logged in as USER; their count. */
+static int wait_clients(struct h_redis *n, int min, int ms) {
+    long long end = h_now_ms() + ms;
+    int count;
+    while ((count = clients_as_user(n)) < min && h_now_ms() < end) h_sleep_ms(50);
     return count;
 }
 
@@ -99,7 +108,7 @@ static void test_acl_user_single(void) {
     CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2"), 0);
     CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "acl-single");
-    CHECK(clients_as_user(&r) >= 4); /* 2 workers: a command and a pub/sub connection each */
+    CHECK(wait_clients(&r, 4, 5000) >= 4); /* 2 workers: a command and a pub/sub each */
     check_no_secret(&g, PW);
     CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
     CHECK(!file_has(g.log, PW));
@@ -195,11 +204,95 @@ static void test_acl_user_sentinel(void) {
     CHECK_EQ_INT(h_gw_start(&g, &m, flags), 0);
     CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "acl-sentinel");
-    CHECK(clients_as_user(&m) >= 2);
+    CHECK(wait_clients(&m, 2, 5000) >= 2);
     check_no_secret(&g, PW);
     CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
     h_redis_kill(&s);
     h_redis_kill(&m);
+}
+
+/* Writes text to path the way a Secret volume or a vault agent does: a
+ * new file renamed over the old one. */
+static void write_secret(const char *path, const char *text) {
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    FILE *f = fopen(tmp, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+    CHECK_EQ_INT(rename(tmp, path), 0);
+}
+
+/* --redis-password-file: the password read at start; then rotated (the
+ * user's password changed in Redis and in the file, the connections
+ * killed): the gateway connects again with the new one, no restart.  The
+ * file written before Redis changes (a reconnection in between refused)
+ * and SIGHUP work too, and neither password ever reaches the log. */
+static void test_password_file_rotation(void) {
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    acl_users(&r, "Rot-one-1111", 1);
+    char file[128], flags[256];
+    snprintf(file, sizeof file, "%s/redis-password", r.dir);
+    write_secret(file, "Rot-one-1111\n");
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:@127.0.0.1:%d", USER, r.port);
+    snprintf(flags, sizeof flags, "--workers 2 --redis-password-file %s", file);
+    CHECK_EQ_INT(h_gw_start(&g, &r, flags), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "rot-1");
+
+    /* Redis first, then the file, then the connections killed. */
+    h_redis_cli(&r, ADMIN "ACL SETUSER " USER " resetpass '>Rot-two-2222'");
+    write_secret(file, "Rot-two-2222\n");
+    const char *killed = h_redis_cli(&r, ADMIN "CLIENT KILL USER " USER);
+    CHECK(killed && atoi(killed) >= 4);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "rot-2");
+    CHECK(wait_clients(&r, 4, 5000) >= 4); /* pub/sub connections too */
+
+    /* The file first (nothing changes: the connections are up), SIGHUP
+     * says it was read; then Redis, and the kill. */
+    write_secret(file, "Rot-three-3333\n");
+    kill(g.pid, SIGHUP);
+    long long end = h_now_ms() + 5000;
+    while (h_now_ms() < end && !file_has(g.log, "read again")) h_sleep_ms(20);
+    CHECK(file_has(g.log, "read again"));
+    lock_round_trip(&g, "rot-3");
+    h_redis_cli(&r, ADMIN "ACL SETUSER " USER " resetpass '>Rot-three-3333'");
+    h_redis_cli(&r, ADMIN "CLIENT KILL USER " USER);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "rot-4");
+
+    /* Redis changed and the connections killed before the file is: AUTH
+     * refused, then taken once the file has it, a second later. */
+    h_redis_cli(&r, ADMIN "ACL SETUSER " USER " resetpass '>Rot-four-4444'");
+    h_redis_cli(&r, ADMIN "CLIENT KILL USER " USER);
+    end = h_now_ms() + 5000;
+    while (h_now_ms() < end && !file_has(g.log, "AUTH refused")) h_sleep_ms(20);
+    CHECK(file_has(g.log, "AUTH refused"));
+    write_secret(file, "Rot-four-4444\n");
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    lock_round_trip(&g, "rot-5");
+
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    const char *all[] = {"Rot-one-1111", "Rot-two-2222", "Rot-three-3333", "Rot-four-4444"};
+    for (int i = 0; i < 4; i++) CHECK(!file_has(g.log, all[i]));
+    h_redis_kill(&r);
+}
+
+/* A password file that cannot be read at start: exit 2 with one line. */
+static void test_password_file_missing(void) {
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    char flags[256];
+    snprintf(flags, sizeof flags, "--redis-password-file %s/absent", r.dir);
+    CHECK_EQ_INT(h_gw_start(&g, &r, flags), -1);
+    CHECK(file_has(g.log, "cannot use the Redis password file"));
+    CHECK(file_has(g.log, "No such file"));
+    h_redis_kill(&r);
 }
 
 int main(int argc, char **argv) {
@@ -209,5 +302,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_acl_user_quorum);
     RUN_SOME(test_acl_user_cluster);
     RUN_SOME(test_acl_user_sentinel);
+    RUN_SOME(test_password_file_rotation);
+    RUN_SOME(test_password_file_missing);
     return check_summary("redis_auth");
 }

@@ -87,7 +87,6 @@ static void test_config_redis_url(void) {
         "redis://h/1x",
         "redis://:pw@",
         "redis://:pw@:1",
-        "redis://user:@h",  /* a user needs a password */
         "redis://u:p%4@h",  /* a cut escape */
         "redis://u:p%zz@h", /* not hex */
         "redis://u:p%00@h", /* no NUL in a password */
@@ -242,8 +241,45 @@ static void test_config_load(void) {
     unsetenv("LOCKGATE_KEY_PREFIX");
 }
 
+/* Where the Redis password comes from: the URL or --redis-password-file,
+ * never both; a user always has one of them. */
+static void test_config_password_source(void) {
+    struct gw_config c;
+    char err[256] = "";
+    unsetenv("LOCKGATE_REDIS");
+    setenv("LOCKGATE_REDIS_PASSWORD_FILE", "/run/secrets/redis", 1);
+    char *env_only[] = {"lockgate", "--redis", "redis://app:@h:1", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, env_only, err, sizeof err), 0);
+    CHECK_EQ_STR(c.redis_password_file, "/run/secrets/redis");
+    CHECK_EQ_STR(c.redis_user, "app");
+    CHECK_EQ_STR(c.redis_password, "");
+    unsetenv("LOCKGATE_REDIS_PASSWORD_FILE");
+
+    char *flag[] = {"lockgate", "--redis-password-file", "/p", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, flag, err, sizeof err), 0);
+    CHECK_EQ_STR(c.redis_password_file, "/p");
+
+    char *both[] = {"lockgate", "--redis", "redis://:pw@h", "--redis-password-file", "/p", NULL};
+    CHECK_EQ_INT(config_load(&c, 5, both, err, sizeof err), -1);
+    CHECK(strstr(err, "give one") != NULL);
+
+    char *no_pw[] = {"lockgate", "--redis", "redis://app:@h", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, no_pw, err, sizeof err), -1);
+    CHECK(strstr(err, "needs a password") != NULL && !strchr(err, '\n'));
+
+    char *empty[] = {"lockgate", "--redis-password-file", "", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, empty, err, sizeof err), -1);
+
+    /* A cluster seed's user, for a password from the file. */
+    char *seed[] = {
+        "lockgate", "--redis-cluster", "redis://app:@h:7000", "--redis-password-file", "/p", NULL};
+    CHECK_EQ_INT(config_load(&c, 5, seed, err, sizeof err), 0);
+    CHECK_EQ_STR(c.redis_user, "app");
+}
+
 int main(void) {
     RUN(test_config_redis_url);
+    RUN(test_config_password_source);
     RUN(test_config_listen);
     RUN(test_config_epoch);
     RUN(test_config_epoch_strict);
