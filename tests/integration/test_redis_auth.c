@@ -6,6 +6,9 @@
  * /metrics. */
 #include "tests/integration/harness.h"
 
+#include <ctype.h>
+#include <glob.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +298,226 @@ static void test_password_file_missing(void) {
     h_redis_kill(&r);
 }
 
+/* ---- least privilege ------------------------------------------------------- */
+
+/* The ACL rule docs/security.md gives (its `redis-cli ACL SETUSER lockgate`
+ * line, without "redis-cli "), into rule; 0, or -1 when the page has none. */
+static int documented_rule(char *rule, size_t cap) {
+    FILE *f = fopen("docs/security.md", "r");
+    if (!f) return -1;
+    char line[2048];
+    int found = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "redis-cli ACL SETUSER lockgate ", 31) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(rule, cap, "%s", line + 10);
+            found = 0;
+            break;
+        }
+    fclose(f);
+    return found;
+}
+
+/* Replaces every from in s (cap bytes) with to. */
+static void replace_all(char *s, size_t cap, const char *from, const char *to) {
+    char out[4096];
+    size_t n = 0, fl = strlen(from), tl = strlen(to);
+    for (const char *p = s; *p && n + tl < sizeof out;) {
+        if (strncmp(p, from, fl) == 0) {
+            memcpy(out + n, to, tl);
+            n += tl;
+            p += fl;
+        } else {
+            out[n++] = *p++;
+        }
+    }
+    out[n] = '\0';
+    snprintf(s, cap, "%s", out);
+}
+
+/* Every command a script of lua/ calls (redis.call / redis.pcall with a
+ * literal name) is allowed by rule as " +name"; the ones missing are
+ * printed. */
+static int rule_covers_scripts(const char *rule) {
+    glob_t g;
+    int missing = 0, seen = 0;
+    if (glob("lua/*.lua", 0, NULL, &g) != 0) return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "r");
+        if (!f) continue;
+        char line[4096];
+        while (fgets(line, sizeof line, f)) {
+            for (char *p = line; (p = strstr(p, "redis.")); p++) {
+                char *q = p + 6;
+                if (strncmp(q, "call(", 5) == 0)
+                    q += 5;
+                else if (strncmp(q, "pcall(", 6) == 0)
+                    q += 6;
+                else
+                    continue;
+                if (*q != '\'' && *q != '"') continue;
+                char name[64], want[70];
+                size_t n = 0;
+                for (q++; isalpha((unsigned char)*q) && n < sizeof name - 1; q++)
+                    name[n++] = (char)tolower((unsigned char)*q);
+                name[n] = '\0';
+                snprintf(want, sizeof want, " +%s ", name);
+                char padded[4200];
+                snprintf(padded, sizeof padded, "%s ", rule);
+                seen++;
+                if (!strstr(padded, want)) {
+                    fprintf(stderr, "    %s calls %s, which the rule does not allow\n",
+                            g.gl_pathv[i], name);
+                    missing++;
+                }
+            }
+        }
+        fclose(f);
+    }
+    globfree(&g);
+    return seen > 0 && missing == 0;
+}
+
+struct waiter {
+    int port;
+    const char *path;
+    const char *body;
+    long status;
+};
+
+static void *wait_call(void *arg) {
+    struct waiter *w = arg;
+    struct h_resp r = h_http("POST", w->port, w->path, NULL, w->body, NULL);
+    w->status = r.status;
+    h_resp_free(&r);
+    return NULL;
+}
+
+/* A holder, and a waiter (body) parked on it until the holder releases. */
+static void hand_off(struct h_gw *g, const char *path, const char *body) {
+    struct h_resp r = h_http("POST", g->port, path, NULL, "{\"ttl_ms\":10000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char token[128];
+    snprintf(token, sizeof token, "%s", h_token(&r));
+    h_resp_free(&r);
+    struct waiter w = {.port = g->port, .path = path, .body = body};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_call, &w);
+    long long end = h_now_ms() + 5000;
+    while (h_metric(g, "lockgate_waiting_requests") < 1 && h_now_ms() < end) h_sleep_ms(10);
+    CHECK_EQ_INT(h_metric(g, "lockgate_waiting_requests"), 1);
+    r = h_http("DELETE", g->port, path, token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(w.status, 201);
+}
+
+/* Every path through g: locks (acquire, extend, inspect, release), a plain
+ * and a fair waiter handed the lock, a multi-lock, a semaphore, a session,
+ * ids, the listings, readiness. */
+static void every_path(struct h_gw *g) {
+    lock_round_trip(g, "lp-a");
+    struct h_resp r = h_http("POST", g->port, "/v1/locks/lp-b", NULL, "{\"ttl_ms\":10000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char token[128];
+    snprintf(token, sizeof token, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("PATCH", g->port, "/v1/locks/lp-b", token, "{\"ttl_ms\":20000}", NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = h_http("GET", g->port, "/v1/locks/lp-b", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    hand_off(g, "/v1/locks/lp-wait", "{\"wait_ms\":5000}");
+    hand_off(g, "/v1/locks/lp-fair", "{\"wait_ms\":5000,\"fair\":true}");
+    r = h_http("POST", g->port, "/v1/locks", NULL, "{\"names\":[\"lp-m1\",\"lp-m2\"]}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = h_http("POST", g->port, "/v1/semaphores/lp-s", NULL, "{\"limit\":2}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = h_http("POST", g->port, "/v1/sessions", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    r = h_http("POST", g->port, "/v1/ids/lp-n", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    const char *lists[] = {"/v1/locks", "/v1/semaphores", "/v1/ids", "/readyz"};
+    for (int i = 0; i < 4; i++) {
+        r = h_http("GET", g->port, lists[i], NULL, NULL, NULL);
+        CHECK_EQ_INT(r.status, 200);
+        h_resp_free(&r);
+    }
+}
+
+/* The documented rule, with --key-prefix app7:, on node n. */
+static void limited_user(struct h_redis *n, const char *rule) {
+    h_redis_cli(n, rule);
+    h_redis_cli(n, "ACL SETUSER admin on '>admin-pw' '~*' '&*' '+@all'");
+    h_redis_cli(n, "ACL SETUSER default off");
+    h_redis_cli(n, ADMIN "ACL LOG RESET");
+}
+
+/* Nothing denied on n: Redis's ACL LOG is empty. */
+static void check_acl_log_empty(struct h_redis *n) {
+    const char *log = h_redis_cli(n, ADMIN "ACL LOG");
+    CHECK(log && !log[0]);
+    if (log && log[0]) fprintf(stderr, "    ACL LOG on %d: %.400s\n", n->port, log);
+}
+
+static int rule_for_app7(char *rule, size_t cap) {
+    if (documented_rule(rule, cap) < 0) return -1;
+    replace_all(rule, cap, "'>PASSWORD'", "'>lp-pw'");
+    replace_all(rule, cap, "lockgate:*", "app7:*");
+    return 0;
+}
+
+/* The documented least-privilege user is enough for every path, and it
+ * names every command the scripts call. */
+static void test_least_privilege(void) {
+    char rule[4096];
+    CHECK_EQ_INT(rule_for_app7(rule, sizeof rule), 0);
+    CHECK(rule_covers_scripts(rule));
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    limited_user(&r, rule);
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d/2", r.port);
+    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2 --key-prefix app7:"), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    every_path(&g);
+    CHECK_EQ_STR(h_redis_cli(&r, ADMIN "-n 2 EXISTS app7:id:{lp-n}"), "1");
+    check_acl_log_empty(&r);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    CHECK(!file_has(g.log, "NOPERM"));
+    h_redis_kill(&r);
+}
+
+/* The same in Cluster mode (CLUSTER SLOTS, SSUBSCRIBE, SPUBLISH). */
+static void test_least_privilege_cluster(void) {
+    char rule[4096];
+    CHECK_EQ_INT(rule_for_app7(rule, sizeof rule), 0);
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_cluster_start(&r, 3, 0), 0);
+    for (int i = 0; i < r.cn; i++) {
+        struct h_redis n = h_cluster_node(&r, i);
+        limited_user(&n, rule);
+    }
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d", r.port);
+    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2 --key-prefix app7:"), 0);
+    CHECK_EQ_INT(wait_ready(g.port, 15000), 0);
+    every_path(&g);
+    for (int i = 0; i < r.cn; i++) {
+        struct h_redis n = h_cluster_node(&r, i);
+        check_acl_log_empty(&n);
+    }
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    CHECK(!file_has(g.log, "NOPERM"));
+    h_redis_stop(&r);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     RUN_SOME(test_acl_user_single);
@@ -304,5 +527,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_acl_user_sentinel);
     RUN_SOME(test_password_file_rotation);
     RUN_SOME(test_password_file_missing);
+    RUN_SOME(test_least_privilege);
+    RUN_SOME(test_least_privilege_cluster);
     return check_summary("redis_auth");
 }
