@@ -84,6 +84,9 @@ static void usage(void) {
            "                         [LOCKGATE_MAX_CONNECTIONS_PER_IP] (default 0: unlimited)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
+           "  --log-format FORMAT    text (the default) or json: one JSON object per line\n"
+           "                         with time, level, message and fields\n"
+           "                         [LOCKGATE_LOG_FORMAT]\n"
            "  --help                 print this and exit\n"
            "  --version              print the version and exit\n");
 }
@@ -328,6 +331,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'e': ok = config_parse_epoch(val, &cfg->id_epoch); break;
     case 'N': ok = parse_int(val, IDTABLE_MIN, IDTABLE_MAX, &cfg->id_namespaces); break;
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
+    case 'O': ok = (cfg->log_format = log_parse_format(val)) < 0 ? -1 : 0; break;
     case 's': ok = add_sentinels(cfg, val); break;
     case 'K': ok = add_cluster_seeds(cfg, val); break;
     case 'M':
@@ -367,6 +371,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
                  : opt == 'F' ? "redis password file"
+                 : opt == 'O' ? "log format (text or json)"
                               : "log level",
                  val);
     return ok;
@@ -419,6 +424,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
         {'F', "LOCKGATE_REDIS_PASSWORD_FILE"   },
+        {'O', "LOCKGATE_LOG_FORMAT"            },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -450,6 +456,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
         {"redis-password-file",    required_argument, 0, 'F'},
+        {"log-format",             required_argument, 0, 'O'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

@@ -29,6 +29,7 @@ struct gw_config {
     int redis_db;                                   /* SELECT index, 0 by default */
     char key_prefix[GW_PREFIX_MAX + 1];             /* prefix of every key, "lockgate:" */
     int log_level;                                  /* enum log_level */
+    int log_format;                                 /* enum log_format: text or json */
     int threads;                                    /* worker threads (--workers) */
     int redis_timeout_ms;                           /* a command not answered by then fails */
     int max_connections;                            /* concurrent HTTP connections accepted */

@@ -32,12 +32,18 @@ int main(int argc, char **argv) {
     char err[512];
     int rc = config_load(&cfg, argc, argv, err, sizeof err);
     if (rc == 1) return 0;
+    if (rc == 0) { /* before anything logs: reading the auth file may */
+        log_set_level(cfg.log_level);
+        log_set_format(cfg.log_format);
+    }
     if (rc < 0 || (cfg.auth_file[0] && auth_load(cfg.auth_file, err, sizeof err) < 0) ||
         tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "lockgate: %s\n", err);
+        if (rc == 0 && cfg.log_format == LOG_JSON)
+            log_error("lockgate: %s", err); /* every line of a JSON log is JSON */
+        else
+            fprintf(stderr, "lockgate: %s\n", err);
         return 2;
     }
-    log_set_level(cfg.log_level);
     metrics_add_text(auth_metrics_text);
 
     /* Signals are taken synchronously by this thread only: every thread

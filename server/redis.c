@@ -421,9 +421,15 @@ static void on_auth_reply(redisAsyncContext *ac, void *r, void *privdata) {
         c->auth_logged = 0;
         return;
     }
-    if (!c->auth_logged)
-        log_error("redis: %s connection to %s:%d: AUTH refused: %s (trying again every second)",
-                  c->what, c->host, c->port, reply->str);
+    if (!c->auth_logged) {
+        char where[300];
+        snprintf(where, sizeof where, "%s:%d", c->host, c->port);
+        const char *kv[] = {"redis", where, "user",
+                            self->cfg.redis_user[0] ? self->cfg.redis_user : "default", NULL};
+        log_kv(LOG_ERROR, kv,
+               "redis: %s connection to %s: AUTH refused: %s (trying again every second)", c->what,
+               where, reply->str);
+    }
     c->auth_logged = 1;
     c->auth_refused = 1;
 }
