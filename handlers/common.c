@@ -6,6 +6,7 @@
 #include "server/loop.h"
 #include "server/redis.h"
 #include "server/reply.h"
+#include "server/waiters.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -73,4 +74,11 @@ int64_t outage_retry_at(struct gw_request *req, const char *why, int waited, int
     *backoff_ms = *backoff_ms ? *backoff_ms * 2 : 50;
     if (*backoff_ms > 1000) *backoff_ms = 1000;
     return now + *backoff_ms < deadline_ms ? now + *backoff_ms : deadline_ms;
+}
+
+int park_request(struct gw_request *req, struct waiter *w, int64_t wake_ms) {
+    if (http_client_gone(req)) return -1;
+    w->fd = http_client_fd(req);
+    waiters_park(w, wake_ms);
+    return 0;
 }

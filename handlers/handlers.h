@@ -41,6 +41,15 @@ struct cJSON *busy_extra(struct gw_request *req, long long retry_after_ms);
 int64_t outage_retry_at(struct gw_request *req, const char *why, int waited, int64_t deadline_ms,
                         int *backoff_ms);
 
+/* Parks w, req's waiter, until wake_ms (waiters.h), watching req's socket
+ * as it is now: the number read at the request's start may since have been
+ * closed by libmicrohttpd (its client reset) and even reused by another
+ * socket.  Returns 0 parked, or -1 when the client is gone already: then
+ * nothing is parked and the caller answers (a request is never parked for
+ * nobody). */
+struct waiter;
+int park_request(struct gw_request *req, struct waiter *w, int64_t wake_ms);
+
 /* locks.c */
 void locks_acquire(struct gw_request *req);
 void locks_extend(struct gw_request *req);

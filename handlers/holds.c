@@ -89,6 +89,7 @@ static void reply_not_held_or_owner(struct gw_request *req, int semaphore, long 
 /* ---- acquire -------------------------------------------------------------------- */
 
 static void attempt(struct hold_call *hc);
+static void on_give_up(struct waiter *w, int client_gone);
 
 /* dequeue.lua's count of dead waiters it dropped (the backend counts one
  * waiter once however many masters dropped it). */
@@ -204,7 +205,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     if (verdict == VERDICT_ERROR) {
         int64_t again = outage_retry_at(req, err, hc->waited, hc->deadline_ms, &hc->backoff_ms);
         if (again) {
-            waiters_park(&hc->w, again);
+            if (park_request(req, &hc->w, again) < 0) on_give_up(&hc->w, 1);
             return;
         }
         hold_leave_queue(hc);
@@ -242,7 +243,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             hc->waited = 1;
             int64_t wake = now + v[1];
             if (wake > hc->deadline_ms) wake = hc->deadline_ms;
-            waiters_park(&hc->w, wake);
+            if (park_request(req, &hc->w, wake) < 0) on_give_up(&hc->w, 1);
             return;
         }
         if (hc->waited) {
@@ -333,8 +334,6 @@ static void attempt(struct hold_call *hc) {
     backend->acquire(hc, nkeys, nargs, av, lens);
 }
 
-static void on_give_up(struct waiter *w, int client_gone);
-
 /* A client that hung up while parked is not tried for: its hang-up and
  * the wake-up can arrive in the same turn, the wake-up first.  A waiter
  * woken later than its deadline plus the liveness TTL was frozen with its
@@ -344,11 +343,13 @@ static void on_give_up(struct waiter *w, int client_gone);
 static void on_wake(struct waiter *w) {
     struct hold_call *hc = (struct hold_call *)w;
     if (http_client_gone(hc->req)) {
+        waiters_pass_on(w); /* a release's wake-up is not lost with it */
         on_give_up(w, 1);
         return;
     }
     int64_t now = loop_now_ms();
     if (now > hc->deadline_ms + handlers_config()->liveness_ttl_ms) {
+        waiters_pass_on(w);
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         metrics_observe_wait((now - hc->start_ms) * 1000);
         hold_leave_queue(hc);
@@ -399,7 +400,6 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->acks_wanted = handlers_config()->min_replicas_ack; /* refused with quorum (config.c) */
     if (hc->acks_wanted) hc->ack = alloc_check(calloc(1, sizeof *hc->ack));
     hc->deadline_ms = hc->start_ms + hc->wait_ms;
-    hc->w.fd = http_client_fd(req);
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
@@ -407,7 +407,8 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
         struct hold_keys k;
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-        hc->live_slot = liveness_waiter_join(hc->waiter_id, k.hash);
+        liveness_waiter_id(hc->waiter_id);
+        hc->live_slot = liveness_waiter_join(k.hash);
     }
     attempt(hc);
 }

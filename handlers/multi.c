@@ -22,7 +22,7 @@
  * release of their names -- our own give-back's among them -- says nothing
  * about the obstacle.  Every request takes shared slots in the same order
  * and holds nothing while waiting, so overlapping sets cannot deadlock; the
- * set as a whole is not atomic (README, "Multi-lock").  A fair waiter
+ * set as a whole is not atomic (docs/sessions-and-multi.md, "Multi-lock").  A fair waiter
  * queues, on every master, with the arrival the first master that queued
  * it answered, so its queues order it alike as on one master.  PATCH and
  * DELETE send one script per group at once; each group is all or nothing,
@@ -83,15 +83,17 @@ struct multi_call {
     int64_t attempt_ms;                     /* when the current attempt was sent */
     uint64_t seen_seq;                      /* waiters_release_seq() before the attempt */
     char waiter_id[LIVENESS_WAITER_ID_MAX]; /* its id in the fair queues */
+    int live_slot[MULTI_MAX];               /* per group: liveness_waiter_join's answer */
     char *owner;                            /* "" for none */
     long long granted[2 * MULTI_MAX];       /* per name: fence, count (a grant) */
 
     /* Groups (one per slot in cluster mode, else one of every name). */
-    int ngroups;               /* how many */
-    int order[MULTI_MAX];      /* name indices in taking order (identity: one group) */
-    int gstart[MULTI_MAX + 1]; /* group g is order[gstart[g] .. gstart[g + 1]) */
-    int taken;                 /* groups the current attempt has taken */
-    int busy_group;            /* the group an attempt found busy: parked on its names */
+    int ngroups;                /* how many */
+    int order[MULTI_MAX];       /* name indices in taking order (identity: one group) */
+    int gstart[MULTI_MAX + 1];  /* group g is order[gstart[g] .. gstart[g + 1]) */
+    int taken;                  /* groups the current attempt has taken */
+    int busy_group;             /* the group an attempt found busy: parked on its names */
+    struct multi_waiter *woken; /* the waiter whose wake-up led to this attempt */
     struct group_ref {
         struct multi_call *mc;         /* the request */
         int g;                         /* the group */
@@ -109,6 +111,8 @@ struct multi_call {
 
 static void multi_free(void *ctx) {
     struct multi_call *mc = ctx;
+    if (mc->waiter_id[0])
+        for (int g = 0; g < mc->ngroups; g++) liveness_waiter_leave(mc->live_slot[g]);
     for (int i = 0; i < mc->n; i++) {
         free(mc->names[i]);
         free(mc->wkeys[i]);
@@ -315,16 +319,19 @@ static void on_wake(struct waiter *w) {
     }
     unpark_all(mc);
     if (http_client_gone(mc->req)) {
+        waiters_pass_on(w); /* a release's wake-up is not lost with it */
         on_give_up(w, 1);
         return;
     }
     int64_t now = loop_now_ms();
     if (now > mc->deadline_ms + handlers_config()->liveness_ttl_ms) {
+        waiters_pass_on(w);
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         leave_queues(mc);
         reply_busy(mc, 1, 0);
         return;
     }
+    mc->woken = (struct multi_waiter *)w;
     attempt(mc);
 }
 
@@ -340,11 +347,17 @@ static void park_all(struct multi_call *mc, int64_t wake) {
         mc->ws[i].mc = mc;
         w->key = mc->wkeys[i];
         w->fair = mc->fair;
-        w->fd = k == from ? http_client_fd(mc->req) : -1; /* one hang-up watch */
+        w->fd = -1;
         w->seen_seq = mc->seen_seq;
         w->retry = on_wake;
         w->give_up = on_give_up;
-        waiters_park(w, wake);
+        if (k > from) {
+            waiters_park(w, wake);
+        } else if (park_request(mc->req, w, wake) < 0) { /* the one hang-up watch */
+            mc->parking = 0;
+            on_give_up(w, 1);
+            return;
+        }
     }
     mc->parking = 0;
     if (mc->retry_pending) {
@@ -435,6 +448,10 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
             mc->waited = 1;
             int64_t wake = now + a;
             if (wake > mc->deadline_ms) wake = mc->deadline_ms;
+            /* Woken by a release of a name it did not find busy: that name
+             * is free for the next local waiter (waiters_pass_on). */
+            if (mc->woken && mc->woken - mc->ws != b - 1) waiters_pass_on(&mc->woken->w);
+            mc->woken = NULL;
             park_all(mc, wake);
             return;
         }
@@ -664,7 +681,14 @@ void multi_acquire(struct gw_request *req) {
     mc->wait_ms = wait;
     mc->start_ms = loop_now_ms();
     mc->deadline_ms = mc->start_ms + wait;
-    if (fair && wait > 0) liveness_waiter_id(mc->waiter_id);
+    if (fair && wait > 0) {
+        /* Its liveness is this gateway's, in every slot it queues in, so a
+         * dead gateway's multi-lock waiter holds no queue up past the
+         * liveness TTL, in Redis Cluster mode too. */
+        liveness_waiter_id(mc->waiter_id);
+        for (int g = 0; g < mc->ngroups; g++) /* a name's slot is its hash's */
+            mc->live_slot[g] = liveness_waiter_join(group_name(mc, g));
+    }
     attempt(mc);
 }
 

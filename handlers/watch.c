@@ -74,7 +74,7 @@ static void watch_done(void *arg, const struct redis_result *res) {
      * expiry announces nothing), or the deadline. */
     int64_t wake = wc->deadline_ms;
     if (verdict == 1 && now + elem(res, 4) + 2 < wake) wake = now + elem(res, 4) + 2;
-    waiters_park(&wc->w, wake);
+    if (park_request(wc->req, &wc->w, wake) < 0) wc->w.give_up(&wc->w, 1);
 }
 
 /* Quorum mode: held when a quorum of masters says so; the answer of the
@@ -162,7 +162,6 @@ int watch_if_asked(struct gw_request *req, int semaphore) {
     wc->deadline_ms = loop_now_ms() + ms;
     wc->w.key = wc->key;
     wc->w.watch = 1;
-    wc->w.fd = http_client_fd(req);
     wc->w.retry = on_wake;
     wc->w.give_up = on_give_up;
     req->aux = semaphore;

@@ -23,9 +23,10 @@
 --   m     kind of the holders when not exclusive: s shared, p permit
 --   lim   a semaphore's limit, as its holders use it
 --   dl    lock-delay: nobody may acquire before this time (ms)
---   w     some waiter may wait until this time (ms): releases publish
+--   w     some waiter may wait until this time (ms): changes that can let
+--         someone in are announced (THE RULE, below)
 --   v     some watcher (GET ?watch_ms, watch.lua) may watch until this time
---         (ms): releases, new holders and forced releases publish
+--         (ms): every change of holder is announced
 --   f     the name's last fence, present only while neither a holder nor
 --         the x record carries it (after shared holders end)
 -- Its PEXPIRE covers the longest lease plus its lock-delay, the lock-delay
@@ -212,7 +213,62 @@ local function load(key, flat)
     if #keep > 0 then redis.call('HSET', key, unpack(keep)) end
   end
   if st.alive > 0 then st.mode = st.mfield or 'x' end
+  -- What announce_changes compares with: the holders as found, and
+  -- whether finding them dropped an ended one (an expiry, a session gone).
+  st.before, st.freed = {}, #dead > 0 or dead_x
+  for t in pairs(st.holders) do st.before[t] = true end
   return st
+end
+
+-- ---- announcements --------------------------------------------------------
+-- THE RULE, kept here so that no script can forget it: a change that can
+-- let someone in is announced on the name's release channel when someone
+-- may wait there (w) or watch (v), and every change of holder when someone
+-- may watch (v).  "Can let someone in": a holder ended (release, forced
+-- release, multi release, session end, a lease or session found expired),
+-- a permit freed, a fair queue's entry dropped or removed (queue_head,
+-- dequeue.lua), and a grant that leaves room (shared, or permits left):
+-- the next waiter then enters after it, one wake-up each, without a herd.
+-- Scripts never publish themselves: they write holders through put() and
+-- end with save_ttl(), which calls announce_changes(); queue_head()
+-- announces what it drops.  Gateways wake the first local waiter (and the
+-- first fair one, and every watcher) of the name on each announcement
+-- (server/waiters.c); one that does not take its turn passes it on there.
+--
+-- live_channel: this call's release channel.  Scripts that are given one
+-- set it first (in Redis Cluster mode it is the slot's shard channel,
+-- which cannot be derived); otherwise it is derived from the key,
+-- "<prefix>released", the channel of the other modes.  (In Redis Cluster
+-- mode nobody listens there: the scripts not given a channel, extend,
+-- inspect and watch, can only find a lease already ended, which waiters'
+-- timers, set to the lease's end, cover.)
+local live_channel = nil
+
+-- Publishes "<kind>:<name>" (handlers/holds.c hold_keys) for hash key.
+local function announce(key)
+  local p, k, n = string.match(key, '^(.*)(lock):{([^{]*)}$')
+  if not p then p, k, n = string.match(key, '^(.*)(sem):{([^{]*)}$') end
+  if not p then return end
+  publish(live_channel or (p .. 'released'), k .. ':' .. n)
+end
+
+-- Announces what changed since load() (or the last call), by the rule
+-- above; called by save_ttl, so every script that writes a hash keeps it.
+local function announce_changes(key, st)
+  local left, joined = st.freed, false
+  for t in pairs(st.before) do
+    if not st.holders[t] then left = true end
+  end
+  for t in pairs(st.holders) do
+    if not st.before[t] then joined = true end
+  end
+  local room = st.alive > 0 and (st.mfield == 's' or (st.mfield == 'p' and st.alive < st.limit))
+  local waiting, watched = st.w > now, st.v > now
+  if (left and (waiting or watched)) or (joined and (watched or (room and waiting))) then
+    announce(key)
+  end
+  st.before, st.freed = {}, false
+  for t in pairs(st.holders) do st.before[t] = true end
 end
 
 -- Writes a holder's record: the exclusive holder's in x, the others' in
@@ -237,6 +293,7 @@ end
 -- neither a holder nor x carries the last fence.
 -- gone: a holder field to delete in the same call (a release), or nil.
 local function save_ttl(key, st, gone)
+  announce_changes(key, st)
   local target, maxfence = st.dl, st.xfence
   -- A session-bound holder lives as long as its session, which renews
   -- without touching this hash: the hash lasts until the session's
@@ -336,7 +393,6 @@ end
 -- Redis Cluster mode <prefix>gw{<tag>}: for the per-slot ones
 -- (server/liveness.c), the tag being the one of the slot's release
 -- channel, which the script sets in live_channel before queue_head.
-local live_channel = nil
 local function gateway_key_prefix()
   local tag = live_channel and string.match(live_channel, '({[^{}]*})$')
   return (key_parts()) .. 'gw' .. (tag or '') .. ':'
@@ -362,10 +418,17 @@ end
 -- KEYS[2], KEYS[3] when nil.
 local function queue_head(self, qkey, dkey)
   qkey, dkey = qkey or KEYS[2], dkey or KEYS[3]
-  local gwp = nil
+  local gwp, dropped = nil, false
+  -- Entries were dropped and the head is now another waiter, or nobody
+  -- (unfair waiters wait while fair ones are queued): they may now go
+  -- (THE RULE, above).
+  local function head(id, d)
+    if dropped and id ~= self then announce(string.sub(qkey, 1, -3)) end
+    return id, d
+  end
   while true do
     local h = redis.call('ZRANGE', qkey, 0, 0)
-    if #h == 0 then return nil, 0 end
+    if #h == 0 then return head(nil, 0) end
     local d = tonumber(redis.call('HGET', dkey, h[1]) or '0')
     local gw = h[1] ~= self and string.match(h[1], '^([^.]+)%.')
     local left = -1
@@ -376,9 +439,10 @@ local function queue_head(self, qkey, dkey)
     end
     if d > now and left ~= -2 then
       if left >= 0 and now + left + 1 < d then d = now + left + 1 end
-      return h[1], d
+      return head(h[1], d)
     end
     redis.call('ZREM', qkey, h[1])
     redis.call('HDEL', dkey, h[1])
+    dropped = true
   end
 end

@@ -64,6 +64,7 @@ if short then
 end
 
 --@include _holders.lua
+live_channel = release_channel(11)
 local kind, limit = ARGV[6] or 'x', tonumber(ARGV[7] or '0')
 local waiter, wait_left, fair = ARGV[8] or '', tonumber(ARGV[9] or '0'), ARGV[10] == '1'
 local owner, max_hold, delay = short and '' or ARGV[3], tonumber(ARGV[4] or '0'), tonumber(ARGV[5] or '0')
@@ -113,15 +114,10 @@ end
 -- empty (or holds only the expired) and is not read.
 local head, head_deadline = nil, 0
 local queued = false
-if st.w > now then
-  live_channel = release_channel(11)
-  head, head_deadline = queue_head(waiter)
-end
+if st.w > now then head, head_deadline = queue_head(waiter) end
 if busy_for < 0 and head and head ~= waiter then
   queued = true
   busy_for = head_deadline - now
-  -- The head may be one whose dead predecessor was just dropped: wake it.
-  if queue_dropped > 0 then publish(release_channel(11)) end
   if st.alive > 0 and st.maxexp - now < busy_for then busy_for = st.maxexp - now end
 end
 
@@ -178,15 +174,11 @@ elseif kind == 's' then
   redis.call('HSET', KEYS[1], token, encode(h), 'm', kind)
 else
   redis.call('HSET', KEYS[1], token, encode(h), 'm', kind, 'lim', limit)
+  st.limit = limit
 end
 st.mfield = kind ~= 'x' and kind or nil
+-- Announces the new holder, and passes the wake-up on when it leaves room
+-- (_holders.lua, THE RULE).
 save_ttl(KEYS[1], st)
-
--- Room for more (shared, or permits left) and someone waiting: pass the
--- wake-up on, so waiters enter one after another without a herd.
--- A watched name (v) announces its new holder too.
-if (st.w > now and (kind == 's' or (kind == 'p' and st.alive < limit))) or st.v > now then
-  publish(release_channel(11))
-end
 if queue_dropped > 0 then return {1, h.fence, 1, ttl, st.alive, queue_dropped} end
 return {1, h.fence, 1, ttl, st.alive}

@@ -9,12 +9,13 @@
 -- (save_ttl), so the next holder gets a higher fence.  The ended tokens
 -- are kept in <hash>:fo until their leases would have ended, so their
 -- holders' extend and release answer "not held" (holder_of) even after
--- somebody else took the name.  No lock-delay applies.  The release
--- message is published whether or not a waiter mark is set: waiters and
--- watchers are woken at once.
+-- somebody else took the name.  No lock-delay applies.  Waiters and
+-- watchers are woken at once (save_ttl: _holders.lua, THE RULE); ARGV 2 is
+-- the message derived from KEYS.
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
+live_channel = ARGV[1]
 local st = load(KEYS[1])
 if st.alive == 0 then
   save_ttl(KEYS[1], st)
@@ -39,5 +40,4 @@ if redis.call('PTTL', fo) < last_exp - now then redis.call('PEXPIRE', fo, last_e
 local fence = st.maxfence -- 0 for a semaphore (load())
 st.holders, st.alive = {}, 0
 save_ttl(KEYS[1], st)
-publish(ARGV[1], ARGV[2])
 return {1, ended, fence}

@@ -6,6 +6,8 @@
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
 --          9 arrival (optional; '' or absent: this call's clock, in us)
+-- New holders are announced to watchers, and a shared grant that leaves
+-- room passes the wake-up on (save_ttl: _holders.lua, THE RULE).
 -- Returns  {1, ttl_ms, fence_1, count_1, fence_2, count_2, ...}  all taken
 --                                 (a name the token held already: re-entered)
 --          {0, retry_after_ms, why, i, arrival}  busy: nothing taken; why

@@ -10,6 +10,7 @@
 --@include _clock.lua
 --@include _holders.lua
 local token = ARGV[1]
+live_channel = ARGV[2]
 local sts = {}
 for i = 1, #KEYS do
   local st = load(KEYS[i])
@@ -34,12 +35,7 @@ for i = 1, #KEYS do
       redis.call('HSET', hk, 'x', struct.pack(X_HEAD, '', 0, me.fence, 0, 0))
       st.xtoken, gone = nil, nil
     end
-    save_ttl(hk, st, gone)
-    if st.w > now then
-      local k, n = string.match(hk, '(lock):{([^{]*)}$')
-      if not k then k, n = string.match(hk, '(sem):{([^{]*)}$') end
-      publish(ARGV[2], k .. ':' .. n)
-    end
+    save_ttl(hk, st, gone) -- announces it (_holders.lua, THE RULE)
   end
 end
 return {1, ended}

@@ -8,9 +8,9 @@
 --                                          token's hold ended
 --          {-1}                            nobody holds it
 --          {-2}                            held, but not by this token
--- A release ends a hold without lock-delay.  When a waiter may be waiting
--- (w) or a watcher watching (v), the message is published so gateways wake
--- one waiter (and every watcher) at once.
+-- A release ends a hold without lock-delay, and is announced on channel
+-- ARGV 2 (save_ttl: _holders.lua, THE RULE) so gateways wake one waiter
+-- (and every watcher) at once.  ARGV 3 is the message derived from KEYS.
 --@include _layout.lua
 local flat = redis.call('HGETALL', KEYS[1])
 
@@ -49,6 +49,7 @@ end
 
 --@include _clock.lua
 --@include _holders.lua
+live_channel = ARGV[2]
 local st = load(KEYS[1], flat)
 local me, why = holder_of(st, ARGV[1])
 if not me then return {why} end
@@ -68,5 +69,4 @@ if ARGV[1] == st.xtoken then
   st.xtoken, gone = nil, nil
 end
 save_ttl(KEYS[1], st, gone)
-if st.w > now or st.v > now then publish(ARGV[2], ARGV[3]) end
 return {1, 0, st.alive}

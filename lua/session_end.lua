@@ -36,15 +36,11 @@ end
 -- fields and ends x's record, with no lock-delay (the session has none left).
 redis.call('DEL', KEYS[1])
 session_cache = {}
+live_channel = ARGV[1]
 local released = 0
 for _, hkey in ipairs(holds) do
   local st = load(hkey)
-  save_ttl(hkey, st)
+  save_ttl(hkey, st) -- announces the holds ended (_holders.lua, THE RULE)
   released = released + 1
-  if st.w > now then
-    local k, n = string.match(hkey, '(lock):{([^{]*)}$')
-    if not k then k, n = string.match(hkey, '(sem):{([^{]*)}$') end
-    publish(ARGV[1], k .. ':' .. n)
-  end
 end
 return {1, released}

@@ -21,6 +21,7 @@
 --@include _holders.lua
 local op, arg, session = ARGV[1], ARGV[2], ARGV[3]
 local out = {0}
+if op == 'r' then live_channel = arg end
 for i = 1, #KEYS do
   local key, token = KEYS[i], ARGV[3 + i]
   local st = load(key)
@@ -43,12 +44,7 @@ for i = 1, #KEYS do
         redis.call('HSET', key, 'x', struct.pack(X_HEAD, '', 0, me.fence, 0, 0))
         st.xtoken, gone = nil, nil
       end
-      save_ttl(key, st, gone)
-      if st.w > now or st.v > now then
-        local k, n = string.match(key, '(lock):{([^{]*)}$')
-        if not k then k, n = string.match(key, '(sem):{([^{]*)}$') end
-        publish(arg, k .. ':' .. n)
-      end
+      save_ttl(key, st, gone) -- announces it (_holders.lua, THE RULE)
     end
   end
 end

@@ -7,10 +7,10 @@
 --          the sum of the live holders' fences; 0 for nobody),
 --          2 watch_left_ms
 -- Returns  inspect.lua's answer.  When its index equals after, v is raised
---          to now + watch_left_ms first: acquire (a new holder), release and
---          force (which always does) then publish the release message, and
---          the watcher, parked on it, is woken.  An expiry publishes
---          nothing: the watcher's timer is set to the lease's end.
+--          to now + watch_left_ms first: every change of holder is then
+--          announced (_holders.lua, THE RULE), and the watcher, parked on
+--          it, is woken.  An expiry is announced only once a script finds
+--          it: the watcher's timer is set to the lease's end.
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua

@@ -16,12 +16,14 @@
 #include "server/log.h"
 #include "server/loop.h"
 
+#include <errno.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -96,7 +98,11 @@ static void watch_start(struct loop_task *t) {
         finish(w, 1);
         return;
     }
-    loop_fd(w->loop, w->tfd, EPOLLIN, on_tick, w);
+    if (loop_fd(w->loop, w->tfd, EPOLLIN, on_tick, w) < 0) {
+        log_warn("delivery: cannot watch a timer (%s), taking the answer as delivered",
+                 strerror(errno));
+        finish(w, 1);
+    }
 }
 
 void delivery_watch(int fd, void (*fn)(void *arg, int delivered), void *arg) {

@@ -23,12 +23,14 @@
 #include "server/log.h"
 #include "server/loop.h"
 #include "common/alloc.h"
+#include "common/fatal.h"
 #include "server/metrics.h"
 #include "server/peers.h"
 #include "server/reply.h"
 #include "server/tls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -600,7 +602,8 @@ struct http_worker *http_worker_new(const struct gw_config *cfg, struct loop *l)
     w->loop = l;
     w->mhd_fd = di->epoll_fd;
     w->run_at_ms = 0;
-    loop_fd(l, w->mhd_fd, EPOLLIN, on_daemon_ready, w);
+    if (loop_fd(l, w->mhd_fd, EPOLLIN, on_daemon_ready, w) < 0)
+        fatal("http: cannot watch the daemon's epoll: %s", strerror(errno));
     workers[atomic_load(&nworkers)] = w;
     atomic_fetch_add(&nworkers, 1);
     return w;

@@ -66,11 +66,9 @@ static void renew_slots(void) {
     }
 }
 
-/* A waiter id: "<gateway id>.<n>", or with live 0 "<gateway id>-<n>",
- * which the scripts read as "no key to check: its deadline only". */
-static void waiter_id(char out[LIVENESS_WAITER_ID_MAX], int live) {
+void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]) {
     unsigned long long n = atomic_fetch_add_explicit(&V.seq, 1, memory_order_relaxed) + 1;
-    snprintf(out, LIVENESS_WAITER_ID_MAX, "%s%c%llx", V.id, live ? '.' : '-', n);
+    snprintf(out, LIVENESS_WAITER_ID_MAX, "%s.%llx", V.id, n);
 }
 
 void liveness_connection_up(void *arg) {
@@ -81,8 +79,7 @@ void liveness_connection_up(void *arg) {
     renewing = 0;
 }
 
-int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key) {
-    waiter_id(out, 1);
+int liveness_waiter_join(const char *key) {
     if (!V.cluster) return -1;
     if (!slot_waiters) slot_waiters = alloc_check(calloc(CLUSTER_SLOTS, sizeof *slot_waiters));
     int slot = cluster_key_slot(key, strlen(key));
@@ -156,5 +153,3 @@ void liveness_init(const struct gw_config *cfg) {
     redis_set_prelude(5, argv, lens);
     log_info("liveness: gateway id %s, key %s, ttl %d ms", V.id, V.key, cfg->liveness_ttl_ms);
 }
-
-void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]) { waiter_id(out, !V.cluster); }

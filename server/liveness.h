@@ -34,14 +34,15 @@ void liveness_init(const struct gw_config *cfg);
 void liveness_turn_hook(void *arg, int64_t now_ms);
 
 /* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
- * life; any thread.  In cluster mode "<gateway id>-<n>": a waiter whose
- * liveness is its deadline only (no slot key kept for it). */
+ * life; any thread. */
 void liveness_waiter_id(char out[LIVENESS_WAITER_ID_MAX]);
 
-/* The same for a fair waiter of the calling worker that queues on the lock
- * whose hash key is key; returns what to give liveness_waiter_leave when
- * it is done (answered or gone), on the same worker. */
-int liveness_waiter_join(char out[LIVENESS_WAITER_ID_MAX], const char *key);
+/* A fair waiter of the calling worker queues on the lock whose hash key is
+ * key: in cluster mode the worker keeps its key in that slot while it has
+ * waiters there (one join per slot a waiter queues in: a multi-lock joins
+ * each of its slots).  Returns what to give liveness_waiter_leave when it
+ * is done (answered or gone), on the same worker; -1 in the other modes. */
+int liveness_waiter_join(const char *key);
 
 /* Cluster mode: a command connection of the calling worker is being made
  * (redis_on_command_up): its slots' keys are set again at once, since a

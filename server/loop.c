@@ -2,7 +2,6 @@
 #include "server/loop.h"
 #include "common/alloc.h"
 #include "common/fatal.h"
-#include "server/log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,7 +34,8 @@ struct loop {
     struct loop_task *head, *tail;   /* posted, not yet run */
     int closed;                      /* takes no more tasks (under mu) */
     struct loop_source wake;         /* the eventfd's source */
-    struct loop_source **sources;    /* by descriptor (MAX_FDS entries) */
+    struct loop_source **sources;    /* by descriptor (nsources entries) */
+    int nsources;                    /* its size: grows to the highest descriptor */
     struct loop_source *graveyard;   /* sources freed at the turn's end */
     struct hook start[LOOP_HOOKS];   /* loop_on_turn_start */
     struct hook end[LOOP_HOOKS];     /* loop_on_turn_end */
@@ -46,13 +46,16 @@ struct loop {
 /* Each loop keeps its sources by descriptor, in a table of its own: a
  * descriptor number closed under one loop's registration (a client gone)
  * and reused by another loop's must not reach the first loop's entry.  The
- * table is calloc'd: only the pages of descriptors in use are touched.  A
+ * table starts at FIRST_FDS entries and doubles past the highest
+ * descriptor registered, so no number the process may open is out of
+ * reach (RLIMIT_NOFILE can be a million), and a loop that only ever sees
+ * low numbers costs 8 KB.  A
  * source is allocated per registration: epoll hands back exactly the
  * pointer it was given, and one unregistered while its loop handles a
  * turn's events may still be among them (a waiter woken by a release whose
  * client also hung up): it is marked dead and freed only when the turn is
  * over. */
-#define MAX_FDS 65536
+#define FIRST_FDS 1024
 
 static _Thread_local struct loop *self;
 
@@ -69,7 +72,8 @@ int64_t loop_now_ms(void) {
 struct loop *loop_new(void) {
     struct loop *l = alloc_check(calloc(1, sizeof *l));
     pthread_mutex_init(&l->mu, NULL);
-    l->sources = alloc_check(calloc(MAX_FDS, sizeof *l->sources));
+    l->nsources = FIRST_FDS;
+    l->sources = alloc_check(calloc(FIRST_FDS, sizeof *l->sources));
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (l->epfd < 0 || l->evfd < 0) fatal("loop: cannot make epoll/eventfd");
@@ -119,20 +123,40 @@ int loop_post(struct loop *l, struct loop_task *t) {
     return 0;
 }
 
-void loop_fd(struct loop *l, int fd, uint32_t events, loop_fd_fn fn, void *arg) {
-    if (fd < 0 || fd >= MAX_FDS) {
-        log_error("loop: descriptor %d out of range", fd);
-        return;
+/* Makes room in l's table for descriptor fd. */
+static void grow(struct loop *l, int fd) {
+    int n = l->nsources;
+    while (n <= fd) n *= 2;
+    l->sources = alloc_check(realloc(l->sources, (size_t)n * sizeof *l->sources));
+    memset(l->sources + l->nsources, 0, (size_t)(n - l->nsources) * sizeof *l->sources);
+    l->nsources = n;
+}
+
+/* Takes fd's source out of the table; freed at the turn's end, as epoll
+ * may still hand it back in this turn's events. */
+static void bury(struct loop *l, int fd) {
+    struct loop_source *s = l->sources[fd];
+    s->dead = 1;
+    s->next_dead = l->graveyard;
+    l->graveyard = s;
+    l->sources[fd] = NULL;
+}
+
+int loop_fd(struct loop *l, int fd, uint32_t events, loop_fd_fn fn, void *arg) {
+    if (fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    if (fd >= l->nsources) {
+        if (events == 0) return 0;
+        grow(l, fd);
     }
     struct loop_source *s = l->sources[fd];
     if (events == 0) {
-        if (!s) return;
+        if (!s) return 0;
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-        s->dead = 1;
-        s->next_dead = l->graveyard;
-        l->graveyard = s;
-        l->sources[fd] = NULL;
-        return;
+        bury(l, fd);
+        return 0;
     }
     int op = s ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     if (!s) {
@@ -142,12 +166,17 @@ void loop_fd(struct loop *l, int fd, uint32_t events, loop_fd_fn fn, void *arg) 
     s->fn = fn;
     s->arg = arg;
     struct epoll_event ev = {.events = events, .data.ptr = s};
-    if (epoll_ctl(l->epfd, op, fd, &ev) == 0) return;
+    if (epoll_ctl(l->epfd, op, fd, &ev) == 0) return 0;
     /* A descriptor closed and reopened under the same number is no longer
      * in the set (ENOENT), and one added twice is (EEXIST): switch op. */
     int other = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if ((errno == EEXIST || errno == ENOENT) && epoll_ctl(l->epfd, other, fd, &ev) == 0) return;
-    log_error("loop: epoll_ctl(%d): %s", fd, strerror(errno));
+    if ((errno == EEXIST || errno == ENOENT) && epoll_ctl(l->epfd, other, fd, &ev) == 0) return 0;
+    /* Not registered (EBADF: closed already): no entry is left behind
+     * whose later removal would undo the next owner's registration. */
+    int err = errno;
+    bury(l, fd);
+    errno = err;
+    return -1;
 }
 
 static int run_tasks(struct loop *l) {
@@ -223,7 +252,7 @@ void loop_free(struct loop *l) {
         l->graveyard = s->next_dead;
         free(s);
     }
-    for (int fd = 0; fd < MAX_FDS; fd++) free(l->sources[fd]);
+    for (int fd = 0; fd < l->nsources; fd++) free(l->sources[fd]);
     free(l->sources);
     close(l->evfd);
     close(l->epfd);

@@ -45,8 +45,12 @@ struct loop *loop_self(void);
 int loop_post(struct loop *l, struct loop_task *t);
 
 /* epoll registration of a descriptor l serves (l's thread only); events 0
- * removes it.  A descriptor is served by one loop at a time. */
-void loop_fd(struct loop *l, int fd, uint32_t events, loop_fd_fn fn, void *arg);
+ * removes it.  A descriptor is served by one loop at a time; any number
+ * the process may open can be registered.  Returns 0, or -1 with errno
+ * when the kernel refuses (EBADF: the descriptor is already closed, as a
+ * client gone before its request was parked): then fd is not registered
+ * at all, so a later use of its number is a new registration. */
+int loop_fd(struct loop *l, int fd, uint32_t events, loop_fd_fn fn, void *arg);
 
 /* Hooks, registered before loop_run, called on l's thread in the order
  * registered.  A turn: wait, the start hooks (right after the wait: the

@@ -7,23 +7,24 @@
 #include <stdint.h>
 
 enum metric_counter {
-    M_LOCK_ACQUIRED,    /* new holders */
-    M_LOCK_REENTERED,   /* re-entries */
-    M_LOCK_BUSY,        /* 409 lock_busy answers */
-    M_LOCK_EXTENDED,    /* successful PATCH */
-    M_LOCK_RELEASED,    /* successful DELETE */
-    M_REDIS_ERRORS,     /* commands that failed or timed out */
-    M_REDIS_RECONNECTS, /* connections made to Redis after the first */
-    M_REDIS_NOSCRIPT,   /* NOSCRIPT answers that caused a reload */
-    M_IDS_ISSUED,       /* ids handed out */
-    M_ID_BLOCKS,        /* id blocks leased from Redis */
-    M_WAIT_STARTED,     /* requests that began waiting */
-    M_WAIT_WAKEUPS,     /* waiters woken to retry */
-    M_WAIT_TIMEOUTS,    /* waits that ended without the lock */
-    M_DEAD_WAITERS,     /* fair-queue entries of dead gateways dropped */
-    M_GIVEN_BACK,       /* grants given back: the client never got the answer */
-    M_REDIS_REDIRECTS,  /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
-    M_REDIS_ASKS,       /* cluster mode: of those, ASK (a slot being migrated) */
+    M_LOCK_ACQUIRED,       /* new holders */
+    M_LOCK_REENTERED,      /* re-entries */
+    M_LOCK_BUSY,           /* 409 lock_busy answers */
+    M_LOCK_EXTENDED,       /* successful PATCH */
+    M_LOCK_RELEASED,       /* successful DELETE */
+    M_REDIS_ERRORS,        /* commands that failed or timed out */
+    M_REDIS_RECONNECTS,    /* connections made to Redis after the first */
+    M_REDIS_NOSCRIPT,      /* NOSCRIPT answers that caused a reload */
+    M_IDS_ISSUED,          /* ids handed out */
+    M_ID_BLOCKS,           /* id blocks leased from Redis */
+    M_WAIT_STARTED,        /* requests that began waiting */
+    M_WAIT_WAKEUPS,        /* waiters woken to retry */
+    M_WAIT_TIMEOUTS,       /* waits that ended without the lock */
+    M_DEAD_WAITERS,        /* fair-queue entries of dead gateways dropped */
+    M_GIVEN_BACK,          /* grants given back: the client never got the answer */
+    M_REDIS_REDIRECTS,     /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
+    M_REDIS_ASKS,          /* cluster mode: of those, ASK (a slot being migrated) */
+    M_REDIS_PROBES_FAILED, /* idle connections found silently dead (redis.c) */
     M_COUNTER_COUNT
 };
 

@@ -76,6 +76,9 @@ struct rconn {
     int auth_refused;               /* Redis refused AUTH: dropped at the turn's end */
     int auth_logged;                /* that refusal was logged (until an AUTH passes) */
     void (*on_up)(struct rconn *c); /* after a connection is made */
+    int subscribed;                 /* a SUBSCRIBE was sent on it (hiredis: pub/sub mode) */
+    int64_t last_read_ms;           /* when it last had something to read */
+    int64_t probe_ms;               /* when a liveness probe went out unanswered, or 0 */
 };
 
 /* One Redis master: one node, or one of the quorum's. */
@@ -118,6 +121,7 @@ struct redis {
     int master_known;                                /* Sentinel mode: cmd/sub may connect */
     int reresolve;                                   /* Sentinel mode: ask for the master again */
     char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
+    char alive_channel[GW_PREFIX_MAX + 16];          /* "<prefix>alive": liveness probes */
     const char *fail_reason;                         /* why outstanding commands are failing */
     int subscribe;                                   /* keeps a pub/sub connection per node */
     int stopping;                                    /* redis_fail_all ran: commands fail at once */
@@ -316,6 +320,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
 
 static void on_events(void *arg, uint32_t events) {
     struct rconn *c = arg;
+    if (events & EPOLLIN) c->last_read_ms = loop_now_ms(), c->probe_ms = 0; /* alive */
     if (c->ac && (events & (EPOLLIN | EPOLLERR | EPOLLHUP))) redisAsyncHandleRead(c->ac);
     if (c->ac && (events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
 }
@@ -324,7 +329,8 @@ static void on_events(void *arg, uint32_t events) {
  * already forgotten a failed context, and the registration must still go. */
 static void ev_update(struct rconn *c, uint32_t events) {
     if (c->fd < 0 || events == c->events) return;
-    loop_fd(self->loop, c->fd, events, on_events, c);
+    if (loop_fd(self->loop, c->fd, events, on_events, c) < 0)
+        log_error("redis: cannot watch the connection's socket %d: %s", c->fd, strerror(errno));
     c->events = events;
 }
 static void ev_add_read(void *p) {
@@ -386,6 +392,8 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     c->connected = 1;
     c->backoff_ms = 100;
     c->down_logged = 0;
+    c->last_read_ms = loop_now_ms();
+    c->probe_ms = 0;
     if (c->ever_connected && c->node && c == &c->node->cmd) metrics_inc(M_REDIS_RECONNECTS, 1);
     c->ever_connected = 1;
     if (c->node && c == &c->node->cmd)
@@ -450,6 +458,7 @@ static void connect_start(struct rconn *c) {
     c->ac = ac;
     c->fd = ac->c.fd;
     c->events = 0;
+    c->subscribed = 0;
     c->connecting_since = loop_now_ms();
     ac->ev.data = c;
     ac->ev.addRead = ev_add_read;
@@ -516,6 +525,7 @@ static void sub_up(struct rconn *c) {
     const char *argv[2] = {"SUBSCRIBE", self->channel};
     size_t lens[2] = {9, strlen(self->channel)};
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
+    c->subscribed = 1;
 }
 
 /* ------------------------------------------------------------------------
@@ -552,6 +562,7 @@ static void on_master_addr(redisAsyncContext *ac, void *r, void *privdata) {
         const char *sub[2] = {"SUBSCRIBE", "+switch-master"};
         size_t sub_lens[2] = {9, 14};
         redisAsyncCommandArgv(ac, on_sentinel_event, NULL, 2, sub, sub_lens);
+        conn_of(ac)->subscribed = 1;
     }
     if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
         reply->element[0]->type == REDIS_REPLY_STRING &&
@@ -619,6 +630,52 @@ static void flush_output(struct rconn *c) {
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Liveness of idle connections.  A connection that nothing was read from
+ * for PROBE_IDLE_MS is asked to answer: a plain one a PING, a subscribed
+ * one (pub/sub, Sentinel) a SUBSCRIBE of <prefix>alive, a channel nothing
+ * is published on (hiredis 0.14 queues a callback for a PING sent on a
+ * subscribed connection and never calls nor frees it: a slow leak; a
+ * SUBSCRIBE's is replaced instead).  Nothing read within the command
+ * timeout after that: the connection is silently dead (a NAT or load
+ * balancer forgot the flow; no FIN, no RST), and is dropped and made
+ * again.  A new pub/sub connection subscribes again, which makes every
+ * waiter it serves try again (on_resubscribed), so a release announced
+ * while it was dead is not waited out; a new Sentinel connection asks for
+ * the master again.  A dead one is found within PROBE_IDLE_MS plus the
+ * command timeout (3 s by default) and re-made within the reconnect
+ * back-off (100 ms at first) after that.
+ * --------------------------------------------------------------------- */
+
+#define PROBE_IDLE_MS 1000
+
+static void on_probe_answer(redisAsyncContext *ac, void *r, void *privdata) {
+    /* Its bytes were the point (on_events saw them). */
+}
+
+static void probe(struct rconn *c, int64_t now) {
+    if (c->probe_ms) {
+        if (now - c->probe_ms <= self->cfg.redis_timeout_ms) return;
+        log_warn("redis: %s connection to %s:%d silent for %lld ms, making it again", c->what,
+                 c->host, c->port, (long long)(now - c->last_read_ms));
+        metrics_inc(M_REDIS_PROBES_FAILED, 1);
+        connection_drop(c, "Redis did not answer a liveness probe in time");
+        if (self->cfg.nsentinels && c == &self->node[0].cmd) self->reresolve = 1; /* master? */
+        return;
+    }
+    if (now - c->last_read_ms < PROBE_IDLE_MS) return;
+    if (c->subscribed) {
+        const char *argv[2] = {"SUBSCRIBE", self->alive_channel};
+        size_t lens[2] = {9, strlen(self->alive_channel)};
+        redisAsyncCommandArgv(c->ac, on_probe_answer, NULL, 2, argv, lens);
+    } else {
+        const char *argv[1] = {"PING"};
+        size_t lens[1] = {4};
+        redisAsyncCommandArgv(c->ac, on_probe_answer, NULL, 1, argv, lens);
+    }
+    c->probe_ms = now;
+}
+
 static void conn_turn(struct rconn *c, int64_t now) {
     if (!c->ac) {
         if (c == &self->sen) {
@@ -650,7 +707,8 @@ static void conn_turn(struct rconn *c, int64_t now) {
         connection_drop(c, "Redis did not accept the connection in time");
         return;
     }
-    flush_output(c);
+    if (c->connected) probe(c, now);
+    if (c->ac) flush_output(c);
 }
 
 static void cluster_turn(int64_t now);
@@ -900,6 +958,7 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     r->cfg = *cfg;
     r->subscribe = subscribe;
     snprintf(r->channel, sizeof r->channel, "%sreleased", cfg->key_prefix);
+    snprintf(r->alive_channel, sizeof r->alive_channel, "%salive", cfg->key_prefix);
     r->cluster = cfg->ncluster > 0;
     r->nnodes = 0;
     r->delayed.next = r->delayed.prev = &r->delayed;

@@ -16,6 +16,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 
+#include <errno.h>
 #include <sys/epoll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,9 +161,18 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
         e->head = w;
     w->wake_ms = wake_ms;
     heap_push(w);
-    if (w->fd >= 0) loop_fd(self->loop, w->fd, EPOLLRDHUP, on_hangup, w);
     w->parked = 1;
     if (!w->watch) metrics_waiting_add(1);
+    /* A socket that cannot be watched (closed already: its client reset)
+     * is not registered, so unpark removes nothing: the waiter is due at
+     * once instead, and its retry finds its client gone.  (Not given up
+     * here: the owner may be parking several waiters of one request.) */
+    if (w->fd >= 0 && loop_fd(self->loop, w->fd, EPOLLRDHUP, on_hangup, w) < 0) {
+        log_debug("waiters: socket %d cannot be watched: %s", w->fd, strerror(errno));
+        w->fd = -1;
+        w->wake_ms = 0;
+        heap_up(w->heap_i);
+    }
 }
 
 void waiters_unpark(struct waiter *w) {
@@ -188,10 +198,12 @@ void waiters_unpark(struct waiter *w) {
     }
 }
 
-static void wake(struct waiter *w) {
+/* turn: woken by a release (see waiters_pass_on), not by its timer. */
+static void wake(struct waiter *w, int turn) {
     waiters_unpark(w);
     metrics_inc(M_WAIT_WAKEUPS, 1);
     w->seen_seq = waiters_release_seq();
+    w->turn = turn;
     w->retry(w);
 }
 
@@ -218,10 +230,28 @@ void waiters_on_release(const char *key, size_t len) {
             if (w->fair && !first_fair) first_fair = w;
         }
     }
-    if (first) wake(first);
-    if (first_fair && first_fair != first) wake(first_fair);
-    for (size_t i = 0; i < nwatch; i++) wake(watchers[i]);
+    if (first) wake(first, 1);
+    if (first_fair && first_fair != first) wake(first_fair, 1);
+    for (size_t i = 0; i < nwatch; i++) wake(watchers[i], 0);
     free(watchers);
+}
+
+void waiters_pass_on(struct waiter *w) {
+    if (!w->turn) return;
+    w->turn = 0;
+    struct bucket_entry *e = *entry_slot(w->key, strlen(w->key));
+    if (!e) return;
+    struct waiter *next = NULL, *next_fair = NULL;
+    for (struct waiter *o = e->head; o; o = o->next) {
+        if (o == w || o->watch || o->arrival <= w->arrival) continue;
+        if (!next) next = o;
+        if (w->fair && o->fair && !next_fair) next_fair = o;
+    }
+    log_debug("waiters: %s passes its turn on", w->key);
+    /* Waking next may free e and next_fair's entry is still linked: next
+     * first only when it is not also the fair one. */
+    if (next) wake(next, 1);
+    if (next_fair && next_fair != next) wake(next_fair, 1);
 }
 
 int waiters_next_timeout(int64_t now_ms) {
@@ -231,11 +261,11 @@ int waiters_next_timeout(int64_t now_ms) {
 }
 
 void waiters_run_due(int64_t now_ms) {
-    while (self->heap_len > 0 && self->heap[0]->wake_ms <= now_ms) wake(self->heap[0]);
+    while (self->heap_len > 0 && self->heap[0]->wake_ms <= now_ms) wake(self->heap[0], 0);
 }
 
 void waiters_retry_all(void) {
-    while (self->heap_len > 0) wake(self->heap[0]);
+    while (self->heap_len > 0) wake(self->heap[0], 0);
 }
 
 /* Due now rather than woken here: waking may free others of the list

@@ -41,6 +41,7 @@ struct waiter {
     size_t heap_i;              /* index in the timer heap */
     struct waiter *prev, *next; /* its key's list, in arrival order */
     int parked;                 /* in the heap and the key list */
+    int turn;                   /* woken by a release, not yet passed on */
 };
 
 /* A worker's set, whose hang-up watches go on loop l; bound to the thread
@@ -62,6 +63,15 @@ void waiters_unpark(struct waiter *w);
 
 /* A release message "KIND:NAME" arrived. */
 void waiters_on_release(const char *key, size_t len);
+
+/* w was woken by a release of its key (its turn) and will not take it: it
+ * gives up without trying (its client left, its wait ran out while the
+ * gateway was stalled), or its attempt found busy something else than
+ * that key (a multi-lock).  The next local waiter of the key after w (and
+ * the next fair one) is woken in its place, so the release still lets
+ * someone in; each passes on only to those after it, so a chain ends.
+ * Does nothing when w was woken by its timer, or passed on already. */
+void waiters_pass_on(struct waiter *w);
 
 /* Counter of release messages this thread's set has seen. */
 uint64_t waiters_release_seq(void);

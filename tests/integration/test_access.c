@@ -1,4 +1,4 @@
-/* test_access.c -- API keys against the real binary (README, "Access
+/* test_access.c -- API keys against the real binary (docs/security.md, "Access
  * control"): the auth matrix over every route, key_id on holders, the
  * operator routes (listings filtered by the key's read grants, forced
  * release needing admin, watch refused before it parks), the denial
@@ -449,7 +449,7 @@ static void test_access_ids_listing_filtered(void) {
 }
 
 /* A key that may read nothing lists nothing: 200 and empty pages to the
- * end, not 403 (README "Access control", openapi listLocks). */
+ * end, not 403 (docs/security.md, openapi listLocks). */
 static void test_access_listing_with_no_read_grant(void) {
     post_ok("/v1/locks/job-nr", "{\"ttl_ms\": 60000}", BEARER("right", SECRET_RIGHT), 201);
     post_ok("/v1/semaphores/job-nr", "{\"limit\": 1, \"ttl_ms\": 60000}",

@@ -13,7 +13,7 @@
  *     the normal ones or a bounded 503.
  *   - Failover under load: a master is killed, its replica promoted, and the
  *     gateway serves its slots again without a restart; overlapping holds
- *     are counted and printed (README quotes the figure).
+ *     are counted and printed (docs/redis-modes.md quotes the figure).
  *
  * Holds are judged as test_overlap.c does: from the 201's arrival to the
  * DELETE's sending, or to the lease's end counted from the POST's sending,
@@ -406,7 +406,7 @@ static void test_dead_gateway_fair_waiter(void) {
 
 /* Ids minted by two gateways while slots move or a master fails over, from
  * namespaces in the slots concerned: within a namespace every id once, and
- * each minter's increasing (README "Failover with replication lag": a lost
+ * each minter's increasing (docs/ids.md "Failover with replication lag": a lost
  * lease is reissued only within the same second, and a failover takes
  * seconds; a moving slot's mark moves with it). */
 #define ID_NS  3

@@ -27,8 +27,8 @@ static struct h_gw gw;
 /* Sends s and closes, the FIN in the same segment as the request's last
  * bytes (TCP_CORK holds the data until close flushes both): the client is
  * gone before the gateway can answer.  A client that closes after the
- * answer reached its TCP cannot be told from one that read it (README
- * "Limits"), so the test does not leave that to the scheduler. */
+ * answer reached its TCP cannot be told from one that read it
+ * (docs/clients.md), so the test does not leave that to the scheduler. */
 static void send_and_hang_up(int fd, const char *s);
 
 static void send_all(int fd, const char *s) {
@@ -179,7 +179,7 @@ static void pipelined_mix(int port, const char *tag, int half_close) {
     add_req(req, "DELETE", path, tok, NULL);                                         /* 11 200 */
     add_req(req, "GET", path, NULL, NULL);                                           /* 12 404 */
     add_req(req, "POST", "/v1/semaphores/pipe-sem", NULL, "{\"ttl_ms\":500,\"limit\":3}"); /* 13 */
-    /* Half-closed, the waiting acquire ends at once (README "Limits"). */
+    /* Half-closed, the waiting acquire ends at once (docs/clients.md, "How the gateway speaks HTTP"). */
     int want[] = {201, 200, 200, 200, 409, 200, half_close ? 409 : 201,
                   200, 200, 200, 404, 200, 404, 201};
     enum { N = sizeof want / sizeof want[0] };
@@ -335,7 +335,7 @@ static void test_half_close_answered(void) {
 
     /* GET through a half-close too, and a waiting acquire: answered (a
      * half-closed client cannot be told from a gone one while it waits, so
-     * the wait ends at once; README "Limits"). */
+     * the wait ends at once; docs/clients.md). */
     char req2[512] = "";
     add_req(req2, "GET", "/v1/locks/half", NULL, NULL);
     add_req(req2, "POST", "/v1/locks/half", NULL, "{\"ttl_ms\":1000,\"wait_ms\":5000}");

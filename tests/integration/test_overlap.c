@@ -28,7 +28,7 @@
  *   e. single Redis frozen (SIGSTOP) for longer than a lease, then thawed:
  *      leases are judged by Redis's clock, which kept running     expect 0
  *
- * The table at the end is what the README quotes. */
+ * The table at the end is what docs/redis-modes.md quotes. */
 #include "tests/integration/harness.h"
 
 #include <pthread.h>

@@ -309,7 +309,7 @@ static void test_multi_routes(void) {
     CHECK_EQ_INT(r.status, 404);
     CHECK_EQ_STR(h_jcode(&r), "not_held");
     /* In cluster mode ma and zz are two slots, extended group by group: ma's
-     * went through and the answer says so (README "Multi-lock"). */
+     * went through and the answer says so (docs/sessions-and-multi.md). */
     int ma_done = r.body && strstr(r.body, "\"done_names\":[\"ma\"]") != NULL;
     CHECK(!ma_done || h_cluster_mode());
     h_resp_free(&r);
@@ -806,7 +806,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_multi_takes_nothing);
     RUN_SOME(test_multi_hammer);
     /* One master's order: across slots a later group is not queued on until
-     * reached (README "Multi-lock"; test_cluster_mode tests what holds). */
+     * reached (docs/sessions-and-multi.md; test_cluster_mode tests what holds). */
     if (!h_cluster_mode()) RUN_SOME(test_multi_fair);
     RUN_SOME(test_lockctl_session);
     if (!h_cluster_mode()) RUN_SOME(test_quorum_mode);      /* single-master design or own Redis */

@@ -1,4 +1,4 @@
-/* test_tls.c -- HTTPS (README, "TLS") against the real binary, with
+/* test_tls.c -- HTTPS (docs/security.md, "TLS") against the real binary, with
  * certificates made in a temporary directory (tls_certs.sh): the right CA
  * is served and a wrong one fails; plain HTTP to the TLS port gets no HTTP
  * answer and the server goes on serving; mutual TLS without a client
