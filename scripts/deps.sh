@@ -28,13 +28,28 @@ have_cmd nm          || need+=(binutils)   # scripts/callcycles.py
 have_cmd curl        || need+=(curl)       # the docs' examples
 for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 
-[ ${#need[@]} -eq 0 ] && exit 0
+# Valkey 8, which the suites also run against (tests/run.sh, VALKEY_SUITES),
+# comes from Debian 12's backports: the source is added when missing.
+backports=()
+have_cmd valkey-server || backports+=(valkey-server)
 
-echo "deps: installing ${need[*]}" >&2
+[ ${#need[@]} -eq 0 ] && [ ${#backports[@]} -eq 0 ] && exit 0
+
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
+if [ ${#backports[@]} -gt 0 ] && ! grep -rqs "bookworm-backports" /etc/apt/sources.list \
+        /etc/apt/sources.list.d/; then
+    echo "deps: adding Debian's bookworm-backports (for ${backports[*]})" >&2
+    echo "deb http://deb.debian.org/debian bookworm-backports main" |
+        $sudo tee /etc/apt/sources.list.d/bookworm-backports.list >/dev/null
+fi
+echo "deps: installing ${need[*]} ${backports[*]}" >&2
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+[ ${#need[@]} -eq 0 ] ||
+    $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+[ ${#backports[@]} -eq 0 ] ||
+    $sudo apt-get install -y -qq --no-install-recommends -t bookworm-backports \
+        "${backports[@]}" >/dev/null
 # Debian starts a system redis on 6379 when it installs the package; we never
 # use it (tests start their own on free ports), so leave it as it is.
