@@ -26,6 +26,7 @@ have_cmd openssl     || need+=(openssl)
 have_cmd python3     || need+=(python3)    # tests/docs, tests/flags, scripts/callcycles.py
 have_cmd nm          || need+=(binutils)   # scripts/callcycles.py
 have_cmd curl        || need+=(curl)       # the docs' examples
+have_cmd systemd-analyze || need+=(systemd) # tests/deploy: the unit verified
 for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 
 # Valkey 8, which the suites also run against (tests/run.sh, VALKEY_SUITES),

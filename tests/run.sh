@@ -46,8 +46,11 @@ done
 
 # The documentation (every runnable example against a real gateway, links,
 # the Layout, --help against the docs) and every flag of both binaries
-# acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.
-for s in tests/docs/check_docs.py tests/flags/check_flags.py; do
+# acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.  What
+# deploy/ ships (the systemd unit, the Prometheus alerts) and /metrics,
+# checked with systemd-analyze and promtool: tests/deploy/check_deploy.py
+# (a second; the first run fetches promtool, scripts/promtool.sh).
+for s in tests/docs/check_docs.py tests/flags/check_flags.py tests/deploy/check_deploy.py; do
     echo "== $(basename "$s" .py)"
     run_suite "$s"
 done
