@@ -27,6 +27,9 @@ have_cmd python3     || need+=(python3)    # tests/docs, tests/flags, scripts/ca
 have_cmd nm          || need+=(binutils)   # scripts/callcycles.py
 have_cmd curl        || need+=(curl)       # the docs' examples
 have_cmd systemd-analyze || need+=(systemd) # tests/deploy: the unit verified
+have_cmd kubectl     || need+=(kubernetes-client) # tests/deploy: kubectl kustomize
+have_cmd node        || need+=(nodejs)     # tests/deploy: the Kubernetes schemas
+have_cmd npm         || need+=(npm)
 for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 
 # Valkey 8, which the suites also run against (tests/run.sh, VALKEY_SUITES),
