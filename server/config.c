@@ -310,6 +310,32 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
+/* val for an error message: a Redis URL (or a list of them) with each
+ * URL's user and password shown as "***", so a typo in a URL never puts
+ * its password in a log. */
+static const char *redacted(const char *val, char *buf, size_t cap) {
+    size_t n = 0;
+    for (const char *p = val; *p && n + 4 < cap;) {
+        const char *end = p + strcspn(p, ",");
+        const char *at = NULL;
+        for (const char *q = p; q < end; q++)
+            if (*q == '@') at = q;
+        const char *scheme = strstr(p, "://");
+        if (at && scheme && scheme < at) {
+            size_t k = (size_t)(scheme + 3 - p);
+            if (n + k + 3 >= cap) break;
+            memcpy(buf + n, p, k);
+            memcpy(buf + n + k, "***", 3);
+            n += k + 3;
+            p = at;
+        }
+        while (p < end && n + 1 < cap) buf[n++] = *p++;
+        if (*p == ',' && n + 1 < cap) buf[n++] = *p++;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 /* One setting, applied from the environment first and then from a flag:
  * the same parser serves both so they can never disagree. */
 static int apply(struct gw_config *cfg, int opt, const char *val, char *err, size_t errlen) {
@@ -350,6 +376,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
     case 'F': ok = copy_path(cfg->redis_password_file, sizeof cfg->redis_password_file, val); break;
     }
+    char shown[512];
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
     else if (ok < 0)
@@ -373,7 +400,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'F' ? "redis password file"
                  : opt == 'O' ? "log format (text or json)"
                               : "log level",
-                 val);
+                 opt == 'r' || opt == 'K' ? redacted(val, shown, sizeof shown) : val);
     return ok;
 }
 

@@ -270,6 +270,15 @@ static void test_config_password_source(void) {
     char *empty[] = {"lockgate", "--redis-password-file", "", NULL};
     CHECK_EQ_INT(config_load(&c, 3, empty, err, sizeof err), -1);
 
+    /* A bad URL is named in the error without its user and password. */
+    char *bad_url[] = {"lockgate", "--redis", "redis://u:Hush-1@h:70000", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, bad_url, err, sizeof err), -1);
+    CHECK(strstr(err, "redis://***@h:70000") != NULL && !strstr(err, "Hush"));
+    char *bad_seed[] = {"lockgate", "--redis-cluster", "redis://:Hush-2@a:1,redis://:Hush-3@b:x",
+                        NULL};
+    CHECK_EQ_INT(config_load(&c, 3, bad_seed, err, sizeof err), -1);
+    CHECK(!strstr(err, "Hush") && strstr(err, "redis://***@b:x") != NULL);
+
     /* A cluster seed's user, for a password from the file. */
     char *seed[] = {
         "lockgate", "--redis-cluster", "redis://app:@h:7000", "--redis-password-file", "/p", NULL};
