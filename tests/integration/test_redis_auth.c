@@ -400,12 +400,19 @@ static void hand_off(struct h_gw *g, const char *path, const char *body) {
     char token[128];
     snprintf(token, sizeof token, "%s", h_token(&r));
     h_resp_free(&r);
+    long long waits0 = h_metric(g, "lockgate_waits_total");
     struct waiter w = {.port = g->port, .path = path, .body = body};
     pthread_t t;
     pthread_create(&t, NULL, wait_call, &w);
-    long long end = h_now_ms() + 5000;
-    while (h_metric(g, "lockgate_waiting_requests") < 1 && h_now_ms() < end) h_sleep_ms(10);
-    CHECK_EQ_INT(h_metric(g, "lockgate_waiting_requests"), 1);
+    /* The waiter has begun waiting (a counter: no window in which a
+     * retry between two parkings reads as not waiting). */
+    long long t0 = h_now_ms(), end = t0 + 10000, began;
+    while ((began = h_metric(g, "lockgate_waits_total")) < waits0 + 1 && h_now_ms() < end)
+        h_sleep_ms(10);
+    CHECK_EQ_INT(began, waits0 + 1);
+    if (began != waits0 + 1)
+        fprintf(stderr, "    %s: no wait begun after %lld ms (log %s)\n", path, h_now_ms() - t0,
+                g->log);
     r = h_http("DELETE", g->port, path, token, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
