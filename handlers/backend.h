@@ -26,6 +26,19 @@
 struct hold_call;
 struct idgen_block_lease;
 
+/* What an id lease asks Redis for (handlers/ids.c fills it in). */
+struct id_ask {
+    const char *key;    /* the namespace's mark, "<prefix>id:{<namespace>}" */
+    const char *epoch;  /* --id-epoch, unix seconds in decimal */
+    uint32_t want;      /* numbers wanted */
+    const char *era;    /* the id era key in the mark's slot (id_lease.lua) */
+    uint64_t floor;     /* the highest id the namespace leased here, 0: none */
+    int floor_soft;     /* the floor may be another namespace's: go above it */
+    int jump_s;         /* --id-jump-s: the step after a new or lost mark */
+    int acks;           /* --min-replicas-ack: replicas that must have the lease */
+    int ack_timeout_ms; /* how long to wait for them */
+};
+
 struct backend {
     const char *name; /* "single", "quorum", "cluster" */
 
@@ -53,10 +66,9 @@ struct backend {
      * master's when the backend fans out. */
     void (*eval)(enum script_id id, int nkeys, int nargs, const char *const *argv,
                  const size_t *lens, redis_cb one, redis_all_cb all, void *arg);
-    /* Leases a block of ids for namespace key (idgen's slow path; blocks the
-     * calling thread for at most a few command timeouts): 0, or -1. */
-    int (*id_lease)(const char *key, const char *epoch, uint32_t want,
-                    struct idgen_block_lease *out);
+    /* Leases a block of ids (idgen's slow path; blocks the calling thread
+     * for at most a few command timeouts): 0, or idgen_ops.lease's < 0. */
+    int (*id_lease)(const struct id_ask *ask, struct idgen_block_lease *out);
     /* Ready to serve: ok when every part of the keyspace has a master that
      * answers (single: the master; quorum: a quorum; cluster: every slot). */
     void (*ready)(redis_cb cb, void *arg);
@@ -81,18 +93,25 @@ extern const struct backend backend_single, backend_quorum, backend_cluster;
 
 /* An HTTP thread waiting for a Redis answer the loop thread delivers. */
 struct lease_wait {
-    pthread_mutex_t mu;            /* guards done and ok */
+    pthread_mutex_t mu;            /* guards done and rc */
     pthread_cond_t cond;           /* signalled when done */
     int done;                      /* the callback ran */
-    int ok;                        /* the answer is in out */
+    int rc;                        /* 0: the answer is in out; else < 0 (idgen.h) */
     struct idgen_block_lease *out; /* where to put it */
+    const struct id_ask *ask;      /* what was asked */
 };
-void backend_lease_finish(struct lease_wait *lw, int ok);
+void backend_lease_finish(struct lease_wait *lw, int rc);
 void backend_lease_wait_for(struct lease_wait *lw);
-/* Reads id_lease.lua's {second, first, last}; returns 1 when it is one. */
-int backend_parse_lease(const struct redis_result *res, struct idgen_block_lease *out);
-/* One id_lease.lua call, waited for: single and cluster's id_lease. */
-int backend_lease_one(const char *key, const char *epoch, uint32_t want,
-                      struct idgen_block_lease *out);
+/* Reads id_lease.lua's answer into *out: 0 for a block, IDGEN_BEHIND or
+ * IDGEN_EPOCH_MISMATCH for a refusal (logged, counted), -1 when it is no
+ * answer of the script's. */
+int backend_parse_lease(const struct redis_result *res, const struct id_ask *ask,
+                        struct idgen_block_lease *out);
+/* Logs and counts a refused lease: ask's floor is above Redis's answer
+ * (second, first), or the mark's epoch `mark_epoch` is earlier than ask's. */
+void backend_lease_refused(const struct id_ask *ask, int rc, long long a, long long b);
+/* One id_lease.lua call, waited for, and with --min-replicas-ack N used only
+ * once N replicas have it: single and cluster's id_lease. */
+int backend_lease_one(const struct id_ask *ask, struct idgen_block_lease *out);
 
 #endif

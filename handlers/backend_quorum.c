@@ -295,27 +295,68 @@ static void quorum_eval(enum script_id id, int nkeys, int nargs, const char *con
  * is still below the block's start; a quorum of takers makes the block
  * ours, since a competing claim would need a master of this quorum.  On a
  * lost race the gateway reads again (a few times, then gives up: 503). */
-struct quorum_read {
-    struct lease_wait lw; /* phase 1's hand-over */
-    uint32_t want;        /* numbers asked for */
-};
+/* A master within the jump of a new era whose mark is missing or was
+ * written by another Redis (a restart, a promotion) may have lost leases up
+ * to its old clock: then the block is placed as id_lease.lua places it, at
+ * the era's start plus the jump (the latest era of those masters), its
+ * sequence from the era's start within its second, and above every mark. */
+static int quorum_jumped_block(long long since_us, long long msec, const struct id_ask *ask,
+                               struct idgen_block_lease *b) {
+    long long sec = since_us / 1000000 - atoll(ask->epoch) + ask->jump_s;
+    long long first = (long long)((double)(since_us % 1000000) * 2147.483648);
+    if (msec >= sec) sec = msec + 1, first = 0;
+    if (sec < 0 || sec > 0x7fffffffLL) return -1;
+    long long last = first + ask->want - 1;
+    b->second = (uint32_t)sec;
+    b->first = (uint32_t)first;
+    b->last = last > 0xffffffffLL ? 0xffffffffU : (uint32_t)last;
+    metrics_inc(M_ID_JUMPS, 1);
+    return 0;
+}
 
 static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
-    struct quorum_read *qr = arg;
+    struct lease_wait *lw = arg;
+    const struct id_ask *ask = lw->ask;
     int answered = 0;
-    long long now = -1, msec = -1, mseq = -1;
+    long long now = -1, msec = -1, mseq = -1, since_us = 0;
     for (int i = 0; i < n; i++) {
         const redisReply *r = res[i].reply;
-        if (!res[i].ok || r->type != REDIS_REPLY_ARRAY || r->elements != 3) continue;
+        if (!res[i].ok || r->type != REDIS_REPLY_ARRAY || r->elements != 4) continue;
         long long t = r->element[0]->integer, s = r->element[1]->integer,
                   q = r->element[2]->integer;
+        if (t == -2) { /* an earlier epoch's mark */
+            backend_lease_refused(ask, IDGEN_EPOCH_MISMATCH, s, 0);
+            backend_lease_finish(lw, IDGEN_EPOCH_MISMATCH);
+            return;
+        }
         answered++;
+        if (r->element[3]->integer > since_us) since_us = r->element[3]->integer;
         if (t > now) now = t;
         if (s > msec || (s == msec && q > mseq)) msec = s, mseq = q;
     }
-    struct idgen_block_lease *b = qr->lw.out;
-    int placed = quorum_id_block(now, msec, mseq, qr->want, &b->second, &b->first, &b->last);
-    backend_lease_finish(&qr->lw, answered >= redis_quorum() && placed == 0);
+    if (answered < redis_quorum()) {
+        backend_lease_finish(lw, -1);
+        return;
+    }
+    struct idgen_block_lease *b = lw->out;
+    if (since_us > 0
+            ? quorum_jumped_block(since_us, msec, ask, b) != 0
+            : quorum_id_block(now, msec, mseq, ask->want, &b->second, &b->first, &b->last) != 0) {
+        backend_lease_finish(lw, -1);
+        return;
+    }
+    /* At or below the floor: the quorum lost ids this gateway handed out.
+     * Refused before the claim, so that no mark moves into that range;
+     * placed above a floor that may be another namespace's (backend.h). */
+    if (idgen_pack(b->second, b->first) <= ask->floor && ask->floor_soft) {
+        uint32_t s = (uint32_t)(ask->floor >> 32), q = (uint32_t)ask->floor;
+        quorum_id_block(s, s, q, ask->want, &b->second, &b->first, &b->last);
+    } else if (idgen_pack(b->second, b->first) <= ask->floor) {
+        backend_lease_refused(ask, IDGEN_BEHIND, b->second, b->first);
+        backend_lease_finish(lw, IDGEN_BEHIND);
+        return;
+    }
+    backend_lease_finish(lw, 0);
 }
 
 static void quorum_claim_done(void *arg, const struct redis_result *res, int n) {
@@ -324,33 +365,35 @@ static void quorum_claim_done(void *arg, const struct redis_result *res, int n) 
     for (int i = 0; i < n; i++)
         took +=
             res[i].ok && res[i].reply->type == REDIS_REPLY_INTEGER && res[i].reply->integer == 1;
-    backend_lease_finish(lw, took >= redis_quorum());
+    backend_lease_finish(lw, took >= redis_quorum() ? 0 : -1);
 }
 
-static int quorum_lease(const char *key, const char *epoch_arg, uint32_t want,
-                        struct idgen_block_lease *out) {
+static int quorum_lease(const struct id_ask *ask, struct idgen_block_lease *out) {
     for (int round = 0; round < 5; round++) {
-        struct quorum_read qr = {
-            {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out},
-            want
-        };
-        const char *read[] = {key, epoch_arg};
-        size_t read_lens[2] = {strlen(key), strlen(epoch_arg)};
-        redis_eval_all_on(workers_aux_redis(), SCRIPT_ID_READ, 1, 2, read, read_lens,
-                          quorum_read_done, &qr);
-        backend_lease_wait_for(&qr.lw);
-        if (!qr.lw.ok) return -1;
+        struct lease_wait rd = {
+            PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, out, ask};
+        char jump[16];
+        snprintf(jump, sizeof jump, "%d", ask->jump_s);
+        const char *read[] = {ask->key, ask->era, ask->epoch, jump};
+        size_t read_lens[4];
+        for (int i = 0; i < 4; i++) read_lens[i] = strlen(read[i]);
+        redis_eval_all_on(workers_aux_redis(), SCRIPT_ID_READ, 2, 4, read, read_lens,
+                          quorum_read_done, &rd);
+        backend_lease_wait_for(&rd);
+        if (rd.rc != 0) return rd.rc;
         char sec[16], first[16], last[16];
         snprintf(sec, sizeof sec, "%u", out->second);
         snprintf(first, sizeof first, "%u", out->first);
         snprintf(last, sizeof last, "%u", out->last);
-        const char *claim[] = {key, sec, first, last};
-        size_t claim_lens[4] = {strlen(key), strlen(sec), strlen(first), strlen(last)};
-        struct lease_wait lw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, out};
-        redis_eval_all_on(workers_aux_redis(), SCRIPT_ID_CLAIM, 1, 4, claim, claim_lens,
+        const char *claim[] = {ask->key, ask->era, sec, first, last, ask->epoch};
+        size_t claim_lens[6];
+        for (int i = 0; i < 6; i++) claim_lens[i] = strlen(claim[i]);
+        struct lease_wait lw = {
+            PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, out, ask};
+        redis_eval_all_on(workers_aux_redis(), SCRIPT_ID_CLAIM, 2, 6, claim, claim_lens,
                           quorum_claim_done, &lw);
         backend_lease_wait_for(&lw);
-        if (lw.ok) return 0;
+        if (lw.rc == 0) return 0;
     }
     return -1;
 }

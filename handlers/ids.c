@@ -36,10 +36,23 @@ static char epoch_arg[24];
  * the auxiliary loop's connections (worker.h): a worker cannot wait for
  * an answer that its own loop would have to read.  Leases are rare (a
  * block grows to a million ids), so the worker's wait is too. */
-static int lease_block(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
-    char key[GW_PREFIX_MAX + NAME_MAX_LEN + 8];
-    snprintf(key, sizeof key, "%sid:{%s}", handlers_config()->key_prefix, ns);
-    int rc = backend->id_lease(key, epoch_arg, want, out);
+static int lease_block(void *ctx, const char *ns, uint32_t want, uint64_t floor, int soft,
+                       struct idgen_block_lease *out) {
+    const struct gw_config *cfg = handlers_config();
+    char key[GW_PREFIX_MAX + NAME_MAX_LEN + 8], base[GW_PREFIX_MAX + 8], era[GW_PREFIX_MAX + 32];
+    snprintf(key, sizeof key, "%sid:{%s}", cfg->key_prefix, ns);
+    snprintf(base, sizeof base, "%sid:era", cfg->key_prefix);
+    redis_key_in_slot_of(era, sizeof era, base, key);
+    struct id_ask ask = {.key = key,
+                         .era = era,
+                         .epoch = epoch_arg,
+                         .want = want,
+                         .floor = floor,
+                         .floor_soft = soft,
+                         .jump_s = cfg->id_jump_s,
+                         .acks = cfg->min_replicas_ack,
+                         .ack_timeout_ms = cfg->replica_ack_timeout_ms};
+    int rc = backend->id_lease(&ask, out);
     if (rc == 0) metrics_inc(M_ID_BLOCKS, 1);
     return rc;
 }
@@ -143,6 +156,18 @@ void ids_next(struct gw_request *req) {
 
 /* The answer to POST /v1/ids/{namespace}: count ids, or 503 when rc < 0. */
 static void ids_answer(struct gw_request *req, const uint64_t *ids, long long count, int rc) {
+    if (rc == IDGEN_BEHIND) {
+        reply_problem(req, CODE_IDS_BEHIND,
+                      "Redis's mark for this namespace is below ids this gateway already handed "
+                      "out (Redis lost data): refused until Redis's clock reaches a later second");
+        return;
+    }
+    if (rc == IDGEN_EPOCH_MISMATCH) {
+        reply_problem(req, CODE_ID_EPOCH_MISMATCH,
+                      "this namespace's ids were made with an earlier --id-epoch than this "
+                      "gateway's: gateways sharing a Redis must use one epoch");
+        return;
+    }
     if (rc < 0) {
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "cannot lease ids from Redis");
         return;

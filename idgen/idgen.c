@@ -187,14 +187,17 @@ static void idgen_install(struct idgen_ns *ns, const struct idgen_span *b) {
  * a failure: better a 503 than an id this instance may already have given. */
 static int idgen_lease(struct idgen_ns *ns, uint32_t want, struct idgen_span *out) {
     struct idgen_block_lease l;
-    int rc = ns->ops.lease(ns->ops.ctx, ns->name, want, &l);
+    int rc = ns->ops.lease(ns->ops.ctx, ns->name, want, ns->floor, ns->floor_soft, &l);
     int64_t now = ns->ops.now_ms(ns->ops.ctx);
-    if (rc != 0 || l.first > l.last || l.second > IDGEN_SECOND_MAX) goto fail;
+    if (rc != 0) goto fail;
+    rc = -1;
+    if (l.first > l.last || l.second > IDGEN_SECOND_MAX) goto fail;
     uint64_t lo = idgen_pack(l.second, l.first);
     uint64_t hi = idgen_pack(l.second, l.last);
     if (hi <= ns->floor) goto fail;
     if (lo <= ns->floor) lo = ns->floor + 1; /* also keeps id 0 out: floor starts at 0 */
     ns->floor = hi;
+    ns->floor_soft = 0;
     out->lo = lo;
     out->hi = hi;
     out->leased_ms = now;
@@ -202,7 +205,7 @@ static int idgen_lease(struct idgen_ns *ns, uint32_t want, struct idgen_span *ou
     return 0;
 fail:
     atomic_fetch_add_explicit(&ns->lease_failures, 1, memory_order_release);
-    return -1;
+    return rc;
 }
 
 /* Size the next lease to demand, once per block, from how the installed
@@ -261,10 +264,8 @@ static int idgen_refill(struct idgen_ns *ns, uint32_t needed, uint32_t seen) {
     }
     struct idgen_span b;
     uint32_t want = ns->next_size > needed ? ns->next_size : needed;
-    if (idgen_lease(ns, want, &b) != 0) {
-        rc = -1;
-        goto out;
-    }
+    rc = idgen_lease(ns, want, &b);
+    if (rc != 0) goto out;
     idgen_install(ns, &b);
 out:
     pthread_mutex_unlock(&ns->lock);
@@ -321,7 +322,8 @@ int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids) {
     while (got < n) {
         uint32_t seen;
         got += idgen_take(ns, n - got, out_ids + got, &seen);
-        if (got < n && idgen_refill(ns, n - got, seen) != 0) return -1;
+        int rc = got < n ? idgen_refill(ns, n - got, seen) : 0;
+        if (rc != 0) return rc;
     }
     return 0;
 }
@@ -358,6 +360,12 @@ int idgen_ns_init(struct idgen_ns *ns, const char *name, const struct idgen_ops 
     ns->max_age_ms = max_age_ms > 0 ? max_age_ms : IDGEN_DEFAULT_MAX_AGE_MS;
     memcpy(ns->name, name, len + 1);
     return 0;
+}
+
+uint64_t idgen_floor(const struct idgen_ns *ns) { return ns->floor; }
+void idgen_set_floor(struct idgen_ns *ns, uint64_t floor, int soft) {
+    ns->floor = floor;
+    ns->floor_soft = soft;
 }
 
 void idgen_ns_free(struct idgen_ns *ns) { pthread_mutex_destroy(&ns->lock); }

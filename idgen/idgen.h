@@ -84,16 +84,23 @@ struct idgen_block_lease {
  * now_ms: a monotonic clock in milliseconds (CLOCK_MONOTONIC); only
  *   differences are used.  Called on every idgen_next, from any thread.
  * lease: run lua/id_lease.lua for namespace `ns`, asking for `want` numbers
- *   (1..IDGEN_BLOCK_MAX); fill *out and return 0, or return -1 when Redis
- *   cannot answer.  Called with the namespace's mutex held (so never twice at
+ *   (1..IDGEN_BLOCK_MAX) above `floor`, the highest id this namespace has
+ *   leased (0: none); fill *out and return 0, or return -1 when Redis cannot
+ *   answer, IDGEN_BEHIND when Redis's block would not lie above `floor` (it
+ *   lost ids handed out already: nothing was written), or
+ *   IDGEN_EPOCH_MISMATCH when the namespace's mark was made with an earlier
+ *   epoch than this gateway's.  soft 1: `floor` may be another namespace's
+ *   (idtable.c): place the block above it rather than refuse.  Called with the namespace's mutex held (so never twice at
  *   once for one namespace), synchronously, on the thread of the request
  *   that found the block exhausted or crossed its prefetch mark; its latency
  *   is that request's.  It must not call idgen for the same namespace.
  * ctx: passed to both. */
+#define IDGEN_BEHIND         (-3) /* Redis's mark lies below ids already leased */
+#define IDGEN_EPOCH_MISMATCH (-4) /* the mark was made with an earlier epoch */
 struct idgen_ops {
     int64_t (*now_ms)(void *ctx); /* monotonic milliseconds */
-    int (*lease)(void *ctx, const char *ns, uint32_t want,
-                 struct idgen_block_lease *out); /* 0 ok, -1 backend failure */
+    int (*lease)(void *ctx, const char *ns, uint32_t want, uint64_t floor, int soft,
+                 struct idgen_block_lease *out); /* 0 ok, < 0 see above */
     void *ctx;                                   /* caller's context for both */
 };
 
@@ -139,6 +146,7 @@ struct idgen_ns {
     int has_pending;           /* 1 when `pending` holds a prefetched block */
     struct idgen_span pending; /* prefetched block, installed on exhaustion */
     uint64_t floor;            /* highest id of any block leased so far */
+    int floor_soft;            /* floor came from a shared slot of idtable's */
 
     /* Immutable after init: */
     struct idgen_ops ops;          /* clock and lease, copied at init */
@@ -154,8 +162,9 @@ int idgen_ns_init(struct idgen_ns *ns, const char *name, const struct idgen_ops 
 
 /* Write n ids (1..IDGEN_MAX_COUNT), strictly increasing, to out_ids[0..n).
  * Thread-safe.  Ids of a later call (from any thread, once this one has
- * returned) are greater.  Returns 0, or -1 when a block had to be leased and
- * the lease failed (Redis down: 503), or n is out of range; on -1 out_ids
+ * returned) are greater.  Returns 0, or < 0 when a block had to be leased and
+ * the lease failed (-1: Redis down; IDGEN_BEHIND, IDGEN_EPOCH_MISMATCH: as
+ * ops->lease said), or n is out of range (-1); then out_ids
  * may have been written to and the ids in it are discarded, never reissued.
  * While Redis is down, ids of a block that is still fresh keep being served. */
 int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
@@ -166,6 +175,13 @@ int idgen_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
  * range).  Never blocks: for a caller that must not wait for Redis. */
 #define IDGEN_WOULD_LEASE (-2)
 int idgen_try_next(struct idgen_ns *ns, uint32_t n, uint64_t *out_ids);
+
+/* The highest id leased so far (0: none), for a caller that keeps it when
+ * the namespace is evicted (idtable.c), and setting it on a namespace that
+ * has not leased yet (soft: see idgen_ops.lease).  Not thread-safe: for a
+ * namespace no thread uses. */
+uint64_t idgen_floor(const struct idgen_ns *ns);
+void idgen_set_floor(struct idgen_ns *ns, uint64_t floor, int soft);
 
 /* Release what idgen_ns_init set up (the mutex).  ns itself is the caller's. */
 void idgen_ns_free(struct idgen_ns *ns);

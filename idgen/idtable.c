@@ -134,6 +134,38 @@ static void idtable_remove(struct idtable *t, size_t shard, size_t hole) {
     t->shard[shard].count--;
 }
 
+/* The floors of evicted namespaces (idtable.h).  A hash of 0 or 1 cannot
+ * tell "empty" or "shared" from a name, so names hash to 2 and up here. */
+#define IDTABLE_FLOOR_SHARED 1
+
+static struct idtable_floor *idtable_floor_slot(struct idtable *t, uint64_t h) {
+    return &t->floor[(size_t)(h >> 20) & (t->nfloors - 1)];
+}
+
+static void idtable_keep_floor(struct idtable *t, struct idtable_entry *e) {
+    uint64_t h = atomic_load_explicit(&e->hash, memory_order_relaxed) | 2, f = idgen_floor(&e->ns);
+    if (f == 0) return;
+    pthread_mutex_lock(&t->floor_mu);
+    struct idtable_floor *s = idtable_floor_slot(t, h);
+    if (s->hash != 0 && s->hash != h)
+        s->hash = IDTABLE_FLOOR_SHARED; /* both must stay covered */
+    else
+        s->hash = h;
+    if (f > s->floor) s->floor = f;
+    pthread_mutex_unlock(&t->floor_mu);
+}
+
+static void idtable_restore_floor(struct idtable *t, uint64_t h, struct idgen_ns *ns) {
+    h |= 2;
+    pthread_mutex_lock(&t->floor_mu);
+    struct idtable_floor *s = idtable_floor_slot(t, h);
+    if (s->hash == h)
+        idgen_set_floor(ns, s->floor, 0); /* its own */
+    else if (s->hash == IDTABLE_FLOOR_SHARED)
+        idgen_set_floor(ns, s->floor, 1); /* perhaps its own, perhaps another's */
+    pthread_mutex_unlock(&t->floor_mu);
+}
+
 /* Find an entry to give way and take it out of the table, dead; the caller
  * holds no shard mutex.  Four turns of the hand give every entry a second
  * chance (a busy namespace is used again before the hand comes back); a
@@ -158,6 +190,7 @@ static struct idtable_entry *idtable_evict(struct idtable *t) {
         if (ok) {
             atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
             atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+            idtable_keep_floor(t, e);
             idgen_ns_free(&e->ns);
             return e;
         }
@@ -181,6 +214,7 @@ static struct idtable_entry *idtable_evict_in(struct idtable *t, size_t shard) {
             idtable_remove(t, shard, i);
             atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
             atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+            idtable_keep_floor(t, e);
             idgen_ns_free(&e->ns);
             return e;
         }
@@ -243,6 +277,7 @@ struct idtable_entry *idtable_acquire(struct idtable *t, const char *name) {
         e = fresh;
         fresh = NULL;
         if (idgen_ns_init(&e->ns, name, &t->ops, t->max_age_ms) != 0) abort(); /* mutex init */
+        idtable_restore_floor(t, h, &e->ns);
         atomic_store_explicit(&e->hash, h, memory_order_relaxed);
         /* Alive, held by us, a new incarnation: a reader that read the old
          * word cannot take a reference on this one. */
@@ -286,6 +321,9 @@ int idtable_init(struct idtable *t, size_t max, const struct idgen_ops *ops, int
     if (pthread_mutex_init(&t->spare_mu, NULL) != 0) abort();
     /* Untouched pages cost no memory: the pool grows in RSS as it is used. */
     t->pool = alloc_check(calloc(max, sizeof *t->pool));
+    for (t->nfloors = 1; t->nfloors < 2 * max;) t->nfloors *= 2;
+    t->floor = alloc_check(calloc(t->nfloors, sizeof *t->floor));
+    if (pthread_mutex_init(&t->floor_mu, NULL) != 0) abort();
     t->ops = *ops;
     t->max_age_ms = max_age_ms;
     return 0;
@@ -297,7 +335,9 @@ void idtable_free(struct idtable *t) {
         if (!(atomic_load(&t->pool[i].state) & IDTABLE_DEAD)) idgen_ns_free(&t->pool[i].ns);
     for (size_t i = 0; i < t->nshards; i++) pthread_mutex_destroy(&t->shard[i].mu);
     pthread_mutex_destroy(&t->spare_mu);
+    pthread_mutex_destroy(&t->floor_mu);
     free(t->pool);
+    free(t->floor);
     free(t->shard);
     free(t->slot);
 }

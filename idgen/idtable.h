@@ -6,10 +6,15 @@
  *
  * At most `max` namespaces are live at once.  A new namespace beyond that
  * takes the place of one not used lately (CLOCK, an approximation of LRU).
- * An evicted namespace's unused ids are abandoned; when it comes back it
- * starts from nothing, so its next lease starts above Redis's mark, as after
- * a gateway restart.  Nothing about a namespace outlives its eviction, so
- * the table's memory is bounded by `max`, whatever the gateway's lifetime.
+ * An evicted namespace's unused ids are abandoned; when it comes back its
+ * next lease starts above Redis's mark, as after a gateway restart, and
+ * above its floor (the highest id it had leased), which outlives it in a
+ * table of floors indexed by the name's hash, so ids never go backwards
+ * within one gateway, even when Redis lost its mark while the namespace was
+ * away.  A slot whose names collide keeps the highest of their floors, and
+ * a name finding such a shared slot has its lease placed above that floor
+ * (a stricter floor, never a refusal: it may be another name's).  The
+ * table's memory is bounded by `max`, whatever the gateway's lifetime.
  *
  * A request on a live namespace takes no lock: a lock-free lookup and one
  * compare-and-swap on that namespace's own reference count.  See idtable.c
@@ -38,6 +43,13 @@ struct idtable_entry {
     struct idgen_ns ns;               /* the namespace's hand-out state */
 };
 
+/* An evicted namespace's floor: whose (the name's hash, or
+ * IDTABLE_FLOOR_SHARED once two names met in the slot) and the id. */
+struct idtable_floor {
+    uint64_t hash;  /* 0: empty */
+    uint64_t floor; /* the highest id leased, the highest of all when shared */
+};
+
 /* A stripe of the slot array: inserts and evictions in it hold its mutex. */
 struct idtable_shard {
     pthread_mutex_t mu; /* guards this stripe's slots against writers */
@@ -59,6 +71,9 @@ struct idtable {
     _Atomic size_t live;                   /* stat: namespaces in the table */
     pthread_mutex_t spare_mu;              /* guards spare */
     struct idtable_entry *spare;           /* dead entries left by lost insert races */
+    struct idtable_floor *floor;           /* evicted namespaces' floors, by hash */
+    size_t nfloors;                        /* a power of 2, >= 2 * max */
+    pthread_mutex_t floor_mu;              /* guards floor[] */
     struct idgen_ops ops;                  /* given to every namespace */
     int64_t max_age_ms;                    /* given to every namespace */
 };

@@ -56,6 +56,11 @@ static void usage(void) {
            "                         (default 4: request headers up to about 3 KiB)\n"
            "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
            "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
+           "  --id-jump-s S          after a Redis restart or failover (a new run_id) or\n"
+           "                         for a mark it lacks, lease ids S seconds ahead of its\n"
+           "                         clock and mark, past any it may have lost; more than\n"
+           "                         the Redis hosts' clocks can differ\n"
+           "                         [LOCKGATE_ID_JUMP_S] (default 10, 1-3600)\n"
            "  --id-namespaces N      id namespaces kept live at once; beyond that the least\n"
            "                         recently used is evicted (about 0.6 KiB each)\n"
            "                         [LOCKGATE_ID_NAMESPACES] (default 16384, 16-4194304)\n"
@@ -63,8 +68,8 @@ static void usage(void) {
            "                         several [LOCKGATE_SENTINELS, comma-separated]\n"
            "  --sentinel-master NAME the master's name at the sentinels\n"
            "                         [LOCKGATE_SENTINEL_MASTER] (default mymaster)\n"
-           "  --min-replicas-ack N   after an acquire or extend, WAIT until N replicas\n"
-           "                         have it, else answer 503 and give it back\n"
+           "  --min-replicas-ack N   after an acquire, extend or id lease, WAIT until N\n"
+           "                         replicas have it, else answer 503 and give it back\n"
            "                         [LOCKGATE_MIN_REPLICAS_ACK] (default 0)\n"
            "  --replica-ack-timeout-ms MS  how long that WAIT may take\n"
            "                         [LOCKGATE_REPLICA_ACK_TIMEOUT_MS] (default 500)\n"
@@ -356,6 +361,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'C': ok = parse_int(val, 4, 1024, &cfg->connection_memory_kib); break;
     case 'e': ok = config_parse_epoch(val, &cfg->id_epoch); break;
     case 'N': ok = parse_int(val, IDTABLE_MIN, IDTABLE_MAX, &cfg->id_namespaces); break;
+    case 'j': ok = parse_int(val, 1, 3600, &cfg->id_jump_s); break;
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
     case 'O': ok = (cfg->log_format = log_parse_format(val)) < 0 ? -1 : 0; break;
     case 's': ok = add_sentinels(cfg, val); break;
@@ -390,6 +396,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'C' ? "connection memory (4-1024 KiB)"
                  : opt == 'e' ? "id epoch"
                  : opt == 'N' ? "id namespaces (16-4194304)"
+                 : opt == 'j' ? "id jump (1-3600 s)"
                  : opt == 's' ? "sentinel (HOST:PORT, at most 8)"
                  : opt == 'K' ? "redis cluster seed (HOST:PORT or redis://..., at most 16)"
                  : opt == 'Q' ? "quorum"
@@ -419,6 +426,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->connection_memory_kib = 4;
     cfg->id_epoch = DEFAULT_EPOCH;
     cfg->id_namespaces = IDTABLE_DEFAULT_MAX;
+    cfg->id_jump_s = 10;
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
@@ -444,6 +452,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
         {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
         {'N', "LOCKGATE_ID_NAMESPACES"         },
+        {'j', "LOCKGATE_ID_JUMP_S"             },
         {'K', "LOCKGATE_REDIS_CLUSTER"         },
         {'1', "LOCKGATE_AUTH_FILE"             },
         {'2', "LOCKGATE_TLS_CERT"              },
@@ -469,6 +478,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"connection-memory-kib",  required_argument, 0, 'C'},
         {"id-epoch",               required_argument, 0, 'e'},
         {"id-namespaces",          required_argument, 0, 'N'},
+        {"id-jump-s",              required_argument, 0, 'j'},
         {"log-level",              required_argument, 0, 'L'},
         {"sentinel",               required_argument, 0, 's'},
         {"redis-cluster",          required_argument, 0, 'K'},

@@ -45,6 +45,7 @@ struct gw_config {
     int replica_ack_timeout_ms;                     /* WAIT's timeout */
     int liveness_ttl_ms;                            /* TTL of the gateway's liveness key */
     int id_namespaces;                              /* id namespaces live at once (idtable) */
+    int id_jump_s;                                  /* id lease step after a new or lost mark */
     struct gw_endpoint cluster[GW_MAX_SEEDS]; /* --redis-cluster seeds: cluster mode when any */
     int ncluster;                             /* used entries of cluster */
     char auth_file[4096];                     /* --auth-file: API keys, "" for none */

@@ -53,6 +53,12 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
     [M_REDIS_NOSCRIPT] = {"lockgate_redis_noscript_total",         "Scripts reloaded after NOSCRIPT"     },
     [M_IDS_ISSUED] = {"lockgate_ids_issued_total",             "Ids handed out"                      },
     [M_ID_BLOCKS] = {"lockgate_id_blocks_total",              "Id blocks leased from Redis"         },
+    [M_ID_JUMPS] = {"lockgate_id_jumps_total",
+                         "Id leases placed ahead because the mark was new or lost or another "
+                    "Redis wrote it"                                                                    },
+    [M_ID_REFUSED] = {"lockgate_id_leases_refused_total",
+                         "Id leases refused: Redis's mark below ids this gateway handed out, or "
+                      "made with an earlier --id-epoch"                                                 },
     [M_WAIT_STARTED] = {"lockgate_waits_total",                  "Requests that waited for a busy lock"},
     [M_WAIT_WAKEUPS] = {"lockgate_wait_wakeups_total",           "Waiters woken to try again"          },
     [M_WAIT_TIMEOUTS] = {"lockgate_wait_timeouts_total",          "Waits that ended without the lock"   },

@@ -17,6 +17,8 @@ enum metric_counter {
     M_REDIS_NOSCRIPT,      /* NOSCRIPT answers that caused a reload */
     M_IDS_ISSUED,          /* ids handed out */
     M_ID_BLOCKS,           /* id blocks leased from Redis */
+    M_ID_JUMPS,            /* leases that jumped ahead: a new or lost mark, or a changed Redis */
+    M_ID_REFUSED,          /* leases refused: Redis behind this gateway's ids, or an epoch */
     M_WAIT_STARTED,        /* requests that began waiting */
     M_WAIT_WAKEUPS,        /* waiters woken to retry */
     M_WAIT_TIMEOUTS,       /* waits that ended without the lock */

@@ -366,6 +366,13 @@ static struct rconn *conn_of(const redisAsyncContext *ac) { return ac->ev.data; 
 
 static void cluster_sub_gone(struct node *n);
 
+/* Sentinel mode: the master the sentinels named refuses connections (a
+ * promotion they have not announced, or missed): ask them again rather than
+ * knock on the old master's door until +switch-master comes. */
+static void connect_failed(struct rconn *c) {
+    if (self->cfg.nsentinels && c == &self->node[0].cmd) self->reresolve = 1;
+}
+
 static void connection_gone(struct rconn *c) {
     if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
     if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
@@ -386,6 +393,7 @@ static void on_connect(const redisAsyncContext *ac, int status) {
             log_warn("redis: cannot connect (%s) to %s:%d: %s", c->what, c->host, c->port,
                      ac->errstr);
         c->down_logged = 1;
+        connect_failed(c);
         connection_gone(c); /* hiredis frees ac after this returns */
         return;
     }
@@ -452,6 +460,7 @@ static void connect_start(struct rconn *c) {
                      ac ? ac->errstr : "out of memory");
         c->down_logged = 1;
         if (ac) redisAsyncFree(ac);
+        connect_failed(c);
         connection_gone(c);
         return;
     }
@@ -928,6 +937,12 @@ const char *redis_release_channel_for(const char *key) {
 }
 
 const char *redis_release_channel_of_slot(int slot) { return cluster_chan[slot]; }
+
+void redis_key_in_slot_of(char *out, size_t cap, const char *base, const char *key) {
+    const char *tag =
+        cluster_chan ? strrchr(cluster_chan[cluster_key_slot(key, strlen(key))], '{') : NULL;
+    snprintf(out, cap, "%s%s", base, tag ? tag : "");
+}
 
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
     free(prelude);

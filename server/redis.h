@@ -134,6 +134,11 @@ void redis_command_all(int argc, const char *const *argv, const size_t *lens, re
  * The words are copied; call before redis_start. */
 void redis_set_prelude(int argc, const char *const *argv, const size_t *lens);
 
+/* base followed, in cluster mode, by a hash tag in key's slot ("{tag}"),
+ * so that one script may touch both keys: the id era beside an id mark.
+ * From any thread, once the first instance is made. */
+void redis_key_in_slot_of(char *out, size_t cap, const char *base, const char *key);
+
 /* The channel releases are published on: "<prefix>released". */
 const char *redis_release_channel(void);
 /* The channel a release of key's lock is published on: in cluster mode a

@@ -39,6 +39,8 @@ enum gw_code {
     CODE_SESSION_BOUND,
     CODE_UNAUTHENTICATED,
     CODE_FORBIDDEN,
+    CODE_IDS_BEHIND, /* ids (#35) */
+    CODE_ID_EPOCH_MISMATCH,
     CODE_COUNT
 };
 

@@ -137,8 +137,15 @@ def matches(want, got):
     return True
 
 
+# Each block starts from an empty Redis, but for the id marks and era: a
+# Redis that loses those is a Redis that lost data (docs/ids.md), which the
+# gateway, kept between blocks, rightly meets with 503 ids_behind.
+EMPTY_BUT_IDS = ("for _, k in ipairs(redis.call('KEYS', '*')) do "
+                 "if not string.find(k, ':id:', 1, true) then redis.call('DEL', k) end end")
+
+
 def run_block(b, servers):
-    redis_cmd(servers.redis_port, "FLUSHALL")
+    redis_cmd(servers.redis_port, "EVAL", EMPTY_BUT_IDS, "0")
     code = localize(b.text, servers.port)
     env = dict(os.environ, PATH=BUILD + os.pathsep + os.environ["PATH"],
                LOCKGATE_URL=f"http://127.0.0.1:{servers.port}")

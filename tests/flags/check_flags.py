@@ -46,6 +46,7 @@ DELEGATED = {
     "--cert": "test_tls.c",
     "--key": "test_tls.c",
     "--api-key-file": "test_tls.c",
+    "--id-jump-s": "test_idloss.c",  # every loss case; test_ids.c sets it by LOCKGATE_ID_JUMP_S
 }
 
 

@@ -797,3 +797,96 @@ long long h_metric(struct h_gw *g, const char *name) {
     h_resp_free(&r);
     return v;
 }
+
+/* ---- a TCP relay the test controls ----------------------------------------------- */
+
+static void relay_close(struct h_relay *r, int i) {
+    close(r->a[i]);
+    close(r->b[i]);
+    r->a[i] = r->b[i] = -1;
+}
+
+static void *relay_main(void *arg) {
+    struct h_relay *r = arg;
+    static __thread char buf[65536];
+    while (!r->stop) {
+        struct pollfd p[1 + 2 * H_RELAY_MAX];
+        int idx[1 + 2 * H_RELAY_MAX], np = 0;
+        if (r->hold) {
+            for (int i = 0; i < r->n; i++) r->held[i] = 1;
+            r->hold = 0;
+        }
+        if (r->drop) {
+            for (int i = 0; i < r->n; i++)
+                if (r->a[i] >= 0) relay_close(r, i);
+            r->drop = 0;
+        }
+        p[np].fd = r->listen_fd, p[np].events = POLLIN, idx[np++] = -1;
+        for (int i = 0; i < r->n; i++) {
+            if (r->a[i] < 0 || r->held[i]) continue;
+            p[np].fd = r->a[i], p[np].events = POLLIN, idx[np++] = 2 * i;
+            p[np].fd = r->b[i], p[np].events = POLLIN, idx[np++] = 2 * i + 1;
+        }
+        if (poll(p, (nfds_t)np, 20) <= 0) continue;
+        for (int k = 0; k < np; k++) {
+            if (!p[k].revents) continue;
+            if (idx[k] < 0) {
+                int c = accept(r->listen_fd, NULL, NULL);
+                int t = c >= 0 ? h_connect(r->target) : -1;
+                int slot = -1;
+                for (int i = 0; i < r->n && slot < 0; i++)
+                    if (r->a[i] < 0 && !r->held[i]) slot = i;
+                if (slot < 0 && r->n < H_RELAY_MAX) slot = r->n++;
+                if (t < 0 || slot < 0) {
+                    if (c >= 0) close(c);
+                    if (t >= 0) close(t);
+                    continue;
+                }
+                r->a[slot] = c, r->b[slot] = t, r->held[slot] = 0;
+                continue;
+            }
+            int i = idx[k] / 2, from = idx[k] % 2 ? r->b[i] : r->a[i],
+                to = idx[k] % 2 ? r->a[i] : r->b[i];
+            if (r->held[i] || r->a[i] < 0) continue;
+            ssize_t got = read(from, buf, sizeof buf);
+            if (got <= 0 || write(to, buf, (size_t)got) != got) relay_close(r, i);
+        }
+    }
+    for (int i = 0; i < r->n; i++)
+        if (r->a[i] >= 0) relay_close(r, i);
+    return NULL;
+}
+
+int h_relay_start(struct h_relay *r, int target_port) {
+    memset(r, 0, sizeof *r);
+    r->target = target_port;
+    r->port = h_free_port();
+    r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(r->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)r->port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(r->listen_fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(r->listen_fd, 64) < 0) {
+        close(r->listen_fd);
+        return -1;
+    }
+    return pthread_create(&r->th, NULL, relay_main, r) == 0 ? 0 : -1;
+}
+
+void h_relay_hold(struct h_relay *r) {
+    r->hold = 1;
+    while (r->hold) h_sleep_ms(5); /* taken by the relay's next turn */
+}
+
+void h_relay_retarget(struct h_relay *r, int target_port) {
+    r->target = target_port;
+    r->drop = 1;
+    while (r->drop) h_sleep_ms(5);
+}
+
+void h_relay_stop(struct h_relay *r) {
+    r->stop = 1;
+    pthread_join(r->th, NULL);
+    close(r->listen_fd);
+}

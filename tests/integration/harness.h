@@ -8,6 +8,7 @@
 #define LOCKGATE_HARNESS_H
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -185,6 +186,29 @@ void h_client_init(struct h_client *cl, long timeout_ms);
 void h_client_free(struct h_client *cl);
 long h_client_do(struct h_client *cl, const char *method, int port, const char *path,
                  const char *token, const char *body);
+/* A TCP relay on loopback, run by a thread of the test: each connection it
+ * accepts on `port` is forwarded to the target port.  h_relay_hold stops
+ * forwarding every connection it has, in both directions, without closing
+ * any (as a NAT that forgot the flows, or a replication stream held back):
+ * their bytes are neither read nor passed on, and are lost when the relay
+ * or an end closes.  h_relay_retarget closes every connection it has and
+ * sends new ones to another port (a virtual address moved after a
+ * promotion).  Connections made after either are forwarded as usual. */
+#define H_RELAY_MAX 64
+struct h_relay {
+    int listen_fd, port;
+    volatile int target;
+    int a[H_RELAY_MAX], b[H_RELAY_MAX]; /* accepted side, target side; -1 free */
+    int held[H_RELAY_MAX];
+    int n;
+    volatile int hold, drop, stop;
+    pthread_t th;
+};
+int h_relay_start(struct h_relay *r, int target_port);
+void h_relay_hold(struct h_relay *r);
+void h_relay_retarget(struct h_relay *r, int target_port);
+void h_relay_stop(struct h_relay *r);
+
 /* Starts the gateway retrying on fresh ports like the suites do (3 tries). */
 int h_gw_up(struct h_gw *g, struct h_redis *r, const char *flags);
 /* A counter or gauge from /metrics, or -1. */

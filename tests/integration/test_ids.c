@@ -422,6 +422,10 @@ static void test_freshness(void) {
     uint64_t b = one_id(gw.port, "fresh");
     CHECK(b == a + 1 || b >> 32 > a >> 32); /* same block: the next number */
     h_sleep_ms(1200);
+    /* In cluster mode the slot's id era may have begun with "a" (1 s
+     * ahead, see settle_id_era): wait until Redis's clock is past b. */
+    long long deadline = h_now_ms() + 5000;
+    while (redis_time(&redis) <= id_unix(b, EPOCH_2024) && h_now_ms() < deadline) h_sleep_ms(20);
     uint64_t c = one_id(gw.port, "fresh");
     CHECK(c >> 32 > b >> 32);
     CHECK_EQ_INT(id_seq(c), 0);
@@ -1159,9 +1163,98 @@ static void test_hundred_thousand_namespaces(void) {
     CHECK_EQ_INT(h_gw_stop(&hk_gw, 5000), 0);
 }
 
+/* ---- 8. Redis's data lost, epochs mixed (#35) ---------------------------------------- */
+
+/* A Redis without persistence restarted in the same second: its marks and
+ * its era are gone.  The gateway that stayed up and one started after the
+ * restart both hand out ids above every id handed out before: the new era
+ * places leases --id-jump-s ahead, and nothing is issued twice. */
+static void test_empty_restart_no_repeat(void) {
+    struct h_redis r;
+    struct h_gw a, b;
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&a, &r, "--id-jump-s 3"), 0);
+    uint64_t before[200];
+    long st;
+    /* This Redis's era begins, and its window ends: "lost" then leases at
+     * Redis's clock, as a Redis long in use does. */
+    long long start = redis_time(&r);
+    CHECK_EQ_INT(take_ids(a.port, "POST", "warm", 1, before, 1, &st), 1);
+    long long deadline = h_now_ms() + 10000;
+    while (redis_time(&r) < start + 4 && h_now_ms() < deadline) h_sleep_ms(20);
+    CHECK_EQ_INT(take_ids(a.port, "POST", "lost", 200, before, 200, &st), 200);
+    h_redis_kill(&r);
+    CHECK_EQ_INT(h_redis_restart(&r, NULL), 0);
+    CHECK_EQ_INT(h_gw_up(&b, &r, "--id-jump-s 3"), 0);
+    uint64_t after_a[50], after_b[50];
+    deadline = h_now_ms() + 10000;
+    int na = -1;
+    while (na != 50 && h_now_ms() < deadline) { /* a's connection comes back */
+        na = take_ids(a.port, "POST", "lost", 50, after_a, 50, &st);
+        if (na != 50) h_sleep_ms(50);
+    }
+    CHECK_EQ_INT(na, 50);
+    CHECK_EQ_INT(take_ids(b.port, "POST", "lost", 50, after_b, 50, &st), 50);
+    CHECK(after_a[0] > before[199]);
+    CHECK(after_b[0] > before[199]);
+    CHECK(after_b[0] > after_a[49] || after_a[0] > after_b[49]); /* disjoint blocks */
+    CHECK(id_unix(after_b[0], EPOCH_2024) - id_unix(before[199], EPOCH_2024) >= 2);
+    struct h_resp m = h_http("GET", b.port, "/metrics", NULL, NULL, NULL);
+    CHECK(m.body && strstr(m.body, "lockgate_id_jumps_total 1") != NULL);
+    h_resp_free(&m);
+    h_gw_stop(&a, 5000);
+    h_gw_stop(&b, 5000);
+    h_redis_stop(&r);
+}
+
+/* The mark records its epoch: a gateway whose epoch is later than the
+ * mark's is refused (503 id_epoch_mismatch, never a silent repeat); one
+ * with an earlier epoch (README's recovery move) takes the mark over, its
+ * ids above all before. */
+static void test_epoch_in_mark(void) {
+    struct h_gw early, late;
+    CHECK_EQ_INT(h_gw_up(&late, &redis, "--id-epoch 2024-01-01T00:00:00Z"), 0);
+    CHECK_EQ_INT(h_gw_up(&early, &redis, "--id-epoch 2023-12-31T23:00:00Z"), 0);
+    uint64_t x = one_id(late.port, "epochs");
+    uint64_t y = one_id(early.port, "epochs");
+    CHECK(y > x);
+    long st = 0;
+    uint64_t z;
+    /* late's block is dropped once stale; its next lease meets the mark */
+    long long deadline = h_now_ms() + 5000;
+    while (st != 503 && h_now_ms() < deadline) {
+        take_ids(late.port, "POST", "epochs", 1, &z, 1, &st);
+        if (st != 503) h_sleep_ms(100);
+    }
+    CHECK_EQ_INT(st, 503);
+    struct h_resp r = h_http("POST", late.port, "/v1/ids/epochs", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 503);
+    CHECK_EQ_STR(h_jcode(&r), "id_epoch_mismatch");
+    h_resp_free(&r);
+    h_gw_stop(&late, 5000);
+    h_gw_stop(&early, 5000);
+}
+
+/* The first lease on a new Redis begins its id era, and for --id-jump-s
+ * (1 s here) leases are placed ahead of Redis's clock (lua/id_lease.lua):
+ * the suite's checks of the ids' time start once that window is over. */
+static void settle_id_era(void) {
+    struct h_client cl;
+    h_client_init(&cl, 10000);
+    uint64_t id;
+    long st = 0;
+    long long start = redis_time(&redis);
+    CHECK_EQ_INT(client_ids(&cl, gw.port, "era-warm-up", 1, &id, &st), 1);
+    h_client_free(&cl);
+    long long deadline = h_now_ms() + 10000;
+    while (redis_time(&redis) < start + 2 && h_now_ms() < deadline) h_sleep_ms(20);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
+    setenv("LOCKGATE_ID_JUMP_S", "1", 1); /* every gateway of the suite */
     if (h_redis_start(&redis, 1, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
+    settle_id_era();
     RUN(test_api_shape);
     RUN(test_decode);
     RUN(test_freshness);
@@ -1174,6 +1267,8 @@ int main(void) {
     RUN(test_interleaved_two_gateways);
     RUN(test_too_many_namespaces);
     RUN(test_hundred_thousand_namespaces);
+    RUN_NOT_CLUSTER(test_empty_restart_no_repeat);
+    RUN(test_epoch_in_mark);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);
     h_redis_stop(&redis);
     fprintf(stderr, "  ids suite: %lld ms\n", h_now_ms() - t0);

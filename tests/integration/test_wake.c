@@ -541,6 +541,53 @@ static void test_stalled_waiter_passes_turn_on(void) {
     free(h);
 }
 
+/* The release comes while the first waiter's gateway is stalled, and then
+ * the waiter's client resets, in the same stall: woken, the waiter finds
+ * its client gone and gives up without trying.  The release is not lost with it: the
+ * next waiter is woken in its place at once, not at the holder's lease
+ * end.  (Which the gateway reads first after the stall, the reset or the
+ * release, is up to epoll; either way the next waiter must get in.) */
+static void test_gone_waiter_passes_turn_on(void) {
+    char name[64], path[128];
+    snprintf(name, sizeof name, "wake-gone-%d", getpid());
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    char *h = hold(gw.port, path, "{\"ttl_ms\":20000}");
+    CHECK(h[0]);
+    long long base = h_metric(&gw1, "lockgate_waiting_requests");
+    int fd = h_connect(gw1.port);
+    CHECK(fd >= 0);
+    char req[512];
+    const char *body = "{\"ttl_ms\":5000,\"wait_ms\":15000}";
+    int len = snprintf(req, sizeof req,
+                       "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %zu\r\n\r\n%s",
+                       path, strlen(body), body);
+    CHECK(write(fd, req, (size_t)len) == len);
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
+    struct bg w2;
+    bg_start(&w2, gw1.port, path, "{\"ttl_ms\":5000,\"wait_ms\":15000}");
+    CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 2, 5000), 0);
+    CHECK_EQ_INT(h_freeze(gw1.pid), 0);
+    release(gw.port, path, h);
+    /* The release message reaches the frozen gateway's socket first (the
+     * pause only orders the two: the check below does not depend on it),
+     * so that it wakes the first waiter before the reset is read. */
+    h_sleep_ms(100);
+    struct linger lg = {1, 0}; /* a reset, not a polite close */
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+    long long t = h_now_ms();
+    kill(gw1.pid, SIGCONT);
+    pthread_join(w2.th, NULL);
+    printf("    the next waiter after one whose client reset: %ld, %lld ms after the gateway "
+           "resumed\n",
+           w2.status, w2.t_done - t);
+    CHECK_EQ_INT(w2.status, 201);
+    CHECK(w2.t_done - t <= WAKE_MS);
+    release(gw.port, path, w2.token);
+    free(h);
+}
+
 /* ---- a dead gateway's fair waiter dropped ----------------------------------------- */
 
 /* A third gateway (liveness TTL DEAD_TTL_MS) parks a fair waiter, single or
@@ -732,89 +779,10 @@ static void test_high_descriptors(void) {
 
 /* ---- silent drop ------------------------------------------------------------------ */
 
-/* A TCP relay on loopback between a gateway and Redis, run by this test:
- * each connection it accepts is forwarded to Redis.  relay_forget makes it
- * stop forwarding every connection it has, without closing any (as a NAT
- * that forgot the flows): their bytes are no longer read nor passed on.
- * Connections made afterwards are forwarded as usual. */
-#define RELAY_MAX 64
-
-static struct {
-    int listen_fd, port, target;
-    int a[RELAY_MAX], b[RELAY_MAX]; /* client side, Redis side; -1 free */
-    int forgotten[RELAY_MAX];
-    int n;
-    volatile int forget, stop;
-    pthread_t th;
-} relay;
-
-static void *relay_main(void *arg) {
-    (void)arg;
-    char buf[65536];
-    while (!relay.stop) {
-        struct pollfd p[1 + 2 * RELAY_MAX];
-        int idx[1 + 2 * RELAY_MAX], np = 0;
-        if (relay.forget) {
-            for (int i = 0; i < relay.n; i++) relay.forgotten[i] = 1;
-            relay.forget = 0;
-        }
-        p[np].fd = relay.listen_fd, p[np].events = POLLIN, idx[np++] = -1;
-        for (int i = 0; i < relay.n; i++) {
-            if (relay.a[i] < 0 || relay.forgotten[i]) continue;
-            p[np].fd = relay.a[i], p[np].events = POLLIN, idx[np++] = 2 * i;
-            p[np].fd = relay.b[i], p[np].events = POLLIN, idx[np++] = 2 * i + 1;
-        }
-        if (poll(p, (nfds_t)np, 20) <= 0) continue;
-        for (int k = 0; k < np; k++) {
-            if (!p[k].revents) continue;
-            if (idx[k] < 0) {
-                int c = accept(relay.listen_fd, NULL, NULL);
-                int r = c >= 0 ? h_connect(relay.target) : -1;
-                if (r < 0 || relay.n == RELAY_MAX) {
-                    if (c >= 0) close(c);
-                    if (r >= 0) close(r);
-                    continue;
-                }
-                relay.a[relay.n] = c, relay.b[relay.n] = r, relay.forgotten[relay.n] = 0;
-                relay.n++;
-                continue;
-            }
-            int i = idx[k] / 2, from = idx[k] % 2 ? relay.b[i] : relay.a[i],
-                to = idx[k] % 2 ? relay.a[i] : relay.b[i];
-            if (relay.forgotten[i] || relay.a[i] < 0) continue;
-            ssize_t got = read(from, buf, sizeof buf);
-            if (got <= 0 || write(to, buf, (size_t)got) != got) {
-                close(relay.a[i]);
-                close(relay.b[i]);
-                relay.a[i] = relay.b[i] = -1;
-            }
-        }
-    }
-    return NULL;
-}
-
-static int relay_start(int target) {
-    relay.target = target;
-    relay.port = h_free_port();
-    relay.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(relay.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)relay.port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (bind(relay.listen_fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(relay.listen_fd, 64) < 0)
-        return -1;
-    return pthread_create(&relay.th, NULL, relay_main, NULL);
-}
-
-static void relay_stop(void) {
-    relay.stop = 1;
-    pthread_join(relay.th, NULL);
-    for (int i = 0; i < relay.n; i++)
-        if (relay.a[i] >= 0) close(relay.a[i]), close(relay.b[i]);
-    close(relay.listen_fd);
-}
+/* The relay between the gateway and Redis is harness.c's h_relay: its
+ * hold stops forwarding every connection it has without closing any, as a
+ * NAT that forgot the flows. */
+static struct h_relay relay;
 
 /* A gateway reaching Redis through the relay parks a waiter; the relay
  * forgets every connection (pub/sub and command alike) without closing
@@ -826,7 +794,7 @@ static void test_silent_drop(void) {
         printf("ok - test_silent_drop # skip: one relay, one Redis\n");
         return;
     }
-    CHECK_EQ_INT(relay_start(redis.port), 0);
+    CHECK_EQ_INT(h_relay_start(&relay, redis.port), 0);
     struct h_gw g = {0};
     snprintf(g.redis_url, sizeof g.redis_url, "redis://127.0.0.1:%d", relay.port);
     CHECK_EQ_INT(h_gw_start(&g, &redis, "--workers 1"), 0); /* h_gw_up clears redis_url */
@@ -838,8 +806,7 @@ static void test_silent_drop(void) {
     struct bg w;
     bg_start(&w, g.port, path, "{\"ttl_ms\":5000,\"wait_ms\":15000}");
     CHECK_EQ_INT(wait_waiting_at_least(&g, 1, 5000), 0);
-    relay.forget = 1;
-    while (relay.forget) h_sleep_ms(5); /* the relay took it in */
+    h_relay_hold(&relay);
     long long t = release(gw.port, path, h);
     pthread_join(w.th, NULL);
     long long late = w.t_done - t;
@@ -849,7 +816,7 @@ static void test_silent_drop(void) {
     CHECK(late <= 3000 + 1000);
     CHECK(h_metric(&g, "lockgate_redis_dead_connections_total") >= 1);
     CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
-    relay_stop();
+    h_relay_stop(&relay);
     free(h);
 }
 
@@ -881,6 +848,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_shared_multi_grant_passes_on);
     RUN_SOME(test_multi_waiter_passes_turn_on);
     RUN_SOME(test_stalled_waiter_passes_turn_on);
+    RUN_SOME(test_gone_waiter_passes_turn_on);
     RUN_SOME(test_dead_gateway_waiter_dropped);
     RUN_SOME(test_orphans);
     RUN_SOME(test_high_descriptors);

@@ -28,6 +28,7 @@ struct fake {
     unsigned fail_every;    /* >0: every n-th lease fails */
     unsigned calls;         /* lease calls, failed ones included */
     unsigned leases;        /* successful leases */
+    unsigned refused;       /* leases refused below the floor */
     uint32_t wants[4096];   /* want of each successful lease */
     _Atomic int in_lease;   /* 1 while a lease runs: checks mutual exclusion */
     _Atomic int overlap;    /* set when two leases ran at once */
@@ -46,7 +47,8 @@ static int64_t fake_now_ms(void *ctx) { return fake_clock(ctx); }
 static void fake_advance(struct fake *f, int64_t ms) { atomic_fetch_add(&f->now_ms, ms); }
 
 /* lua/id_lease.lua, line for line. */
-static int fake_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
+static int fake_lease(void *ctx, const char *ns, uint32_t want, uint64_t floor, int soft,
+                      struct idgen_block_lease *out) {
     struct fake *f = ctx;
     (void)ns;
     if (atomic_exchange(&f->in_lease, 1)) atomic_store(&f->overlap, 1);
@@ -67,6 +69,11 @@ static int fake_lease(void *ctx, const char *ns, uint32_t want, struct idgen_blo
     } else {
         sec = f->mark_sec;
         first = (uint64_t)f->mark_seq + 1;
+    }
+    if (idgen_pack((uint32_t)sec, (uint32_t)first) <= floor) {
+        f->refused++;
+        rc = IDGEN_BEHIND; /* written nothing */
+        goto out;
     }
     uint64_t last = first + want - 1;
     if (last > UINT32_MAX) last = UINT32_MAX;
@@ -512,7 +519,8 @@ static void test_lease_failure(void) {
     fake_free(&f, &ns);
 }
 
-static int bad_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
+static int bad_lease(void *ctx, const char *ns, uint32_t want, uint64_t floor, int soft,
+                     struct idgen_block_lease *out) {
     int *mode = ctx;
     (void)ns;
     (void)want;
@@ -595,26 +603,32 @@ static void test_clock_step_back(void) {
     CHECK(ok);
 
     /* Redis restarted without persistence, in the same second: its answers
-     * start at 0 again; this instance refuses or trims what it already
-     * passed, until Redis's mark is above it */
+     * start at 0 again.  This instance refuses, and the refused leases
+     * write nothing (their numbers may be other gateways' lost ones), until
+     * Redis's clock reaches a later second. */
     f.has_mark = 0;
     f.redis_sec = 5000;
     fake_advance(&f, 2000);
-    unsigned before = f.leases;
-    take_retry(&ns, 40, ids, &prev, &ok);
-    CHECK(f.leases > before);
-    CHECK_EQ_INT(id_sec(ids[0]), 5000);
+    unsigned before = f.leases, refused = f.refused;
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(idgen_next(&ns, 1, ids), IDGEN_BEHIND);
+    CHECK_EQ_INT(f.leases, before);
+    CHECK_EQ_INT(f.refused, refused + 5);
+    CHECK(!f.has_mark);
+    f.redis_sec = 5001;
+    CHECK_EQ_INT(take_retry(&ns, 40, ids, &prev, &ok), 0);
+    CHECK_EQ_INT(id_sec(ids[0]), 5001);
     CHECK(ok);
+    f.redis_sec = 5000;
 
     /* ... and with its clock an hour back as well: every answer lies below
      * what this instance gave, so it fails until Redis's clock catches up */
     f.has_mark = 0;
     f.redis_sec = 5000 - 3600;
     fake_advance(&f, 2000);
-    for (int i = 0; i < 5; i++) CHECK_EQ_INT(idgen_next(&ns, 1, ids), -1);
-    f.redis_sec = 5001;
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(idgen_next(&ns, 1, ids), IDGEN_BEHIND);
+    f.redis_sec = 5002;
     CHECK_EQ_INT(take_retry(&ns, 40, ids, &prev, &ok), 0);
-    CHECK_EQ_INT(id_sec(ids[0]), 5001);
+    CHECK_EQ_INT(id_sec(ids[0]), 5002);
     CHECK(ok);
     CHECK(!atomic_load(&f.overlap));
     fake_free(&f, &ns);
@@ -624,12 +638,12 @@ static void test_clock_step_back(void) {
  * connection times out. */
 static _Atomic int slow_entered;
 
-static int slow_failing_lease(void *ctx, const char *ns, uint32_t want,
+static int slow_failing_lease(void *ctx, const char *ns, uint32_t want, uint64_t floor, int soft,
                               struct idgen_block_lease *out) {
     atomic_store(&slow_entered, 1);
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    return fake_lease(ctx, ns, want, out);
+    return fake_lease(ctx, ns, want, floor, soft, out);
 }
 
 static void *coalesce_worker(void *p) {
@@ -783,7 +797,8 @@ static int tb_index(const char *ns) { return atoi(ns + 3) % TB_NAMES; }
 
 static int64_t tb_now(void *ctx) { return atomic_load(&((struct tb_redis *)ctx)->now_ms); }
 
-static int tb_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block_lease *out) {
+static int tb_lease(void *ctx, const char *ns, uint32_t want, uint64_t floor, int soft,
+                    struct idgen_block_lease *out) {
     struct tb_redis *r = ctx;
     int k = tb_index(ns);
     pthread_mutex_lock(&r->mu);
@@ -794,6 +809,17 @@ static int tb_lease(void *ctx, const char *ns, uint32_t want, struct idgen_block
     } else {
         out->second = (uint32_t)(m >> 32);
         out->first = (uint32_t)m + 1; /* tests never use up a second */
+    }
+    if (idgen_pack(out->second, out->first) <= floor && soft) {
+        out->second = (uint32_t)(floor >> 32); /* above a floor that may be another's */
+        out->first = (uint32_t)floor + 1;
+    } else if (idgen_pack(out->second, out->first) <= floor) {
+        /* Below the namespace's own floor, kept from its eviction: refused,
+         * written nothing.  The client retries after Retry-After, by when
+         * Redis's clock has moved on: modelled by moving it here. */
+        r->sec++;
+        pthread_mutex_unlock(&r->mu);
+        return IDGEN_BEHIND;
     }
     out->last = out->first + want - 1;
     r->mark[k] = idgen_pack(out->second, out->last);
@@ -810,13 +836,21 @@ static void tb_init(struct tb_redis *r, struct idtable *t, size_t max) {
     CHECK_EQ_INT(idtable_init(t, max, &ops, 1000), 0);
 }
 
+/* idgen_next as a client does it: again after a 503 ids_behind. */
+static int tb_next(struct idgen_ns *ns, uint32_t n, uint64_t *ids) {
+    int rc = -1;
+    for (int tries = 0; tries < 100; tries++)
+        if ((rc = idgen_next(ns, n, ids)) != IDGEN_BEHIND) break;
+    return rc;
+}
+
 static uint64_t tb_one(struct idtable *t, const char *name) {
     struct idtable_entry *e = idtable_acquire(t, name);
     CHECK(e != NULL);
     if (!e) return 0;
     CHECK_EQ_STR(e->ns.name, name);
     uint64_t id = 0;
-    CHECK_EQ_INT(idgen_next(&e->ns, 1, &id), 0);
+    CHECK_EQ_INT(tb_next(&e->ns, 1, &id), 0);
     idtable_release(e);
     return id;
 }
@@ -869,6 +903,32 @@ static void test_table_evict_and_return(void) {
 
 /* 20,000 names through room for 64: the hash puts more than their share in
  * some stripes now and then, and those make room themselves; never NULL. */
+/* An evicted namespace keeps its floor: when Redis lost its mark while the
+ * namespace was away (a restart in the same second), the namespace comes
+ * back refused until Redis's clock passes the floor, never below its own
+ * earlier ids. */
+static void test_table_floor_outlives_eviction(void) {
+    struct tb_redis r;
+    struct idtable t;
+    tb_init(&r, &t, IDTABLE_MIN);
+    uint64_t before = 0;
+    for (int i = 0; i < 50; i++) before = tb_one(&t, "ns-1");
+    char name[32];
+    for (int k = 2; k < 200; k++) { /* ns-1 is evicted */
+        snprintf(name, sizeof name, "ns-%d", k);
+        tb_one(&t, name);
+    }
+    CHECK(atomic_load(&t.evictions) > 0);
+    pthread_mutex_lock(&r.mu);
+    r.mark[tb_index("ns-1")] = 0; /* Redis lost it, in the second of its last lease */
+    r.sec = id_sec(before);
+    pthread_mutex_unlock(&r.mu);
+    uint64_t after = tb_one(&t, "ns-1");
+    CHECK(after > before); /* refused until a later second, or, where its floor's
+                              slot is shared, placed above the shared floor */
+    idtable_free(&t);
+}
+
 static void test_table_many_names(void) {
     struct tb_redis r;
     struct idtable t;
@@ -956,7 +1016,7 @@ static void *tt_worker(void *p) {
         snprintf(name, sizeof name, "ns-%u", k);
         struct idtable_entry *e = idtable_acquire(a->t, name);
         uint64_t ids[3];
-        if (!e || strcmp(e->ns.name, name) != 0 || idgen_next(&e->ns, 3, ids) != 0) {
+        if (!e || strcmp(e->ns.name, name) != 0 || tb_next(&e->ns, 3, ids) != 0) {
             fprintf(stderr, "  op %d on %s: %s\n", i, name, !e ? "no entry" : "wrong or failed");
             a->bad++;
             a->got[i][0] = 1000 + (uint64_t)i; /* not a namespace: no false duplicate */
@@ -1026,6 +1086,7 @@ int main(void) {
     RUN(test_threads_churn);
     RUN(test_table_bounds);
     RUN(test_table_evict_and_return);
+    RUN(test_table_floor_outlives_eviction);
     RUN(test_table_many_names);
     RUN(test_table_held_and_full);
     RUN(test_table_threads);

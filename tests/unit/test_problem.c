@@ -41,6 +41,8 @@ static const struct {
     {CODE_SESSION_BOUND,       "session_bound",       409},
     {CODE_UNAUTHENTICATED,     "unauthenticated",     401},
     {CODE_FORBIDDEN,           "forbidden",           403},
+    {CODE_IDS_BEHIND,          "ids_behind",          503},
+    {CODE_ID_EPOCH_MISMATCH,   "id_epoch_mismatch",   503},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
@@ -67,7 +69,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 25);
+    CHECK_EQ_INT(CODE_COUNT, 27);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);
