@@ -479,9 +479,9 @@ static void connect_start(struct rconn *c) {
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     ev_add_write(c); /* connect(2) completes as writability */
 
-    char pw[SECRET_MAX];
+    char pw[SECRET_MAX] = "";
     if (c != &self->sen) secret_redis_password(pw); /* a rotated file: read before each */
-    if (c != &self->sen && pw[0]) {
+    if (pw[0]) {
         /* AUTH user password (an ACL user), or AUTH password (the default
          * user); the words go only to Redis, never to a log line. */
         const char *user = self->cfg.redis_user;
