@@ -16,6 +16,7 @@
 #include "common/alloc.h"
 #include "handlers/backend.h"
 #include "handlers/holds.h"
+#include "handlers/undo.h"
 #include "handlers/quorum_math.h"
 #include "handlers/verdict.h"
 #include "idgen/idgen.h"
@@ -81,6 +82,22 @@ static void quorum_call_done(struct quorum_call *qc, const struct redis_result *
 
 /* ---- acquire ------------------------------------------------------------------------ */
 
+/* A failed round's answer, given once its give-backs are answered. */
+struct round_back {
+    struct hold_call *hc;
+    int left; /* give-backs not answered yet, +1 while they are being sent */
+    long long verdict;
+    long long v[3];
+    char err[160];
+};
+
+static void round_given_back(void *arg, const struct redis_result *res) {
+    struct round_back *rb = arg;
+    if (--rb->left > 0) return;
+    hold_attempt_done(rb->hc, rb->verdict, rb->v, rb->err[0] ? rb->err : NULL);
+    free(rb);
+}
+
 static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
     struct hold_call *hc = arg;
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
@@ -138,33 +155,44 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         hold_attempt_done(hc, v[0], v, NULL);
         return;
     }
-    /* Give back what we got (a re-entry's level is left, as in hold_gives_back). */
-    if (granted > 0 && !reentered) hold_give_back(hc->req);
+    /* The round failed: what it answers. */
+    struct round_back *rb = alloc_check(calloc(1, sizeof *rb));
+    rb->hc = hc;
     if (answered < q) {
-        char why[160];
-        snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
-        hold_attempt_done(hc, VERDICT_ERROR, NULL, why);
-        return;
+        rb->verdict = VERDICT_ERROR;
+        snprintf(rb->err, sizeof rb->err, "only %d of %d Redis masters answered (%s)", answered, n,
+                 err);
+    } else if (mismatch >= q) {
+        rb->verdict = VERDICT_MODE_MISMATCH;
+    } else if (ended >= q) {
+        rb->verdict = VERDICT_SESSION_ENDED;
+    } else if (limits >= q) {
+        rb->verdict = rb->v[0] = VERDICT_LIMIT_MISMATCH;
+        rb->v[1] = limit;
+    } else { /* busy: it could succeed once enough of the busy masters free up */
+        rb->verdict = rb->v[0] = VERDICT_BUSY;
+        rb->v[1] = quorum_retry_after(busy, nbusy, answered, q);
+        rb->v[2] = nbusy > 0 ? cause : BUSY_HELD;
     }
-    if (mismatch >= q) {
-        hold_attempt_done(hc, VERDICT_MODE_MISMATCH, NULL, NULL);
-        return;
+    /* Give back what each master granted, a new hold or a re-entry level,
+     * on that master alone (a re-entry released everywhere would end the
+     * hold on the masters that did not take the level), and answer once
+     * they have: whoever the client tells next finds nothing of it.  A
+     * master that did not answer may still grant: if the request answers
+     * 503, holds.c undoes it there (undo.h); if it tries again, its own
+     * attempt is found there (acquire.lua). */
+    rb->left = 1;
+    for (int i = 0; granted > 0 && i < n; i++) {
+        long long v[5];
+        const char *e;
+        if (verdict_parse_acquire(&res[i], hc->ttl_ms, v, &e) > 0) {
+            rb->left++;
+            undo_give_back_at(i, k.hash, k.message, hc->req->token, hc->attempt_id,
+                              round_given_back, rb);
+        }
     }
-    if (ended >= q) {
-        hold_attempt_done(hc, VERDICT_SESSION_ENDED, NULL, NULL);
-        return;
-    }
-    if (limits >= q) {
-        long long v[2] = {VERDICT_LIMIT_MISMATCH, limit};
-        hold_attempt_done(hc, VERDICT_LIMIT_MISMATCH, v, NULL);
-        return;
-    }
-    /* Busy: it could succeed once enough of the busy masters free up. */
-    long long retry = quorum_retry_after(busy, nbusy, answered, q);
-    long long v[3] = {0, retry, nbusy > 0 ? cause : BUSY_HELD};
-    hold_attempt_done(hc, VERDICT_BUSY, v, NULL);
+    round_given_back(rb, NULL);
 }
-
 
 /* ---- extend, release, inspect ---------------------------------------------------- */
 
@@ -349,8 +377,11 @@ static void quorum_read_done(void *arg, const struct redis_result *res, int n) {
      * Refused before the claim, so that no mark moves into that range;
      * placed above a floor that may be another namespace's (backend.h). */
     if (idgen_pack(b->second, b->first) <= ask->floor && ask->floor_soft) {
-        uint32_t s = (uint32_t)(ask->floor >> 32), q = (uint32_t)ask->floor;
-        quorum_id_block(s, s, q, ask->want, &b->second, &b->first, &b->last);
+        long long s = (long long)(ask->floor >> 32); /* the second after it (id_lease.lua) */
+        if (quorum_id_block(s + 1, s, 0, ask->want, &b->second, &b->first, &b->last) != 0) {
+            backend_lease_finish(lw, -1);
+            return;
+        }
     } else if (idgen_pack(b->second, b->first) <= ask->floor) {
         backend_lease_refused(ask, IDGEN_BEHIND, b->second, b->first);
         backend_lease_finish(lw, IDGEN_BEHIND);

@@ -8,6 +8,8 @@
 #include "handlers/holds.h"
 #include "common/alloc.h"
 #include "handlers/backend.h"
+#include "handlers/guard.h"
+#include "handlers/undo.h"
 #include "handlers/handlers.h"
 #include "handlers/session_ref.h"
 #include "handlers/verdict.h"
@@ -209,6 +211,13 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             return;
         }
         hold_leave_queue(hc);
+        /* The attempt may have run, or may still run: undo it (undo.h).
+         * A session-bound hold is listed in its session too. */
+        if ((hc->own_token || hc->attempt_id[0]) && !hc->session && !redis_error_is_reply(err)) {
+            struct hold_keys k;
+            hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+            undo_hold(k.hash, k.message, req->token, hc->attempt_id, hc->ttl_ms);
+        }
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
     }
@@ -304,22 +313,24 @@ static void attempt(struct hold_call *hc) {
                           redis_release_channel_for(k.hash),
                           k.message,
                           hc->session ? hc->session : "",
-                          req->key_id ? req->key_id : ""};
+                          req->key_id ? req->key_id : "",
+                          hc->attempt_id};
     /* The common case (exclusive, no owner, max-hold, lock-delay, waiting,
      * session or API key) sends the script's short form, token and ttl
      * only: every argument costs Redis time (bench/RESULTS.md, "Redis fast
      * path").  A session-bound hold declares its session's key as KEYS[4];
-     * the others leave it out (argv[3] is skipped).  The session token and
-     * the key id go last, only when one is set. */
-    int extra = hc->session || req->key_id ? 2 : 0;
+     * the others leave it out (argv[3] is skipped).  The session token,
+     * the key id and a waiting request's attempt id go last, only as far as
+     * one is set. */
+    int extra = hc->attempt_id[0] ? 3 : hc->session || req->key_id ? 2 : 0;
     int nargs = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
                         hc->lock_delay_ms == 0 && wait_left == 0 && !extra
                     ? 5 + backend->per_slot /* cluster: + the shard channel (argv[14]) */
                     : 15 + (hc->session ? 1 : 0) + extra;
     int nkeys = hc->session ? 4 : 3;
-    const char *av[18];
-    size_t lens[18];
-    for (int i = 0, j = 0; i < 18 && j < nargs; i++) {
+    const char *av[19];
+    size_t lens[19];
+    for (int i = 0, j = 0; i < 19 && j < nargs; i++) {
         if (i == 3 && !hc->session) continue;
         av[j] = argv[i];
         lens[j] = strlen(av[j]);
@@ -403,12 +414,15 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
-    if (session_header_or_reply(req, &hc->session)) return;
+    if (session_header_or_reply(req, &hc->session) || guard_grant_or_reply(req)) return;
     if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
         struct hold_keys k;
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
         liveness_waiter_id(hc->waiter_id);
         hc->live_slot = liveness_waiter_join(k.hash);
+        memcpy(hc->attempt_id, hc->waiter_id, sizeof hc->attempt_id);
+    } else if (hc->wait_ms > 0 || !hc->own_token) {
+        liveness_waiter_id(hc->attempt_id);
     }
     attempt(hc);
 }
@@ -487,7 +501,7 @@ void hold_extend(struct gw_request *req, int semaphore) {
     long long ttl_ms;
     if (name_param_or_reply(req, 0) || token_header_or_reply(req, 1, NULL) ||
         body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl_ms, NULL))
+        body_int_or_reply(req, "ttl_ms", 0, 100, guard_max_lease_ms(), &ttl_ms, NULL))
         return;
     struct hold_keys k;
     hold_keys(req->name, semaphore, &k);

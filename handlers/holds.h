@@ -39,6 +39,7 @@ struct hold_call {
     int fair;                /* queue in Redis, first come first served */
     int waited;              /* it was parked at least once */
     int queued;              /* an attempt went with its waiter id: it may be queued */
+    int own_token;           /* the gateway made req->token for this request */
     int backoff_ms;          /* parked through a Redis outage: the last pause */
     int acks_wanted;         /* replicas that must have the write, 0 off */
     long long ttl_ms;        /* lease length */
@@ -51,6 +52,11 @@ struct hold_call {
     int64_t attempt_ms;      /* when the current attempt was sent */
     struct hold_ack *ack;    /* NULL unless acks_wanted */
     char waiter_id[32];      /* its id in the fair queue (liveness.h), "" if none */
+    char attempt_id[32];     /* the request's id in its holder record, so that trying
+                                again after an answer was lost finds its own grant
+                                rather than re-enter (acquire.lua ARGV 15), and an
+                                undo releases that level only (undo.h): a waiting
+                                request's, or one with the client's token; "" else */
     int live_slot;           /* what liveness_waiter_join returned */
     const char *owner;       /* informational, "" for none (after the struct) */
     char *session;           /* Session header: the session it is bound to, or NULL

@@ -6,6 +6,7 @@
  * the one place an HTTP thread waits on Redis (idgen's slow path, about once
  * per block). */
 #include "handlers/backend.h"
+#include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
@@ -123,6 +124,7 @@ void ids_next(struct gw_request *req) {
                       IDGEN_MAX_COUNT);
         return;
     }
+    if (guard_ids_or_reply(req)) return;
     struct idtable_entry *e = idtable_acquire(&table, req->name);
     if (!e) {
         reply_problem(req, CODE_TOO_MANY_NAMESPACES,

@@ -1,6 +1,7 @@
 /* locks.c -- /v1/locks/{name}: parse, then hand over to holds.c. */
 #include "handlers/handlers.h"
 #include "handlers/force.h"
+#include "handlers/guard.h"
 #include "handlers/holds.h"
 #include "handlers/watch.h"
 #include "server/body.h"
@@ -16,7 +17,8 @@ void locks_acquire(struct gw_request *req) {
     const char *mode, *owner;
     if (name_param_or_reply(req, 0) || token_header_or_reply(req, 0, &has_token) ||
         body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
+        body_int_or_reply(req, "ttl_ms", guard_default_lease_ms(), 100, guard_max_lease_ms(), &ttl,
+                          NULL) ||
         body_int_or_reply(req, "wait_ms", 0, 0, 300000, &wait, NULL) ||
         body_string_or_reply(req, "mode", 16, &mode) || body_bool_or_reply(req, "fair", 0, &fair) ||
         body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner) ||
@@ -40,6 +42,7 @@ void locks_acquire(struct gw_request *req) {
     hc->max_hold_ms = max_hold;
     hc->lock_delay_ms = delay;
     hc->fair = fair;
+    hc->own_token = !has_token;
     hold_acquire(req, hc);
 }
 

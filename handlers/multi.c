@@ -31,6 +31,7 @@
 #include "common/names.h"
 #include "common/token.h"
 #include "handlers/backend.h"
+#include "handlers/guard.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
@@ -652,7 +653,8 @@ void multi_acquire(struct gw_request *req) {
     int fair, has_token;
     const char *mode, *owner;
     if (token_header_or_reply(req, 0, &has_token) || body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
+        body_int_or_reply(req, "ttl_ms", guard_default_lease_ms(), 100, guard_max_lease_ms(), &ttl,
+                          NULL) ||
         body_int_or_reply(req, "wait_ms", 0, 0, 300000, &wait, NULL) ||
         body_string_or_reply(req, "mode", 16, &mode) || body_bool_or_reply(req, "fair", 0, &fair) ||
         body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner))
@@ -671,7 +673,7 @@ void multi_acquire(struct gw_request *req) {
         return;
     }
     struct multi_call *mc = names_or_reply(req);
-    if (!mc) return;
+    if (!mc || guard_grant_or_reply(req)) return;
     if (!has_token) token_issue(req);
     free(mc->owner);
     mc->owner = alloc_copy(owner ? owner : "", owner ? strlen(owner) : 0);
@@ -810,7 +812,7 @@ static void quorum_extend_done(void *arg, const struct redis_result *res, int n)
 void multi_extend(struct gw_request *req) {
     long long ttl;
     if (token_header_or_reply(req, 1, NULL) || body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
+        body_int_or_reply(req, "ttl_ms", 0, 100, guard_max_lease_ms(), &ttl, NULL))
         return;
     struct multi_call *mc = names_or_reply(req);
     if (!mc) return;

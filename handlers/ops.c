@@ -1,6 +1,8 @@
 /* ops.c -- /healthz, /readyz, /metrics, /openapi.yaml. */
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "server/lossguard.h"
+#include "server/memguard.h"
 #include "common/alloc.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -24,6 +26,15 @@ static void readyz_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
     if (!res->ok) {
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
+        return;
+    }
+    char why[300];
+    if (lossguard_describe(why, sizeof why)) {
+        reply_problem(req, CODE_REDIS_DATA_LOST, "%s", why);
+        return;
+    }
+    if (memguard_refusing() && memguard_describe(why, sizeof why)) {
+        reply_problem(req, CODE_REDIS_MAY_EVICT, "%s: it may evict held locks", why);
         return;
     }
     if (!redis_all_instances_up()) { /* a request on another worker would still 503 */

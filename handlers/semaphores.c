@@ -2,6 +2,7 @@
  * its own server-made token and lease (no re-entry). */
 #include "handlers/handlers.h"
 #include "handlers/force.h"
+#include "handlers/guard.h"
 #include "handlers/holds.h"
 #include "handlers/watch.h"
 #include "server/body.h"
@@ -17,7 +18,8 @@ void semaphores_acquire(struct gw_request *req) {
     const char *owner;
     if (name_param_or_reply(req, 0) || body_parse_or_reply(req) ||
         body_int_or_reply(req, "limit", 0, 1, 100000, &limit, &has_limit) ||
-        body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
+        body_int_or_reply(req, "ttl_ms", guard_default_lease_ms(), 100, guard_max_lease_ms(), &ttl,
+                          NULL) ||
         body_int_or_reply(req, "wait_ms", 0, 0, 300000, &wait, NULL) ||
         body_bool_or_reply(req, "fair", 0, &fair) ||
         body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner))
@@ -33,6 +35,7 @@ void semaphores_acquire(struct gw_request *req) {
     hc->ttl_ms = ttl;
     hc->wait_ms = wait;
     hc->fair = fair;
+    hc->own_token = 1;
     hold_acquire(req, hc);
 }
 

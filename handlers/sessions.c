@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/token.h"
 #include "handlers/backend.h"
+#include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/session_ref.h"
 #include "handlers/sessions_cluster.h"
@@ -215,9 +216,10 @@ void sessions_create(struct gw_request *req) {
     long long ttl, delay;
     const char *owner;
     if (body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 30000, 100, 86400000, &ttl, NULL) ||
+        body_int_or_reply(req, "ttl_ms", guard_default_lease_ms(), 100, guard_max_lease_ms(), &ttl,
+                          NULL) ||
         body_int_or_reply(req, "lock_delay_ms", 0, 0, 60000, &delay, NULL) ||
-        body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner))
+        body_string_or_reply(req, "owner", NAME_MAX_LEN, &owner) || guard_grant_or_reply(req))
         return;
     token_issue(req);
     char t[24], d[24];
@@ -270,7 +272,7 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
 void sessions_renew(struct gw_request *req) {
     long long ttl;
     if (path_token_or_reply(req) || body_parse_or_reply(req) ||
-        body_int_or_reply(req, "ttl_ms", 0, 100, 86400000, &ttl, NULL))
+        body_int_or_reply(req, "ttl_ms", 0, 100, guard_max_lease_ms(), &ttl, NULL))
         return;
     char t[24];
     snprintf(t, sizeof t, "%lld", ttl);

@@ -73,7 +73,7 @@ static int verdict_ok(const struct redis_result *res) {
 
 /* holds.c's argv for a session-bound acquire: KEYS hash, queue, qdead,
  * session; then ARGV token, ttl, owner, max-hold, lock-delay, ...  */
-enum { AV_HASH = 0, AV_SKEY = 3, AV_TOKEN = 4, AV_TTL = 5, AV_DELAY = 8, AV_MAX = 18 };
+enum { AV_HASH = 0, AV_SKEY = 3, AV_TOKEN = 4, AV_TTL = 5, AV_DELAY = 8, AV_MAX = 19 };
 
 struct session_acquire {
     struct hold_call *hc; /* the acquisition this attempt is for */

@@ -185,12 +185,16 @@ static struct idtable_entry *idtable_evict(struct idtable *t) {
         size_t shard = i / t->shard_slots;
         pthread_mutex_lock(&t->shard[shard].mu);
         int ok = atomic_load_explicit(&t->slot[i], memory_order_relaxed) == e && idtable_kill(e);
-        if (ok) idtable_remove(t, shard, i % t->shard_slots);
+        if (ok) {
+            idtable_remove(t, shard, i % t->shard_slots);
+            /* Under the stripe's mutex: the name cannot come back (an insert
+             * takes it) before its floor is kept for it. */
+            idtable_keep_floor(t, e);
+        }
         pthread_mutex_unlock(&t->shard[shard].mu);
         if (ok) {
             atomic_fetch_add_explicit(&t->evictions, 1, memory_order_relaxed);
             atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
-            idtable_keep_floor(t, e);
             idgen_ns_free(&e->ns);
             return e;
         }

@@ -12,8 +12,9 @@
  * table of floors indexed by the name's hash, so ids never go backwards
  * within one gateway, even when Redis lost its mark while the namespace was
  * away.  A slot whose names collide keeps the highest of their floors, and
- * a name finding such a shared slot has its lease placed above that floor
- * (a stricter floor, never a refusal: it may be another name's).  The
+ * a name finding such a shared slot has its lease placed in the second
+ * after that floor (stricter than its own floor: past it and past anything
+ * lost in its second; never a refusal, as it may be another name's).  The
  * table's memory is bounded by `max`, whatever the gateway's lifetime.
  *
  * A request on a live namespace takes no lock: a lock-free lookup and one

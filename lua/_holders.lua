@@ -41,10 +41,13 @@ local function int(n) return string.format('%d', n) end
 -- as "\0" .. <letter> .. <value>, repeated; decode makes each a field of
 -- the holder table, and a record without them reads as before.  One row a
 -- letter: k the API key id that acquired the hold (server/auth.h), s the
--- session the hold is bound to (its token).  Letters this version does not
--- know are kept as they are (attrs).
-local ATTRS = {{'k', 'key_id'}, {'s', 'session'}}
-local ATTR_FIELD = {k = 'key_id', s = 'session'}
+-- session the hold is bound to (its token), a the request attempt that
+-- granted its last level (acquire.lua ARGV 15, followed by g: a new hold,
+-- or r: a re-entry), so that the same request trying again is answered the
+-- grant it has.  Letters this version does not know are kept as they are
+-- (attrs).
+local ATTRS = {{'k', 'key_id'}, {'s', 'session'}, {'a', 'attempt'}}
+local ATTR_FIELD = {k = 'key_id', s = 'session', a = 'attempt'}
 
 local function encode(h)
   local exp = h.session and not h.carried and SESSION_EXP or h.exp

@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 -- acquire.lua: take a lock (exclusive or shared) or a semaphore permit, or
 -- re-enter a lock; queue fair waiters.  (The holder layout: _holders.lua.)
 --
@@ -9,12 +10,17 @@
 --          5 lock_delay_ms, 6 kind (x|s|p), 7 limit (p), 8 waiter id ('' none),
 --          9 wait_left_ms (0: not waiting), 10 fair (0|1), 11 channel, 12 message,
 --          13 session token ('' or absent: none; then KEYS[4] is its key),
---          14 API key id ('' or absent: none)
+--          14 API key id ('' or absent: none), 15 attempt: the request's id
+--          when it may try again ('' or absent: none)
 -- Returns  fence (a bare integer > 0)           the fast path: acquired by a
 --                                               new holder, count 1, ttl_ms
 --                                               as asked, 1 holder
 --          {1, fence, count, ttl_ms, holders[, dropped]}  acquired by a new holder
 --          {2, fence, count, ttl_ms, holders}   re-entered
+-- A request that tries again (it waits, and an earlier attempt's answer was
+-- lost to a timeout or a dropped connection) and finds that attempt's grant
+-- gets that grant's answer again, 1 or 2 as it was, count unchanged: its
+-- own attempt is never counted as a re-entry.
 --          {0, retry_after_ms, why, dropped}    busy; why: 1 held (or full),
 --                                               2 lock-delay, 3 fair waiters
 --                                               queued ahead and none holds
@@ -83,11 +89,17 @@ elseif session then
   session_end = now + ttl + 1
 end
 
+local attempt = ARGV[15] or ''
 local st = load(KEYS[1], flat)
 local me = st.holders[token]
 if me then
   if st.mode ~= kind then return {-3} end
+  if attempt ~= '' and me.attempt and string.sub(me.attempt, 1, -2) == attempt then
+    local fresh = string.sub(me.attempt, -1) == 'g'
+    return {fresh and 1 or 2, me.fence, me.count, remaining(me.exp), st.alive}
+  end
   me.count = me.count + 1
+  me.attempt = attempt ~= '' and attempt .. 'r' or nil
   if not me.session then
     me.exp = cap_exp(me, ttl)
   elseif me.carried and carried then
@@ -151,6 +163,7 @@ end
 
 local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
            delay = delay, owner = owner, key_id = ARGV[14] or ''}
+if attempt ~= '' then h.attempt = attempt .. 'g' end
 if max_hold > 0 then h.hold = now + max_hold end
 if session then
   h.session, h.exp, h.ttl, h.hold, h.carried = session, session_end, 0, 0, carried

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- dequeue.lua: a fair waiter gives up (timed out, or its client left).
 --
 -- KEYS     hash, queue zset, queue deadlines hash

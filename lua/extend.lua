@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- extend.lua: extend one holder's lease.  (The layout: _holders.lua.)
 --
 -- KEYS     hash

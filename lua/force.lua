@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- force.lua: end every hold on a lock or semaphore, whatever the token
 -- (DELETE ...?force=true, an operator's act).  (Layout: _holders.lua.)
 --

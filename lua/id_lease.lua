@@ -5,9 +5,10 @@
 --                      sequence number ever granted: the high and low halves
 --                      of the last id;
 --            ep        the epoch (unix seconds) the mark was made with;
---            run       the run_id of the Redis that wrote it.
+--            run       the identity of the Redis that wrote it (_identity.lua:
+--                      its run_id and replication id).
 -- KEYS[2]  this Redis's id era, in the same slot: a hash {run, since}, the
---          run_id of the Redis that last leased here and the unix time in
+--          identity of the Redis that last leased here and the unix time in
 --          microseconds
 --          its era began.
 -- ARGV[1]  the epoch, unix seconds (default 1704067200, 2024-01-01T00:00:00Z)
@@ -17,14 +18,16 @@
 -- ARGV[4]  the floor's sequence number (ignored when ARGV[3] is -1)
 -- ARGV[5]  the jump, in seconds (--id-jump-s)
 -- ARGV[6]  1 when the floor may be another namespace's (the gateway's table
---          of evicted floors shares a slot): place the block above it
---          instead of refusing
+--          of evicted floors shares a slot): instead of refusing, place the
+--          block in the second after the floor, where a refusal would have
+--          let it land once Redis's clock got there: past the floor's second,
+--          and so past any lease lost with it
 --
 -- Returns {second, first, last, jumped}: numbers first..last (inclusive) of
 -- `second` belong to the caller alone; fewer than wanted are granted when
 -- the second has fewer left; jumped is 1 when the lease jumped for a mark
 -- that was missing, 2 for a mark another Redis wrote (see below), else 0.
--- Or, writing nothing:
+-- Or, writing no mark (the era may begin, see below):
 --   {-1, second, first}  the block would start at or below the floor: this
 --                        Redis has lost ids the gateway already handed out;
 --   {-2, ep, 0}          the mark was made with an earlier epoch (ep).
@@ -42,8 +45,8 @@
 -- without (or with too little) persistence, or FLUSHALL, holds an older mark
 -- or none, and leases lost with it may reach any second up to the old
 -- master's clock.  Each of these starts a new era: the era key names
--- another run_id (a restart makes a new one, a promoted replica has its
--- own), or is gone.  For `jump` seconds from the era's start, a mark that
+-- another identity (a restart makes a new run_id, a promotion a new
+-- replication id), or is gone.  For `jump` seconds from the era's start, a mark that
 -- is missing or that another Redis wrote may have lost leases, so the lease
 -- starts at the era's start plus the jump (and above the mark's second),
 -- clear of anything issued before, as long as the Redis hosts' clocks agree
@@ -74,6 +77,7 @@
 -- and INFO in a script that writes are fine: Redis 7 replicates a script's
 -- effects, not the script.
 
+--@include _identity.lua
 local epoch, want = tonumber(ARGV[1]), tonumber(ARGV[2])
 local fsec, fseq, jump = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local soft = ARGV[6] == '1'
@@ -90,7 +94,7 @@ end
 local SEQ_MAX = 4294967295   -- 2^32 - 1
 local SEC_MAX = 2147483647   -- 31 bits of seconds
 
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local run = redis_identity()
 local time = redis.call('TIME')
 local unix = tonumber(time[1])
 local now = unix - epoch
@@ -128,8 +132,7 @@ if fsec >= 0 and (sec < fsec or (sec == fsec and first <= fseq)) then
   if not soft then
     return {-1, sec, first}               -- written nothing: see the header
   end
-  sec, first = fsec, fseq + 1             -- above a floor that may be another's
-  if fseq >= SEQ_MAX then sec, first = fsec + 1, 0 end
+  sec, first = fsec + 1, 0                -- past a floor that may be another's
 end
 
 if sec < 0 or sec > SEC_MAX then

@@ -11,10 +11,11 @@
 --          written by another Redis: id_lease.lua says why) the era's start
 --          in unix microseconds, else 0; or {-2, ep, 0, 0} when the mark was
 --          made with an epoch earlier than ARGV[1].
+--@include _identity.lua
 local epoch, jump = tonumber(ARGV[1]), tonumber(ARGV[2])
 local time = redis.call('TIME')
 local unix = tonumber(time[1])
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local run = redis_identity()
 local mark = redis.call('HMGET', KEYS[1], 'sec', 'seq', 'ep', 'run')
 local mark_ep = tonumber(mark[3])
 if mark_ep and epoch > mark_ep then return {-2, mark_ep, 0, 0} end

@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 -- multi_acquire.lua: take several locks all or nothing, under one token.
 -- (The holder layout: _holders.lua.)
 --

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- multi_extend.lua: extend several holds of one token, all or none.
 -- (The layout: _holders.lua.)
 --

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- multi_release.lua: release several holds of one token, all or none: one
 -- level of re-entry each, as release.lua.  (The layout: _holders.lua.)
 --

@@ -1,8 +1,12 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- release.lua: release one level of a holder's re-entry (a permit: all of
 -- it).  (The layout: _holders.lua.)
 --
 -- KEYS     hash
--- ARGV     1 token, 2 channel, 3 message
+-- ARGV     1 token, 2 channel, 3 message[, 4 attempt: release only the
+--          level the request attempt ARGV 4 took (acquire.lua ARGV 15), and
+--          only once; else {-1}: the gateway undoing an attempt whose outcome
+--          it did not learn (handlers/undo.h)]
 -- Returns  1                               the fast path: {1, 0, 0}
 --          {1, count_left, holders_left}   released; count_left 0: this
 --                                          token's hold ended
@@ -25,7 +29,7 @@ local flat = redis.call('HGETALL', KEYS[1])
 -- TIME and turning its answer into milliseconds.  The expiry already lies
 -- FENCE_KEEP_MS past the lease; it is only brought nearer when it is more
 -- than LINGER_MS away.
-if #flat == 2 and flat[1] == 'x' then
+if #flat == 2 and flat[1] == 'x' and not ARGV[4] then
   local v = flat[2]
   local tok, count, fence, exp, ttl, pos = struct.unpack(X_HEAD, v)
   -- A session-bound holder (exp SESSION_EXP) has no such expiry: the
@@ -53,6 +57,10 @@ live_channel = ARGV[2]
 local st = load(KEYS[1], flat)
 local me, why = holder_of(st, ARGV[1])
 if not me then return {why} end
+if ARGV[4] then
+  if not me.attempt or string.sub(me.attempt, 1, -2) ~= ARGV[4] then return {-1} end
+  me.attempt = nil
+end
 me.count = me.count - 1
 if me.count > 0 and st.mode ~= 'p' then
   put(KEYS[1], st, ARGV[1], me, st.mode)

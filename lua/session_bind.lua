@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- session_bind.lua: Redis Cluster mode's side of a session-bound hold in
 -- the session's own slot (handlers/sessions_cluster.c).  The hold itself
 -- is taken in its lock's slot by acquire.lua, carrying the session's lease.

@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 -- session_create.lua: start a session (the layout: _holders.lua, sessions).
 --
 -- KEYS     the session's hash

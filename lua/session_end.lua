@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- session_end.lua: end a session and release every hold it carries (all
 -- levels of re-entry), waking their waiters.  A session ended this way
 -- brings no lock-delay: that is for sessions that expire.

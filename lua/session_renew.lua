@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- session_renew.lua: move a session's end.  One key changes, whatever
 -- number of holds the session carries: their liveness is read from it.
 -- Once its end comes within half a horizon of the horizon (h,

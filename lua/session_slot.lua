@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- session_slot.lua: Redis Cluster mode: act on a session's holds that
 -- share one slot (handlers/sessions_cluster.c calls this once per slot the
 -- session's holds use, all slots at once).  Each hold carries the

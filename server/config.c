@@ -54,6 +54,12 @@ static void usage(void) {
            "                         get 431.  A waiting request keeps one, so it sets the\n"
            "                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
            "                         (default 4: request headers up to about 3 KiB)\n"
+           "  --max-lease-ms MS      the longest ttl_ms a lock, permit or session may ask for;\n"
+           "                         after a Redis master lost its data no lock is granted\n"
+           "                         for this long [LOCKGATE_MAX_LEASE_MS] (default 86400000)\n"
+           "  --accept-eviction-risk 1  grant locks even where a Redis master has a\n"
+           "                         maxmemory-policy that may evict them (logged at every\n"
+           "                         start) [LOCKGATE_ACCEPT_EVICTION_RISK] (default 0)\n"
            "  --id-epoch WHEN        unix seconds or YYYY-MM-DDTHH:MM:SSZ where id time\n"
            "                         starts [LOCKGATE_ID_EPOCH] (default 2024-01-01T00:00:00Z)\n"
            "  --id-jump-s S          after a Redis restart or failover (a new run_id) or\n"
@@ -350,7 +356,11 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'r': ok = add_nodes(cfg, val); break;
     case 'Q': ok = parse_int(val, 1, GW_MAX_NODES, &cfg->quorum); break;
     case 'p':
-        if (strlen(val) > GW_PREFIX_MAX)
+        /* Every key is <prefix><kind>:{<name>}...: a brace in the prefix
+         * would become (or break) the hash tag, moving keys and channels out
+         * of the name's slot in Redis Cluster; refused in every mode, so a
+         * prefix never stops working when the deployment moves to Cluster. */
+        if (strlen(val) > GW_PREFIX_MAX || strpbrk(val, "{}"))
             ok = -1;
         else
             strcpy(cfg->key_prefix, val);
@@ -381,6 +391,13 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
     case 'F': ok = copy_path(cfg->redis_password_file, sizeof cfg->redis_password_file, val); break;
+    case 'E': ok = parse_int(val, 0, 1, &cfg->accept_eviction_risk); break;
+    case 'X': {
+        int ms = 0;
+        ok = parse_int(val, 1000, 86400000, &ms);
+        if (ok == 0) cfg->max_lease_ms = ms;
+        break;
+    }
     }
     char shown[512];
     if (ok < 0 && access_option_name(opt))
@@ -389,7 +406,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
         snprintf(err, errlen, "bad value for %s: '%s'",
                  opt == 'l'   ? "listen address"
                  : opt == 'r' ? "Redis URL (at most 9)"
-                 : opt == 'p' ? "key prefix (at most 64 bytes)"
+                 : opt == 'p' ? "key prefix (at most 64 bytes, no '{' or '}')"
                  : opt == 't' ? "workers (1-64)"
                  : opt == 'T' ? "redis timeout (10-600000 ms)"
                  : opt == 'm' ? "max connections (16-1000000)"
@@ -406,6 +423,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
                  : opt == 'F' ? "redis password file"
                  : opt == 'O' ? "log format (text or json)"
+                 : opt == 'E' ? "accept eviction risk (0 or 1)"
+                 : opt == 'X' ? "max lease (1000-86400000 ms)"
                               : "log level",
                  opt == 'r' || opt == 'K' ? redacted(val, shown, sizeof shown) : val);
     return ok;
@@ -430,6 +449,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
+    cfg->max_lease_ms = 86400000;
 
     static const struct {
         int opt;
@@ -461,6 +481,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
         {'F', "LOCKGATE_REDIS_PASSWORD_FILE"   },
         {'O', "LOCKGATE_LOG_FORMAT"            },
+        {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
+        {'X', "LOCKGATE_MAX_LEASE_MS"          },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -494,6 +516,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"max-connections-per-ip", required_argument, 0, '5'},
         {"redis-password-file",    required_argument, 0, 'F'},
         {"log-format",             required_argument, 0, 'O'},
+        {"accept-eviction-risk",   required_argument, 0, 'E'},
+        {"max-lease-ms",           required_argument, 0, 'X'},
         {"help",                   no_argument,       0, 'h'},
         {"version",                no_argument,       0, 'V'},
         {0,                        0,                 0, 0  },

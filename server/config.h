@@ -53,6 +53,10 @@ struct gw_config {
     char tls_key[4096];                       /* --tls-key: its PEM private key */
     char tls_client_ca[4096];                 /* --tls-client-ca: mutual TLS, "" off */
     int max_connections_per_ip;               /* 0: unlimited */
+    long long max_lease_ms;                   /* the longest lease, session or extension
+                                                 granted (server/lossguard.h) */
+    int accept_eviction_risk;                 /* 1: grant even where Redis may evict
+                                                 (server/memguard.h) */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

@@ -18,6 +18,8 @@
 #include "server/tls.h"
 #include "server/liveness.h"
 #include "server/log.h"
+#include "server/lossguard.h"
+#include "server/memguard.h"
 #include "server/scripts.h"
 #include "server/secret.h"
 #include "server/worker.h"
@@ -28,6 +30,19 @@
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "keygen") == 0) return keygen_main(argc - 1, argv + 1);
+    /* Signals are taken synchronously by this thread only, and blocked
+     * before anything else is done: one that comes while the settings, the
+     * auth file, TLS or the workers are still being set up stays pending
+     * and is taken by sigwait below, so a SIGHUP during start-up rereads
+     * (instead of killing the process) and a SIGTERM stops cleanly.  Every
+     * thread started from here inherits the block. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
     static struct gw_config cfg;
     char err[512];
     int rc = config_load(&cfg, argc, argv, err, sizeof err);
@@ -46,20 +61,12 @@ int main(int argc, char **argv) {
     }
     metrics_add_text(auth_metrics_text);
 
-    /* Signals are taken synchronously by this thread only: every thread
-     * started from here inherits the block. */
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGTERM);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
     scripts_init();
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);
+    memguard_init(cfg.accept_eviction_risk);
+    lossguard_init(cfg.max_lease_ms, cfg.nnodes < 3);
     if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
         log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "

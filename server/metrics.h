@@ -27,6 +27,11 @@ enum metric_counter {
     M_REDIS_REDIRECTS,     /* cluster mode: MOVED, ASK, TRYAGAIN, CLUSTERDOWN followed */
     M_REDIS_ASKS,          /* cluster mode: of those, ASK (a slot being migrated) */
     M_REDIS_PROBES_FAILED, /* idle connections found silently dead (redis.c) */
+    M_UNDO_STARTED,        /* acquisitions that failed ambiguously, to undo (undo.h) */
+    M_UNDO_DONE,           /* of those, a grant found and given back */
+    M_UNDO_NOTHING,        /* of those, nothing had been granted */
+    M_UNDO_EXPIRED,        /* of those, not settled before the lease ended */
+    M_REDIS_DATA_LOST,     /* masters found to have lost their data (lossguard.h) */
     M_COUNTER_COUNT
 };
 

@@ -15,9 +15,12 @@
  * made with a back-off growing to 1 s.  Nothing here blocks. */
 #include "server/redis.h"
 #include "common/alloc.h"
+#include "common/token.h"
 #include "server/cluster.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/lossguard.h"
+#include "server/memguard.h"
 #include "server/metrics.h"
 #include "server/secret.h"
 
@@ -28,7 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 struct redis_op {
     struct loop_task task;        /* how it reaches another instance's thread */
@@ -79,14 +85,24 @@ struct rconn {
     int subscribed;                 /* a SUBSCRIBE was sent on it (hiredis: pub/sub mode) */
     int64_t last_read_ms;           /* when it last had something to read */
     int64_t probe_ms;               /* when a liveness probe went out unanswered, or 0 */
+    /* Command connections: Redis's CLIENT ID for this one and the address
+     * Redis sees it from, and the same of the one before it, which the next
+     * connection kills (cmd_up): a command still in the old one's socket
+     * when it was dropped then either ran before anything the new one
+     * carries, or never runs. */
+    long long client_id, stale_id;
+    char laddr[64], stale_addr[64];
 };
 
 /* One Redis master: one node, or one of the quorum's. */
 struct node {
-    struct rconn cmd;        /* commands */
-    struct rconn sub;        /* SUBSCRIBE to the release channel */
-    struct redis_op pending; /* sentinel of the sent, unanswered list */
-    int ssub_pending;        /* cluster mode: SSUBSCRIBEs not confirmed yet */
+    struct rconn cmd;           /* commands */
+    struct rconn sub;           /* SUBSCRIBE to the release channel */
+    struct redis_op pending;    /* sentinel of the sent, unanswered list */
+    int ssub_pending;           /* cluster mode: SSUBSCRIBEs not confirmed yet */
+    struct memguard_seen mem;   /* whether cmd's master may evict (memguard.h) */
+    struct lossguard_seen loss; /* its marker key as last read (lossguard.h) */
+    int64_t next_mem_check_ms;  /* when cmd asks INFO memory again */
 };
 
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
@@ -120,6 +136,7 @@ struct redis {
     int sentinel_i;                                  /* which sentinel sen talks to */
     int master_known;                                /* Sentinel mode: cmd/sub may connect */
     int reresolve;                                   /* Sentinel mode: ask for the master again */
+    int64_t next_reask_ms;                           /* Sentinel mode: no re-ask before this */
     char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
     char alive_channel[GW_PREFIX_MAX + 16];          /* "<prefix>alive": liveness probes */
     const char *fail_reason;                         /* why outstanding commands are failing */
@@ -376,6 +393,14 @@ static void connect_failed(struct rconn *c) {
 static void connection_gone(struct rconn *c) {
     if (c == &self->sen) self->sentinel_i++; /* the next attempt asks the next one */
     if (self->cluster && c->node && c == &c->node->sub) cluster_sub_gone(c->node);
+    if (c->node && c == &c->node->cmd) {
+        memguard_forget(&c->node->mem);
+        if (c->client_id > 0) {
+            c->stale_id = c->client_id;
+            memcpy(c->stale_addr, c->laddr, sizeof c->stale_addr);
+        }
+        c->client_id = 0;
+    }
     if (c == &self->node[0].cmd && self->counted_up) {
         self->counted_up = 0;
         atomic_fetch_sub(&instances_up, 1);
@@ -502,7 +527,108 @@ static void connect_start(struct rconn *c) {
     c->on_up(c);
 }
 
+/* INFO memory's answer on c: may its master evict (memguard.h)?  And its
+ * persistence and replicas (lossguard.h).  A NULL reply is the connection
+ * going away, which connection_gone accounts. */
+static void on_memory_info(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (!reply || reply->type != REDIS_REPLY_STRING || !c->node) return;
+    memguard_note(&c->node->mem, c->host, c->port, reply->str);
+    lossguard_check_persistence(c->host, c->port, reply->str);
+}
+
+/* The marker key (lossguard.h): SETNX says whether it was missing, GET
+ * what it holds. */
+static void on_marker_setnx(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && c->node)
+        c->node->loss.absent = reply->integer == 1;
+}
+
+static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_STRING && c->node)
+        lossguard_note(&c->node->loss, c->host, c->port, reply->str);
+}
+
+/* What every new command connection asks first, and again every
+ * MEMGUARD_PERIOD_MS: may the master evict, and did it lose its data?
+ * (Not the marker in cluster mode: a key without a tag lives on one
+ * master.) */
+static void send_memory_check(struct rconn *c) {
+    const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
+    size_t lens[4] = {4, 6, 11, 11};
+    redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);
+    if (!self->cluster) {
+        char key[GW_PREFIX_MAX + 16];
+        snprintf(key, sizeof key, "%smarker", self->cfg.key_prefix);
+        char fresh[TOKEN_NEW_LEN + 1]; /* one per write: each loss leaves its own */
+        token_new(fresh);
+        const char *set[3] = {"SETNX", key, fresh};
+        size_t setl[3] = {5, strlen(key), strlen(set[2])};
+        redisAsyncCommandArgv(c->ac, on_marker_setnx, c, 3, set, setl);
+        const char *get[2] = {"GET", key};
+        size_t getl[2] = {3, strlen(key)};
+        redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
+    }
+    c->node->next_mem_check_ms = loop_now_ms() + MEMGUARD_PERIOD_MS;
+}
+
+/* CLIENT ID's answer: this connection's id, and the address Redis sees it
+ * from (its local address). */
+static void on_client_id(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (!reply || reply->type != REDIS_REPLY_INTEGER || c->ac != ac) return;
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char ip[INET6_ADDRSTRLEN] = "";
+    int port = 0;
+    if (getsockname(c->fd, (struct sockaddr *)&sa, &len) == 0) {
+        if (sa.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+            port = ntohs(in->sin_port);
+        } else if (sa.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+            inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+            port = ntohs(in6->sin6_port);
+        }
+    }
+    if (!ip[0]) return; /* unknown: the next connection kills nothing */
+    c->client_id = reply->integer;
+    snprintf(c->laddr, sizeof c->laddr, "%s:%d", ip, port);
+}
+
+/* "No such client" is the usual answer: the old connection had gone. */
+static void on_client_kill(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0)
+        log_info("redis: killed this gateway's previous connection to %s:%d: what it still "
+                 "carried will not run",
+                 ((struct rconn *)privdata)->host, ((struct rconn *)privdata)->port);
+}
+
 static void cmd_up(struct rconn *c) {
+    if (c->stale_id > 0) {
+        /* ID and ADDR must both match: another server (a failover, a
+         * restart) cannot have a client with both. */
+        char id[24];
+        snprintf(id, sizeof id, "%lld", c->stale_id);
+        const char *argv[6] = {"CLIENT", "KILL", "ID", id, "ADDR", c->stale_addr};
+        size_t lens[6] = {6, 4, 2, strlen(id), 4, strlen(c->stale_addr)};
+        redisAsyncCommandArgv(c->ac, on_client_kill, c, 6, argv, lens);
+        c->stale_id = 0;
+    }
+    {
+        const char *argv[2] = {"CLIENT", "ID"};
+        size_t lens[2] = {6, 2};
+        redisAsyncCommandArgv(c->ac, on_client_id, c, 2, argv, lens);
+    }
+    send_memory_check(c); /* before any grant this connection carries is answered */
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
     if (prelude)
         redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
@@ -548,7 +674,12 @@ static void connection_drop(struct rconn *c, const char *why);
 
 static void set_master(const char *host, int port) {
     struct node *n = (&self->node[0]);
-    if (self->master_known && strcmp(n->cmd.host, host) == 0 && n->cmd.port == port) return;
+    if (strcmp(n->cmd.host, host) == 0 && n->cmd.port == port && n->cmd.port) {
+        /* The same one again (asked again after it refused, or after a
+         * failed write): its connections keep their back-off. */
+        self->master_known = 1;
+        return;
+    }
     log_info("redis: sentinel names %s:%d as master '%s'", host, port, self->cfg.sentinel_master);
     snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
     snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
@@ -724,9 +855,12 @@ static void cluster_turn(int64_t now);
 
 static void redis_loop_turn(int64_t now) {
     if (self->stopping) return; /* redis_fail_all closed everything for good */
-    if (self->reresolve) {
-        /* The master went away or refused a write: ask a sentinel again. */
+    if (self->reresolve && now >= self->next_reask_ms) {
+        /* The master went away, refused a connection or a write: ask a
+         * sentinel again -- once a second at most, as a failover takes
+         * seconds and every refused connect or write asks for it. */
         self->reresolve = 0;
+        self->next_reask_ms = now + 1000;
         self->master_known = 0;
         if ((&self->node[0])->cmd.ac)
             connection_drop(&(&self->node[0])->cmd, "Redis master is changing");
@@ -754,6 +888,8 @@ static void redis_loop_turn(int64_t now) {
             connection_drop(&n->cmd, "Redis did not answer in time");
             if (self->cfg.nsentinels) self->reresolve = 1; /* is it still the master? */
         }
+        if (n->cmd.ac && n->cmd.connected && now >= n->next_mem_check_ms)
+            send_memory_check(&n->cmd);
         conn_turn(&n->cmd, now);
         if (self->subscribe) conn_turn(&n->sub, now);
     }
@@ -891,6 +1027,13 @@ void redis_eval_all_on(struct redis *r, enum script_id id, int nkeys, int nargs,
     }
 }
 
+void redis_eval_node(int i, enum script_id id, int nkeys, int nargs, const char *const *argv,
+                     const size_t *lens, redis_cb cb, void *arg) {
+    struct redis_op *op = eval_op(id, nkeys, nargs, argv, lens, cb, arg);
+    op->node = i;
+    post(op);
+}
+
 void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
                        void *arg) {
     struct fanout *f = fanout_new(cb, arg);
@@ -916,6 +1059,12 @@ int redis_error_is_final(const char *why) {
     }
     return 0;
 }
+int redis_error_is_reply(const char *why) {
+    size_t n = 0;
+    while (why && why[n] >= 'A' && why[n] <= 'Z') n++;
+    return n >= 2 && (why[n] == ' ' || why[n] == '\0');
+}
+
 int redis_nodes(void) { return settings->nnodes; }
 int redis_quorum(void) { return settings->nnodes == 1 ? 1 : settings->quorum; }
 

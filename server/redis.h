@@ -93,6 +93,12 @@ void redis_eval_on(struct redis *r, enum script_id id, int nkeys, int nargs,
  * or moving (which it may). */
 int redis_error_is_final(const char *why);
 
+/* Whether a failure's why is an error reply of Redis (a word in capitals
+ * first: ERR, OOM, LOADING, MOVED, ...), so the command did not run; else
+ * the layer gave up on it (timeout, connection lost, not connected), and it
+ * may have run or may still run (handlers/undo.h). */
+int redis_error_is_reply(const char *why);
+
 /* Any other command, e.g. {"PING"}. */
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg);
 
@@ -125,6 +131,9 @@ void redis_eval_all(enum script_id id, int nkeys, int nargs, const char *const *
                     const size_t *lens, redis_all_cb cb, void *arg);
 void redis_eval_all_on(struct redis *r, enum script_id id, int nkeys, int nargs,
                        const char *const *argv, const size_t *lens, redis_all_cb cb, void *arg);
+/* Quorum mode: the script on master i alone (0 <= i < redis_nodes()). */
+void redis_eval_node(int i, enum script_id id, int nkeys, int nargs, const char *const *argv,
+                     const size_t *lens, redis_cb cb, void *arg);
 void redis_command_all(int argc, const char *const *argv, const size_t *lens, redis_all_cb cb,
                        void *arg);
 

@@ -38,6 +38,9 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_FORBIDDEN] = {"forbidden",           403, "Not granted to this key"         },
     [CODE_IDS_BEHIND] = {"ids_behind",          503, "Redis lost ids handed out"       },
     [CODE_ID_EPOCH_MISMATCH] = {"id_epoch_mismatch",   503, "Id epoch differs from the mark's"},
+    [CODE_REDIS_OUT_OF_MEMORY] = {"redis_out_of_memory", 503, "Redis is out of memory"          },
+    [CODE_REDIS_MAY_EVICT] = {"redis_may_evict",     503, "Redis may evict locks"           },
+    [CODE_REDIS_DATA_LOST] = {"redis_data_lost",     503, "Redis lost its data"             },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }
@@ -94,7 +97,12 @@ void reply_problem_with(struct gw_request *req, enum gw_code code, cJSON *extra,
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    if (problems[code].status == 503) reply_header(req, "Retry-After", "1");
+    if (code == CODE_BACKEND_UNAVAILABLE && strstr(detail, "OOM command not allowed"))
+        code = CODE_REDIS_OUT_OF_MEMORY;
+    int has_retry = 0;
+    for (int i = 0; i < req->nheaders; i++)
+        has_retry |= strcmp(req->headers[i].name, "Retry-After") == 0;
+    if (problems[code].status == 503 && !has_retry) reply_header(req, "Retry-After", "1");
     char *s = problem_body(code, extra, detail);
     reply_raw(req, problems[code].status, "application/problem+json", s, strlen(s));
 }

@@ -41,6 +41,9 @@ enum gw_code {
     CODE_FORBIDDEN,
     CODE_IDS_BEHIND, /* ids (#35) */
     CODE_ID_EPOCH_MISMATCH,
+    CODE_REDIS_OUT_OF_MEMORY, /* safety (#28) */
+    CODE_REDIS_MAY_EVICT,
+    CODE_REDIS_DATA_LOST,
     CODE_COUNT
 };
 
@@ -64,7 +67,11 @@ void reply_raw(struct gw_request *req, int status, const char *content_type, cha
 
 /* Replies application/problem+json for code, with detail formatted from fmt.
  * extra, if not NULL, is an object whose members are added and is freed.
- * 503s get Retry-After: 1. */
+ * 503s get Retry-After: 1 unless one was added before.  A backend_unavailable whose detail quotes
+ * Redis's OOM error (maxmemory reached under noeviction: a script that
+ * would add memory was refused) is answered redis_out_of_memory instead,
+ * whichever handler met it: only grants meet it, since every script that
+ * lets go runs with allow-oom (scripts.h). */
 void reply_problem_with(struct gw_request *req, enum gw_code code, struct cJSON *extra,
                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

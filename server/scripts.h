@@ -2,7 +2,17 @@
  * per atomic operation; see the Makefile for how _holders.lua is shared).
  *
  * Each script makes one decision atomically inside Redis.  Its SHA-1 is
- * computed at start, so EVALSHA can be sent right behind SCRIPT LOAD. */
+ * computed at start, so EVALSHA can be sent right behind SCRIPT LOAD.
+ *
+ * Memory (Redis 7's script flags, the first line of a script): every
+ * script that lets go or adds no memory (release, force, session end and
+ * renewal, multi-lock release and extension, dequeue, extend, and Cluster
+ * mode's session_slot and session_bind) says allow-oom, so a holder can let
+ * go when Redis is full under noeviction; the scripts that grant (acquire,
+ * multi_acquire, session_create) say no allow-oom, so Redis refuses them
+ * whole, before they run, with its OOM error (answered 503
+ * redis_out_of_memory, reply.h).  Each also says allow-cross-slot-keys,
+ * which keeps what a script without flags may do. */
 #ifndef LOCKGATE_SCRIPTS_H
 #define LOCKGATE_SCRIPTS_H
 

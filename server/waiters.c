@@ -198,12 +198,14 @@ void waiters_unpark(struct waiter *w) {
     }
 }
 
-/* turn: woken by a release (see waiters_pass_on), not by its timer. */
+/* turn: woken by a release, or made due by one passed on (see
+ * waiters_pass_on), not by its timer. */
 static void wake(struct waiter *w, int turn) {
     waiters_unpark(w);
     metrics_inc(M_WAIT_WAKEUPS, 1);
     w->seen_seq = waiters_release_seq();
-    w->turn = turn;
+    w->turn = turn || w->turn_due;
+    w->turn_due = 0;
     w->retry(w);
 }
 
@@ -248,10 +250,18 @@ void waiters_pass_on(struct waiter *w) {
         if (w->fair && o->fair && !next_fair) next_fair = o;
     }
     log_debug("waiters: %s passes its turn on", w->key);
-    /* Waking next may free e and next_fair's entry is still linked: next
-     * first only when it is not also the fair one. */
-    if (next) wake(next, 1);
-    if (next_fair && next_fair != next) wake(next_fair, 1);
+    /* Made due, not woken here: w's own retry is running inside a wake of
+     * waiters_on_release, which may have picked next (or next_fair) to wake
+     * after it, and a waiter woken twice would try twice for one request
+     * (or after its request was freed).  The due hook wakes them at this
+     * turn's end, once each; a wake before that takes them off the heap. */
+    struct waiter *due[2] = {next, next_fair != next ? next_fair : NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!due[i]) continue;
+        due[i]->turn_due = 1;
+        due[i]->wake_ms = 0;
+        heap_up(due[i]->heap_i);
+    }
 }
 
 int waiters_next_timeout(int64_t now_ms) {

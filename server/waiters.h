@@ -42,6 +42,7 @@ struct waiter {
     struct waiter *prev, *next; /* its key's list, in arrival order */
     int parked;                 /* in the heap and the key list */
     int turn;                   /* woken by a release, not yet passed on */
+    int turn_due;               /* made due by a pass-on: its wake is a turn */
 };
 
 /* A worker's set, whose hang-up watches go on loop l; bound to the thread

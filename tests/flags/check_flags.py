@@ -47,6 +47,8 @@ DELEGATED = {
     "--key": "test_tls.c",
     "--api-key-file": "test_tls.c",
     "--id-jump-s": "test_idloss.c",  # every loss case; test_ids.c sets it by LOCKGATE_ID_JUMP_S
+    "--accept-eviction-risk": "test_safety.c",
+    "--max-lease-ms": "test_safety.c",
 }
 
 

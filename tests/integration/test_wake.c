@@ -547,9 +547,9 @@ static void test_stalled_waiter_passes_turn_on(void) {
  * next waiter is woken in its place at once, not at the holder's lease
  * end.  (Which the gateway reads first after the stall, the reset or the
  * release, is up to epoll; either way the next waiter must get in.) */
-static void test_gone_waiter_passes_turn_on(void) {
+static void gone_waiter_passes_turn_on(int next_fair) {
     char name[64], path[128];
-    snprintf(name, sizeof name, "wake-gone-%d", getpid());
+    snprintf(name, sizeof name, "wake-gone-%d-%d", getpid(), next_fair);
     snprintf(path, sizeof path, "/v1/locks/%s", name);
     char *h = hold(gw.port, path, "{\"ttl_ms\":20000}");
     CHECK(h[0]);
@@ -565,7 +565,9 @@ static void test_gone_waiter_passes_turn_on(void) {
     CHECK(write(fd, req, (size_t)len) == len);
     CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 1, 5000), 0);
     struct bg w2;
-    bg_start(&w2, gw1.port, path, "{\"ttl_ms\":5000,\"wait_ms\":15000}");
+    bg_start(&w2, gw1.port, path,
+             next_fair ? "{\"ttl_ms\":5000,\"wait_ms\":15000,\"fair\":true}"
+                       : "{\"ttl_ms\":5000,\"wait_ms\":15000}");
     CHECK_EQ_INT(wait_waiting_at_least(&gw1, base + 2, 5000), 0);
     CHECK_EQ_INT(h_freeze(gw1.pid), 0);
     release(gw.port, path, h);
@@ -579,13 +581,23 @@ static void test_gone_waiter_passes_turn_on(void) {
     long long t = h_now_ms();
     kill(gw1.pid, SIGCONT);
     pthread_join(w2.th, NULL);
-    printf("    the next waiter after one whose client reset: %ld, %lld ms after the gateway "
+    printf("    the next%s waiter after one whose client reset: %ld, %lld ms after the gateway "
            "resumed\n",
-           w2.status, w2.t_done - t);
+           next_fair ? " (fair)" : "", w2.status, w2.t_done - t);
     CHECK_EQ_INT(w2.status, 201);
     CHECK(w2.t_done - t <= WAKE_MS);
-    release(gw.port, path, w2.token);
+    /* One grant, not a grant and a re-entry: one DELETE frees the lock
+     * (the first waiter's release wake and its pass-on both named it). */
+    struct h_resp r = h_http("DELETE", gw1.port, path, w2.token, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, "\"released\":true") != NULL);
+    h_resp_free(&r);
     free(h);
+}
+
+static void test_gone_waiter_passes_turn_on(void) {
+    gone_waiter_passes_turn_on(0);
+    gone_waiter_passes_turn_on(1); /* the release's first and first fair waiters both */
 }
 
 /* ---- a dead gateway's fair waiter dropped ----------------------------------------- */

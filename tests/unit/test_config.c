@@ -237,6 +237,15 @@ static void test_config_load(void) {
     prefix[64] = '\0';
     CHECK_EQ_INT(config_load(&c, 3, argv6, err, sizeof err), 0);
     CHECK_EQ_INT((int)strlen(c.key_prefix), 64);
+    /* Braces would make or break the hash tag: keys and channels would
+     * leave the name's slot in Redis Cluster (issue 28). */
+    const char *braced[] = {"{app}:", "lg{{", "a{}b:", "x}"};
+    for (size_t i = 0; i < sizeof braced / sizeof *braced; i++) {
+        char *argv7[] = {"lockgate", "--key-prefix", (char *)braced[i], NULL};
+        err[0] = '\0';
+        CHECK_EQ_INT(config_load(&c, 3, argv7, err, sizeof err), -1);
+        CHECK(strstr(err, "key prefix") != NULL && strstr(err, "'{'") != NULL);
+    }
     unsetenv("LOCKGATE_REDIS");
     unsetenv("LOCKGATE_KEY_PREFIX");
 }

@@ -43,6 +43,9 @@ static const struct {
     {CODE_FORBIDDEN,           "forbidden",           403},
     {CODE_IDS_BEHIND,          "ids_behind",          503},
     {CODE_ID_EPOCH_MISMATCH,   "id_epoch_mismatch",   503},
+    {CODE_REDIS_OUT_OF_MEMORY, "redis_out_of_memory", 503},
+    {CODE_REDIS_MAY_EVICT,     "redis_may_evict",     503},
+    {CODE_REDIS_DATA_LOST,     "redis_data_lost",     503},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
@@ -69,7 +72,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 27);
+    CHECK_EQ_INT(CODE_COUNT, 30);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);
@@ -229,6 +232,30 @@ static void test_reply_problem(void) {
     }
 }
 
+/* Redis's OOM error, whatever handler meets it, has its own code (#28). */
+static void test_reply_redis_oom(void) {
+    struct gw_request *req = fake();
+    reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
+                  "OOM command not allowed when used memory > 'maxmemory'.");
+    CHECK_EQ_INT(req->status, 503);
+    CHECK(strstr(req->resp, "\"code\":\"redis_out_of_memory\"") != NULL);
+    CHECK_EQ_STR(hdr(req, "Retry-After"), "1");
+    fake_free(req);
+    req = fake();
+    reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", "connection lost");
+    CHECK(strstr(req->resp, "\"code\":\"backend_unavailable\"") != NULL);
+    fake_free(req);
+    /* A Retry-After set before is kept (redis_data_lost's own). */
+    req = fake();
+    reply_header(req, "Retry-After", "7");
+    reply_problem(req, CODE_REDIS_DATA_LOST, "lost");
+    CHECK_EQ_STR(hdr(req, "Retry-After"), "7");
+    int n = 0;
+    for (int i = 0; i < req->nheaders; i++) n += strcmp(req->headers[i].name, "Retry-After") == 0;
+    CHECK_EQ_INT(n, 1);
+    fake_free(req);
+}
+
 static void test_reply_problem_with_extra_and_headers(void) {
     struct gw_request *req = fake();
     reply_header(req, "Retry-After", "3");
@@ -296,6 +323,7 @@ int main(void) {
     RUN(test_body_extra_members);
     RUN(test_json_add_int_exact);
     RUN(test_reply_problem);
+    RUN(test_reply_redis_oom);
     RUN(test_reply_problem_with_extra_and_headers);
     RUN(test_reply_long_detail);
     RUN(test_reply_header_limits);

@@ -29,8 +29,27 @@ static void test_passing(void) {
     CHECK(!redis_error_is_final("ERRANT is not a code")); /* a code is a whole word */
 }
 
+/* redis_error_is_reply (handlers/undo.h): an error reply means the command
+ * did not run; the layer's own failures leave it unknown, and an acquire
+ * then is undone. */
+static void test_reply_or_unknown(void) {
+    CHECK(redis_error_is_reply("OOM command not allowed when used memory > 'maxmemory'."));
+    CHECK(redis_error_is_reply("LOADING Redis is loading the dataset in memory"));
+    CHECK(redis_error_is_reply("BUSY Redis is busy running a script."));
+    CHECK(redis_error_is_reply("ERR"));
+    CHECK(!redis_error_is_reply(NULL));
+    CHECK(!redis_error_is_reply(""));
+    CHECK(!redis_error_is_reply("Redis did not answer in time"));
+    CHECK(!redis_error_is_reply("Redis connection lost"));
+    CHECK(!redis_error_is_reply("Redis is not connected"));
+    CHECK(!redis_error_is_reply("only 2 of 5 Redis masters answered (Redis is not connected)"));
+    CHECK(!redis_error_is_reply("the gateway is stopping"));
+    CHECK(!redis_error_is_reply("X not a code")); /* one letter is not a code */
+}
+
 int main(void) {
     RUN(test_final);
     RUN(test_passing);
+    RUN(test_reply_or_unknown);
     return check_summary("redis_errors");
 }

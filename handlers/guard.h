@@ -1,0 +1,24 @@
+/* guard.h -- grants refused while Redis cannot keep them (issue 28): a
+ * master that may evict keys (server/memguard.h), or one that lost its
+ * data less than the longest lease ago (server/lossguard.h, 503
+ * redis_data_lost with Retry-After).  Every handler that grants calls one
+ * of these first. */
+#ifndef LOCKGATE_GUARD_H
+#define LOCKGATE_GUARD_H
+
+struct gw_request;
+
+/* Locks, semaphores, sessions and multi-locks: 1 when refused (then req was
+ * answered 503 redis_may_evict), 0 to go on. */
+int guard_grant_or_reply(struct gw_request *req);
+/* The same for ids: refused only under an allkeys-* policy (not after a
+ * data loss: ids jump ahead by themselves, docs/ids.md). */
+int guard_ids_or_reply(struct gw_request *req);
+
+/* The longest ttl_ms a lease, session or extension may ask for
+ * (--max-lease-ms: after a master lost its data, grants wait that long),
+ * and the default ttl_ms, 30 s or that when shorter. */
+long long guard_max_lease_ms(void);
+long long guard_default_lease_ms(void);
+
+#endif
