@@ -28,16 +28,35 @@ have_cmd haproxy     || need+=(haproxy)
 have_cmd python3     || need+=(python3)    # tests/docs, tests/flags, scripts/callcycles.py
 have_cmd nm          || need+=(binutils)   # scripts/callcycles.py
 have_cmd curl        || need+=(curl)       # the docs' examples
+have_cmd systemd-analyze || need+=(systemd) # tests/deploy: the unit verified
+have_cmd kubectl     || need+=(kubernetes-client) # tests/deploy: kubectl kustomize
+have_cmd node        || need+=(nodejs)     # tests/deploy: the Kubernetes schemas
+have_cmd npm         || need+=(npm)
 for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 
-[ ${#need[@]} -eq 0 ] && exit 0
+# Valkey 8, which the suites also run against (tests/run.sh, VALKEY_SUITES),
+# comes from Debian 12's backports: the source is added when missing.
+backports=()
+have_cmd valkey-server || backports+=(valkey-server)
 
-echo "deps: installing ${need[*]}" >&2
+[ ${#need[@]} -eq 0 ] && [ ${#backports[@]} -eq 0 ] && exit 0
+
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
+if [ ${#backports[@]} -gt 0 ] && ! grep -rqs "bookworm-backports" /etc/apt/sources.list \
+        /etc/apt/sources.list.d/; then
+    echo "deps: adding Debian's bookworm-backports (for ${backports[*]})" >&2
+    echo "deb http://deb.debian.org/debian bookworm-backports main" |
+        $sudo tee /etc/apt/sources.list.d/bookworm-backports.list >/dev/null
+fi
+echo "deps: installing ${need[*]} ${backports[*]}" >&2
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+[ ${#need[@]} -eq 0 ] ||
+    $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+[ ${#backports[@]} -eq 0 ] ||
+    $sudo apt-get install -y -qq --no-install-recommends -t bookworm-backports \
+        "${backports[@]}" >/dev/null
 # nginx and haproxy (the proxy tests) start system services on install when
 # invoke-rc.d lets them; the tests run their own instances on free loopback
 # ports with their own configuration, so the system ones are stopped again.

@@ -23,7 +23,8 @@ static void usage(void) {
            "\n"
            "  --listen HOST:PORT     address to serve HTTP on [LOCKGATE_LISTEN]\n"
            "                         (default 127.0.0.1:8080)\n"
-           "  --redis URL            redis://[:password@]host[:port][/db] [LOCKGATE_REDIS]\n"
+           "  --redis URL            redis://[[user]:password@]host[:port][/db]\n"
+           "                         [LOCKGATE_REDIS]; with a user, AUTH user password\n"
            "                         (default redis://127.0.0.1:6379)\n"
            "                         Give it 3 or more times (or a comma-separated list)\n"
            "                         for quorum mode over independent masters (Redlock)\n"
@@ -32,8 +33,12 @@ static void usage(void) {
            "  --redis-cluster HOST:PORT  a node of a Redis Cluster (a seed: the gateway\n"
            "                         asks it for the slot map); repeat or comma-separate\n"
            "                         for several.  A seed may be a URL,\n"
-           "                         redis://[:password@]host:port, for AUTH\n"
+           "                         redis://[[user]:password@]host:port, for AUTH\n"
            "                         [LOCKGATE_REDIS_CLUSTER]\n"
+           "  --redis-password-file PATH  the Redis password (one line) from this file,\n"
+           "                         read at start, on SIGHUP and before each new Redis\n"
+           "                         connection; the URL then names at most the user,\n"
+           "                         redis://USER:@host [LOCKGATE_REDIS_PASSWORD_FILE]\n"
            "  --key-prefix TEXT      prefix of every Redis key [LOCKGATE_KEY_PREFIX]\n"
            "                         (default lockgate:)\n"
            "  --workers N            worker threads, each one event loop serving its share\n"
@@ -99,6 +104,9 @@ static void usage(void) {
            "                         [LOCKGATE_BODY_TIMEOUT_MS] (100-600000, default 10000)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
+           "  --log-format FORMAT    text (the default) or json: one JSON object per line\n"
+           "                         with time, level, message and fields\n"
+           "                         [LOCKGATE_LOG_FORMAT]\n"
            "  --help                 print this and exit\n"
            "  --version              print the version and exit\n");
 }
@@ -117,7 +125,7 @@ int config_parse_endpoint(struct gw_endpoint *e, const char *s) {
 }
 
 /* Appends each comma-separated Redis URL of list to the nodes; the first
- * one also sets the password and database every node uses. */
+ * one also sets the user, password and database every node uses. */
 static int add_nodes(struct gw_config *cfg, const char *list) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", list);
@@ -128,6 +136,7 @@ static int add_nodes(struct gw_config *cfg, const char *list) {
         if (cfg->nnodes == 0) {
             strcpy(cfg->redis_host, tmp.redis_host);
             cfg->redis_port = tmp.redis_port;
+            strcpy(cfg->redis_user, tmp.redis_user);
             strcpy(cfg->redis_password, tmp.redis_password);
             cfg->redis_db = tmp.redis_db;
         }
@@ -138,7 +147,8 @@ static int add_nodes(struct gw_config *cfg, const char *list) {
 }
 
 /* Appends each comma-separated seed of list to the cluster's: HOST:PORT,
- * or a Redis URL whose password (the same for every node) is kept. */
+ * or a Redis URL whose user and password (the same for every node, and for
+ * the nodes the slot map names) are kept. */
 static int add_cluster_seeds(struct gw_config *cfg, const char *list) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", list);
@@ -151,7 +161,10 @@ static int add_cluster_seeds(struct gw_config *cfg, const char *list) {
             if (config_parse_redis_url(&tmp, tok) < 0 || tmp.redis_db != 0) return -1;
             strcpy(e->host, tmp.redis_host);
             e->port = tmp.redis_port;
-            if (tmp.redis_password[0]) strcpy(cfg->redis_password, tmp.redis_password);
+            if (tmp.redis_password[0] || tmp.redis_user[0]) {
+                strcpy(cfg->redis_user, tmp.redis_user);
+                strcpy(cfg->redis_password, tmp.redis_password);
+            }
         } else if (config_parse_endpoint(e, tok) < 0) {
             return -1;
         }
@@ -192,20 +205,50 @@ int config_parse_listen(struct gw_config *cfg, const char *s) {
     return 0;
 }
 
+/* Percent-decodes the len bytes at s into out (cap bytes with the NUL);
+ * -1 on a bad escape, a NUL byte or no room. */
+static int decode_userinfo(const char *s, size_t len, char *out, size_t cap) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            unsigned v = 0;
+            for (size_t k = i + 1; k < i + 3; k++) {
+                int h = k < len ? s[k] : 0;
+                int d = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
+                if (d < 0) return -1;
+                v = v * 16 + (unsigned)d;
+            }
+            c = (int)v;
+            i += 2;
+        }
+        if (c == 0 || n + 1 >= cap) return -1;
+        out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
 int config_parse_redis_url(struct gw_config *cfg, const char *url) {
     const char *p = url;
     if (strncmp(p, "redis://", 8) != 0) return -1;
     p += 8;
+    cfg->redis_user[0] = '\0';
     cfg->redis_password[0] = '\0';
     cfg->redis_db = 0;
-    const char *at = strchr(p, '@');
+    const char *at = strrchr(p, '@');
     if (at) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
         const char *pw = colon ? colon + 1 : p;
-        size_t pwlen = (size_t)(at - pw);
-        if (pwlen >= sizeof cfg->redis_password) return -1;
-        memcpy(cfg->redis_password, pw, pwlen);
-        cfg->redis_password[pwlen] = '\0';
+        if (colon &&
+            decode_userinfo(p, (size_t)(colon - p), cfg->redis_user, sizeof cfg->redis_user) < 0)
+            return -1;
+        if (decode_userinfo(pw, (size_t)(at - pw), cfg->redis_password,
+                            sizeof cfg->redis_password) < 0)
+            return -1;
         p = at + 1;
     }
     const char *slash = strchr(p, '/');
@@ -306,6 +349,32 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
+/* val for an error message: a Redis URL (or a list of them) with each
+ * URL's user and password shown as "***", so a typo in a URL never puts
+ * its password in a log. */
+static const char *redacted(const char *val, char *buf, size_t cap) {
+    size_t n = 0;
+    for (const char *p = val; *p && n + 4 < cap;) {
+        const char *end = p + strcspn(p, ",");
+        const char *at = NULL;
+        for (const char *q = p; q < end; q++)
+            if (*q == '@') at = q;
+        const char *scheme = strstr(p, "://");
+        if (at && scheme && scheme < at) {
+            size_t k = (size_t)(scheme + 3 - p);
+            if (n + k + 3 >= cap) break;
+            memcpy(buf + n, p, k);
+            memcpy(buf + n + k, "***", 3);
+            n += k + 3;
+            p = at;
+        }
+        while (p < end && n + 1 < cap) buf[n++] = *p++;
+        if (*p == ',' && n + 1 < cap) buf[n++] = *p++;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 /* One setting, applied from the environment first and then from a flag:
  * the same parser serves both so they can never disagree. */
 static int apply(struct gw_config *cfg, int opt, const char *val, char *err, size_t errlen) {
@@ -332,6 +401,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'N': ok = parse_int(val, IDTABLE_MIN, IDTABLE_MAX, &cfg->id_namespaces); break;
     case 'j': ok = parse_int(val, 1, 3600, &cfg->id_jump_s); break;
     case 'L': ok = (cfg->log_level = log_parse_level(val)) < 0 ? -1 : 0; break;
+    case 'O': ok = (cfg->log_format = log_parse_format(val)) < 0 ? -1 : 0; break;
     case 's': ok = add_sentinels(cfg, val); break;
     case 'K': ok = add_cluster_seeds(cfg, val); break;
     case 'M':
@@ -348,6 +418,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
     case '4': ok = copy_path(cfg->tls_client_ca, sizeof cfg->tls_client_ca, val); break;
     case '5': ok = parse_int(val, 0, 1000000, &cfg->max_connections_per_ip); break;
+    case 'F': ok = copy_path(cfg->redis_password_file, sizeof cfg->redis_password_file, val); break;
     case 'E': ok = parse_int(val, 0, 1, &cfg->accept_eviction_risk); break;
     case 'X': {
         int ms = 0;
@@ -359,6 +430,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '7': ok = parse_int(val, 100, 600000, &cfg->header_timeout_ms); break;
     case '8': ok = parse_int(val, 100, 600000, &cfg->body_timeout_ms); break;
     }
+    char shown[512];
     if (ok < 0 && access_option_name(opt))
         snprintf(err, errlen, "bad value for %s: '%s'", access_option_name(opt), val);
     else if (ok < 0)
@@ -380,10 +452,12 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'A' ? "min replicas ack (0-16)"
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
+                 : opt == 'F' ? "redis password file"
+                 : opt == 'O' ? "log format (text or json)"
                  : opt == 'E' ? "accept eviction risk (0 or 1)"
                  : opt == 'X' ? "max lease (1000-86400000 ms)"
                               : "log level",
-                 val);
+                 opt == 'r' || opt == 'K' ? redacted(val, shown, sizeof shown) : val);
     return ok;
 }
 
@@ -438,6 +512,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {'3', "LOCKGATE_TLS_KEY"               },
         {'4', "LOCKGATE_TLS_CLIENT_CA"         },
         {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'F', "LOCKGATE_REDIS_PASSWORD_FILE"   },
+        {'O', "LOCKGATE_LOG_FORMAT"            },
         {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
         {'X', "LOCKGATE_MAX_LEASE_MS"          },
         {'6', "LOCKGATE_CORS_ORIGIN"           },
@@ -474,6 +550,8 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"tls-key",                required_argument, 0, '3'},
         {"tls-client-ca",          required_argument, 0, '4'},
         {"max-connections-per-ip", required_argument, 0, '5'},
+        {"redis-password-file",    required_argument, 0, 'F'},
+        {"log-format",             required_argument, 0, 'O'},
         {"accept-eviction-risk",   required_argument, 0, 'E'},
         {"max-lease-ms",           required_argument, 0, 'X'},
         {"cors-origin",            required_argument, 0, '6'},
@@ -513,7 +591,20 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     if (cfg->ncluster && (cfg->nnodes || cfg->nsentinels)) {
         snprintf(err, errlen,
                  "cluster mode (--redis-cluster) cannot be combined with --redis or "
-                 "--sentinel (give a password in a seed: redis://:PASSWORD@host:port)");
+                 "--sentinel (give a password in a seed: redis://[USER]:PASSWORD@host:port)");
+        return -1;
+    }
+    if (cfg->redis_password_file[0] && cfg->redis_password[0]) {
+        snprintf(err, errlen,
+                 "a Redis password in the URL and --redis-password-file: give one (with a "
+                 "user and the file: redis://USER:@host:port)");
+        return -1;
+    }
+    if (!cfg->redis_password_file[0] && cfg->redis_user[0] && !cfg->redis_password[0]) {
+        snprintf(err, errlen,
+                 "the Redis user '%s' needs a password: redis://USER:PASSWORD@host, or "
+                 "--redis-password-file",
+                 cfg->redis_user);
         return -1;
     }
     if (cfg->nnodes >= 3 && cfg->min_replicas_ack) {

@@ -25,10 +25,13 @@ struct gw_config {
     int listen_port;                                /* TCP port to serve HTTP on */
     char redis_host[256];                           /* Redis host name or address */
     int redis_port;                                 /* Redis port */
+    char redis_user[128];                           /* ACL user for AUTH, "" for none */
     char redis_password[256];                       /* AUTH password, "" for none */
+    char redis_password_file[4096];                 /* the password's file, "" for none */
     int redis_db;                                   /* SELECT index, 0 by default */
     char key_prefix[GW_PREFIX_MAX + 1];             /* prefix of every key, "lockgate:" */
     int log_level;                                  /* enum log_level */
+    int log_format;                                 /* enum log_format: text or json */
     int threads;                                    /* worker threads (--workers) */
     int redis_timeout_ms;                           /* a command not answered by then fails */
     int max_connections;                            /* concurrent HTTP connections accepted */
@@ -67,7 +70,12 @@ struct gw_config {
  * -1 with a one-line reason in err on a bad setting (exit 2). */
 int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t errlen);
 
-/* Parses "redis://[:password@]host[:port][/db]" into cfg's redis fields.
+/* Parses "redis://[[user]:password@]host[:port][/db]" into cfg's redis
+ * fields.  The user and the password may be percent-encoded (a password
+ * with '/' or '%'); the last '@' ends them, so a plain '@' in a password
+ * works too.  "redis://password@host" (no colon) is a password, as before;
+ * "redis://user:@host" a user whose password is in a file
+ * (--redis-password-file, checked by config_load).
  * Returns 0, or -1 when the URL is not of that form. */
 int config_parse_redis_url(struct gw_config *cfg, const char *url);
 

@@ -1,7 +1,8 @@
 /* main.c -- flags, signals, start and stop.
  *
  * `lockgate keygen ...` makes an API key instead (keygen.h).  SIGHUP
- * rereads the auth file and the TLS certificate and key.
+ * rereads the auth file, the TLS certificate and key, and the Redis
+ * password file.
  *
  * Start: settings, scripts, then the workers (worker.h).  Stop on SIGTERM
  * or SIGINT: stop accepting, answer waiting requests 503, let requests in
@@ -20,6 +21,7 @@
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "server/scripts.h"
+#include "server/secret.h"
 #include "server/worker.h"
 
 #include <malloc.h>
@@ -53,12 +55,18 @@ int main(int argc, char **argv) {
     char err[512];
     int rc = config_load(&cfg, argc, argv, err, sizeof err);
     if (rc == 1) return 0;
+    if (rc == 0) { /* before anything logs: reading the auth file may */
+        log_set_level(cfg.log_level);
+        log_set_format(cfg.log_format);
+    }
     if (rc < 0 || (cfg.auth_file[0] && auth_load(cfg.auth_file, err, sizeof err) < 0) ||
-        tls_init(&cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "lockgate: %s\n", err);
+        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0) {
+        if (rc == 0 && cfg.log_format == LOG_JSON)
+            log_error("lockgate: %s", err); /* every line of a JSON log is JSON */
+        else
+            fprintf(stderr, "lockgate: %s\n", err);
         return 2;
     }
-    log_set_level(cfg.log_level);
     metrics_add_text(auth_metrics_text);
 
     /* A test hook: Redis Cluster mode with every script's key access
@@ -92,9 +100,11 @@ int main(int argc, char **argv) {
 
     int sig = 0;
     while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
-        log_info("SIGHUP received: rereading the auth file and the TLS certificate");
+        log_info("SIGHUP received: rereading the auth file, the TLS certificate and the Redis "
+                 "password file");
         auth_reload();
         tls_reload();
+        secret_reload();
     }
     log_info("%s received: stopping (%ld requests in flight)",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", http_in_flight());

@@ -22,6 +22,7 @@
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "server/metrics.h"
+#include "server/secret.h"
 
 #include <errno.h>
 #include <hiredis/async.h>
@@ -78,6 +79,8 @@ struct rconn {
     int ever_connected;             /* for the reconnect counter */
     unsigned seen_up;               /* up_count of its node when last looked at */
     int down_logged;                /* the outage was logged once */
+    int auth_refused;               /* Redis refused AUTH: dropped at the turn's end */
+    int auth_logged;                /* that refusal was logged (until an AUTH passes) */
     void (*on_up)(struct rconn *c); /* after a connection is made */
     int subscribed;                 /* a SUBSCRIBE was sent on it (hiredis: pub/sub mode) */
     int64_t last_read_ms;           /* when it last had something to read */
@@ -446,6 +449,32 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
     connection_gone(c);
 }
 
+/* A refused AUTH leaves a connection on which every command fails with
+ * NOAUTH: it is dropped at the turn's end (not inside hiredis's callback)
+ * and made again a second later, with the password read anew (a rotation
+ * whose new password reached Redis before the gateway's file). */
+static void on_auth_reply(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    (void)privdata;
+    if (!reply) return;
+    struct rconn *c = conn_of(ac);
+    if (reply->type != REDIS_REPLY_ERROR) {
+        c->auth_logged = 0;
+        return;
+    }
+    if (!c->auth_logged) {
+        char where[300];
+        snprintf(where, sizeof where, "%s:%d", c->host, c->port);
+        const char *kv[] = {"redis", where, "user",
+                            self->cfg.redis_user[0] ? self->cfg.redis_user : "default", NULL};
+        log_kv(LOG_ERROR, kv,
+               "redis: %s connection to %s: AUTH refused: %s (trying again every second)", c->what,
+               where, reply->str);
+    }
+    c->auth_logged = 1;
+    c->auth_refused = 1;
+}
+
 /* Starts a non-blocking connection and queues, ahead of any command, what
  * every new connection needs (AUTH, SELECT, then c->on_up's commands). */
 static void connect_start(struct rconn *c) {
@@ -475,10 +504,18 @@ static void connect_start(struct rconn *c) {
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     ev_add_write(c); /* connect(2) completes as writability */
 
-    if (self->cfg.redis_password[0] && c != &self->sen) {
-        const char *argv[2] = {"AUTH", self->cfg.redis_password};
-        size_t lens[2] = {4, strlen(self->cfg.redis_password)};
-        redisAsyncCommandArgv(ac, on_reply, NULL, 2, argv, lens);
+    char pw[SECRET_MAX] = "";
+    if (c != &self->sen) secret_redis_password(pw); /* a rotated file: read before each */
+    if (pw[0]) {
+        /* AUTH user password (an ACL user), or AUTH password (the default
+         * user); the words go only to Redis, never to a log line. */
+        const char *user = self->cfg.redis_user;
+        const char *argv[3] = {"AUTH", user, pw};
+        size_t lens[3] = {4, strlen(user), strlen(pw)};
+        int n = user[0] ? 3 : 2;
+        if (!user[0]) argv[1] = pw, lens[1] = lens[2];
+        redisAsyncCommandArgv(ac, on_auth_reply, NULL, n, argv, lens);
+        explicit_bzero(pw, sizeof pw);
     }
     if (self->cfg.redis_db && c->node && c == &c->node->cmd) {
         char db[16];
@@ -797,6 +834,12 @@ static void conn_turn(struct rconn *c, int64_t now) {
             connect_start(c);
         else
             reconnect_if_up_elsewhere(c);
+        return;
+    }
+    if (c->auth_refused) {
+        c->auth_refused = 0;
+        connection_drop(c, "Redis refused AUTH (see the gateway's log)");
+        c->next_attempt_ms = now + 1000;
         return;
     }
     if (!c->connected && now - c->connecting_since > self->cfg.redis_timeout_ms) {

@@ -5,7 +5,8 @@
 # suite's closing line, then the total, and exits non-zero on any failure,
 # including a test binary that crashed before printing its summary.  The
 # suites named in CLUSTER_SUITES then run again against a Redis Cluster,
-# and the suites of the event core's hard cases with 1 to 4 workers.
+# those in VALKEY_SUITES against Valkey, and the suites of the event core's
+# hard cases with 1 to 4 workers.
 set -u
 BUILD=${BUILD:-build}
 passed=0 failed=0 broken=()
@@ -45,8 +46,11 @@ done
 
 # The documentation (every runnable example against a real gateway, links,
 # the Layout, --help against the docs) and every flag of both binaries
-# acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.
-for s in tests/docs/check_docs.py tests/flags/check_flags.py; do
+# acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.  What
+# deploy/ ships (the systemd unit, the Prometheus alerts) and /metrics,
+# checked with systemd-analyze and promtool: tests/deploy/check_deploy.py
+# (a second; the first run fetches promtool, scripts/promtool.sh).
+for s in tests/docs/check_docs.py tests/flags/check_flags.py tests/deploy/check_deploy.py; do
     echo "== $(basename "$s" .py)"
     run_suite "$s"
 done
@@ -63,6 +67,20 @@ for s in ${CLUSTER_SUITES-test_locks test_wait test_wake test_mutex test_ids tes
     LOCKGATE_TEST_CLUSTER=1 run_suite "$t"
 done
 echo "cluster re-runs: $((SECONDS - cluster_start)) s"
+
+# The lock, waiting, id, session and operator suites once more against
+# Valkey 8 (valkey-server from Debian 12's backports, which scripts/deps.sh
+# installs): the harness starts valkey-server instead of redis-server when
+# LOCKGATE_TEST_SERVER=valkey, and checks that it did.  VALKEY_SUITES
+# overrides the list ("" skips them); about 100 s on a 2-core machine.
+valkey_start=$SECONDS
+for s in ${VALKEY_SUITES-test_locks test_wait test_ids test_sessions test_ops}; do
+    t="$BUILD/tests/$s"
+    [ -x "$t" ] || continue
+    echo "== $s (valkey)"
+    LOCKGATE_TEST_SERVER=valkey run_suite "$t"
+done
+echo "valkey re-runs: $((SECONDS - valkey_start)) s"
 
 # The event core's hard cases again with every worker count from 1 to 4:
 # shutdown, Redis loss and frozen Redis (test_faults), failover

@@ -244,6 +244,34 @@ def lockgate_flags(srv, rport):
     srv.stop(p)
     done.add("--log-level")
 
+    # --log-format json (and its env twin): every line of the log, from the
+    # start to the stop, is one JSON object with time, level, message and
+    # fields; the text lines' facts (the start line's Redis) are in it.
+    env = dict(os.environ, LOCKGATE_LOG_FORMAT="json")
+    for how, flags, env_ in (("--log-format json", ("--log-format", "json"), None),
+                             ("LOCKGATE_LOG_FORMAT=json", (), env)):
+        port, p, log, ok = srv.gateway("--log-level", "debug", *flags, redis_port=rport, env=env_)
+        http(port, "POST", "/v1/locks/flags-json")
+        http(port, "GET", "/v1/locks/no%2Fname")
+        p.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP" in open(log).read(), 5)
+        srv.stop(p)
+        lines = open(log).read().splitlines()
+        bad = []
+        for line in lines:
+            try:
+                o = json.loads(line)
+                if not (isinstance(o, dict) and {"time", "level", "message", "fields"} <= set(o)
+                        and isinstance(o["fields"], dict) and "component" in o["fields"]):
+                    bad.append(line)
+            except ValueError:
+                bad.append(line)
+        start = [json.loads(x) for x in lines if "lockgate listening" in x and x not in bad]
+        check(ok and len(lines) >= 4 and not bad and start
+              and f"Redis 127.0.0.1:{rport}" in start[0]["message"],
+              f"{how}: every one of {len(lines)} lines a JSON object ({bad[:2]})")
+    done.add("--log-format")
+
     big = {"X-Big": "a" * 5000}
     port, p, log, ok = srv.gateway("--connection-memory-kib", "16", redis_port=rport)
     check(ok and http(port, "GET", "/healthz", headers=big)[0] == 200,
@@ -323,6 +351,20 @@ def lockgate_flags(srv, rport):
         s.close()
     srv.stop(p)
     done.add("--max-connections")
+
+    # A Redis whose default user wants a password, given only in a file.
+    aport, aproc, _ = srv.redis()
+    redis_cmd(aport, "CONFIG", "SET", "requirepass", "flags-file-pw")
+    pwfile = os.path.join(srv.dir, "redis-password")
+    with open(pwfile, "w") as f:
+        f.write("flags-file-pw\n")
+    port, p, log, ok = srv.gateway("--redis-password-file", pwfile, redis_port=aport)
+    st = http(port, "POST", "/v1/locks/flags-pwfile")[0]
+    check(ok and st == 201 and "flags-file-pw" not in open(log).read(),
+          f"--redis-password-file: AUTH with the file's password ({st}), not logged")
+    srv.stop(p)
+    srv.stop(aproc)
+    done.add("--redis-password-file")
 
     # Quorum: three masters, one killed; the default quorum (2) grants,
     # --quorum 3 cannot.

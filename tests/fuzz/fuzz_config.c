@@ -1,8 +1,10 @@
 /* fuzz_config.c -- configuration parsing (server/config.c): the input as
  * one value for each parser, then as a command line (words split at NUL
- * or newline) for config_load.  Every result is a setting or a one-line
+ * or newline) for config_load, and as a Redis password file's content
+ * (secret_parse).  Every result is a setting or a one-line
  * reason, never a crash. */
 #include "server/config.h"
+#include "server/secret.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <assert.h>
@@ -20,6 +22,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (config_parse_redis_url(&cfg, s) == 0) assert(cfg.redis_host[0] && cfg.redis_port > 0);
     if (config_parse_endpoint(&e, s) == 0) assert(e.port > 0);
     (void)config_parse_epoch(s, &epoch);
+    char pw[SECRET_MAX];
+    const char *why = NULL;
+    if (secret_parse((const char *)data, size, pw, &why) == 0)
+        assert(pw[0] && strlen(pw) < SECRET_MAX && !strchr(pw, '\n'));
+    else
+        assert(why && why[0]);
 
     char *argv[17] = {"lockgate"};
     int argc = 1;

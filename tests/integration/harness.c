@@ -155,6 +155,22 @@ pid_t h_spawn(const char *cmd, const char *logfile) {
 
 /* ---- redis ------------------------------------------------------------------ */
 
+const char *h_server(void) {
+    const char *v = getenv("LOCKGATE_TEST_SERVER");
+    return v && strcmp(v, "valkey") == 0 ? "valkey-server" : "redis-server";
+}
+
+/* Under LOCKGATE_TEST_SERVER=valkey, that the server on r is Valkey (its
+ * INFO has valkey_version), so that a re-run can never pass against Redis
+ * by mistake; 0 or -1. */
+static int server_is_the_one_asked(struct h_redis *r) {
+    if (strcmp(h_server(), "valkey-server") != 0) return 0;
+    const char *info = h_redis_cli(r, "INFO server");
+    if (info && strstr(info, "valkey_version:")) return 0;
+    fprintf(stderr, "harness: the server on %d is not Valkey\n", r->port);
+    return -1;
+}
+
 /* The one way a redis-server is started: on r's port and directory, with
  * --repl-diskless-sync-delay 0 so that a replica syncs at once (Redis 7
  * with --save '' syncs disklessly, by default after a 5 s delay), and extra
@@ -162,19 +178,19 @@ pid_t h_spawn(const char *cmd, const char *logfile) {
 static int redis_launch(struct h_redis *r, const char *extra) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "exec redis-server --bind 127.0.0.1 --port %d --dir '%s' --save '' "
+             "exec %s --bind 127.0.0.1 --port %d --dir '%s' --save '' "
              "--appendonly %s --appendfsync always --protected-mode no --daemonize no "
              "--repl-diskless-sync-delay 0 %s",
-             r->port, r->dir, r->aof ? "yes" : "no", extra ? extra : "");
+             h_server(), r->port, r->dir, r->aof ? "yes" : "no", extra ? extra : "");
     char log[96];
     snprintf(log, sizeof log, "%s/redis.log", r->dir);
     r->pid = spawn(cmd, log);
     for (int i = 0; i < 500; i++) {
         const char *pong = h_redis_cli(r, "PING");
-        if (pong && strcmp(pong, "PONG") == 0) return 0;
+        if (pong && strcmp(pong, "PONG") == 0) return server_is_the_one_asked(r);
         h_sleep_ms(10);
     }
-    fprintf(stderr, "harness: redis-server did not start on %d\n", r->port);
+    fprintf(stderr, "harness: %s did not start on %d\n", h_server(), r->port);
     return -1;
 }
 
@@ -226,11 +242,11 @@ int h_cluster_start(struct h_redis *r, int masters, int replicas) {
         r->cport[i] = port;
         char cmd[1024], log[128];
         snprintf(cmd, sizeof cmd,
-                 "exec redis-server --bind 127.0.0.1 --port %d --dir '%s' --save '' "
+                 "exec %s --bind 127.0.0.1 --port %d --dir '%s' --save '' "
                  "--appendonly no --protected-mode no --daemonize no "
                  "--repl-diskless-sync-delay 0 --cluster-enabled yes "
                  "--cluster-config-file nodes-%d.conf --cluster-node-timeout 1500",
-                 port, r->dir, port);
+                 h_server(), port, r->dir, port);
         snprintf(log, sizeof log, "%s/redis-%d.log", r->dir, port);
         r->cpid[i] = spawn(cmd, log);
         r->cn = i + 1;

@@ -54,6 +54,11 @@ int h_cluster_start(struct h_redis *r, int masters, int replicas);
  * redirects (-c), and gateways get --redis-cluster.  So the same suites run
  * against a cluster (make test-cluster). */
 int h_cluster_mode(void);
+/* The server h_redis_start and h_cluster_start run: "redis-server", or
+ * "valkey-server" when LOCKGATE_TEST_SERVER=valkey (tests/run.sh re-runs
+ * the suites in VALKEY_SUITES so; the harness then checks each server it
+ * starts is Valkey).  Sentinels stay redis-sentinel. */
+const char *h_server(void);
 /* RUN, except in cluster mode, where the test is reported skipped: for
  * tests of what a cluster refuses at start or cannot do by design (a
  * database other than 0, one node's SCRIPT FLUSH). */

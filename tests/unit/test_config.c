@@ -27,14 +27,33 @@ static void test_config_redis_url(void) {
     CHECK_EQ_INT(c.redis_port, 7000);
     CHECK_EQ_INT(c.redis_db, 3);
 
-    /* A user name is accepted and only the password kept. */
+    /* An ACL user: AUTH user password. */
     CHECK_EQ_INT(config_parse_redis_url(&c, "redis://default:pw@h:1"), 0);
+    CHECK_EQ_STR(c.redis_user, "default");
     CHECK_EQ_STR(c.redis_password, "pw");
     CHECK_EQ_STR(c.redis_host, "h");
     CHECK_EQ_INT(c.redis_port, 1);
 
+    /* Percent-encoded user and password; a plain '@' or ':' in the
+     * password (the last '@' ends it, the first ':' ends the user). */
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://app%2F1:p%40ss%2Fw%25rd@h:2/4"), 0);
+    CHECK_EQ_STR(c.redis_user, "app/1");
+    CHECK_EQ_STR(c.redis_password, "p@ss/w%rd");
+    CHECK_EQ_STR(c.redis_host, "h");
+    CHECK_EQ_INT(c.redis_db, 4);
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://u:a@b:c@h"), 0);
+    CHECK_EQ_STR(c.redis_user, "u");
+    CHECK_EQ_STR(c.redis_password, "a@b:c");
+    CHECK_EQ_STR(c.redis_host, "h");
+
+    /* No colon: a password for the default user, as before. */
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://justpw@h"), 0);
+    CHECK_EQ_STR(c.redis_user, "");
+    CHECK_EQ_STR(c.redis_password, "justpw");
+
     /* A later URL resets what an earlier one set. */
     CHECK_EQ_INT(config_parse_redis_url(&c, "redis://h2/"), 0);
+    CHECK_EQ_STR(c.redis_user, "");
     CHECK_EQ_STR(c.redis_password, "");
     CHECK_EQ_INT(c.redis_db, 0);
     CHECK_EQ_INT(c.redis_port, 6379);
@@ -68,6 +87,10 @@ static void test_config_redis_url(void) {
         "redis://h/1x",
         "redis://:pw@",
         "redis://:pw@:1",
+        "redis://u:p%4@h",  /* a cut escape */
+        "redis://u:p%zz@h", /* not hex */
+        "redis://u:p%00@h", /* no NUL in a password */
+        "redis://u%00:p@h", /* nor in a user */
         longhost,
         longpw,
     };
@@ -256,9 +279,55 @@ static void test_config_cors_origin(void) {
     CHECK_EQ_INT(c.ncors_origins, 0);
 }
 
+/* Where the Redis password comes from: the URL or --redis-password-file,
+ * never both; a user always has one of them. */
+static void test_config_password_source(void) {
+    struct gw_config c;
+    char err[256] = "";
+    unsetenv("LOCKGATE_REDIS");
+    setenv("LOCKGATE_REDIS_PASSWORD_FILE", "/run/secrets/redis", 1);
+    char *env_only[] = {"lockgate", "--redis", "redis://app:@h:1", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, env_only, err, sizeof err), 0);
+    CHECK_EQ_STR(c.redis_password_file, "/run/secrets/redis");
+    CHECK_EQ_STR(c.redis_user, "app");
+    CHECK_EQ_STR(c.redis_password, "");
+    unsetenv("LOCKGATE_REDIS_PASSWORD_FILE");
+
+    char *flag[] = {"lockgate", "--redis-password-file", "/p", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, flag, err, sizeof err), 0);
+    CHECK_EQ_STR(c.redis_password_file, "/p");
+
+    char *both[] = {"lockgate", "--redis", "redis://:pw@h", "--redis-password-file", "/p", NULL};
+    CHECK_EQ_INT(config_load(&c, 5, both, err, sizeof err), -1);
+    CHECK(strstr(err, "give one") != NULL);
+
+    char *no_pw[] = {"lockgate", "--redis", "redis://app:@h", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, no_pw, err, sizeof err), -1);
+    CHECK(strstr(err, "needs a password") != NULL && !strchr(err, '\n'));
+
+    char *empty[] = {"lockgate", "--redis-password-file", "", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, empty, err, sizeof err), -1);
+
+    /* A bad URL is named in the error without its user and password. */
+    char *bad_url[] = {"lockgate", "--redis", "redis://u:Hush-1@h:70000", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, bad_url, err, sizeof err), -1);
+    CHECK(strstr(err, "redis://***@h:70000") != NULL && !strstr(err, "Hush"));
+    char *bad_seed[] = {"lockgate", "--redis-cluster", "redis://:Hush-2@a:1,redis://:Hush-3@b:x",
+                        NULL};
+    CHECK_EQ_INT(config_load(&c, 3, bad_seed, err, sizeof err), -1);
+    CHECK(!strstr(err, "Hush") && strstr(err, "redis://***@b:x") != NULL);
+
+    /* A cluster seed's user, for a password from the file. */
+    char *seed[] = {
+        "lockgate", "--redis-cluster", "redis://app:@h:7000", "--redis-password-file", "/p", NULL};
+    CHECK_EQ_INT(config_load(&c, 5, seed, err, sizeof err), 0);
+    CHECK_EQ_STR(c.redis_user, "app");
+}
+
 int main(void) {
     RUN(test_config_cors_origin);
     RUN(test_config_redis_url);
+    RUN(test_config_password_source);
     RUN(test_config_listen);
     RUN(test_config_epoch);
     RUN(test_config_epoch_strict);

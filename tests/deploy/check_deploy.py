@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""check_deploy.py -- what deploy/ ships, checked offline with the tools
+operators use, and against a real gateway:
+
+- deploy/systemd/lockgate.service: `systemd-analyze verify` (with ExecStart
+  pointed at the built binary: verify wants an executable there) and
+  `systemd-analyze security --offline=yes`, whose exposure must stay "OK"
+  (at most 2.0 of 10);
+- deploy/prometheus/alerts.yaml: `promtool check rules`, `promtool test rules
+  tests/deploy/alerts_test.yaml` (each alert fires on its trouble and stays
+  quiet on a healthy twin), and every metric the rules name present in a
+  real gateway's /metrics;
+- that /metrics, after traffic on many routes, passes `promtool check
+  metrics`;
+- deploy/kubernetes: rendered with `kubectl kustomize`, every object
+  validated against the Kubernetes schemas (tests/deploy/k8s_validate.js,
+  npm's kubernetes-models), the promises of the base checked on the
+  rendered objects (replicas, non-root, read-only root, probes, preStop
+  and grace, Secret files, PodDisruptionBudget, NetworkPolicy), and the
+  Deployment's environment run for real: a gateway started with it (the
+  address and the Redis host changed to loopback ones) logs in with the
+  password file as the ACL user and is ready.
+
+promtool comes from Debian's prometheus package (scripts/promtool.sh).
+Prints `deploy: N passed, M failed`."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pyharness import (BUILD, ROOT, Count, Servers, free_port, http, redis_cmd,  # noqa: E402
+                       wait_for)
+
+count = Count("deploy")
+check = count.check
+UNIT = os.path.join(ROOT, "deploy/systemd/lockgate.service")
+ALERTS = os.path.join(ROOT, "deploy/prometheus/alerts.yaml")
+ALERTS_TEST = os.path.join(ROOT, "tests/deploy/alerts_test.yaml")
+
+
+def run(*argv, stdin=None):
+    r = subprocess.run(argv, input=stdin, capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def systemd_unit():
+    text = open(UNIT).read()
+    check("ExecStart=/usr/local/bin/lockgate\n" in text,
+          "lockgate.service starts /usr/local/bin/lockgate (make install's PREFIX)")
+    with tempfile.TemporaryDirectory() as d:
+        unit = os.path.join(d, "lockgate.service")
+        with open(unit, "w") as f:
+            f.write(text.replace("/usr/local/bin/lockgate", os.path.join(BUILD, "lockgate")))
+        rc, out = run("systemd-analyze", "verify", unit)
+        check(rc == 0 and not out.strip(), f"systemd-analyze verify lockgate.service: {out}")
+        rc, out = run("systemd-analyze", "security", "--offline=yes", unit)
+        m = re.search(r"Overall exposure level for lockgate.service: ([0-9.]+) (\w+)", out)
+        check(rc == 0 and m and float(m.group(1)) <= 2.0 and m.group(2) == "OK",
+              f"systemd-analyze security: exposure {m.group(1) if m else out[-300:]}")
+
+
+def prometheus(promtool, metrics_text):
+    rc, out = run(promtool, "check", "rules", ALERTS)
+    check(rc == 0, f"promtool check rules alerts.yaml: {out}")
+    rc, out = run(promtool, "test", "rules", ALERTS_TEST)
+    check(rc == 0 and "SUCCESS" in out, f"promtool test rules alerts_test.yaml: {out}")
+    names = set(re.findall(r"\b(lockgate_[a-z_]+)", open(ALERTS).read()))
+    missing = [n for n in sorted(names) if f"# TYPE {n} " not in metrics_text]
+    check(names and not missing, f"every metric the alerts use is in /metrics (missing {missing})")
+    alerts = re.findall(r"alert: (\w+)", open(ALERTS).read())
+    tested = set(re.findall(r"alertname: (\w+)", open(ALERTS_TEST).read()))
+    check(alerts and set(alerts) <= tested, f"every alert has a test ({set(alerts) - tested})")
+    rc, out = run(promtool, "check", "metrics", stdin=metrics_text)
+    check(rc == 0, f"promtool check metrics on a gateway's /metrics: {out}")
+
+
+def gateway_metrics():
+    """/metrics of a real gateway after locks, a wait that timed out, ids,
+    a 404, a 400 and a readiness probe."""
+    srv = Servers("deploy")
+    try:
+        rport, _, ok = srv.redis()
+        port, _, _, ready = srv.gateway(redis_port=rport)
+        check(ok and ready, "redis-server and a gateway started")
+        http(port, "POST", "/v1/locks/deploy-a", body="{}")
+        http(port, "POST", "/v1/locks/deploy-a", body='{"wait_ms":50}')
+        http(port, "POST", "/v1/ids/deploy")
+        http(port, "GET", "/v1/locks/deploy-none")
+        http(port, "POST", "/v1/locks/deploy-b", body="{not json")
+        http(port, "GET", "/readyz")
+        return http(port, "GET", "/metrics")[2]
+    finally:
+        srv.stop()
+
+
+def kubernetes_objects():
+    """The base rendered and validated: the objects, or None."""
+    here = os.path.join(ROOT, "tests/deploy")
+    if not os.path.isdir(os.path.join(here, "node_modules")):
+        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
+                           capture_output=True, text=True)
+        if not check(r.returncode == 0, f"npm install in tests/deploy: {r.stderr[-500:]}"):
+            return None
+    r = subprocess.run(["kubectl", "kustomize", os.path.join(ROOT, "deploy/kubernetes")],
+                       capture_output=True, text=True)
+    if not check(r.returncode == 0 and r.stdout, f"kubectl kustomize deploy/kubernetes: {r.stderr}"):
+        return None
+    v = subprocess.run(["node", os.path.join(here, "k8s_validate.js")], input=r.stdout,
+                       capture_output=True, text=True)
+    check(v.returncode == 0, f"every object valid against the Kubernetes schemas: {v.stderr}")
+    return json.loads(v.stdout or "[]")
+
+
+def kubernetes(objs):
+    by_kind = {o["kind"]: o for o in objs}
+    check({"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"} <= set(by_kind),
+          f"the base renders a Deployment, Service, PDB, NetworkPolicy ({sorted(by_kind)})")
+    dep = by_kind.get("Deployment", {})
+    spec = dep.get("spec", {})
+    pod = spec.get("template", {}).get("spec", {})
+    labels = spec.get("template", {}).get("metadata", {}).get("labels", {})
+    c = (pod.get("containers") or [{}])[0]
+    sc, psc = c.get("securityContext", {}), pod.get("securityContext", {})
+    check(spec.get("replicas", 0) >= 2, f"Deployment: replicas >= 2 ({spec.get('replicas')})")
+    dockerfile = open(os.path.join(ROOT, "Dockerfile")).read()
+    check(psc.get("runAsNonRoot") is True and psc.get("runAsUser") == 10001
+          and "USER 10001:10001" in dockerfile,
+          "Deployment: runAsNonRoot as uid 10001, the image's user")
+    check(sc.get("readOnlyRootFilesystem") is True and sc.get("allowPrivilegeEscalation") is False
+          and sc.get("capabilities", {}).get("drop") == ["ALL"],
+          f"container: read-only root, no privilege escalation, no capabilities ({sc})")
+    probes = (c.get("livenessProbe", {}).get("httpGet", {}).get("path"),
+              c.get("readinessProbe", {}).get("httpGet", {}).get("path"))
+    check(probes == ("/healthz", "/readyz"), f"probes: liveness /healthz, readiness /readyz {probes}")
+    pre = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    pre_s = int(pre[1]) if len(pre) == 2 and pre[0] == "sleep" else -1
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    # After preStop, SIGTERM: waiters answered 503 at once, in-flight
+    # requests finished within 4 s (docs/operations.md, "Stopping").
+    check(pre_s > 0 and grace >= pre_s + 4 + 2,
+          f"preStop sleep {pre_s} s, then up to 4 s of stop, within the grace ({grace} s)")
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
+    mounts = [m for m in c.get("volumeMounts", []) if m["name"] in secrets]
+    pw = env.get("LOCKGATE_REDIS_PASSWORD_FILE", "")
+    check(mounts and all(m.get("readOnly") and "subPath" not in m for m in mounts)
+          and any(pw.startswith(m["mountPath"] + "/") for m in mounts),
+          f"the Redis password is a Secret's file, mounted read-only as a directory ({pw})")
+    usage = subprocess.run([os.path.join(BUILD, "lockgate"), "--help"], capture_output=True,
+                           text=True).stdout
+    unknown = [n for n in env if n not in usage]
+    check(env and not unknown, f"every variable the Deployment sets is lockgate's ({unknown})")
+    for kind in ("Service", "PodDisruptionBudget"):
+        sel = by_kind.get(kind, {}).get("spec", {}).get("selector", {})
+        sel = sel.get("matchLabels", sel)
+        check(sel and all(labels.get(k) == v for k, v in sel.items()),
+              f"{kind} selects the Deployment's pods ({sel})")
+    pdb = by_kind.get("PodDisruptionBudget", {}).get("spec", {})
+    check(pdb.get("maxUnavailable") == 1 or pdb.get("minAvailable") == 1,
+          f"PodDisruptionBudget keeps a replica serving ({pdb})")
+    np_ = by_kind.get("NetworkPolicy", {}).get("spec", {})
+    ports = [p.get("port") for rule in np_.get("ingress", []) for p in rule.get("ports", [])]
+    check(all(labels.get(k) == v for k, v in np_.get("podSelector", {}).get("matchLabels", {}).items())
+          and set(np_.get("policyTypes", [])) == {"Ingress", "Egress"} and ports == [8080],
+          f"NetworkPolicy: the pods, ingress and egress, ingress on 8080 only ({ports})")
+    return env
+
+
+def kubernetes_env_runs(env):
+    """The Deployment's environment, with loopback addresses, starts a
+    gateway that logs in as the URL's user with the password file."""
+    srv = Servers("deploy-k8s")
+    try:
+        rport, _, ok = srv.redis()
+        user = re.match(r"redis://([^:@]+):@", env.get("LOCKGATE_REDIS", ""))
+        pwfile = os.path.join(srv.dir, "password")
+        with open(pwfile, "w") as f:
+            f.write("k8s-Secret-pw\n")
+        redis_cmd(rport, "ACL", "SETUSER", user.group(1) if user else "x", "on", ">k8s-Secret-pw",
+                  "~*", "&*", "+@all")
+        redis_cmd(rport, "ACL", "SETUSER", "default", "off")
+        port = free_port()
+        e = dict(os.environ, **env)
+        e["LOCKGATE_LISTEN"] = f"127.0.0.1:{port}"
+        e["LOCKGATE_REDIS"] = re.sub(r"@[^/]+", f"@127.0.0.1:{rport}", env["LOCKGATE_REDIS"])
+        e["LOCKGATE_REDIS_PASSWORD_FILE"] = pwfile
+        log = os.path.join(srv.dir, "gw.log")
+        with open(log, "w") as f:
+            p = subprocess.Popen([os.path.join(BUILD, "lockgate")], env=e, stdout=f, stderr=f)
+        srv.procs.append(p)
+        ready = wait_for(lambda: http(port, "GET", "/readyz")[0] == 200, 10)
+        st = http(port, "POST", "/v1/locks/k8s-env")[0]
+        lines = open(log).read().splitlines()
+        check(ok and ready and st == 201 and lines and all(x.startswith("{") for x in lines),
+              f"the Deployment's environment runs: ready, a lock ({st}), JSON log lines")
+    finally:
+        srv.stop()
+
+
+def main():
+    start = time.monotonic()
+    systemd_unit()
+    r = subprocess.run([os.path.join(ROOT, "scripts/promtool.sh")], capture_output=True, text=True)
+    promtool = r.stdout.strip()
+    if check(r.returncode == 0 and os.access(promtool, os.X_OK), f"a promtool: {r.stderr}"):
+        prometheus(promtool, gateway_metrics())
+    objs = kubernetes_objects()
+    if objs is not None:
+        kubernetes_env_runs(kubernetes(objs))
+    print(f"deploy: took {time.monotonic() - start:.1f} s")
+    return count.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
