@@ -899,3 +899,24 @@ void h_relay_stop(struct h_relay *r) {
     pthread_join(r->th, NULL);
     close(r->listen_fd);
 }
+
+int h_wait_ready(int port, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    while (h_now_ms() < end) {
+        struct h_resp r = h_http("GET", port, "/readyz", NULL, NULL, NULL);
+        long st = r.status;
+        h_resp_free(&r);
+        if (st == 200) return 0;
+        h_sleep_ms(50);
+    }
+    return -1;
+}
+
+int h_log_count(struct h_gw *g, const char *needle) {
+    FILE *f = fopen(g->log, "r");
+    char line[1024];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
+    if (f) fclose(f);
+    return n;
+}

@@ -218,4 +218,8 @@ void h_relay_stop(struct h_relay *r);
 int h_gw_up(struct h_gw *g, struct h_redis *r, const char *flags);
 /* A counter or gauge from /metrics, or -1. */
 long long h_metric(struct h_gw *g, const char *name);
+/* Polls /readyz on port until it answers 200: 0, or -1 after timeout_ms. */
+int h_wait_ready(int port, int timeout_ms);
+/* How many lines of the gateway's log contain needle. */
+int h_log_count(struct h_gw *g, const char *needle);
 #endif

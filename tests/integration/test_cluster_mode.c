@@ -203,24 +203,12 @@ static void load_stop(pthread_t *th) {
  * Tests
  * ========================================================================= */
 
-static int wait_ready(int port, int ms) {
-    long long end = h_now_ms() + ms;
-    while (h_now_ms() < end) {
-        struct h_resp r = h_http("GET", port, "/readyz", NULL, NULL, NULL);
-        long st = r.status;
-        h_resp_free(&r);
-        if (st == 200) return 0;
-        h_sleep_ms(50);
-    }
-    return -1;
-}
-
 /* Every slot covered: ready.  3000 random names: each master holds a third
  * of their locks, within 10 %. */
 /* A gateway on the cluster with flags (NULL: none), ready. */
 static void one_gateway(struct h_gw *g, const char *flags) {
     CHECK_EQ_INT(h_gw_up(g, &cl, flags), 0);
-    CHECK_EQ_INT(wait_ready(g->port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g->port, 10000), 0);
 }
 
 /* Two gateways on the cluster with flags (NULL: none), both ready. */
@@ -794,7 +782,7 @@ static void test_failover_under_load(void) {
     struct h_gw a, b;
     CHECK_EQ_INT(h_gw_up(&a, &cl, NULL), 0);
     CHECK_EQ_INT(h_gw_up(&b, &cl, NULL), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(a.port, 10000), 0);
     for (int k = 0; k < NAMES; k++)
         name_in_slots("fo", 6000, 10000, k, L.names[k], sizeof L.names[k]);
     char id[64];
@@ -843,7 +831,7 @@ static void test_failover_under_load(void) {
     h_resp_free(&r);
     CHECK(back > 0);
     CHECK_EQ_INT(atomic_load(&L.nother), 0);
-    CHECK_EQ_INT(wait_ready(a.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(a.port, 10000), 0);
     h_gw_stop(&a, 5000);
     h_gw_stop(&b, 5000);
 }
@@ -1238,7 +1226,7 @@ static void test_prefetch_frozen_master(void) {
     CHECK(c.took_ms < 1000);
     CHECK(slowest < 1000);
     /* Served again once the master is back. */
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     h_gw_stop(&g, 5000);
 }
 
@@ -1297,7 +1285,7 @@ static void test_auth(void) {
     struct h_gw g = {0};
     snprintf(g.redis_url, sizeof g.redis_url, "redis://:cl-pw@127.0.0.1:%d", r.port);
     CHECK_EQ_INT(h_gw_start(&g, &r, NULL), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     struct h_resp h = h_http("POST", g.port, "/v1/locks/authz", NULL, "{}", NULL);
     CHECK_EQ_INT(h.status, 201);
     h_resp_free(&h);

@@ -50,18 +50,6 @@ static int wait_clients(struct h_redis *n, int min, int ms) {
     return count;
 }
 
-static int wait_ready(int port, int ms) {
-    long long end = h_now_ms() + ms;
-    while (h_now_ms() < end) {
-        struct h_resp r = h_http("GET", port, "/readyz", NULL, NULL, NULL);
-        long st = r.status;
-        h_resp_free(&r);
-        if (st == 200) return 0;
-        h_sleep_ms(50);
-    }
-    return -1;
-}
-
 /* Whether the file at path contains text. */
 static int file_has(const char *path, const char *text) {
     FILE *f = fopen(path, "r");
@@ -109,7 +97,7 @@ static void test_acl_user_single(void) {
     acl_users(&r, PW, 1);
     snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:%s@127.0.0.1:%d", USER, PW, r.port);
     CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2"), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "acl-single");
     CHECK(wait_clients(&r, 4, 5000) >= 4); /* 2 workers: a command and a pub/sub each */
     check_no_secret(&g, PW);
@@ -137,7 +125,7 @@ static void test_auth_refused(void) {
     CHECK(file_has(g.log, "AUTH refused"));
     check_no_secret(&g, "Wrong-pw-0815");
     h_redis_cli(&r, ADMIN "ACL SETUSER " USER " '>Wrong-pw-0815'"); /* now it is right */
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "acl-refused");
     CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
     CHECK(!file_has(g.log, "Wrong-pw-0815"));
@@ -158,7 +146,7 @@ static void test_acl_user_quorum(void) {
              "--workers 1 --redis redis://%s:%s@127.0.0.1:%d --redis redis://%s:%s@127.0.0.1:%d",
              USER, PW, m[1].port, USER, PW, m[2].port);
     CHECK_EQ_INT(h_gw_start(&g, &m[0], more), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "acl-quorum");
     for (int i = 0; i < 3; i++) CHECK(clients_as_user(&m[i]) >= 1);
     check_no_secret(&g, PW);
@@ -178,7 +166,7 @@ static void test_acl_user_cluster(void) {
     }
     snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:%s@127.0.0.1:%d", USER, PW, r.port);
     CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 1"), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 15000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 15000), 0);
     lock_round_trip(&g, "acl-cluster");
     for (int i = 0; i < r.cn; i++) {
         struct h_redis n = h_cluster_node(&r, i);
@@ -205,7 +193,7 @@ static void test_acl_user_sentinel(void) {
      * and database. */
     snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:%s@127.0.0.1:1", USER, PW);
     CHECK_EQ_INT(h_gw_start(&g, &m, flags), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "acl-sentinel");
     CHECK(wait_clients(&m, 2, 5000) >= 2);
     check_no_secret(&g, PW);
@@ -243,7 +231,7 @@ static void test_password_file_rotation(void) {
     snprintf(g.redis_url, sizeof g.redis_url, "redis://%s:@127.0.0.1:%d", USER, r.port);
     snprintf(flags, sizeof flags, "--workers 2 --redis-password-file %s", file);
     CHECK_EQ_INT(h_gw_start(&g, &r, flags), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "rot-1");
 
     /* Redis first, then the file, then the connections killed. */
@@ -251,7 +239,7 @@ static void test_password_file_rotation(void) {
     write_secret(file, "Rot-two-2222\n");
     const char *killed = h_redis_cli(&r, ADMIN "CLIENT KILL USER " USER);
     CHECK(killed && atoi(killed) >= 4);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "rot-2");
     CHECK(wait_clients(&r, 4, 5000) >= 4); /* pub/sub connections too */
 
@@ -265,7 +253,7 @@ static void test_password_file_rotation(void) {
     lock_round_trip(&g, "rot-3");
     h_redis_cli(&r, ADMIN "ACL SETUSER " USER " resetpass '>Rot-three-3333'");
     h_redis_cli(&r, ADMIN "CLIENT KILL USER " USER);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "rot-4");
 
     /* Redis changed and the connections killed before the file is: AUTH
@@ -276,7 +264,7 @@ static void test_password_file_rotation(void) {
     while (h_now_ms() < end && !file_has(g.log, "AUTH refused")) h_sleep_ms(20);
     CHECK(file_has(g.log, "AUTH refused"));
     write_secret(file, "Rot-four-4444\n");
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_round_trip(&g, "rot-5");
 
     CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
@@ -492,7 +480,7 @@ static void test_least_privilege(void) {
     limited_user(&r, rule);
     snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d/2", r.port);
     CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2 --key-prefix app7:"), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 10000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     every_path(&g);
     CHECK_EQ_STR(h_redis_cli(&r, ADMIN "-n 2 EXISTS app7:id:{lp-n}"), "1");
     check_acl_log_empty(&r);
@@ -514,7 +502,7 @@ static void test_least_privilege_cluster(void) {
     }
     snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d", r.port);
     CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2 --key-prefix app7:"), 0);
-    CHECK_EQ_INT(wait_ready(g.port, 15000), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 15000), 0);
     every_path(&g);
     for (int i = 0; i < r.cn; i++) {
         struct h_redis n = h_cluster_node(&r, i);

@@ -144,15 +144,6 @@ static void test_slow_2000_open_normal_served(void) {
 }
 
 /* Lines of g's log holding needle. */
-static int log_lines(struct h_gw *g, const char *needle) {
-    FILE *f = fopen(g->log, "r");
-    char line[1024];
-    int n = 0;
-    while (f && fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
-    if (f) fclose(f);
-    return n;
-}
-
 /* A gateway with 300 descriptors: its connection limit keeps descriptors
  * back, so 400 clients get 250-odd connections, the rest are refused,
  * counted and logged (not left hanging), and when Redis drops the
@@ -191,8 +182,8 @@ static void test_slow_descriptors_held_back(void) {
     refused = h_metric(&g, "lockgate_accept_refused_total");
     printf("  (400 clients, 300 descriptors: %lld refused)\n", refused);
     CHECK(refused >= N - 210);
-    CHECK(log_lines(&g, "not accepted in the last second") >= 1);
-    CHECK_EQ_INT(log_lines(&g, "Too many open files"), 0);
+    CHECK(h_log_count(&g, "not accepted in the last second") >= 1);
+    CHECK_EQ_INT(h_log_count(&g, "Too many open files"), 0);
     for (int i = 0; i < N; i++)
         if (fds[i] >= 0) close(fds[i]);
     h_gw_stop(&g, 5000);

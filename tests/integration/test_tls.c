@@ -258,15 +258,6 @@ static long long https_metric(int port, const char *name) {
 }
 
 /* Lines of g's log holding needle. */
-static int log_lines(struct h_gw *g, const char *needle) {
-    FILE *f = fopen(g->log, "r");
-    char line[1024];
-    int n = 0;
-    while (f && fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
-    if (f) fclose(f);
-    return n;
-}
-
 /* 1,000 reloads: a replaced pair is freed once no connection uses it, so
  * the RSS stays flat and only the pairs in use stay (the one in force, and
  * the one a connection made before the reloads still has). */
@@ -279,17 +270,17 @@ static void test_tls_reloads_do_not_grow(void) {
     CURL *kept = curl_easy_init();
     CHECK_EQ_INT(https_get(kept, g.port, "/healthz", "ca", NULL, NULL), 200);
     long rss0 = 0, t0 = h_now_ms();
-    int done = log_lines(&g, "tls: reloaded");
+    int done = h_log_count(&g, "tls: reloaded");
     for (int i = 1; i <= 1000; i++) {
         kill(g.pid, SIGHUP);
         /* one at a time: signals sent faster than handled would merge */
-        for (long end = h_now_ms() + 10000; log_lines(&g, "tls: reloaded") < done + i;)
+        for (long end = h_now_ms() + 10000; h_log_count(&g, "tls: reloaded") < done + i;)
             if (h_now_ms() > end) break;
         if (i % 50 == 0) /* a handshake on the pair in force, then closed */
             CHECK_EQ_INT(https_get(NULL, g.port, "/healthz", "ca", NULL, NULL), 200);
         if (i == 100) rss0 = rss_kib(g.pid);
     }
-    CHECK_EQ_INT(log_lines(&g, "tls: reloaded"), done + 1000);
+    CHECK_EQ_INT(h_log_count(&g, "tls: reloaded"), done + 1000);
     long rss1 = rss_kib(g.pid);
     printf("  (1000 reloads in %lld ms; RSS %ld KiB after 100, %ld KiB after 1000)\n",
            h_now_ms() - t0, rss0, rss1);
