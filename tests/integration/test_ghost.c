@@ -592,10 +592,13 @@ static void test_many_waiters(void) {
             "ms\n",
             WINDOW_MS, idle.set, idle.evalsha, idle.other, idle.cpu, N, busy.set, busy.evalsha,
             busy.other, busy.cpu);
-    /* Renewals: one per gateway every TTL/3, with or without waiters. */
+    /* Renewals: at most one per gateway every TTL/3, with or without
+     * waiters.  Not compared with the idle window: a gateway renews at the
+     * start of a loop turn once due (liveness.c), and an idle loop turns
+     * only when something wakes it (a probe's answer), so an idle window
+     * may hold fewer renewals than the cap; the cap is the point. */
     long long renewals = 2 * (WINDOW_MS / (TTL_MS / 3) + 1);
     CHECK(busy.set <= renewals);
-    CHECK(busy.set <= idle.set + 2);
     CHECK_EQ_INT(busy.evalsha, 0); /* parked waiters send nothing */
     CHECK(busy.other <= idle.other + 4);
     CHECK(busy.cpu <= idle.cpu + 200);
