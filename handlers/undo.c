@@ -29,6 +29,7 @@ struct undo {
 };
 
 static void undo_send(struct undo *u);
+static void on_stop(struct waiter *w, int client_gone);
 
 static void undo_free(struct undo *u) {
     free(u->token);
@@ -62,6 +63,10 @@ static void undone(void *arg, const struct redis_result *res) {
         return;
     }
 again:
+    if (redis_stopping()) { /* failed by the stop: the waiters gave up already */
+        on_stop(&u->w, 0);
+        return;
+    }
     if (now >= u->until_ms) {
         metrics_inc(M_UNDO_EXPIRED, 1);
         log_error("undo: Redis did not answer until the lease of the failed acquire of %s "
@@ -102,6 +107,16 @@ static void on_stop(struct waiter *w, int client_gone) {
 
 static void undo_one(int node, const char *hash, const char *message, const char *token,
                      const char *attempt, long long ttl_ms) {
+    if (redis_stopping()) {
+        /* Failed by the stop itself: no Redis call made now would be
+         * answered (the loop ends), so it stays until its lease ends. */
+        metrics_inc(M_UNDO_STARTED, 1);
+        metrics_inc(M_UNDO_EXPIRED, 1);
+        log_error("undo: stopping before the failed acquire of '%s' could be undone: it may hold "
+                  "until its lease ends",
+                  message);
+        return;
+    }
     struct undo *u = alloc_check(calloc(1, sizeof *u));
     u->node = node;
     snprintf(u->attempt, sizeof u->attempt, "%s", attempt ? attempt : "");

@@ -1181,6 +1181,8 @@ void redis_turn_hook(void *arg, int64_t now_ms) {
     }
 }
 
+int redis_stopping(void) { return self && self->stopping; }
+
 void redis_fail_all(void) {
     self->stopping = 1;
     fail_queued();

@@ -72,6 +72,10 @@ void redis_on_command_up(struct redis *r, void (*fn)(void *arg), void *arg);
  * times out connections, writes what the turn queued. */
 void redis_turn_hook(void *arg, int64_t now_ms);
 
+/* Whether the calling thread's instance is stopping (redis_fail_all ran):
+ * a callback failed by it should not queue more work. */
+int redis_stopping(void);
+
 /* The gateway is stopping (on the instance's thread): fails whatever is
  * queued or outstanding and closes; from then on commands fail at once. */
 void redis_fail_all(void);

@@ -132,6 +132,14 @@ static void quiesce_here(void) {
     waiters_give_up_all(); /* waiting requests answer 503 shutting_down */
 }
 
+/* What Redis still owes fails; then whatever parked since the quiesce
+ * (an undo of an acquire that failed during the drain, handlers/undo.c)
+ * gives up too, so nothing is left parked when the loop ends. */
+static void fail_redis_here(void) {
+    redis_fail_all();
+    waiters_give_up_all();
+}
+
 static void stop_thread(struct worker *w) {
     loop_stop(w->loop);
     pthread_join(w->thread, NULL);
@@ -146,7 +154,7 @@ void workers_stop(void) {
     /* A connection still suspended keeps its daemon from stopping: failing
      * what Redis still owes answers them (503), and from then on new
      * commands fail at once. */
-    for (int i = 0; i < nworkers; i++) post_step(&workers[i], redis_fail_all);
+    for (int i = 0; i < nworkers; i++) post_step(&workers[i], fail_redis_here);
     post_step(&aux, redis_fail_all); /* the helpers' leases fail too */
     http_drain(500);
     offload_stop(); /* before the workers: a finished job goes back to one */
