@@ -195,6 +195,10 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     }
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
+    if (hc->stream) { /* its stream gives it back if its client is gone */
+        hc->stream->granted(hc, verdict, o);
+        return;
+    }
     if (hold_gives_back(hc, verdict)) req->on_undelivered = hold_give_back;
     reply_json(req, verdict == VERDICT_GRANTED ? 201 : 200, o);
 }
@@ -264,6 +268,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             hc->waited = 1;
             int64_t wake = now + v[1];
             if (wake > hc->deadline_ms) wake = hc->deadline_ms;
+            if (hc->stream) hc->stream->waiting(hc, v[1], v[2]);
             if (park_request(req, &hc->w, wake) < 0) on_give_up(&hc->w, 1);
             return;
         }
@@ -413,8 +418,9 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
     return hc;
 }
 
-static void hold_call_free(void *ctx) {
+void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    if (hc->stream) hc->stream->free(hc);
     if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);
     free(hc->ack);
@@ -432,7 +438,8 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
-    if (session_header_or_reply(req, &hc->session) || guard_grant_or_reply(req)) return;
+    if ((!hc->session && session_header_or_reply(req, &hc->session)) || guard_grant_or_reply(req))
+        return;
     if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
         struct hold_keys k;
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);

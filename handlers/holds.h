@@ -12,6 +12,7 @@
 #include "server/waiters.h"
 
 struct gw_request;
+struct cJSON;
 
 enum hold_kind {
     HOLD_EXCLUSIVE = 'x', /* a lock, one holder */
@@ -29,44 +30,65 @@ struct hold_ack {
     long long acked;         /* replicas WAIT counted, -1 on error */
 };
 
+/* An acquisition whose answer is an event stream (handlers/streams.c):
+ * holds.c calls these instead of answering while it waits and when it
+ * grants.  Any other outcome is answered as usual (reply_*): before the
+ * stream opened, as an HTTP answer; after, as its last event. */
+struct hold_call;
+struct hold_stream_ops {
+    /* Busy, and it waits (parks) again: retry_after_ms and why as
+     * acquire.lua gives them (1 held, 2 lock-delay, 3 fair waiters ahead). */
+    void (*waiting)(struct hold_call *hc, long long retry_after_ms, long long why);
+    /* Granted (or re-entered): body is today's grant body, taken over. */
+    void (*granted)(struct hold_call *hc, long long verdict, struct cJSON *body);
+    /* hc is being freed (with its request). */
+    void (*free)(struct hold_call *hc);
+};
+
 /* One acquisition, alive from the handler to the reply, across waits.
  * A waiting request keeps one for as long as it waits, so it holds no
  * fixed-size buffers: its strings sit after it, sized to fit. */
 struct hold_call {
-    struct waiter w;         /* parking state while it waits (first) */
-    struct gw_request *req;  /* the request it answers */
-    char kind;               /* enum hold_kind */
-    int fair;                /* queue in Redis, first come first served */
-    int waited;              /* it was parked at least once */
-    int queued;              /* an attempt went with its waiter id: it may be queued */
-    int own_token;           /* the gateway made req->token for this request */
-    int backoff_ms;          /* parked through a Redis outage: the last pause */
-    int acks_wanted;         /* replicas that must have the write, 0 off */
-    long long ttl_ms;        /* lease length */
-    long long wait_ms;       /* how long it may wait, 0 = try once */
-    long long max_hold_ms;   /* 0: none */
-    long long lock_delay_ms; /* 0: none */
-    long long limit;         /* semaphores: permits */
-    int64_t start_ms;        /* arrival (monotonic) */
-    int64_t deadline_ms;     /* start + wait_ms */
-    int64_t attempt_ms;      /* when the current attempt was sent */
-    struct hold_ack *ack;    /* NULL unless acks_wanted */
-    char waiter_id[32];      /* its id in the fair queue (liveness.h), "" if none */
-    char attempt_id[32];     /* the request's id in its holder record, so that trying
+    struct waiter w;                      /* parking state while it waits (first) */
+    struct gw_request *req;               /* the request it answers */
+    char kind;                            /* enum hold_kind */
+    int fair;                             /* queue in Redis, first come first served */
+    int waited;                           /* it was parked at least once */
+    int queued;                           /* an attempt went with its waiter id: it may be queued */
+    int own_token;                        /* the gateway made req->token for this request */
+    int backoff_ms;                       /* parked through a Redis outage: the last pause */
+    int acks_wanted;                      /* replicas that must have the write, 0 off */
+    long long ttl_ms;                     /* lease length */
+    long long wait_ms;                    /* how long it may wait, 0 = try once */
+    long long max_hold_ms;                /* 0: none */
+    long long lock_delay_ms;              /* 0: none */
+    long long limit;                      /* semaphores: permits */
+    int64_t start_ms;                     /* arrival (monotonic) */
+    int64_t deadline_ms;                  /* start + wait_ms */
+    int64_t attempt_ms;                   /* when the current attempt was sent */
+    struct hold_ack *ack;                 /* NULL unless acks_wanted */
+    char waiter_id[32];                   /* its id in the fair queue (liveness.h), "" if none */
+    char attempt_id[32];                  /* the request's id in its holder record, so that trying
                                 again after an answer was lost finds its own grant
                                 rather than re-enter (acquire.lua ARGV 15), and an
                                 undo releases that level only (undo.h): a waiting
                                 request's, or one with the client's token; "" else */
-    int live_slot;           /* what liveness_waiter_join returned */
-    const char *owner;       /* informational, "" for none (after the struct) */
-    char *session;           /* Session header: the session it is bound to, or NULL
-                                (malloc'd, freed with it) */
+    int live_slot;                        /* what liveness_waiter_join returned */
+    const char *owner;                    /* informational, "" for none (after the struct) */
+    char *session;                        /* Session header: the session it is bound to, or NULL
+                                (malloc'd, freed with it); set before hold_acquire,
+                                the header is not read */
+    const struct hold_stream_ops *stream; /* answered as an event stream, or NULL */
+    void *stream_arg;                     /* the stream's own state */
     /* w.key, "lock:NAME" or "sem:NAME", also sits after the struct. */
 };
 
 /* A zeroed hold_call of this kind for req (req->name set), with its owner
  * ("" or NULL for none) and waiter key; never NULL. */
 struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, const char *owner);
+
+/* Frees hc (a request's ctx_free, which hold_acquire sets). */
+void hold_call_free(void *ctx);
 
 /* Starts the acquisition hc (filled by the caller, req->name and
  * req->token set); replies when it is done.  hc becomes req->ctx. */

@@ -46,6 +46,8 @@ struct gw_config {
     int min_replicas_ack;                           /* WAIT for this many replicas after a write */
     int replica_ack_timeout_ms;                     /* WAIT's timeout */
     int liveness_ttl_ms;                            /* TTL of the gateway's liveness key */
+    int stream_heartbeat_ms;                        /* comment lines on an event stream */
+    int stream_user_timeout_ms;                     /* TCP_USER_TIMEOUT of a stream's socket */
     int id_namespaces;                              /* id namespaces live at once (idtable) */
     int id_jump_s;                                  /* id lease step after a new or lost mark */
     struct gw_endpoint cluster[GW_MAX_SEEDS]; /* --redis-cluster seeds: cluster mode when any */

@@ -207,6 +207,10 @@ struct h_relay {
     int held[H_RELAY_MAX];
     int n;
     volatile int hold, drop, stop;
+    int small_rcvbuf; /* set before connections come: the relay's socket to the
+                         target takes the least receive buffer, so that once held
+                         it stops taking the target's bytes after ~1 KiB (its
+                         TCP window closes), as a host gone silent soon does */
     pthread_t th;
 };
 int h_relay_start(struct h_relay *r, int target_port);
