@@ -181,7 +181,7 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     char location[NAME_MAX_LEN + 24];
     snprintf(location, sizeof location, "/v1/%s/%s", sem ? "semaphores" : "locks", req->name);
     reply_header(req, "Lock-Token", req->token);
-    reply_header(req, "Location", location);
+    if (!hc->reshape) reply_header(req, "Location", location);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);
     cJSON_AddStringToObject(o, "token", req->token);
@@ -195,6 +195,7 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     }
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
+    if (hc->reshape) o = hc->reshape(hc, o);
     if (hc->stream) { /* its stream gives it back if its client is gone */
         hc->stream->granted(hc, verdict, o);
         return;

@@ -49,35 +49,39 @@ struct hold_stream_ops {
  * A waiting request keeps one for as long as it waits, so it holds no
  * fixed-size buffers: its strings sit after it, sized to fit. */
 struct hold_call {
-    struct waiter w;                      /* parking state while it waits (first) */
-    struct gw_request *req;               /* the request it answers */
-    char kind;                            /* enum hold_kind */
-    int fair;                             /* queue in Redis, first come first served */
-    int waited;                           /* it was parked at least once */
-    int queued;                           /* an attempt went with its waiter id: it may be queued */
-    int own_token;                        /* the gateway made req->token for this request */
-    int backoff_ms;                       /* parked through a Redis outage: the last pause */
-    int acks_wanted;                      /* replicas that must have the write, 0 off */
-    long long ttl_ms;                     /* lease length */
-    long long wait_ms;                    /* how long it may wait, 0 = try once */
-    long long max_hold_ms;                /* 0: none */
-    long long lock_delay_ms;              /* 0: none */
-    long long limit;                      /* semaphores: permits */
-    int64_t start_ms;                     /* arrival (monotonic) */
-    int64_t deadline_ms;                  /* start + wait_ms */
-    int64_t attempt_ms;                   /* when the current attempt was sent */
-    struct hold_ack *ack;                 /* NULL unless acks_wanted */
-    char waiter_id[32];                   /* its id in the fair queue (liveness.h), "" if none */
-    char attempt_id[32];                  /* the request's id in its holder record, so that trying
+    struct waiter w;         /* parking state while it waits (first) */
+    struct gw_request *req;  /* the request it answers */
+    char kind;               /* enum hold_kind */
+    int fair;                /* queue in Redis, first come first served */
+    int waited;              /* it was parked at least once */
+    int queued;              /* an attempt went with its waiter id: it may be queued */
+    int own_token;           /* the gateway made req->token for this request */
+    int backoff_ms;          /* parked through a Redis outage: the last pause */
+    int acks_wanted;         /* replicas that must have the write, 0 off */
+    long long ttl_ms;        /* lease length */
+    long long wait_ms;       /* how long it may wait, 0 = try once */
+    long long max_hold_ms;   /* 0: none */
+    long long lock_delay_ms; /* 0: none */
+    long long limit;         /* semaphores: permits */
+    int64_t start_ms;        /* arrival (monotonic) */
+    int64_t deadline_ms;     /* start + wait_ms */
+    int64_t attempt_ms;      /* when the current attempt was sent */
+    struct hold_ack *ack;    /* NULL unless acks_wanted */
+    char waiter_id[32];      /* its id in the fair queue (liveness.h), "" if none */
+    char attempt_id[32];     /* the request's id in its holder record, so that trying
                                 again after an answer was lost finds its own grant
                                 rather than re-enter (acquire.lua ARGV 15), and an
                                 undo releases that level only (undo.h): a waiting
                                 request's, or one with the client's token; "" else */
-    int live_slot;                        /* what liveness_waiter_join returned */
-    const char *owner;                    /* informational, "" for none (after the struct) */
-    char *session;                        /* Session header: the session it is bound to, or NULL
+    int live_slot;           /* what liveness_waiter_join returned */
+    const char *owner;       /* informational, "" for none (after the struct) */
+    char *session;           /* Session header: the session it is bound to, or NULL
                                 (malloc'd, freed with it); set before hold_acquire,
                                 the header is not read */
+    /* The grant's body as the resource shows it (elections.c: value and
+     * term), from the lock's; takes it over.  NULL: the lock's, with its
+     * Location header; else the reshape adds its own. */
+    struct cJSON *(*reshape)(struct hold_call *hc, struct cJSON *grant);
     const struct hold_stream_ops *stream; /* answered as an event stream, or NULL */
     void *stream_arg;                     /* the stream's own state */
     /* w.key, "lock:NAME" or "sem:NAME", also sits after the struct. */

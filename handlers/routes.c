@@ -31,6 +31,10 @@ const struct gw_route gw_routes[] = {
     {.method = "DELETE", .path = "/v1/sessions/{token}",     .handler = sessions_end,       .produces = JSON},
     {.method = "GET",    .path = "/v1/sessions/{token}",     .handler = sessions_inspect,   .produces = JSON},
 
+    {.method = "POST",   .path = "/v1/elections/{name}",     .handler = elections_campaign, .produces = JSON_SSE},
+    {.method = "PATCH",  .path = "/v1/elections/{name}",     .handler = elections_proclaim, .produces = JSON},
+    {.method = "DELETE", .path = "/v1/elections/{name}",     .handler = elections_resign,   .produces = JSON},
+    {.method = "GET",    .path = "/v1/elections/{name}",     .handler = elections_leader,   .produces = JSON_SSE},
     {.method = "POST",   .path = "/v1/semaphores/{name}",    .handler = semaphores_acquire, .produces = JSON_SSE},
     {.method = "PATCH",  .path = "/v1/semaphores/{name}",    .handler = semaphores_extend,  .produces = JSON},
     {.method = "DELETE", .path = "/v1/semaphores/{name}",    .handler = semaphores_release, .produces = JSON},

@@ -49,6 +49,8 @@ struct stream_hold {
     int orphan;                      /* hc was freed: the last call's answer frees it */
     struct stream_hold *prev, *next; /* the worker's open streams (heartbeats) */
     int listed;                      /* in that list */
+    const char *granted_event;       /* "granted", or "elected" */
+    size_t name_skip;                /* bytes of req->name the events leave out */
 };
 
 /* ---- heartbeats: one timer per worker for all its streams ------------------------- */
@@ -139,7 +141,7 @@ static void end_stream(struct stream_hold *sh) {
 static void lose(struct stream_hold *sh, const char *reason) {
     if (sh->ended) return;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", sh->req->name);
+    cJSON_AddStringToObject(o, "name", sh->req->name + sh->name_skip);
     cJSON_AddStringToObject(o, "token", sh->req->token);
     cJSON_AddStringToObject(o, "reason", reason);
     event(sh, "lost", o);
@@ -201,8 +203,8 @@ static void probe_done(void *arg, const struct redis_result *res) {
     } else if (verdict == VERDICT_ERROR) {
         watch_hold(sh, loop_now_ms() + STREAM_PROBE_RETRY_MS);
     } else {
-        lose(sh, "released: the hold ended without this stream (a forced release, or its "
-                 "lease ran out)");
+        lose(sh, "released: the hold ended without this stream (a forced release, a release "
+                 "or resignation with its token, or its lease ran out)");
     }
 }
 
@@ -233,7 +235,7 @@ static void on_waiting(struct hold_call *hc, long long retry_after_ms, long long
     struct stream_hold *sh = hc->stream_arg;
     int64_t now = loop_now_ms();
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", sh->req->name);
+    cJSON_AddStringToObject(o, "name", sh->req->name + sh->name_skip);
     cJSON_AddStringToObject(o, "state", busy_state(why));
     json_add_int(o, "waited_ms", now - hc->start_ms);
     json_add_int(o, "wait_left_ms", hc->deadline_ms > now ? hc->deadline_ms - now : 0);
@@ -250,7 +252,7 @@ static void on_granted(struct hold_call *hc, long long verdict, cJSON *body) {
         return;
     }
     sh->held = 1;
-    event(sh, "granted", body);
+    event(sh, sh->granted_event, body);
     watch_hold(sh, loop_now_ms() + STREAM_WATCH_MS);
 }
 
@@ -308,6 +310,11 @@ static void session_ready(struct ss_member *m, const char *token, const char *wh
 int stream_asked(const struct gw_request *req) { return req->media && !strcmp(req->media, SSE); }
 
 void stream_hold_start(struct gw_request *req, struct hold_call *hc) {
+    stream_hold_start_as(req, hc, "granted", 0);
+}
+
+void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const char *granted_event,
+                          size_t name_skip) {
     req->ctx = hc;
     req->ctx_free = hold_call_free;
     if (backend->per_slot) {
@@ -325,6 +332,8 @@ void stream_hold_start(struct gw_request *req, struct hold_call *hc) {
     struct stream_hold *sh = alloc_check(calloc(1, sizeof *sh));
     sh->hc = hc;
     sh->req = req;
+    sh->granted_event = granted_event;
+    sh->name_skip = name_skip;
     sh->m.ready = session_ready;
     sh->m.lost = session_lost;
     hc->stream = &ops;

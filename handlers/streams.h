@@ -19,6 +19,8 @@
 #ifndef LOCKGATE_STREAMS_H
 #define LOCKGATE_STREAMS_H
 
+#include <stddef.h>
+
 struct gw_request;
 struct hold_call;
 
@@ -28,5 +30,11 @@ int stream_asked(const struct gw_request *req);
 /* Starts hc (filled as for hold_acquire) as a hold bound to req's
  * connection; answers, as hold_acquire does, in every case. */
 void stream_hold_start(struct gw_request *req, struct hold_call *hc);
+
+/* The same, the grant's event named granted_event, and the name the
+ * events show req->name without its first name_skip bytes (elections.c:
+ * "elected", and the election's name without the lock's prefix). */
+void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const char *granted_event,
+                          size_t name_skip);
 
 #endif

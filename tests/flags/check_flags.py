@@ -54,6 +54,7 @@ DELEGATED = {
     "--max-lease-ms": "test_safety.c",
     "--stream-heartbeat-ms": "test_streams.c",  # heartbeats counted, and the silent host
     "--stream-user-timeout-ms": "test_streams.c",  # the silent host cut off
+    "--value": "test_elections.c",  # lockctl elect
 }
 
 
