@@ -18,6 +18,7 @@
 #include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/holds.h"
+#include "handlers/state_stream.h"
 #include "handlers/streams.h"
 #include "handlers/verdict.h"
 #include "server/body.h"
@@ -37,10 +38,6 @@
 #define ELECTION_PREFIX_LEN (sizeof ELECTION_PREFIX - 1)
 /* A campaign waits this long unless it says otherwise (the longest wait). */
 #define CAMPAIGN_WAIT_MS 300000
-/* An observer's mark lasts this long; it is set again before it ends. */
-#define OBSERVE_MARK_MS  60000
-#define OBSERVE_REARM_MS 50000
-#define OBSERVE_RETRY_MS 1000
 
 /* The {name} parameter into req->name as the election's lock name
  * ("election:<name>"), or 400 invalid_name. */
@@ -356,172 +353,43 @@ static void leader_all_done(void *arg, const struct redis_result *res, int n) {
     leader_done(arg, pick_quorum(res, n));
 }
 
-struct observer {
-    struct waiter w;         /* watches the name (first) */
-    struct gw_request *req;  /* the stream's request */
-    char hash[HOLD_KEY_MAX]; /* the election's lock hash */
-    char key[HOLD_KEY_MAX];  /* "lock:election:<name>", as published */
-    long long after;         /* the index last read (-1: none yet) */
-    int have;                /* an event was sent */
-    long long term;          /* what it said: the term (0: no leader) */
-    char *value;             /* and the value */
-    int calls;               /* watch.lua calls under way */
-    int orphan;              /* the request was freed: the answer frees this */
-    int ended;               /* the request is completed */
+/* What an observer sent last (state_stream.h calls observed after each read). */
+struct observed {
+    int have;       /* an event was sent */
+    long long term; /* its term (0: no leader) */
+    char *value;    /* and value */
 };
 
-static void observe_attempt(struct observer *ob);
-static void observer_gone(struct gw_request *req);
-
-static void observer_end(struct observer *ob) {
-    if (ob->ended) return;
-    ob->ended = 1;
-    waiters_unpark(&ob->w);
-    if (http_stream_opened(ob->req))
-        http_stream_end(ob->req);
-    else
-        reply_problem(ob->req, CODE_LOCK_BUSY, "the client went away while observing");
-}
-
-/* Parked until a change is announced, or wake_ms, or the next heartbeat
- * (a comment line, then a read: an observer costs one watch.lua call per
- * --stream-heartbeat-ms besides its changes). */
-static void observe_park(struct observer *ob, int64_t wake_ms) {
-    int64_t beat = loop_now_ms() + handlers_config()->stream_heartbeat_ms;
-    if (beat < wake_ms) wake_ms = beat;
-    ob->w.seen_seq = waiters_release_seq();
-    if (park_request(ob->req, &ob->w, wake_ms) < 0) observer_end(ob);
-}
-
-/* Sends the leader when it differs from what was sent last. */
-static void observe_send(struct observer *ob, const struct leader_state *s) {
-    long long term = s->verdict == 1 ? s->term : 0;
-    int same = ob->have && term == ob->term &&
-               (term == 0 || (ob->value && strlen(ob->value) == s->value_len &&
-                              memcmp(ob->value, s->value, s->value_len) == 0));
-    if (same) return;
-    ob->have = 1;
-    ob->term = term;
-    free(ob->value);
-    ob->value = alloc_check(malloc(s->value_len + 1));
-    memcpy(ob->value, s->value, s->value_len);
-    ob->value[s->value_len] = '\0';
-    if (!http_stream_opened(ob->req))
-        http_stream_open(ob->req, observer_gone, handlers_config()->stream_user_timeout_ms);
-    cJSON *o = leader_json(ob->req, s);
-    char *json = alloc_check(cJSON_PrintUnformatted(o));
-    cJSON_Delete(o);
-    const char *head = term ? "event: leader\ndata: " : "event: vacant\ndata: ";
-    http_stream_write(ob->req, head, strlen(head));
-    http_stream_write(ob->req, json, strlen(json));
-    http_stream_write(ob->req, "\n\n", 2);
-    free(json);
-}
-
-static void observe_done(void *arg, const struct redis_result *res) {
-    struct observer *ob = arg;
-    ob->calls--;
-    if (ob->orphan) {
-        if (!ob->calls) {
-            free(ob->value);
-            free(ob);
-        }
-        return;
-    }
-    if (ob->ended) return;
-    if (http_client_gone(ob->req)) {
-        observer_end(ob);
-        return;
-    }
-    struct leader_state s = read_state(res);
-    int64_t now = loop_now_ms();
-    if (s.verdict == -100) {
-        if (!http_stream_opened(ob->req)) {
-            ob->ended = 1;
-            reply_problem(ob->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
-                          res && !res->ok ? res->error : "an unexpected answer");
-            return;
-        }
-        observe_park(ob, now + OBSERVE_RETRY_MS); /* Redis away: try again */
-        return;
-    }
-    observe_send(ob, &s);
-    long long index = s.verdict == 1 ? s.index : 0;
-    if (index != ob->after) { /* changed since the last read: no mark was set */
-        ob->after = index;
-        observe_attempt(ob);
-        return;
-    }
-    /* Marked: a change is announced and wakes it; an expiry is not, so
-     * its timer is set to the lease's end. */
-    int64_t wake = now + OBSERVE_REARM_MS;
-    if (s.verdict == 1 && now + s.left_ms + 2 < wake) wake = now + s.left_ms + 2;
-    observe_park(ob, wake);
-}
-
-static void observe_all_done(void *arg, const struct redis_result *res, int n) {
-    struct redis_result failed = {.ok = 0, .reply = NULL, .error = "too few masters answered"};
-    const struct redis_result *r = pick_quorum(res, n);
-    observe_done(arg, r ? r : &failed);
-}
-
-static void observe_attempt(struct observer *ob) {
-    char after[24], left[24];
-    snprintf(after, sizeof after, "%lld", ob->after);
-    snprintf(left, sizeof left, "%d", OBSERVE_MARK_MS);
-    const char *argv[] = {ob->hash, after, left};
-    size_t lens[3] = {strlen(ob->hash), strlen(after), strlen(left)};
-    ob->calls++;
-    backend->eval(SCRIPT_WATCH, 1, 3, argv, lens, observe_done, observe_all_done, ob);
-}
-
-static void observe_wake(struct waiter *w) {
-    struct observer *ob = (struct observer *)w;
-    if (http_client_gone(ob->req)) {
-        observer_end(ob);
-        return;
-    }
-    if (http_stream_opened(ob->req)) http_stream_write(ob->req, ":\n", 2);
-    observe_attempt(ob);
-}
-
-/* libmicrohttpd closed the connection (a write failed): as a hang-up. */
-static void observer_gone(struct gw_request *req) {
-    struct observer *ob = req->ctx;
-    if (ob->ended || !waiters_parked(&ob->w)) return; /* an answer under way ends it */
-    observer_end(ob);
-}
-
-static void observe_give_up(struct waiter *w, int client_gone) {
-    observer_end((struct observer *)w);
-}
-
-static void observer_free(void *ctx) {
-    struct observer *ob = ctx;
-    waiters_unpark(&ob->w);
-    if (ob->calls) {
-        ob->orphan = 1;
-        return;
-    }
+static void observed_free(void *arg) {
+    struct observed *ob = arg;
     free(ob->value);
     free(ob);
 }
 
+/* Sends the leader when it differs from what was sent last. */
+static void observed(struct gw_request *req, const struct redis_result *res, long long index,
+                     void *arg) {
+    struct observed *ob = arg;
+    struct leader_state s = read_state(res);
+    long long term = s.verdict == 1 ? s.term : 0;
+    int same = ob->have && term == ob->term &&
+               (term == 0 || (ob->value && strlen(ob->value) == s.value_len &&
+                              memcmp(ob->value, s.value, s.value_len) == 0));
+    if (same) return;
+    ob->have = 1;
+    ob->term = term;
+    free(ob->value);
+    ob->value = alloc_check(malloc(s.value_len + 1));
+    memcpy(ob->value, s.value, s.value_len);
+    ob->value[s.value_len] = '\0';
+    state_stream_event(req, NULL, term ? "leader" : "vacant", leader_json(req, &s));
+}
+
 static void observe(struct gw_request *req) {
-    struct observer *ob = alloc_check(calloc(1, sizeof *ob));
     struct hold_keys k;
     hold_keys(req->name, 0, &k);
-    snprintf(ob->hash, sizeof ob->hash, "%s", k.hash);
-    snprintf(ob->key, sizeof ob->key, "%s", k.message);
-    ob->req = req;
-    ob->after = -1;
-    ob->w.key = ob->key;
-    ob->w.watch = 1;
-    ob->w.retry = observe_wake;
-    ob->w.give_up = observe_give_up;
-    req->ctx = ob;
-    req->ctx_free = observer_free;
-    observe_attempt(ob);
+    state_stream_start(req, k.hash, k.message, observed,
+                       alloc_check(calloc(1, sizeof(struct observed))), observed_free);
 }
 
 void elections_leader(struct gw_request *req) {

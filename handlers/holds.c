@@ -592,10 +592,23 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
                       req->name);
         return;
     }
+    reply_json(req, 200, hold_state_json(req->name, sem, res));
+}
+
+cJSON *hold_state_json(const char *name, int sem, const struct redis_result *res) {
+    long long v[5] = {0};
+    const char *err;
+    if (verdict_parse(res, v, 5, &err) != 1) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", name);
+        json_add_int(o, "holders", 0);
+        return o;
+    }
+    const redisReply *r = res->reply;
     long long kind = r->elements > 6 ? r->element[6]->integer : 1;
     long long limit = r->elements > 7 ? r->element[7]->integer : 0;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", req->name);
+    cJSON_AddStringToObject(o, "name", name);
     if (sem) {
         json_add_int(o, "limit", limit);
         json_add_int(o, "holders", v[1]);
@@ -611,7 +624,7 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
         cJSON_AddStringToObject(o, "owner", r->element[5]->str);
     if (r->elements > 8 && r->element[8]->type == REDIS_REPLY_STRING && r->element[8]->len > 0)
         cJSON_AddStringToObject(o, "key_id", r->element[8]->str);
-    reply_json(req, 200, o);
+    return o;
 }
 
 void hold_inspect(struct gw_request *req, int semaphore) {

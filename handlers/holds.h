@@ -109,6 +109,10 @@ void hold_inspect(struct gw_request *req, int semaphore);
 struct redis_result;
 void hold_inspect_done(void *arg, const struct redis_result *res);
 
+/* GET's body for name from inspect.lua's (or watch.lua's) answer, or
+ * {"name", "holders": 0} when nobody holds it. */
+struct cJSON *hold_state_json(const char *name, int semaphore, const struct redis_result *res);
+
 /* ---- for the backends (backend.h) ------------------------------------------------
  * What an acquisition's Redis round needs from holds.c, and what it calls
  * back with. */

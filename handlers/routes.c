@@ -20,7 +20,7 @@ const struct gw_route gw_routes[] = {
     {.method = "POST",   .path = "/v1/locks/{name}",         .handler = locks_acquire,      .produces = JSON_SSE},
     {.method = "PATCH",  .path = "/v1/locks/{name}",         .handler = locks_extend,       .produces = JSON},
     {.method = "DELETE", .path = "/v1/locks/{name}",         .handler = locks_release,      .produces = JSON},
-    {.method = "GET",    .path = "/v1/locks/{name}",         .handler = locks_inspect,      .produces = JSON},
+    {.method = "GET",    .path = "/v1/locks/{name}",         .handler = locks_inspect,      .produces = JSON_SSE},
 
     {.method = "POST",   .path = "/v1/locks",                .handler = multi_acquire,      .produces = JSON},
     {.method = "PATCH",  .path = "/v1/locks",                .handler = multi_extend,       .produces = JSON},
@@ -38,7 +38,7 @@ const struct gw_route gw_routes[] = {
     {.method = "POST",   .path = "/v1/semaphores/{name}",    .handler = semaphores_acquire, .produces = JSON_SSE},
     {.method = "PATCH",  .path = "/v1/semaphores/{name}",    .handler = semaphores_extend,  .produces = JSON},
     {.method = "DELETE", .path = "/v1/semaphores/{name}",    .handler = semaphores_release, .produces = JSON},
-    {.method = "GET",    .path = "/v1/semaphores/{name}",    .handler = semaphores_inspect, .produces = JSON},
+    {.method = "GET",    .path = "/v1/semaphores/{name}",    .handler = semaphores_inspect, .produces = JSON_SSE},
 
     {.method = "POST",   .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},
     {.method = "GET",    .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},
