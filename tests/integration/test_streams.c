@@ -247,6 +247,78 @@ static void test_semaphore_and_errors(void) {
     h_resp_free(&r);
 }
 
+/* The hold lost under the stream: Redis loses its data (FLUSHALL: the
+ * session's key is gone, the next renewal says so: `event: lost`,
+ * session_lost), and Redis gone for longer than the lease (no renewal
+ * reaches it before the end: renewal_failed).  A Redis of its own. */
+static void test_redis_loss_lost(void) {
+    struct h_redis r2;
+    struct h_gw g = {0};
+    if (h_redis_start(&r2, 0, NULL) < 0 || h_gw_up(&g, &r2, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a = hold(g.port, "/v1/locks/flushed", "{\"ttl_ms\":600}", "flushed", 0);
+    CHECK(wait_for("flushed", "event: granted", 5000) >= 0);
+    CHECK(h_redis_cli(&r2, "FLUSHALL") != NULL);
+    long long t = wait_for("flushed", "event: lost", 3000);
+    fprintf(stderr, "    FLUSHALL: event: lost after %lld ms (ttl 600 ms)\n", t);
+    CHECK(t >= 0);
+    CHECK(wait_for("flushed", "session_lost", 10) >= 0);
+    reap(a);
+    a = hold(g.port, "/v1/locks/cut", "{\"ttl_ms\":600}", "cut", 0);
+    CHECK(wait_for("cut", "event: granted", 5000) >= 0);
+    h_redis_kill(&r2);
+    t = wait_for("cut", "event: lost", 5000);
+    fprintf(stderr, "    Redis killed: event: lost after %lld ms (ttl 600 ms)\n", t);
+    CHECK(t >= 0);
+    CHECK(wait_for("cut", "renewal_failed", 10) >= 0);
+    reap(a);
+    h_gw_stop(&g, 5000);
+    h_redis_stop(&r2);
+}
+
+/* Quorum mode (three masters): the stream's session lives on a quorum,
+ * kill -9 of its curl releases (the next stream is granted within 1 s),
+ * and a forced release is `event: lost`. */
+static void test_quorum_mode(void) {
+    struct h_redis m[3];
+    struct h_gw g = {0};
+    char flags[256];
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) {
+        if (h_redis_start(&m[i], 0, NULL) < 0) {
+            CHECK(0);
+            return;
+        }
+        if (i)
+            len += (size_t)snprintf(flags + len, sizeof flags - len,
+                                    "--redis redis://127.0.0.1:%d ", m[i].port);
+    }
+    if (h_gw_up(&g, &m[0], flags) < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a = hold(g.port, "/v1/locks/q", "{}", "q-a", 0);
+    CHECK(wait_for("q-a", "event: granted", 5000) >= 0);
+    pid_t b = hold(g.port, "/v1/locks/q", "{\"wait_ms\":10000}", "q-b", 0);
+    CHECK(wait_for("q-b", "event: waiting", 5000) >= 0);
+    long long t0 = h_now_ms();
+    kill(a, SIGKILL);
+    long long t = wait_for("q-b", "event: granted", 5000);
+    fprintf(stderr, "    quorum mode, kill -9: next stream granted after %lld ms\n",
+            t < 0 ? -1 : h_now_ms() - t0);
+    CHECK(t >= 0 && t < 1000);
+    waitpid(a, NULL, 0);
+    struct h_resp r = h_http("DELETE", g.port, "/v1/locks/q?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK(wait_for("q-b", "event: lost", 2000) >= 0);
+    reap(b);
+    h_gw_stop(&g, 5000);
+    for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
+}
+
 /* GET with Accept: text/event-stream: a state event at each change, its
  * id the watch index; resumed with Last-Event-ID: nothing repeated when
  * it is current, a gap event then the state when it is not. */
@@ -319,6 +391,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_one_session_per_ttl);
     RUN_SOME(test_semaphore_and_errors);
     RUN_SOME(test_watch_stream);
+    RUN_SOME(test_redis_loss_lost);
+    RUN_SOME(test_quorum_mode);
     RUN_SOME(test_silent_host);
     RUN_SOME(test_gateway_killed);
     fprintf(stderr, "    streams suite: %lld ms\n", h_now_ms() - t0);
