@@ -18,6 +18,8 @@
 #include "common/token.h"
 #include "handlers/access.h"
 #include "handlers/backend.h"
+#include "handlers/quota_holds.h"
+#include "server/auth.h"
 #include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/session_ref.h"
@@ -265,6 +267,9 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
         reply_gone(req, verdict_of(res));
         return;
     }
+    /* Its holds' entries in the key's ledger move with it (quota_holds.h). */
+    if (auth_holds_limit(req->key_id))
+        quota_holds_session(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms());
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));
@@ -309,6 +314,7 @@ static void ended(struct gw_request *req, const struct redis_result *res) {
         reply_gone(req, verdict_of(res));
         return;
     }
+    if (auth_holds_limit(req->key_id)) quota_holds_session(req->key_id, req->token, -1);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     if (backend->per_slot) {
@@ -347,6 +353,9 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
         return;
     }
     const redisReply *r = res->reply;
+    /* Its holds' entries in the key's ledger move with it (quota_holds.h). */
+    if (auth_holds_limit(req->key_id))
+        quota_holds_session(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms());
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));

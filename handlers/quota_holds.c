@@ -1,0 +1,173 @@
+/* quota_holds.c -- see quota_holds.h. */
+#include "handlers/quota_holds.h"
+#include "common/alloc.h"
+#include "handlers/backend.h"
+#include "handlers/handlers.h"
+#include "server/redis.h"
+#include "server/scripts.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LEDGER_MAX (GW_PREFIX_MAX + 96)
+
+/* <prefix>quota:{key:<id>}; with a session, its set in the same slot. */
+static void ledger_keys(const char *key_id, const char *session, char *ledger, char *set,
+                        size_t setlen) {
+    snprintf(ledger, LEDGER_MAX, "%squota:{key:%s}", handlers_config()->key_prefix, key_id);
+    if (session) snprintf(set, setlen, "%s:s:%s", ledger, session);
+}
+
+char *quota_holds_member(const char *message, const char *token) {
+    size_t n = strlen(message) + strlen(token) + 2;
+    char *m = alloc_check(malloc(n));
+    snprintf(m, n, "%s|%s", message, token);
+    return m;
+}
+
+long long quota_holds_margin_ms(void) { return handlers_config()->redis_timeout_ms + 1000LL; }
+
+/* ---- take ------------------------------------------------------------------------ */
+
+struct take_call {
+    quota_take_cb cb;
+    void *arg;
+    char *key_id;           /* for the drop after a refused quorum */
+    int n;                  /* members */
+    char **members;         /* their copies */
+};
+
+static void take_free(struct take_call *tc) {
+    for (int i = 0; i < tc->n; i++) free(tc->members[i]);
+    free(tc->members);
+    free(tc->key_id);
+    free(tc);
+}
+
+/* One master's answer: 1 taken (added), 0 over (retry), -1 no answer. */
+static int take_read(const struct redis_result *res, long long *added, long long *retry,
+                     const char **err) {
+    const redisReply *r = res->reply;
+    if (!res->ok) {
+        *err = res->error;
+        return -1;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        *err = r->type == REDIS_REPLY_ERROR ? r->str : "quota.lua: an answer of another shape";
+        return -1;
+    }
+    if (r->element[0]->integer == 1) {
+        *added = r->element[1]->integer;
+        return 1;
+    }
+    *retry = r->element[1]->integer;
+    return 0;
+}
+
+static void take_one(void *arg, const struct redis_result *res) {
+    struct take_call *tc = arg;
+    long long added = 0, retry = 0;
+    const char *err = NULL;
+    int v = take_read(res, &added, &retry, &err);
+    tc->cb(tc->arg, v > 0 ? QUOTA_TAKEN : v == 0 ? QUOTA_OVER : QUOTA_ERROR, (int)added, retry,
+           err);
+    take_free(tc);
+}
+
+/* Quorum mode: taken when a majority of masters took it; otherwise what
+ * the others took is dropped again. */
+static void take_all(void *arg, const struct redis_result *results, int n) {
+    struct take_call *tc = arg;
+    long long added_max = 0, retry_min = -1;
+    int taken = 0, over = 0;
+    const char *err = "no master answered";
+    for (int i = 0; i < n; i++) {
+        long long added = 0, retry = 0;
+        int v = take_read(&results[i], &added, &retry, &err);
+        if (v > 0) {
+            taken++;
+            if (added > added_max) added_max = added;
+        } else if (v == 0) {
+            over++;
+            if (retry_min < 0 || retry < retry_min) retry_min = retry;
+        }
+    }
+    if (taken >= redis_quorum()) {
+        tc->cb(tc->arg, QUOTA_TAKEN, (int)added_max, 0, NULL);
+    } else {
+        if (taken > 0 && added_max > 0)
+            quota_holds_drop(tc->key_id, tc->n, (const char *const *)tc->members);
+        if (over > 0)
+            tc->cb(tc->arg, QUOTA_OVER, 0, retry_min < 1 ? 1 : retry_min, NULL);
+        else
+            tc->cb(tc->arg, QUOTA_ERROR, 0, 0, err);
+    }
+    take_free(tc);
+}
+
+void quota_holds_take(const char *key_id, uint32_t limit, long long ms, const char *session, int n,
+                      const char *const *members, quota_take_cb cb, void *arg) {
+    char ledger[LEDGER_MAX], set[LEDGER_MAX + 64], lim[16], len[24];
+    ledger_keys(key_id, session, ledger, set, sizeof set);
+    snprintf(lim, sizeof lim, "%u", limit);
+    snprintf(len, sizeof len, "%lld", ms);
+    int nkeys = session ? 2 : 1, nargs = nkeys + 4 + n;
+    const char **argv = alloc_check(malloc((size_t)nargs * sizeof *argv));
+    size_t *lens = alloc_check(malloc((size_t)nargs * sizeof *lens));
+    int j = 0;
+    argv[j++] = ledger;
+    if (session) argv[j++] = set;
+    argv[j++] = "take", argv[j++] = lim, argv[j++] = len, argv[j++] = session ? session : "";
+    struct take_call *tc = alloc_check(calloc(1, sizeof *tc));
+    tc->cb = cb, tc->arg = arg, tc->n = n, tc->key_id = alloc_check(strdup(key_id));
+    tc->members = alloc_check(calloc((size_t)n, sizeof *tc->members));
+    for (int i = 0; i < n; i++) {
+        tc->members[i] = alloc_check(strdup(members[i]));
+        argv[j++] = members[i];
+    }
+    for (int i = 0; i < nargs; i++) lens[i] = strlen(argv[i]);
+    backend->eval(SCRIPT_QUOTA, nkeys, nargs, argv, lens, take_one, take_all, tc);
+    free(argv);
+    free(lens);
+}
+
+/* ---- the others: nobody waits for them ------------------------------------------- */
+
+static void forget(int nkeys, const char *head[], int nhead, int n, const char *const *members) {
+    int nargs = nhead + n;
+    const char **argv = alloc_check(malloc((size_t)nargs * sizeof *argv));
+    size_t *lens = alloc_check(malloc((size_t)nargs * sizeof *lens));
+    for (int i = 0; i < nargs; i++) {
+        argv[i] = i < nhead ? head[i] : members[i - nhead];
+        lens[i] = strlen(argv[i]);
+    }
+    backend->forget(SCRIPT_QUOTA, nkeys, nargs, argv, lens, NULL);
+    free(argv);
+    free(lens);
+}
+
+void quota_holds_set(const char *key_id, long long ms, int n, const char *const *members) {
+    char ledger[LEDGER_MAX], len[24];
+    ledger_keys(key_id, NULL, ledger, NULL, 0);
+    snprintf(len, sizeof len, "%lld", ms);
+    const char *head[] = {ledger, "set", len};
+    forget(1, head, 3, n, members);
+}
+
+void quota_holds_drop(const char *key_id, int n, const char *const *members) {
+    char ledger[LEDGER_MAX];
+    ledger_keys(key_id, NULL, ledger, NULL, 0);
+    const char *head[] = {ledger, "drop"};
+    forget(1, head, 2, n, members);
+}
+
+void quota_holds_session(const char *key_id, const char *session, long long ms) {
+    char ledger[LEDGER_MAX], set[LEDGER_MAX + 64], len[24];
+    ledger_keys(key_id, session, ledger, set, sizeof set);
+    snprintf(len, sizeof len, "%lld", ms);
+    const char *head[] = {ledger, set, ms < 0 ? "end" : "renew", len};
+    forget(2, head, ms < 0 ? 3 : 4, 0, NULL);
+}
