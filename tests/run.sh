@@ -60,7 +60,7 @@ done
 # LOCKGATE_TEST_CLUSTER is set and points the gateways at it.  CLUSTER_SUITES
 # overrides the list ("" skips them).
 cluster_start=$SECONDS
-for s in ${CLUSTER_SUITES-test_locks test_wait test_wake test_mutex test_ids test_sessions test_ops}; do
+for s in ${CLUSTER_SUITES-test_locks test_wait test_wake test_mutex test_ids test_sessions test_ops test_quota}; do
     t="$BUILD/tests/$s"
     [ -x "$t" ] || continue
     echo "== $s (cluster)"

@@ -182,6 +182,32 @@ static void test_quota_session(void) {
     CHECK_EQ_INT(drop(0, "/v1/locks/qs-more", t, TEAM), 200);
 }
 
+/* A multi-lock counts each of its names, all or nothing; its release
+ * frees them. */
+static void test_quota_multi(void) {
+    char t1[64], t2[64], t3[64];
+    CHECK_EQ_INT(take(0, "/v1/locks", "{\"names\":[\"qm-a\",\"qm-b\"],\"ttl_ms\":30000}", TEAM, t1),
+                 201);
+    struct h_resp r = h_http("POST", gw[1].port, "/v1/locks", NULL,
+                             "{\"names\":[\"qm-c\",\"qm-d\"],\"ttl_ms\":30000}", TEAM);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_EQ_STR(h_jcode(&r), "quota_exceeded");
+    h_resp_free(&r);
+    r = h_http("GET", gw[0].port, "/v1/locks/qm-c", NULL, NULL, TEAM); /* none of them taken */
+    CHECK_EQ_INT(r.status, 404);
+    h_resp_free(&r);
+    CHECK_EQ_INT(take(1, "/v1/locks/qm-c", NULL, TEAM, t2), 201); /* the third fits */
+    CHECK_EQ_INT(drop(1, "/v1/locks/qm-c", t2, TEAM), 200);
+    r = h_http("DELETE", gw[1].port, "/v1/locks", t1, "{\"names\":[\"qm-a\",\"qm-b\"]}", TEAM);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(take(0, "/v1/locks", "{\"names\":[\"qm-c\",\"qm-d\",\"qm-e\"],\"ttl_ms\":30000}", TEAM, t3),
+                 201);
+    r = h_http("DELETE", gw[0].port, "/v1/locks", t3, "{\"names\":[\"qm-c\",\"qm-d\",\"qm-e\"]}", TEAM);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+}
+
 /* Exact under concurrency: 24 acquisitions of different names at once,
  * half on each gateway, and exactly LIMIT are granted. */
 struct racer {
@@ -265,6 +291,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_quota_across_gateways);
     RUN_SOME(test_quota_expiry_and_busy);
     RUN_SOME(test_quota_session);
+    RUN_SOME(test_quota_multi);
     RUN_SOME(test_quota_concurrent);
     RUN_SOME(test_quota_quorum);
     for (int g = 0; g < 2; g++) h_gw_stop(&gw[g], 5000);
