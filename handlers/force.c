@@ -1,5 +1,7 @@
 /* force.c -- see force.h. */
 #include "handlers/force.h"
+#include "handlers/quota_holds.h"
+#include "server/auth.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "server/http.h"
@@ -12,6 +14,7 @@
 #include <stdatomic.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KEY_MAX (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
@@ -62,6 +65,23 @@ static void force_reply(struct gw_request *req, long long ended, long long fence
     reply_json(req, 200, o);
 }
 
+/* The ended holds taken with a key that has a holds_at_once leave its
+ * ledger (force.lua answers each one's key id and token after the fence). */
+static void force_unledger(struct gw_request *req, const struct redis_result *res) {
+    const redisReply *r = res->ok ? res->reply : NULL;
+    if (!r || r->type != REDIS_REPLY_ARRAY) return;
+    char message[NAME_MAX_LEN + 8];
+    snprintf(message, sizeof message, "%s:%s", req->aux ? "sem" : "lock", req->name);
+    for (size_t i = 3; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *t = r->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+        if (!auth_holds_limit(k->str)) continue;
+        char *m = quota_holds_member(message, t->str);
+        quota_holds_drop(k->str, 1, (const char *const *)&m);
+        free(m);
+    }
+}
+
 static void force_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
     long long verdict = elem_int(res, 0);
@@ -70,6 +90,7 @@ static void force_done(void *arg, const struct redis_result *res) {
                       res->ok ? "an unexpected answer to force.lua" : res->error);
         return;
     }
+    if (verdict == 1) force_unledger(req, res);
     force_reply(req, verdict < 0 ? -1 : elem_int(res, 1), elem_int(res, 2));
 }
 
@@ -86,7 +107,10 @@ static void force_all_done(void *arg, const struct redis_result *res, int n) {
         long long verdict = elem_int(&res[i], 0);
         if (verdict == -100) continue;
         answered++;
-        if (verdict == 1 && elem_int(&res[i], 1) > ended) ended = elem_int(&res[i], 1);
+        if (verdict == 1 && elem_int(&res[i], 1) > ended) {
+            ended = elem_int(&res[i], 1);
+            force_unledger(req, &res[i]);
+        }
         if (verdict == 1 && elem_int(&res[i], 2) > fence) fence = elem_int(&res[i], 2);
     }
     if (answered < redis_quorum()) {

@@ -39,11 +39,15 @@ static void write_keys(void) {
     const char *grants = "[{\"kind\":\"locks\",\"prefix\":\"\",\"access\":\"write\"},"
                          "{\"kind\":\"semaphores\",\"prefix\":\"\",\"access\":\"write\"},"
                          "{\"kind\":\"ops\",\"prefix\":\"\",\"access\":\"read\"}]";
+    const char *admin = "[{\"kind\":\"locks\",\"prefix\":\"\",\"access\":\"write\"},"
+                        "{\"kind\":\"semaphores\",\"prefix\":\"\",\"access\":\"write\"},"
+                        "{\"kind\":\"ops\",\"prefix\":\"\",\"access\":\"read\"},"
+                        "{\"kind\":\"admin\",\"prefix\":\"\",\"access\":\"write\"}]";
     snprintf(text, sizeof text,
              "{\"keys\":[{\"id\":\"team\",\"sha256\":\"%s\",\"grants\":%s,"
              "\"limits\":{\"holds_at_once\":%d}},"
              "{\"id\":\"free\",\"sha256\":\"%s\",\"grants\":%s}]}\n",
-             team, grants, LIMIT, free_, grants);
+             team, grants, LIMIT, free_, admin);
     FILE *f = fopen(auth_path, "w");
     if (!f) return;
     fputs(text, f);
@@ -182,6 +186,26 @@ static void test_quota_session(void) {
     CHECK_EQ_INT(drop(0, "/v1/locks/qs-more", t, TEAM), 200);
 }
 
+/* A forced release (an operator's) takes the ended holds out of their
+ * keys' ledgers at once. */
+static void test_quota_forced(void) {
+    char t[LIMIT][64], tn[64], path[64];
+    for (int i = 0; i < LIMIT; i++) {
+        snprintf(path, sizeof path, "/v1/semaphores/qf-%d", i);
+        CHECK_EQ_INT(take(i % 2, path, "{\"ttl_ms\":30000,\"limit\":2}", TEAM, t[i]), 201);
+    }
+    CHECK_EQ_INT(take(0, "/v1/locks/qf-next", NULL, TEAM, tn), 429);
+    struct h_resp r = h_http("DELETE", gw[1].port, "/v1/semaphores/qf-0?force=true", NULL, NULL, FREE);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(take(0, "/v1/locks/qf-next", NULL, TEAM, tn), 201);
+    CHECK_EQ_INT(drop(0, "/v1/locks/qf-next", tn, TEAM), 200);
+    for (int i = 1; i < LIMIT; i++) {
+        snprintf(path, sizeof path, "/v1/semaphores/qf-%d", i);
+        CHECK_EQ_INT(drop(0, path, t[i], TEAM), 200);
+    }
+}
+
 /* A multi-lock counts each of its names, all or nothing; its release
  * frees them. */
 static void test_quota_multi(void) {
@@ -291,6 +315,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_quota_across_gateways);
     RUN_SOME(test_quota_expiry_and_busy);
     RUN_SOME(test_quota_session);
+    RUN_SOME(test_quota_forced);
     RUN_SOME(test_quota_multi);
     RUN_SOME(test_quota_concurrent);
     RUN_SOME(test_quota_quorum);
