@@ -45,7 +45,29 @@ static long long elem_int(const struct redis_result *res, size_t i) {
                : -100;
 }
 
-static void force_reply(struct gw_request *req, long long ended, long long fence) {
+/* The ended holds taken with a key that has a holds_at_once leave its
+ * ledger (force.lua answers each one's key id and token after the fence);
+ * qr's answer waits for each drop. */
+static void force_unledger(struct gw_request *req, const struct redis_result *res,
+                           struct quota_reply *qr) {
+    const redisReply *r = res->ok ? res->reply : NULL;
+    if (!r || r->type != REDIS_REPLY_ARRAY) return;
+    char message[NAME_MAX_LEN + 8];
+    snprintf(message, sizeof message, "%s:%s", req->aux ? "sem" : "lock", req->name);
+    for (size_t i = 3; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *t = r->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+        if (!auth_holds_limit(k->str)) continue;
+        char *m = quota_holds_member(message, t->str);
+        quota_reply_expect(qr);
+        quota_holds_drop_then(k->str, 1, (const char *const *)&m, quota_reply_done, qr);
+        free(m);
+    }
+}
+
+/* holders: the answer whose ended holds leave their keys' ledgers, or NULL. */
+static void force_reply(struct gw_request *req, long long ended, long long fence,
+                        const struct redis_result *holders) {
     const char *what = req->aux ? "semaphore" : "lock";
     if (ended < 0) {
         reply_problem(req, CODE_NOT_HELD, "nobody holds %s '%s'", what, req->name);
@@ -62,24 +84,9 @@ static void force_reply(struct gw_request *req, long long ended, long long fence
     cJSON_AddStringToObject(o, "name", req->name);
     cJSON_AddBoolToObject(o, "released", 1);
     json_add_int(o, "holders_ended", ended);
-    reply_json(req, 200, o);
-}
-
-/* The ended holds taken with a key that has a holds_at_once leave its
- * ledger (force.lua answers each one's key id and token after the fence). */
-static void force_unledger(struct gw_request *req, const struct redis_result *res) {
-    const redisReply *r = res->ok ? res->reply : NULL;
-    if (!r || r->type != REDIS_REPLY_ARRAY) return;
-    char message[NAME_MAX_LEN + 8];
-    snprintf(message, sizeof message, "%s:%s", req->aux ? "sem" : "lock", req->name);
-    for (size_t i = 3; i + 1 < r->elements; i += 2) {
-        const redisReply *k = r->element[i], *t = r->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
-        if (!auth_holds_limit(k->str)) continue;
-        char *m = quota_holds_member(message, t->str);
-        quota_holds_drop(k->str, 1, (const char *const *)&m);
-        free(m);
-    }
+    struct quota_reply *qr = quota_reply_new(req, 200, o);
+    if (holders) force_unledger(req, holders, qr);
+    quota_reply_done(qr);
 }
 
 static void force_done(void *arg, const struct redis_result *res) {
@@ -90,8 +97,7 @@ static void force_done(void *arg, const struct redis_result *res) {
                       res->ok ? "an unexpected answer to force.lua" : res->error);
         return;
     }
-    if (verdict == 1) force_unledger(req, res);
-    force_reply(req, verdict < 0 ? -1 : elem_int(res, 1), elem_int(res, 2));
+    force_reply(req, verdict < 0 ? -1 : elem_int(res, 1), elem_int(res, 2), res);
 }
 
 /* Quorum mode: every master ends what it has; the name was held when any
@@ -103,13 +109,14 @@ static void force_all_done(void *arg, const struct redis_result *res, int n) {
     struct gw_request *req = arg;
     long long ended = -1, fence = 0;
     int answered = 0;
+    const struct redis_result *holders = NULL;
     for (int i = 0; i < n; i++) {
         long long verdict = elem_int(&res[i], 0);
         if (verdict == -100) continue;
         answered++;
         if (verdict == 1 && elem_int(&res[i], 1) > ended) {
             ended = elem_int(&res[i], 1);
-            force_unledger(req, &res[i]);
+            holders = &res[i];
         }
         if (verdict == 1 && elem_int(&res[i], 2) > fence) fence = elem_int(&res[i], 2);
     }
@@ -118,7 +125,7 @@ static void force_all_done(void *arg, const struct redis_result *res, int n) {
                       answered, n);
         return;
     }
-    force_reply(req, ended, fence);
+    force_reply(req, ended, fence, holders);
 }
 
 void force_release(struct gw_request *req, int semaphore) {

@@ -93,7 +93,7 @@ static void reply_not_held_or_owner(struct gw_request *req, int semaphore, long 
 /* ---- acquire -------------------------------------------------------------------- */
 
 static void attempt(struct hold_call *hc);
-static void quota_unreserve(struct hold_call *hc);
+static void quota_unreserve(struct hold_call *hc, long long verdict, const long long *v);
 static void on_give_up(struct waiter *w, int client_gone);
 
 /* dequeue.lua's count of dead waiters it dropped (the backend counts one
@@ -229,8 +229,10 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         return;
     }
     hc->backoff_ms = 0;
-    if (hc->quota_added && verdict != VERDICT_GRANTED && verdict != VERDICT_REENTERED)
-        quota_unreserve(hc);
+    if (hc->quota_added && verdict != VERDICT_GRANTED && verdict != VERDICT_REENTERED) {
+        quota_unreserve(hc, verdict, v);
+        return;
+    }
     int64_t now = loop_now_ms();
     if (hc->waited && verdict != VERDICT_BUSY) metrics_observe_wait((now - hc->start_ms) * 1000);
     if (verdict == VERDICT_MODE_MISMATCH || verdict == VERDICT_LIMIT_MISMATCH ||
@@ -297,13 +299,31 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     reply_granted(hc, verdict, v);
 }
 
+/* An outcome kept while the ledger drops the attempt's entry. */
+struct unreserve {
+    struct hold_call *hc; /* the acquisition */
+    long long verdict;    /* its attempt's verdict */
+    long long v[5];       /* and values */
+};
+
+static void unreserved(void *arg) {
+    struct unreserve *u = arg;
+    hold_attempt_done(u->hc, u->verdict, u->v, NULL);
+    free(u);
+}
+
 /* The attempt's entry in its key's ledger goes again: it granted nothing.
- * (After an error it stays, to lapse at its score: the attempt may have
- * run.) */
-static void quota_unreserve(struct hold_call *hc) {
-    const char *m[1] = {hc->quota_member};
-    quota_holds_drop(hc->req->key_id, 1, m);
+ * The outcome is acted on once the ledger has answered, so that the
+ * client's next attempt (or this one's, after a wait) finds the place
+ * free.  (After a Redis error the entry stays, to lapse at its score: the
+ * attempt may have run.) */
+static void quota_unreserve(struct hold_call *hc, long long verdict, const long long *v) {
+    struct unreserve *u = alloc_check(malloc(sizeof *u));
+    u->hc = hc, u->verdict = verdict;
+    memcpy(u->v, v, sizeof u->v);
     hc->quota_added = 0;
+    const char *m[1] = {hc->quota_member};
+    quota_holds_drop_then(hc->req->key_id, 1, m, unreserved, u);
 }
 
 static void send_attempt(struct hold_call *hc);
@@ -329,7 +349,9 @@ static void quota_taken(void *arg, enum quota_verdict v, int added, long long re
                       req->key_id, hc->quota, retry_ms);
         return;
     }
-    hc->quota_added = added > 0;
+    /* An entry an earlier attempt made stays this request's to drop: that
+     * attempt failed in Redis, and this one finds its grant if it had one. */
+    hc->quota_added = hc->quota_added || added > 0;
     send_attempt(hc);
 }
 
@@ -616,17 +638,19 @@ static void release_done(void *arg, const struct redis_result *res) {
         return;
     }
     metrics_inc(M_LOCK_RELEASED, 1);
-    if (v[1] == 0 && auth_holds_limit(req->key_id)) {
-        struct hold_keys k;
-        hold_keys(req->name, sem, &k);
-        char *m = quota_holds_member(k.message, req->token);
-        quota_holds_drop(req->key_id, 1, (const char *const *)&m);
-        free(m);
-    }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);
     cJSON_AddBoolToObject(o, "released", v[1] == 0);
     if (!sem) json_add_int(o, "count", v[1]);
+    if (v[1] == 0 && auth_holds_limit(req->key_id)) { /* answered once its place is free */
+        struct hold_keys k;
+        hold_keys(req->name, sem, &k);
+        char *m = quota_holds_member(k.message, req->token);
+        quota_holds_drop_then(req->key_id, 1, (const char *const *)&m, quota_reply_done,
+                              quota_reply_new(req, 200, o));
+        free(m);
+        return;
+    }
     reply_json(req, 200, o);
 }
 

@@ -484,6 +484,9 @@ static void ack_done(void *arg, const struct redis_result *res) {
 /* One attempt's outcome: verdict 1 (granted: mc->granted filled; quorum
  * mode: a its validity, each name's ttl already its own),
  * 0 (busy: retry, busy index), -3 (mode, index), -100 (err). */
+static void resume_failed(struct multi_call *mc);
+static void unreserved(void *arg) { resume_failed(arg); }
+
 static void on_verdict(struct multi_call *mc, long long verdict, long long a, long long b,
                        const char *err) {
     struct gw_request *req = mc->req;
@@ -498,9 +501,14 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
         return;
     }
     mc->backoff_ms = 0;
-    if (mc->quota_added && verdict <= 0) { /* no grant: its ledger entries go again */
-        quota_holds_drop(req->key_id, mc->n, (const char *const *)mc->qmembers);
+    if (mc->quota_added && verdict <= 0) {
+        /* No grant: its ledger entries go again, and then it goes on (as
+         * holds.c's quota_unreserve). */
         mc->quota_added = 0;
+        mc->fv = verdict, mc->fa = a, mc->fb = b;
+        quota_holds_drop_then(req->key_id, mc->n, (const char *const *)mc->qmembers, unreserved,
+                              mc);
+        return;
     }
     int64_t now = loop_now_ms();
     if (mc->waited && verdict != 0) metrics_observe_wait((now - mc->start_ms) * 1000);
@@ -769,7 +777,7 @@ static void quota_taken(void *arg, enum quota_verdict v, int added, long long re
                       req->key_id, mc->quota, mc->n, retry_ms);
         return;
     }
-    mc->quota_added = added > 0;
+    mc->quota_added = mc->quota_added || added > 0; /* as holds.c's quota_taken */
     send_attempt(mc);
 }
 
@@ -780,8 +788,8 @@ static void attempt(struct multi_call *mc) {
         send_attempt(mc);
         return;
     }
-    quota_holds_take(mc->req->key_id, mc->quota, mc->ttl_ms + quota_holds_margin_ms(), NULL,
-                     mc->n, (const char *const *)mc->qmembers, quota_taken, mc);
+    quota_holds_take(mc->req->key_id, mc->quota, mc->ttl_ms + quota_holds_margin_ms(), NULL, mc->n,
+                     (const char *const *)mc->qmembers, quota_taken, mc);
 }
 
 static void send_attempt(struct multi_call *mc) {
@@ -830,7 +838,8 @@ void multi_acquire(struct gw_request *req) {
     mc->quota = auth_holds_limit(req->key_id);
     if (mc->quota) {
         mc->qmembers = alloc_check(calloc((size_t)mc->n, sizeof *mc->qmembers));
-        for (int i = 0; i < mc->n; i++) mc->qmembers[i] = quota_holds_member(mc->wkeys[i], req->token);
+        for (int i = 0; i < mc->n; i++)
+            mc->qmembers[i] = quota_holds_member(mc->wkeys[i], req->token);
     }
     if (fair && wait > 0) {
         /* Its liveness is this gateway's, in every slot it queues in, so a
@@ -929,12 +938,12 @@ static int all_done_or_reply(struct multi_call *mc) {
 }
 
 /* The names' entries in the key's ledger count until ms from now, or
- * (ms < 0) leave it. */
-static void quota_names(struct multi_call *mc, long long ms) {
+ * (ms < 0) leave it, and then qr's answer goes out. */
+static void quota_names(struct multi_call *mc, long long ms, struct quota_reply *qr) {
     char **m = alloc_check(calloc((size_t)mc->n, sizeof *m));
     for (int i = 0; i < mc->n; i++) m[i] = quota_holds_member(mc->wkeys[i], mc->req->token);
     if (ms < 0)
-        quota_holds_drop(mc->req->key_id, mc->n, (const char *const *)m);
+        quota_holds_drop_then(mc->req->key_id, mc->n, (const char *const *)m, quota_reply_done, qr);
     else
         quota_holds_set(mc->req->key_id, ms, mc->n, (const char *const *)m);
     for (int i = 0; i < mc->n; i++) free(m[i]);
@@ -986,7 +995,7 @@ void multi_extend(struct gw_request *req) {
     mc->sum = -1;
     mc->pending = mc->ngroups;
     if (auth_holds_limit(req->key_id)) /* the entries count at least as long as the leases */
-        quota_names(mc, ttl + quota_holds_margin_ms());
+        quota_names(mc, ttl + quota_holds_margin_ms(), NULL);
     for (int g = 0; g < mc->ngroups; g++)
         run_group(mc, g, SCRIPT_MULTI_EXTEND, 0, 2, args, -1, extend_done, quorum_extend_done,
                   &mc->refs[g]);
@@ -1002,9 +1011,13 @@ static void release_done(void *arg, const struct redis_result *res) {
     cJSON *names = cJSON_AddArrayToObject(o, "names");
     for (int i = 0; i < mc->n; i++) cJSON_AddItemToArray(names, cJSON_CreateString(mc->names[i]));
     metrics_inc(M_LOCK_RELEASED, (uint64_t)mc->n);
-    /* Every hold ended: their entries go.  (When some were re-entered and
-     * stay, which is not told apart, the entries lapse at their leases.) */
-    if (mc->sum == mc->n && auth_holds_limit(mc->req->key_id)) quota_names(mc, -1);
+    /* Every hold ended: their entries go, and then it is answered.  (When
+     * some were re-entered and stay, which is not told apart, the entries
+     * lapse at their leases.) */
+    if (mc->sum == mc->n && auth_holds_limit(mc->req->key_id)) {
+        quota_names(mc, -1, quota_reply_new(mc->req, 200, o));
+        return;
+    }
     reply_json(mc->req, 200, o);
 }
 

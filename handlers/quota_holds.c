@@ -4,6 +4,7 @@
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "server/redis.h"
+#include "server/reply.h"
 #include "server/scripts.h"
 
 #include <hiredis/hiredis.h>
@@ -34,9 +35,9 @@ long long quota_holds_margin_ms(void) { return handlers_config()->redis_timeout_
 struct take_call {
     quota_take_cb cb;
     void *arg;
-    char *key_id;           /* for the drop after a refused quorum */
-    int n;                  /* members */
-    char **members;         /* their copies */
+    char *key_id;   /* for the drop after a refused quorum */
+    int n;          /* members */
+    char **members; /* their copies */
 };
 
 static void take_free(struct take_call *tc) {
@@ -72,8 +73,11 @@ static void take_one(void *arg, const struct redis_result *res) {
     long long added = 0, retry = 0;
     const char *err = NULL;
     int v = take_read(res, &added, &retry, &err);
-    tc->cb(tc->arg, v > 0 ? QUOTA_TAKEN : v == 0 ? QUOTA_OVER : QUOTA_ERROR, (int)added, retry,
-           err);
+    tc->cb(tc->arg,
+           v > 0    ? QUOTA_TAKEN
+           : v == 0 ? QUOTA_OVER
+                    : QUOTA_ERROR,
+           (int)added, retry, err);
     take_free(tc);
 }
 
@@ -134,9 +138,25 @@ void quota_holds_take(const char *key_id, uint32_t limit, long long ms, const ch
     free(lens);
 }
 
-/* ---- the others: nobody waits for them ------------------------------------------- */
+/* ---- the others ------------------------------------------------------------------ */
 
-static void forget(int nkeys, const char *head[], int nhead, int n, const char *const *members) {
+struct then_call {
+    void (*done)(void *arg); /* told once Redis answered */
+    void *arg;
+};
+
+static void then_one(void *arg, const struct redis_result *res) {
+    struct then_call *tc = arg;
+    tc->done(tc->arg);
+    free(tc);
+}
+
+static void then_all(void *arg, const struct redis_result *results, int n) { then_one(arg, NULL); }
+
+/* quota.lua with head (keys and leading arguments) and members; done(arg)
+ * after the answer, or nobody waits when done is NULL. */
+static void run(int nkeys, const char *head[], int nhead, int n, const char *const *members,
+                void (*done)(void *arg), void *arg) {
     int nargs = nhead + n;
     const char **argv = alloc_check(malloc((size_t)nargs * sizeof *argv));
     size_t *lens = alloc_check(malloc((size_t)nargs * sizeof *lens));
@@ -144,7 +164,13 @@ static void forget(int nkeys, const char *head[], int nhead, int n, const char *
         argv[i] = i < nhead ? head[i] : members[i - nhead];
         lens[i] = strlen(argv[i]);
     }
-    backend->forget(SCRIPT_QUOTA, nkeys, nargs, argv, lens, NULL);
+    if (done) {
+        struct then_call *tc = alloc_check(malloc(sizeof *tc));
+        tc->done = done, tc->arg = arg;
+        backend->eval(SCRIPT_QUOTA, nkeys, nargs, argv, lens, then_one, then_all, tc);
+    } else {
+        backend->forget(SCRIPT_QUOTA, nkeys, nargs, argv, lens, NULL);
+    }
     free(argv);
     free(lens);
 }
@@ -154,20 +180,50 @@ void quota_holds_set(const char *key_id, long long ms, int n, const char *const 
     ledger_keys(key_id, NULL, ledger, NULL, 0);
     snprintf(len, sizeof len, "%lld", ms);
     const char *head[] = {ledger, "set", len};
-    forget(1, head, 3, n, members);
+    run(1, head, 3, n, members, NULL, NULL);
 }
 
-void quota_holds_drop(const char *key_id, int n, const char *const *members) {
+void quota_holds_drop_then(const char *key_id, int n, const char *const *members,
+                           void (*done)(void *arg), void *arg) {
     char ledger[LEDGER_MAX];
     ledger_keys(key_id, NULL, ledger, NULL, 0);
     const char *head[] = {ledger, "drop"};
-    forget(1, head, 2, n, members);
+    run(1, head, 2, n, members, done, arg);
 }
 
-void quota_holds_session(const char *key_id, const char *session, long long ms) {
+void quota_holds_drop(const char *key_id, int n, const char *const *members) {
+    quota_holds_drop_then(key_id, n, members, NULL, NULL);
+}
+
+void quota_holds_session_then(const char *key_id, const char *session, long long ms,
+                              void (*done)(void *arg), void *arg) {
     char ledger[LEDGER_MAX], set[LEDGER_MAX + 64], len[24];
     ledger_keys(key_id, session, ledger, set, sizeof set);
     snprintf(len, sizeof len, "%lld", ms);
     const char *head[] = {ledger, set, ms < 0 ? "end" : "renew", len};
-    forget(2, head, ms < 0 ? 3 : 4, 0, NULL);
+    run(2, head, ms < 0 ? 3 : 4, 0, NULL, done, arg);
+}
+
+/* ---- answers after the drops ------------------------------------------------------ */
+
+struct quota_reply {
+    struct gw_request *req; /* the request to answer */
+    int status;             /* its status */
+    struct cJSON *body;     /* its body, sent with it */
+    int pending;            /* drops not yet answered */
+};
+
+struct quota_reply *quota_reply_new(struct gw_request *req, int status, struct cJSON *body) {
+    struct quota_reply *qr = alloc_check(malloc(sizeof *qr));
+    *qr = (struct quota_reply){.req = req, .status = status, .body = body, .pending = 1};
+    return qr;
+}
+
+void quota_reply_expect(struct quota_reply *qr) { qr->pending++; }
+
+void quota_reply_done(void *arg) {
+    struct quota_reply *qr = arg;
+    if (--qr->pending > 0) return;
+    reply_json(qr->req, qr->status, qr->body);
+    free(qr);
 }

@@ -44,11 +44,28 @@ void quota_holds_take(const char *key_id, uint32_t limit, long long ms, const ch
 /* Members still in the ledger count until now + ms (an extension, a
  * session-bound grant's real end).  Nobody waits for the answer. */
 void quota_holds_set(const char *key_id, long long ms, int n, const char *const *members);
-/* Members leave the ledger (a release, a grant that did not happen). */
+/* Members leave the ledger (a grant that did not happen). */
 void quota_holds_drop(const char *key_id, int n, const char *const *members);
+/* The same, then done(arg) once Redis has answered (or failed): a release
+ * is answered only then, so that the client's next acquisition, through
+ * any worker or gateway, finds the room it made. */
+void quota_holds_drop_then(const char *key_id, int n, const char *const *members,
+                           void (*done)(void *arg), void *arg);
 /* A session of key_id was renewed to ms from now, or ended (ms < 0): its
- * holds' entries follow. */
-void quota_holds_session(const char *key_id, const char *session, long long ms);
+ * holds' entries follow; then done(arg), as quota_holds_drop_then. */
+void quota_holds_session_then(const char *key_id, const char *session, long long ms,
+                              void (*done)(void *arg), void *arg);
+
+/* An answer held back until the ledger has answered the drops a release
+ * made (quota_holds_drop_then): made with one drop pending; each further
+ * drop adds one (quota_reply_expect); quota_reply_done is each drop's
+ * done and sends the answer after the last. */
+struct gw_request;
+struct cJSON;
+struct quota_reply;
+struct quota_reply *quota_reply_new(struct gw_request *req, int status, struct cJSON *body);
+void quota_reply_expect(struct quota_reply *qr);
+void quota_reply_done(void *qr);
 
 /* The margin an entry is given over the lease it stands for: a grant runs
  * after the take, at most a command timeout later. */

@@ -269,7 +269,8 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
     }
     /* Its holds' entries in the key's ledger move with it (quota_holds.h). */
     if (auth_holds_limit(req->key_id))
-        quota_holds_session(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms());
+        quota_holds_session_then(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms(),
+                                 NULL, NULL);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));
@@ -295,6 +296,17 @@ void sessions_renew(struct gw_request *req) {
 
 /* ---- DELETE /v1/sessions/{token} ---------------------------------------------------- */
 
+/* The session's holds leave the key's ledger (quota_holds.h), then the
+ * answer goes out: the client's next acquisition finds the room. */
+static void reply_ended(struct gw_request *req, cJSON *o) {
+    if (!auth_holds_limit(req->key_id)) {
+        reply_json(req, 200, o);
+        return;
+    }
+    quota_holds_session_then(req->key_id, req->token, -1, quota_reply_done,
+                             quota_reply_new(req, 200, o));
+}
+
 /* Cluster mode: the session is gone, then its holds, slot by slot. */
 static void end_released(struct gw_request *req, const struct session_fan *f, cJSON *o) {
     if (session_fan_failed(f)) {
@@ -306,7 +318,7 @@ static void end_released(struct gw_request *req, const struct session_fan *f, cJ
         return;
     }
     json_add_int(o, "released", session_fan_acted(f));
-    reply_json(req, 200, o);
+    reply_ended(req, o);
 }
 
 static void ended(struct gw_request *req, const struct redis_result *res) {
@@ -314,7 +326,6 @@ static void ended(struct gw_request *req, const struct redis_result *res) {
         reply_gone(req, verdict_of(res));
         return;
     }
-    if (auth_holds_limit(req->key_id)) quota_holds_session(req->key_id, req->token, -1);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     if (backend->per_slot) {
@@ -322,7 +333,7 @@ static void ended(struct gw_request *req, const struct redis_result *res) {
         return;
     }
     json_add_int(o, "released", int_at(res, 1));
-    reply_json(req, 200, o);
+    reply_ended(req, o);
 }
 
 void sessions_end(struct gw_request *req) {
@@ -355,7 +366,8 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
     const redisReply *r = res->reply;
     /* Its holds' entries in the key's ledger move with it (quota_holds.h). */
     if (auth_holds_limit(req->key_id))
-        quota_holds_session(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms());
+        quota_holds_session_then(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms(),
+                                 NULL, NULL);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));

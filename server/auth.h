@@ -37,14 +37,14 @@ struct auth_grant {
 };
 
 struct auth_key {
-    char id[AUTH_ID_MAX + 1];   /* the id clients send before the '.' */
-    unsigned char sha256[32];   /* SHA-256 of the secret */
-    struct auth_grant *grants;  /* what it may do */
-    int ngrants;                /* used entries of grants */
-    uint32_t rps;               /* "limits": requests a second (quota.h), 0: none */
-    _Atomic int64_t tat_us;     /* its rate's state (quota_take), per gateway */
-    atomic_ullong rate_refused; /* requests refused for the rate, for /metrics */
-    uint32_t holds;             /* "limits": holds at once across gateways, 0: none */
+    char id[AUTH_ID_MAX + 1];    /* the id clients send before the '.' */
+    unsigned char sha256[32];    /* SHA-256 of the secret */
+    struct auth_grant *grants;   /* what it may do */
+    int ngrants;                 /* used entries of grants */
+    uint32_t rps;                /* "limits": requests a second (quota.h), 0: none */
+    _Atomic int64_t tat_us;      /* its rate's state (quota_take), per gateway */
+    atomic_ullong rate_refused;  /* requests refused for the rate, for /metrics */
+    uint32_t holds;              /* "limits": holds at once across gateways, 0: none */
     atomic_ullong holds_refused; /* acquisitions refused for holds, for /metrics */
 };
 

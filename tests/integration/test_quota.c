@@ -57,7 +57,8 @@ static void write_keys(void) {
 /* POSTs an acquisition on gateway g as a key; returns the status, the
  * token in tok (when given). */
 static long take(int g, const char *path, const char *body, const char *auth, char *tok) {
-    struct h_resp r = h_http("POST", gw[g].port, path, NULL, body ? body : "{\"ttl_ms\":30000}", auth);
+    struct h_resp r =
+        h_http("POST", gw[g].port, path, NULL, body ? body : "{\"ttl_ms\":30000}", auth);
     long st = r.status;
     if (tok) snprintf(tok, 64, "%s", h_token(&r));
     h_resp_free(&r);
@@ -81,7 +82,8 @@ static void test_quota_across_gateways(void) {
     CHECK_EQ_INT(take(1, "/v1/locks/qa-2", "{\"ttl_ms\":30000,\"mode\":\"shared\"}", TEAM, t2),
                  201);
     CHECK_EQ_INT(take(0, "/v1/semaphores/qa-3", "{\"ttl_ms\":30000,\"limit\":5}", TEAM, t3), 201);
-    struct h_resp r = h_http("POST", gw[1].port, "/v1/locks/qa-4", NULL, "{\"ttl_ms\":30000}", TEAM);
+    struct h_resp r =
+        h_http("POST", gw[1].port, "/v1/locks/qa-4", NULL, "{\"ttl_ms\":30000}", TEAM);
     CHECK_EQ_INT(r.status, 429);
     CHECK_EQ_STR(h_jcode(&r), "quota_exceeded");
     CHECK(h_header(&r, "Retry-After") && atoi(h_header(&r, "Retry-After")) >= 1);
@@ -99,7 +101,9 @@ static void test_quota_across_gateways(void) {
     CHECK_EQ_INT(take(0, "/v1/locks/qa-4", NULL, FREE, t4), 201); /* another key */
     CHECK_EQ_INT(drop(0, "/v1/locks/qa-4", t4, FREE), 200);
     r = h_http("GET", gw[1].port, "/metrics", NULL, NULL, TEAM);
-    CHECK(r.body && strstr(r.body, "lockgate_quota_refused_total{key_id=\"team\",quota=\"holds_at_once\"} 1"));
+    CHECK(
+        r.body &&
+        strstr(r.body, "lockgate_quota_refused_total{key_id=\"team\",quota=\"holds_at_once\"} 1"));
     CHECK(r.body && !strstr(r.body, "key_id=\"free\""));
     h_resp_free(&r);
     /* one release of the re-entered lock leaves it held: still full */
@@ -195,7 +199,8 @@ static void test_quota_forced(void) {
         CHECK_EQ_INT(take(i % 2, path, "{\"ttl_ms\":30000,\"limit\":2}", TEAM, t[i]), 201);
     }
     CHECK_EQ_INT(take(0, "/v1/locks/qf-next", NULL, TEAM, tn), 429);
-    struct h_resp r = h_http("DELETE", gw[1].port, "/v1/semaphores/qf-0?force=true", NULL, NULL, FREE);
+    struct h_resp r =
+        h_http("DELETE", gw[1].port, "/v1/semaphores/qf-0?force=true", NULL, NULL, FREE);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
     CHECK_EQ_INT(take(0, "/v1/locks/qf-next", NULL, TEAM, tn), 201);
@@ -225,9 +230,11 @@ static void test_quota_multi(void) {
     r = h_http("DELETE", gw[1].port, "/v1/locks", t1, "{\"names\":[\"qm-a\",\"qm-b\"]}", TEAM);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
-    CHECK_EQ_INT(take(0, "/v1/locks", "{\"names\":[\"qm-c\",\"qm-d\",\"qm-e\"],\"ttl_ms\":30000}", TEAM, t3),
-                 201);
-    r = h_http("DELETE", gw[0].port, "/v1/locks", t3, "{\"names\":[\"qm-c\",\"qm-d\",\"qm-e\"]}", TEAM);
+    CHECK_EQ_INT(
+        take(0, "/v1/locks", "{\"names\":[\"qm-c\",\"qm-d\",\"qm-e\"],\"ttl_ms\":30000}", TEAM, t3),
+        201);
+    r = h_http("DELETE", gw[0].port, "/v1/locks", t3, "{\"names\":[\"qm-c\",\"qm-d\",\"qm-e\"]}",
+               TEAM);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
 }

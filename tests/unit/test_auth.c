@@ -155,7 +155,9 @@ static void test_auth_file_errors(void) {
  * it refused with one line. */
 static void test_auth_limits_field(void) {
     char err[256], json[1024];
-    const char *good[] = {"", ",\"limits\":{}", ",\"limits\":{\"requests_per_second\":5}",
+    const char *good[] = {"",
+                          ",\"limits\":{}",
+                          ",\"limits\":{\"requests_per_second\":5}",
                           ",\"limits\":{\"requests_per_second\":1000000}",
                           ",\"limits\":{\"holds_at_once\":3}",
                           ",\"limits\":{\"holds_at_once\":1000000,\"requests_per_second\":2}"};
