@@ -3,6 +3,7 @@
 #include "common/alloc.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "server/auth.h"
 #include "server/redis.h"
 #include "server/reply.h"
 #include "server/scripts.h"
@@ -29,6 +30,9 @@ char *quota_holds_member(const char *message, const char *token) {
 }
 
 long long quota_holds_margin_ms(void) { return handlers_config()->redis_timeout_ms + 1000LL; }
+
+static void run(int nkeys, const char *head[], int nhead, int n, const char *const *members,
+                void (*done)(void *arg), void *arg);
 
 /* ---- take ------------------------------------------------------------------------ */
 
@@ -136,6 +140,12 @@ void quota_holds_take(const char *key_id, uint32_t limit, long long ms, const ch
     backend->eval(SCRIPT_QUOTA, nkeys, nargs, argv, lens, take_one, take_all, tc);
     free(argv);
     free(lens);
+    if (session) { /* the session's renewal and end find this key's ledger */
+        char index[LEDGER_MAX + 64];
+        snprintf(index, sizeof index, "%squota:{s:%s}", handlers_config()->key_prefix, session);
+        const char *head[] = {index, "index", key_id, len};
+        run(1, head, 4, 0, NULL, NULL, NULL);
+    }
 }
 
 /* ---- the others ------------------------------------------------------------------ */
@@ -195,13 +205,62 @@ void quota_holds_drop(const char *key_id, int n, const char *const *members) {
     quota_holds_drop_then(key_id, n, members, NULL, NULL);
 }
 
-void quota_holds_session_then(const char *key_id, const char *session, long long ms,
-                              void (*done)(void *arg), void *arg) {
-    char ledger[LEDGER_MAX], set[LEDGER_MAX + 64], len[24];
-    ledger_keys(key_id, session, ledger, set, sizeof set);
-    snprintf(len, sizeof len, "%lld", ms);
-    const char *head[] = {ledger, set, ms < 0 ? "end" : "renew", len};
-    run(2, head, ms < 0 ? 3 : 4, 0, NULL, done, arg);
+/* A renewal or end on its way through the session's keys. */
+struct session_call {
+    char *session;           /* its token */
+    long long ms;            /* the new lease, < 0: ended */
+    int pending;             /* ledgers not yet answered, + 1 while listing */
+    void (*done)(void *arg); /* told after the last (may be NULL) */
+    void *arg;
+};
+
+static void session_step(void *arg) {
+    struct session_call *sc = arg;
+    if (--sc->pending > 0) return;
+    if (sc->done) sc->done(sc->arg);
+    free(sc->session);
+    free(sc);
+}
+
+/* One master's list of key ids: each one's ledger follows the session. */
+static void session_keys(struct session_call *sc, const struct redis_result *res) {
+    const redisReply *r = res && res->ok ? res->reply : NULL;
+    if (!r || r->type != REDIS_REPLY_ARRAY) return;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *k = r->element[i];
+        if (k->type != REDIS_REPLY_STRING || !auth_holds_limit(k->str)) continue;
+        char ledger[LEDGER_MAX], set[LEDGER_MAX + 64], len[24];
+        ledger_keys(k->str, sc->session, ledger, set, sizeof set);
+        snprintf(len, sizeof len, "%lld", sc->ms);
+        const char *head[] = {ledger, set, sc->ms < 0 ? "end" : "renew", len};
+        sc->pending++;
+        run(2, head, sc->ms < 0 ? 3 : 4, 0, NULL, session_step, sc);
+    }
+}
+
+static void keys_one(void *arg, const struct redis_result *res) {
+    session_keys(arg, res);
+    session_step(arg);
+}
+
+/* Quorum mode: every master's index (they may differ: a take reaches a
+ * majority); a ledger met twice is renewed or ended twice, harmlessly. */
+static void keys_all(void *arg, const struct redis_result *results, int n) {
+    for (int i = 0; i < n; i++) session_keys(arg, &results[i]);
+    session_step(arg);
+}
+
+void quota_holds_session_then(const char *session, long long ms, void (*done)(void *arg),
+                              void *arg) {
+    char index[LEDGER_MAX + 64], len[24];
+    snprintf(index, sizeof index, "%squota:{s:%s}", handlers_config()->key_prefix, session);
+    snprintf(len, sizeof len, "%lld", ms < 0 ? -1 : ms);
+    struct session_call *sc = alloc_check(calloc(1, sizeof *sc));
+    *sc = (struct session_call){
+        .session = alloc_check(strdup(session)), .ms = ms, .pending = 1, .done = done, .arg = arg};
+    const char *argv[] = {index, "keys", len};
+    size_t lens[3] = {strlen(index), 4, strlen(len)};
+    backend->eval(SCRIPT_QUOTA, 1, 3, argv, lens, keys_one, keys_all, sc);
 }
 
 /* ---- answers after the drops ------------------------------------------------------ */

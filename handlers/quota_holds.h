@@ -51,10 +51,12 @@ void quota_holds_drop(const char *key_id, int n, const char *const *members);
  * any worker or gateway, finds the room it made. */
 void quota_holds_drop_then(const char *key_id, int n, const char *const *members,
                            void (*done)(void *arg), void *arg);
-/* A session of key_id was renewed to ms from now, or ended (ms < 0): its
- * holds' entries follow; then done(arg), as quota_holds_drop_then. */
-void quota_holds_session_then(const char *key_id, const char *session, long long ms,
-                              void (*done)(void *arg), void *arg);
+/* A session was renewed to ms from now, or ended (ms < 0): its holds'
+ * entries follow, in the ledger of every key that bound one to it (the
+ * session's index, quota.lua); then done(arg) (may be NULL), as
+ * quota_holds_drop_then. */
+void quota_holds_session_then(const char *session, long long ms, void (*done)(void *arg),
+                              void *arg);
 
 /* An answer held back until the ledger has answered the drops a release
  * made (quota_holds_drop_then): made with one drop pending; each further

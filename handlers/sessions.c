@@ -267,10 +267,9 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
         reply_gone(req, verdict_of(res));
         return;
     }
-    /* Its holds' entries in the key's ledger move with it (quota_holds.h). */
-    if (auth_holds_limit(req->key_id))
-        quota_holds_session_then(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms(),
-                                 NULL, NULL);
+    /* Its holds' entries in their keys' ledgers move with it (quota_holds.h). */
+    if (auth_holds_any())
+        quota_holds_session_then(req->token, int_at(res, 1) + quota_holds_margin_ms(), NULL, NULL);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));
@@ -296,15 +295,14 @@ void sessions_renew(struct gw_request *req) {
 
 /* ---- DELETE /v1/sessions/{token} ---------------------------------------------------- */
 
-/* The session's holds leave the key's ledger (quota_holds.h), then the
+/* The session's holds leave their keys' ledgers (quota_holds.h), then the
  * answer goes out: the client's next acquisition finds the room. */
 static void reply_ended(struct gw_request *req, cJSON *o) {
-    if (!auth_holds_limit(req->key_id)) {
+    if (!auth_holds_any()) {
         reply_json(req, 200, o);
         return;
     }
-    quota_holds_session_then(req->key_id, req->token, -1, quota_reply_done,
-                             quota_reply_new(req, 200, o));
+    quota_holds_session_then(req->token, -1, quota_reply_done, quota_reply_new(req, 200, o));
 }
 
 /* Cluster mode: the session is gone, then its holds, slot by slot. */
@@ -364,10 +362,6 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
         return;
     }
     const redisReply *r = res->reply;
-    /* Its holds' entries in the key's ledger move with it (quota_holds.h). */
-    if (auth_holds_limit(req->key_id))
-        quota_holds_session_then(req->key_id, req->token, int_at(res, 1) + quota_holds_margin_ms(),
-                                 NULL, NULL);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));

@@ -38,6 +38,15 @@
 --                             now + ms (a session renewed)
 --   end                       the session's members leave (a session ended)
 --            -> the number of members touched
+-- A session's holds may count against several keys (any key with write on
+-- a name may bind a hold to a session), so a session has an index of the
+-- keys whose ledgers list it, KEYS[1] <prefix>quota:{s:<session>} (its own
+-- slot), for its renewal and its end to reach each:
+--   index key_id ms           key_id has holds in the session; the index
+--                             lives at least ms
+--   keys ms                   the key ids, and the index lives ms more, or
+--                             (ms < 0) is deleted
+--            -> the key ids
 local key, op = KEYS[1], ARGV[1]
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -96,6 +105,19 @@ elseif op == 'renew' then
   if n > 0 then redis.call('PEXPIRE', KEYS[2], ms) end
   keep_until_last()
   return n
+elseif op == 'index' then
+  local ms = tonumber(ARGV[3])
+  redis.call('SADD', key, ARGV[2])
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+  return 1
+elseif op == 'keys' then
+  local ms, ids = tonumber(ARGV[2]), redis.call('SMEMBERS', key)
+  if ms < 0 then
+    redis.call('DEL', key)
+  elseif #ids > 0 then
+    redis.call('PEXPIRE', key, ms)
+  end
+  return ids
 elseif op == 'end' then
   local n = 0
   for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do n = n + redis.call('ZREM', key, m) end

@@ -402,6 +402,15 @@ uint32_t auth_holds_limit(const char *key_id) {
     return limit;
 }
 
+int auth_holds_any(void) {
+    if (!auth_enabled()) return 0;
+    int any = 0;
+    pthread_rwlock_rdlock(&table_lock);
+    for (int i = 0; table && i < table->nkeys && !any; i++) any = table->keys[i].holds > 0;
+    pthread_rwlock_unlock(&table_lock);
+    return any;
+}
+
 void auth_count_holds_refused(const char *key_id) {
     if (!key_id) return;
     pthread_rwlock_rdlock(&table_lock);

@@ -84,6 +84,8 @@ int64_t auth_rate_take(const char *key_id);
  * off or an unknown key).  The count itself lives in Redis
  * (handlers/quota_holds.h). */
 uint32_t auth_holds_limit(const char *key_id);
+/* 1 when some key of the file has a holds_at_once (0 with auth off). */
+int auth_holds_any(void);
 /* Counts one acquisition refused for key_id's holds_at_once, for /metrics. */
 void auth_count_holds_refused(const char *key_id);
 

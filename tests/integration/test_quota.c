@@ -190,6 +190,41 @@ static void test_quota_session(void) {
     CHECK_EQ_INT(drop(0, "/v1/locks/qs-more", t, TEAM), 200);
 }
 
+/* Holds a key binds to another key's session count against the binding
+ * key for as long as the session lives: the owner's renewals carry them
+ * past the session's first end, its end frees them. */
+static void test_quota_session_of_another_key(void) {
+    struct h_resp r = h_http("POST", gw[0].port, "/v1/sessions", NULL, "{\"ttl_ms\":1000}", FREE);
+    CHECK_EQ_INT(r.status, 201);
+    char session[96], hdr[512], path[64], spath[160];
+    snprintf(session, sizeof session, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    snprintf(spath, sizeof spath, "/v1/sessions/%s", session);
+    snprintf(hdr, sizeof hdr, "%s\r\nSession: %s", TEAM, session);
+    for (int i = 0; i < LIMIT; i++) {
+        snprintf(path, sizeof path, "/v1/locks/qo-%d", i);
+        CHECK_EQ_INT(take(i % 2, path, "{}", hdr, NULL), 201);
+    }
+    /* the owner keeps it alive past its first end */
+    long long t0 = h_now_ms();
+    while (h_now_ms() - t0 < 2000) {
+        r = h_http("PATCH", gw[1].port, spath, NULL, "{\"ttl_ms\":1000}", FREE);
+        CHECK_EQ_INT(r.status, 200);
+        h_resp_free(&r);
+        h_sleep_ms(250);
+    }
+    r = h_http("GET", gw[0].port, "/v1/locks/qo-0", NULL, NULL, TEAM);
+    CHECK_EQ_INT(r.status, 200); /* still held */
+    h_resp_free(&r);
+    CHECK_EQ_INT(take(0, "/v1/locks/qo-more", NULL, TEAM, NULL), 429);
+    r = h_http("DELETE", gw[1].port, spath, NULL, NULL, FREE);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    char t[64];
+    CHECK_EQ_INT(take(0, "/v1/locks/qo-more", NULL, TEAM, t), 201);
+    CHECK_EQ_INT(drop(0, "/v1/locks/qo-more", t, TEAM), 200);
+}
+
 /* A forced release (an operator's) takes the ended holds out of their
  * keys' ledgers at once. */
 static void test_quota_forced(void) {
@@ -322,6 +357,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_quota_across_gateways);
     RUN_SOME(test_quota_expiry_and_busy);
     RUN_SOME(test_quota_session);
+    RUN_SOME(test_quota_session_of_another_key);
     RUN_SOME(test_quota_forced);
     RUN_SOME(test_quota_multi);
     RUN_SOME(test_quota_concurrent);
