@@ -37,11 +37,11 @@ static void run(int nkeys, const char *head[], int nhead, int n, const char *con
 /* ---- take ------------------------------------------------------------------------ */
 
 struct take_call {
-    quota_take_cb cb;
-    void *arg;
-    char *key_id;   /* for the drop after a refused quorum */
-    int n;          /* members */
-    char **members; /* their copies */
+    quota_take_cb cb; /* told the outcome, once */
+    void *arg;        /* its argument */
+    char *key_id;     /* for the drop after a refused quorum */
+    int n;            /* members */
+    char **members;   /* their copies */
 };
 
 static void take_free(struct take_call *tc) {
