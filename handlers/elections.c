@@ -18,6 +18,8 @@
 #include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/holds.h"
+#include "handlers/quota_holds.h"
+#include "server/auth.h"
 #include "handlers/state_stream.h"
 #include "handlers/streams.h"
 #include "handlers/verdict.h"
@@ -224,6 +226,11 @@ void elections_proclaim(struct gw_request *req) {
     struct hold_keys k;
     hold_keys(req->name, 0, &k);
     if (has_ttl) {
+        if (auth_holds_limit(req->key_id)) { /* as hold_extend: the ledger counts the lease */
+            char *m = quota_holds_member(k.message, req->token);
+            quota_holds_set(req->key_id, ttl + quota_holds_margin_ms(), 1, (const char *const *)&m);
+            free(m);
+        }
         char t[24];
         snprintf(t, sizeof t, "%lld", ttl);
         const char *argv[] = {k.hash, req->token, t};
@@ -252,6 +259,13 @@ static void resigned(void *arg, const struct redis_result *res) {
     if (verdict < 0) {
         reply_not_leader(req, verdict);
         return;
+    }
+    if (auth_holds_limit(req->key_id)) { /* its key's holds_at_once no longer counts it */
+        struct hold_keys k;
+        hold_keys(req->name, 0, &k);
+        char *m = quota_holds_member(k.message, req->token);
+        quota_holds_drop(req->key_id, 1, (const char *const *)&m);
+        free(m);
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", shown(req));

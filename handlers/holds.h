@@ -8,6 +8,7 @@
 #include "common/names.h"
 #include "server/config.h"
 #include <stddef.h>
+#include <stdint.h>
 #include "server/redis.h"
 #include "server/waiters.h"
 
@@ -78,6 +79,9 @@ struct hold_call {
     char *session;           /* Session header: the session it is bound to, or NULL
                                 (malloc'd, freed with it); set before hold_acquire,
                                 the header is not read */
+    uint32_t quota;          /* its key's holds_at_once, 0: none (quota_holds.h) */
+    char *quota_member;      /* its entry in the key's ledger (malloc'd), or NULL */
+    int quota_added;         /* this attempt's take entered it: drop it if no grant */
     /* The grant's body as the resource shows it (elections.c: value and
      * term), from the lock's; takes it over.  NULL: the lock's, with its
      * Location header; else the reshape adds its own. */

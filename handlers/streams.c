@@ -16,6 +16,7 @@
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "handlers/holds.h"
+#include "handlers/quota_holds.h"
 #include "handlers/stream_session.h"
 #include "handlers/verdict.h"
 #include "server/http.h"
@@ -49,6 +50,7 @@ struct stream_hold {
     int orphan;                      /* hc was freed: the last call's answer frees it */
     struct stream_hold *prev, *next; /* the worker's open streams (heartbeats) */
     int listed;                      /* in that list */
+    int quota_left;                  /* its holds_at_once entry was dropped */
     const char *granted_event;       /* "granted", or "elected" */
     size_t name_skip;                /* bytes of req->name the events leave out */
 };
@@ -109,6 +111,7 @@ static void list_remove(struct stream_hold *sh) {
 /* ---- events ------------------------------------------------------------------------ */
 
 static void on_gone(struct gw_request *req);
+static void quota_leave(struct stream_hold *sh);
 
 static void event(struct stream_hold *sh, const char *name, cJSON *data) {
     if (!http_stream_opened(sh->req)) {
@@ -145,6 +148,7 @@ static void lose(struct stream_hold *sh, const char *reason) {
     cJSON_AddStringToObject(o, "token", sh->req->token);
     cJSON_AddStringToObject(o, "reason", reason);
     event(sh, "lost", o);
+    if (sh->held) quota_leave(sh);
     metrics_inc(M_STREAM_LOST, 1);
     log_info("streams: '%s' lost: %s", sh->req->name, reason);
     end_stream(sh);
@@ -152,9 +156,19 @@ static void lose(struct stream_hold *sh, const char *reason) {
 
 /* ---- the held phase ------------------------------------------------------------------ */
 
+/* Its key's holds_at_once ledger (quota_holds.h) no longer counts it. */
+static void quota_leave(struct stream_hold *sh) {
+    struct hold_call *hc = sh->hc;
+    if (!hc->quota || !hc->quota_member || sh->quota_left) return;
+    sh->quota_left = 1;
+    const char *m[1] = {hc->quota_member};
+    quota_holds_drop(sh->req->key_id, 1, m);
+}
+
 static void release_hold(struct stream_hold *sh) {
     hold_give_back(sh->req); /* release.lua with its token: the next waiter is woken */
     metrics_inc(M_LOCK_RELEASED, 1);
+    quota_leave(sh);
 }
 
 /* The client left (client_gone), or the gateway stops. */
