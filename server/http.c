@@ -259,7 +259,9 @@ static void on_delivery(void *arg, int delivered) {
  * reply).  A grant the client cannot have got is given back; one written
  * after the client's FIN is watched until its TCP takes it or resets. */
 static void request_end(struct gw_request *req, int delivered, int fd) {
-    if (req->status)
+    /* An event stream's life is no request latency: it is left out of the
+     * histogram (its own counters: lockgate_stream_holds_total). */
+    if (req->status && !req->stream)
         metrics_observe_request(req->route, req->status, (now_ns() - req->start_ns) / 1000);
     if (req->dispatched) in_flight_add(-1);
     req->conn = NULL;
