@@ -27,7 +27,7 @@ an owner, re-entry, busy, shared, semaphore, extend, release with a waiter
 mark), and Redis memory per held lock beside Redisson's RLock layout.
 
   bench/redis_cost.py [--gen DIR] [--ab DIR] [-n N] [--reps R] [--callgrind] [--markdown]
-  bench/redis_cost.py --paths [--gen DIR] [-n N]
+  bench/redis_cost.py --paths [--gen DIR] [-n N] [--only SUBSTRING]
   bench/redis_cost.py --cluster [...]  the same on a cluster-enabled Redis (one node
              serving every slot), lockgate's cluster forms (the shard channel
              passed): what Redis Cluster itself adds, to lockgate and to Redisson
@@ -214,7 +214,12 @@ def quota_ten(s, k):
                     for i in range(10))
 
 
-def path_costs(gen, n):
+def watched(s, k):
+    """The marks an event stream sets (watch_log.lua), far in the future."""
+    return resp("HSET", k, "v", 99999999999999, "lg", 99999999999999)
+
+
+def path_costs(gen, n, only=None):
     """(label, instructions per call) of each path, each on a server of its own:
     the setup's instructions are counted alone and taken off."""
     def script(r, name):
@@ -260,6 +265,13 @@ def path_costs(gen, n):
         ("release of a shared hold",
          lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("s", 0)),
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
+        # A name an event stream reads (watch_log.lua set v and lg): each
+        # change of holder is also appended to its change log (one XADD).
+        ("acquire, watched by an event stream (logs the change)", watched,
+         lambda s, k: acq(s["acquire"], k, TOKEN)),
+        ("release, watched by an event stream (logs the change)",
+         lambda s, k: watched(s, k) + acq(s["acquire"], k, TOKEN),
+         lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
         ("inspect", lambda s, k: acq(s["acquire"], k, TOKEN),
          lambda s, k: resp("EVALSHA", s["inspect"], 1, k)),
         # A key's holds_at_once ledger (quota.lua): 10 holds already in it.
@@ -274,6 +286,8 @@ def path_costs(gen, n):
     ]
     out = []
     for label, setup, measured in cases:
+        if only and only not in label:
+            continue
         counts = []
         for with_measured in (False, True):
             r = Redis(callgrind=True)
@@ -314,6 +328,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--callgrind", action="store_true")
     ap.add_argument("--paths", action="store_true")
+    ap.add_argument("--only", default=None, help="--paths: only the paths whose label holds this")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--cluster", action="store_true")
     o = ap.parse_args()
@@ -322,7 +337,7 @@ def main():
     if o.paths:
         print("| path (callgrind, %d names) | Redis instructions inside EVALSHA per call |" % o.n)
         print("|---|---:|")
-        for label, ir in path_costs(o.gen, o.n):
+        for label, ir in path_costs(o.gen, o.n, o.only):
             print("| %s | %.0f |" % (label, ir))
         ours, rlock = memory_per_lock(o.gen, 5000)
         print("| Redis memory per held lock, mean MEMORY USAGE: lockgate · Redisson's RLock"

@@ -381,7 +381,7 @@ static void observed_free(void *arg) {
 }
 
 /* Sends the leader when it differs from what was sent last. */
-static void observed(struct gw_request *req, const struct redis_result *res, long long index,
+static void observed(struct gw_request *req, const struct redis_result *res, const char *id,
                      void *arg) {
     struct observed *ob = arg;
     struct leader_state s = read_state(res);
@@ -396,13 +396,18 @@ static void observed(struct gw_request *req, const struct redis_result *res, lon
     ob->value = alloc_check(malloc(s.value_len + 1));
     memcpy(ob->value, s.value, s.value_len);
     ob->value[s.value_len] = '\0';
-    state_stream_event(req, NULL, term ? "leader" : "vacant", leader_json(req, &s));
+    state_stream_event(req, id, term ? "leader" : "vacant", leader_json(req, &s));
 }
 
 static void observe(struct gw_request *req) {
+    const char *last = http_header(req, "Last-Event-ID");
+    if (last && !state_stream_id_ok(last)) {
+        reply_problem(req, CODE_INVALID_FIELD, "Last-Event-ID must be an id this stream sent");
+        return;
+    }
     struct hold_keys k;
     hold_keys(req->name, 0, &k);
-    state_stream_start(req, k.hash, k.message, observed,
+    state_stream_start(req, k.hash, k.message, last, observed,
                        alloc_check(calloc(1, sizeof(struct observed))), observed_free);
 }
 

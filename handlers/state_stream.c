@@ -20,17 +20,21 @@
 #define MARK_MS  60000
 #define REARM_MS 50000
 #define RETRY_MS 1000
+/* Entries read at once; a stream further behind reads again at once. */
+#define READ_MAX 128
+#define ID_MAX   48
 
 struct state_stream {
-    struct waiter w;         /* watches the name (first) */
-    struct gw_request *req;  /* the stream's request */
-    char hash[HOLD_KEY_MAX]; /* the name's hash */
-    char key[HOLD_KEY_MAX];  /* "lock:NAME", as published */
-    long long after;         /* the index last read (-1: none yet) */
-    state_stream_fn fn;      /* what to send for a state */
-    void *arg;               /* fn's */
+    struct waiter w;          /* watches the name (first) */
+    struct gw_request *req;   /* the stream's request */
+    char hash[HOLD_KEY_MAX];  /* the name's hash */
+    char log[HOLD_KEY_MAX + 8]; /* its change log, <hash>:log */
+    char key[HOLD_KEY_MAX];   /* "lock:NAME", as published */
+    char after[ID_MAX];       /* the last entry sent ("": none yet) */
+    state_stream_fn fn;       /* what to send for a state */
+    void *arg;                /* fn's */
     void (*free_arg)(void *);
-    int calls;  /* watch.lua calls under way */
+    int calls;  /* watch_log.lua calls under way */
     int orphan; /* the request was freed: the answer frees this */
     int ended;  /* the request is completed */
 };
@@ -75,14 +79,28 @@ static void end(struct state_stream *s) {
         reply_problem(s->req, CODE_LOCK_BUSY, "the client went away while watching");
 }
 
-/* Parked until a change is announced, wake_ms, or the next heartbeat. */
+/* Parked until a change is announced, wake_ms, or the next heartbeat.
+ * An announcement since the read began (w.seen_seq, set by attempt)
+ * wakes it at once. */
 static void park(struct state_stream *s, int64_t wake_ms) {
     int64_t beat = loop_now_ms() + handlers_config()->stream_heartbeat_ms;
     if (beat < wake_ms) wake_ms = beat;
-    s->w.seen_seq = waiters_release_seq();
     if (park_request(s->req, &s->w, wake_ms) < 0) end(s);
 }
 
+static void send_gap(struct state_stream *s) {
+    cJSON *gap = cJSON_CreateObject();
+    cJSON_AddStringToObject(gap, "name", s->req->name);
+    cJSON_AddStringToObject(gap, "last_event_id", s->after);
+    cJSON_AddStringToObject(gap, "detail",
+                            "changes after last_event_id are no longer kept: the current "
+                            "state follows");
+    state_stream_event(s->req, NULL, "gap", gap);
+}
+
+/* watch_log.lua's answer: {contiguous, ttl_left, entry...}, each entry
+ * {id, u, state}.  Each entry is sent in order, a gap event first when
+ * the stream had a place in the log and the log lost what followed it. */
 static void read_done(void *arg, const struct redis_result *res) {
     struct state_stream *s = arg;
     s->calls--;
@@ -95,9 +113,9 @@ static void read_done(void *arg, const struct redis_result *res) {
         end(s);
         return;
     }
-    long long verdict = elem(res, 0);
+    long long contiguous = elem(res, 0), left = elem(res, 1);
     int64_t now = loop_now_ms();
-    if (verdict == -100) {
+    if (contiguous == -100 || left == -100) {
         if (!http_stream_opened(s->req)) {
             s->ended = 1;
             reply_problem(s->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
@@ -107,55 +125,58 @@ static void read_done(void *arg, const struct redis_result *res) {
         park(s, now + RETRY_MS); /* Redis away: try again */
         return;
     }
-    long long index = verdict == 1 ? elem(res, 9) : 0;
-    s->fn(s->req, res, index, s->arg);
-    /* Open once Redis answered, even when fn sent nothing (a resume at the
-     * current id): the client, or a proxy, sees the stream start. */
+    const redisReply *r = res->reply;
+    for (size_t i = 2; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_STRING || e->element[0]->len >= ID_MAX)
+            continue;
+        int unlogged = e->element[1]->type == REDIS_REPLY_INTEGER && e->element[1]->integer;
+        if (s->after[0] && (!contiguous || unlogged)) send_gap(s);
+        struct redis_result state = {.ok = 1, .reply = e->element[2], .error = NULL};
+        snprintf(s->after, sizeof s->after, "%s", e->element[0]->str);
+        s->fn(s->req, &state, s->after, s->arg);
+    }
+    /* Open once Redis answered, even when nothing was sent (a resume at
+     * the last entry): the client, or a proxy, sees the stream start. */
     if (!http_stream_opened(s->req))
         http_stream_open(s->req, gone, handlers_config()->stream_user_timeout_ms);
-    if (index != s->after) { /* changed since the last read: no mark was set */
-        s->after = index;
+    if (r->elements >= 2 + READ_MAX) { /* further behind: read on */
         attempt(s);
         return;
     }
-    /* Marked: a change is announced and wakes it; an expiry is not, so
-     * its timer is set to the lease's end. */
+    /* Marked: a change is logged and announced, which wakes it; an expiry
+     * is not, so its timer is set to the lease's end. */
     int64_t wake = now + REARM_MS;
-    if (verdict == 1 && now + elem(res, 4) + 2 < wake) wake = now + elem(res, 4) + 2;
+    if (left >= 0 && now + left + 2 < wake) wake = now + left + 2;
     park(s, wake);
 }
 
-/* Quorum mode: held when a quorum of masters says so (the highest fence's
- * answer stands), else free; too few answers: a failure. */
+/* Quorum mode: each master keeps its own log, whose ids are its own; the
+ * first master (in --redis order) that answers stands for them, so that
+ * ids stay those of one log while it answers.  When another one stands
+ * in, the ids the stream sent are not in its log: a gap event says so and
+ * its current state follows. */
 static void read_all_done(void *arg, const struct redis_result *res, int n) {
-    const struct redis_result *held = NULL, *free_ = NULL;
-    int nheld = 0, answered = 0;
-    for (int i = 0; i < n; i++) {
-        long long v = elem(&res[i], 0);
-        if (v == -100) continue;
-        answered++;
-        if (v == 1) {
-            nheld++;
-            if (!held || elem(&res[i], 3) > elem(held, 3)) held = &res[i];
-        } else {
-            free_ = &res[i];
+    for (int i = 0; i < n; i++)
+        if (elem(&res[i], 0) != -100) {
+            read_done(arg, &res[i]);
+            return;
         }
-    }
-    struct redis_result failed = {.ok = 0, .reply = NULL, .error = "too few masters answered"};
-    if (answered < redis_quorum())
-        read_done(arg, &failed);
-    else
-        read_done(arg, nheld >= redis_quorum() ? held : free_ ? free_ : held);
+    struct redis_result failed = {.ok = 0, .reply = NULL, .error = "no master answered"};
+    read_done(arg, &failed);
 }
 
 static void attempt(struct state_stream *s) {
-    char after[24], left[24];
-    snprintf(after, sizeof after, "%lld", s->after);
-    snprintf(left, sizeof left, "%d", MARK_MS);
-    const char *argv[] = {s->hash, after, left};
-    size_t lens[3] = {strlen(s->hash), strlen(after), strlen(left)};
+    char mark[24], max[24];
+    snprintf(mark, sizeof mark, "%d", MARK_MS);
+    snprintf(max, sizeof max, "%d", READ_MAX);
+    const char *argv[] = {s->hash, s->log, s->after, mark, max};
+    size_t lens[5] = {strlen(s->hash), strlen(s->log), strlen(s->after), strlen(mark),
+                      strlen(max)};
     s->calls++;
-    backend->eval(SCRIPT_WATCH, 1, 3, argv, lens, read_done, read_all_done, s);
+    s->w.seen_seq = waiters_release_seq();
+    backend->eval(SCRIPT_WATCH_LOG, 2, 5, argv, lens, read_done, read_all_done, s);
 }
 
 static void on_wake(struct waiter *w) {
@@ -187,13 +208,23 @@ static void ctx_free(void *ctx) {
     stream_free(s);
 }
 
+int state_stream_id_ok(const char *s) {
+    size_t n = strlen(s), digits = strspn(s, "0123456789");
+    if (!digits || digits > 20 || n >= ID_MAX) return 0;
+    if (digits == n) return 1;
+    size_t seq = strspn(s + digits + 1, "0123456789");
+    return s[digits] == '-' && seq && seq <= 20 && digits + 1 + seq == n;
+}
+
 void state_stream_start(struct gw_request *req, const char *hash, const char *key,
-                        state_stream_fn fn, void *arg, void (*free_arg)(void *)) {
+                        const char *resume, state_stream_fn fn, void *arg,
+                        void (*free_arg)(void *)) {
     struct state_stream *s = alloc_check(calloc(1, sizeof *s));
     snprintf(s->hash, sizeof s->hash, "%s", hash);
+    snprintf(s->log, sizeof s->log, "%s:log", hash);
     snprintf(s->key, sizeof s->key, "%s", key);
+    snprintf(s->after, sizeof s->after, "%s", resume ? resume : "");
     s->req = req;
-    s->after = -1;
     s->fn = fn;
     s->arg = arg;
     s->free_arg = free_arg;

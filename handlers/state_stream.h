@@ -1,15 +1,18 @@
-/* state_stream.h -- a name's state as an event stream: read at once, then
- * again at each announced change, for as long as the client stays.  The
- * stream marks the name as watched (watch.lua), so every change of holder
- * is announced on the release channel and wakes it (lua/_holders.lua, THE
- * RULE); an expiry, which nobody announces, by its timer set to the
- * lease's end; and it reads the name again once a heartbeat
- * (--stream-heartbeat-ms), writing a comment line.  Two changes closer
- * together than one read reach it as the later state only.
+/* state_stream.h -- a name's changes as an event stream, each one, in
+ * order, for as long as the client stays.  The stream marks the name as
+ * watched and logged (lua/watch_log.lua), so the script that changes its
+ * holders (or an election's value) appends the new state to the name's
+ * change log (lua/_holders.lua, "the change log") and announces it on the
+ * release channel, which wakes the stream to read the log from the last
+ * entry it sent.  An expiry, which nobody announces, is found by the
+ * stream's timer set to the lease's end (watch_log.lua logs it).  It reads
+ * once a heartbeat (--stream-heartbeat-ms) too, writing a comment line.
+ * Each entry's id is the event id: Last-Event-ID resumes from the log;
+ * when the log no longer reaches back to it, an `event: gap` says so and
+ * the current state follows.
  *
- * Its users say what to send for each state read: elections.c (observe:
- * leader and value) and watch.c (a lock's or semaphore's changes, with
- * the watch index as the event id). */
+ * Its users say what to send for each state: elections.c (observe: leader
+ * and value) and watch.c (a lock's or semaphore's state). */
 #ifndef LOCKGATE_STATE_STREAM_H
 #define LOCKGATE_STATE_STREAM_H
 
@@ -17,20 +20,27 @@ struct gw_request;
 struct redis_result;
 struct cJSON;
 
-/* Called after each read, in order: res is watch.lua's answer (inspect.lua's
- * shape, {1, holders, count, fence, ttl_ms, owner, kind, limit, key_id,
- * index} or {-1}: the one that stands for the backend's), index its watch
- * index (0 when nobody holds it).  It sends what it wants with
- * state_stream_event. */
+/* Called for each state, in order: res in inspect.lua's shape ({1,
+ * holders, count, fence, ttl_ms, owner, kind, limit, key_id, index} or
+ * {-1}), id its log entry's id, to send as the event's id.  It sends what
+ * it wants with state_stream_event (a gap event, when one is due, was sent
+ * before). */
 typedef void (*state_stream_fn)(struct gw_request *req, const struct redis_result *res,
-                                long long index, void *arg);
+                                const char *id, void *arg);
 
-/* Starts streaming hash's state to req ("<prefix>lock:{NAME}", its
- * announcements' key "lock:NAME"), calling fn(.., arg) after each read;
- * arg is freed with free_arg (may be NULL) with the request.  Answers req
- * in every case: a failure before anything was sent is an HTTP 503. */
+/* Starts streaming hash's changes to req ("<prefix>lock:{NAME}", its
+ * announcements' key "lock:NAME"), calling fn(.., arg) for each; resume,
+ * the client's Last-Event-ID (NULL: none), a log entry's id (checked with
+ * state_stream_id_ok).  arg is freed with free_arg (may be NULL) with the
+ * request.  Answers req in every case: a failure before anything was sent
+ * is an HTTP 503. */
 void state_stream_start(struct gw_request *req, const char *hash, const char *key,
-                        state_stream_fn fn, void *arg, void (*free_arg)(void *));
+                        const char *resume, state_stream_fn fn, void *arg,
+                        void (*free_arg)(void *));
+
+/* Whether s can be a log entry's id (digits, or digits-digits): a
+ * Last-Event-ID a stream may have sent. */
+int state_stream_id_ok(const char *s);
 
 /* Writes one event ("id: ID" when id is not NULL, "event: NAME", data as
  * one line of JSON, taken over), opening the stream first. */

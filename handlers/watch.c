@@ -142,40 +142,11 @@ static void on_give_up(struct waiter *w, int client_gone) {
 
 /* ---- as an event stream (Accept: text/event-stream) ---------------------------- */
 
-/* What a watch stream sent last. */
-struct watched {
-    int semaphore;       /* a semaphore's state */
-    int sent;            /* a state was sent */
-    long long last;      /* its index */
-    long long resume_at; /* Last-Event-ID, or -1 */
-};
-
-/* A state event each time the index changes ("id:" the index); resumed
- * at Last-Event-ID, nothing when it is still the index, else a gap event
- * (the changes between are not kept) before the current state. */
-static void watched(struct gw_request *req, const struct redis_result *res, long long index,
+/* A state event for each change, its id the change log entry's. */
+static void watched(struct gw_request *req, const struct redis_result *res, const char *id,
                     void *arg) {
-    struct watched *w = arg;
-    char id[24];
-    snprintf(id, sizeof id, "%lld", index);
-    if (!w->sent && w->resume_at >= 0) {
-        w->sent = 1;
-        w->last = index;
-        if (index == w->resume_at) return;
-        cJSON *gap = cJSON_CreateObject();
-        cJSON_AddStringToObject(gap, "name", req->name);
-        json_add_int(gap, "last_event_id", w->resume_at);
-        json_add_int(gap, "index", index);
-        cJSON_AddStringToObject(gap, "detail",
-                                "the changes since Last-Event-ID are not kept: the current "
-                                "state follows");
-        state_stream_event(req, NULL, "gap", gap);
-    } else if (w->sent && index == w->last) {
-        return;
-    }
-    w->sent = 1;
-    w->last = index;
-    state_stream_event(req, id, "state", hold_state_json(req->name, w->semaphore, res));
+    int *semaphore = arg;
+    state_stream_event(req, id, "state", hold_state_json(req->name, *semaphore, res));
 }
 
 static void watched_free(void *arg) {
@@ -185,11 +156,9 @@ static void watched_free(void *arg) {
 
 static int watch_stream(struct gw_request *req, int semaphore) {
     if (name_param_or_reply(req, 0)) return 1;
-    long long resume = -1;
     const char *last = http_header(req, "Last-Event-ID");
-    if (last && decimal_parse(last, strlen(last), 0, 9007199254740991LL, &resume) < 0) {
-        reply_problem(req, CODE_INVALID_FIELD,
-                      "Last-Event-ID must be an index (an id this stream sent)");
+    if (last && !state_stream_id_ok(last)) {
+        reply_problem(req, CODE_INVALID_FIELD, "Last-Event-ID must be an id this stream sent");
         return 1;
     }
     if (backend->per_slot) {
@@ -197,15 +166,14 @@ static int watch_stream(struct gw_request *req, int semaphore) {
                       "watch streams (text/event-stream) are not available in Redis Cluster mode");
         return 1;
     }
-    struct watched *w = alloc_check(calloc(1, sizeof *w));
-    w->semaphore = semaphore;
-    w->resume_at = resume;
+    int *w = alloc_check(malloc(sizeof *w));
+    *w = semaphore;
     atomic_fetch_add(&in_progress, 1);
     char hash[KEY_MAX], key[NAME_MAX_LEN + 8];
     const char *kind = semaphore ? "sem" : "lock";
     snprintf(hash, sizeof hash, "%s%s:{%s}", handlers_config()->key_prefix, kind, req->name);
     snprintf(key, sizeof key, "%s:%s", kind, req->name);
-    state_stream_start(req, hash, key, watched, w, watched_free);
+    state_stream_start(req, hash, key, last, watched, w, watched_free);
     return 1;
 }
 

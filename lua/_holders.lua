@@ -27,6 +27,9 @@
 --         someone in are announced (THE RULE, below)
 --   v     some watcher (GET ?watch_ms, watch.lua) may watch until this time
 --         (ms): every change of holder is announced
+--   lg    some event stream (watch_log.lua) may read the name's change log
+--         until this time (ms): every change of holder is also appended to
+--         the log (see "the change log" below)
 --   f     the name's last fence, present only while neither a holder nor
 --         the x record carries it (after shared holders end)
 --   !<token>  a token a forced release ended (force.lua), valued with the
@@ -147,7 +150,7 @@ end
 -- not), ffield the stored f (0 when absent).
 local function load(key, flat)
   local st = {holders = {}, alive = 0, maxexp = 0, minexp = 0, dl = 0, w = 0,
-              v = 0, mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
+              v = 0, lg = 0, mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
               maxfence = 0, xfence = 0, ffield = 0, xtoken = nil, tfield = {}, fo = {},
               foexp = 0}
   flat = flat or redis.call('HGETALL', key)
@@ -210,6 +213,8 @@ local function load(key, flat)
       st.wfield = st.w
     elseif f == 'v' then
       st.v = tonumber(v)
+    elseif f == 'lg' then
+      st.lg = tonumber(v)
     elseif f == 'f' then
       st.ffield = tonumber(v)
       if st.ffield > st.lastfence then st.lastfence = st.ffield end
@@ -238,6 +243,60 @@ local function load(key, flat)
   st.before, st.freed = {}, #dead > 0 or dead_x
   for t in pairs(st.holders) do st.before[t] = true end
   return st
+end
+
+-- ---- the change log ------------------------------------------------------
+-- The name's index for watchers (GET ?watch_ms=&after=, watch.lua): the sum
+-- of its live holders' fence fields (a permit's: its grant time in
+-- microseconds), modulo 2^52 so that it stays an exact integer; 0 when
+-- nobody holds it.  One holder's index is its fence.  Fences only grow and
+-- each is given once, so any change of holders (one more, one fewer, one
+-- forced out and another in) changes the sum.
+local INDEX_MOD = 4503599627370496 -- 2^52
+local function index_of(st)
+  local sum = 0
+  for _, h in pairs(st.holders) do
+    local f = h.fence
+    if f == 0 then f = 1 end -- a permit from before permits kept their grant time
+    sum = (sum + f % INDEX_MOD) % INDEX_MOD
+  end
+  return sum
+end
+
+-- While an event stream watches a name (lg, set by watch_log.lua), every
+-- change of its holders is appended, in the script that makes it, to a
+-- Redis stream beside the hash, <hash>:log (same hash tag, same slot),
+-- capped near LOG_KEEP entries (MAXLEN ~: whole stream nodes are dropped,
+-- so a few more may stay).  An entry is the state after the change, as
+-- inspect.lua answers it: a holders, then, when held, c count, f fence,
+-- t ttl_ms, o owner, k kind, l limit, y key_id, i index; u 1 marks an
+-- entry watch_log.lua added because the state had changed while nothing
+-- was logged (the changes before it are lost).  Its id is the event id
+-- streams send.  One XADD per change of a watched name; nothing for the
+-- others.  The log's expiry is set by watch_log.lua past lg, so a log
+-- never outlives its watchers by long.
+local LOG_KEEP = 64
+
+local function log_change(key, st, unlogged)
+  local e = {'XADD', key .. ':log', 'MAXLEN', '~', LOG_KEEP, '*', 'a', st.alive}
+  if unlogged then e[#e + 1], e[#e + 2] = 'u', 1 end
+  if st.alive > 0 then
+    local first, maxfence, maxexp = nil, 0, 0
+    for _, h in pairs(st.holders) do
+      if not first or h.fence < first.fence then first = h end
+      if h.fence > maxfence then maxfence = h.fence end
+      if h.exp > maxexp then maxexp = h.exp end
+    end
+    local kind = st.mfield == 's' and 2 or st.mfield == 'p' and 3 or 1
+    if kind == 3 then maxfence = 0 end
+    local n = #e
+    e[n + 1], e[n + 2], e[n + 3], e[n + 4] = 'c', first.count, 'f', int(maxfence)
+    e[n + 5], e[n + 6], e[n + 7], e[n + 8] = 't', int(maxexp - now - 1), 'o', first.owner
+    e[n + 9], e[n + 10], e[n + 11], e[n + 12] = 'k', kind, 'l', st.limit
+    e[n + 13], e[n + 14] = 'y', first.key_id or ''
+    e[n + 15], e[n + 16] = 'i', int(index_of(st))
+  end
+  return redis.call(unpack(e))
 end
 
 -- ---- announcements --------------------------------------------------------
@@ -289,6 +348,7 @@ local function announce_changes(key, st)
   if (left and (waiting or watched or st.loud)) or (joined and (watched or (room and waiting))) then
     announce(key)
   end
+  if (left or joined) and st.lg > now then log_change(key, st) end
   st.before, st.freed = {}, false
   for t in pairs(st.holders) do st.before[t] = true end
 end
@@ -332,6 +392,7 @@ local function save_ttl(key, st, gone)
   end
   if st.w > target then target = st.w end
   if st.v > target then target = st.v end
+  if st.lg > target then target = st.lg end
   if st.foexp > target then target = st.foexp end
   if st.lastfence > 0 then
     if now > target then target = now end
@@ -348,6 +409,7 @@ local function save_ttl(key, st, gone)
   if st.wfield and st.wfield <= now and st.w <= now then del[#del + 1] = 'w' end
   if st.dlfield and st.dlfield <= now then del[#del + 1] = 'dl' end
   if st.v > 0 and st.v <= now then del[#del + 1] = 'v' end
+  if st.lg > 0 and st.lg <= now then del[#del + 1] = 'lg' end
   if st.alive == 0 then
     if st.mfield then del[#del + 1] = 'm' end
     if st.limit > 0 then del[#del + 1] = 'lim' end

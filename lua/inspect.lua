@@ -10,7 +10,6 @@
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
---@include _index.lua
 local st = load(KEYS[1])
 if st.alive == 0 then
   save_ttl(KEYS[1], st)

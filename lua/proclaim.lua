@@ -4,7 +4,8 @@
 -- exclusive lock whose holder's owner is the leader's value; this writes
 -- the owner of the holder with this token, and announces the change to
 -- the name's watchers (observers) when it is watched (v), as a change of
--- holder is (_holders.lua, THE RULE).  The lease is left as it is.
+-- holder is (_holders.lua, THE RULE), and appends it to the name's change
+-- log when an event stream reads it (lg).  The lease is left as it is.
 --
 -- KEYS     hash
 -- ARGV     1 token, 2 value
@@ -20,5 +21,6 @@ if not me then return {why} end
 me.owner = ARGV[2]
 put(KEYS[1], st, ARGV[1], me, st.mode)
 if st.v > now then announce(KEYS[1]) end
+if st.lg > now then log_change(KEYS[1], st) end
 save_ttl(KEYS[1], st)
 return {1, me.fence}

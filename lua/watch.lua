@@ -14,7 +14,6 @@
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
---@include _index.lua
 local st = load(KEYS[1])
 local index = index_of(st)
 if index == tonumber(ARGV[1]) then

@@ -319,41 +319,145 @@ static void test_quorum_mode(void) {
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
 
-/* GET with Accept: text/event-stream: a state event at each change, its
- * id the watch index; resumed with Last-Event-ID: nothing repeated when
- * it is current, a gap event then the state when it is not. */
-static void test_watch_stream(void) {
-    char cmd[512];
+/* The id of the n-th (from 1) "id: " line in out, or "" (id holds 48). */
+static void nth_id(const char *out, int n, char *id) {
+    char file[128], buf[65536];
+    snprintf(file, sizeof file, "%s/%s", dir, out);
+    id[0] = '\0';
+    FILE *f = fopen(file, "r");
+    if (!f) return;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    const char *p = buf;
+    for (int i = 0; i < n; i++) {
+        p = strstr(p, "id: ");
+        if (!p) return;
+        p += 4;
+    }
+    size_t k = strcspn(p, "\n");
+    if (k > 47) k = 47;
+    memcpy(id, p, k);
+    id[k] = '\0';
+}
+
+/* Whether out holds the needles in this order (each after the last). */
+static int in_order(const char *out, char needles[][96], int n) {
+    char file[128], buf[65536];
+    snprintf(file, sizeof file, "%s/%s", dir, out);
+    FILE *f = fopen(file, "r");
+    if (!f) return 0;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    const char *p = buf;
+    for (int i = 0; i < n; i++) {
+        p = strstr(p, needles[i]);
+        if (!p) {
+            fprintf(stderr, "    not found in order: %s\n", needles[i]);
+            return 0;
+        }
+        p += strlen(needles[i]);
+    }
+    return 1;
+}
+
+static pid_t watch(const char *path, const char *last_id, const char *out) {
+    char cmd[512], hdr[96] = "";
+    if (last_id) snprintf(hdr, sizeof hdr, "-H 'Last-Event-ID: %s'", last_id);
     snprintf(cmd, sizeof cmd,
-             "exec curl -sN -H 'Accept: text/event-stream' http://127.0.0.1:%d/v1/locks/watched "
-             "> %s/watch-a 2>&1",
-             gw.port, dir);
-    pid_t a = h_spawn(cmd, NULL);
-    CHECK(wait_for("watch-a", "id: 0\nevent: state\ndata: {\"name\":\"watched\",\"holders\":0}",
-                   5000) >= 0);
+             "exec curl -sN -H 'Accept: text/event-stream' %s http://127.0.0.1:%d%s > %s/%s 2>&1",
+             hdr, gw.port, path, dir, out);
+    return h_spawn(cmd, NULL);
+}
+
+/* One acquire and its release on path; the grant's fence. */
+static long long acquire_release(const char *path) {
+    struct h_resp r = h_http("POST", gw.port, path, NULL, "{}", NULL);
+    long long fence = r.status == 201 ? h_jint(&r, "fence") : -1;
+    char token[64];
+    snprintf(token, sizeof token, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("DELETE", gw.port, path, token, NULL, NULL);
+    h_resp_free(&r);
+    return fence;
+}
+
+/* GET with Accept: text/event-stream: a state event for every change, in
+ * order, however close together: 20 acquire/release pairs in a tight loop
+ * give 40 events after the first state (each grant's fence, then free).
+ * A stream cut after the 10th change and resumed with Last-Event-ID gets
+ * exactly the changes it missed, in order, and nothing twice. */
+static void test_watch_every_change(void) {
+    pid_t a = watch("/v1/locks/rapid", NULL, "rapid-a");
+    CHECK(wait_for("rapid-a", "event: state\ndata: {\"name\":\"rapid\",\"holders\":0}", 5000) >=
+          0);
+    char want[41][96];
+    long long fences[30];
+    snprintf(want[0], sizeof want[0], "data: {\"name\":\"rapid\",\"holders\":0}");
+    for (int i = 0; i < 20; i++) {
+        fences[i] = acquire_release("/v1/locks/rapid");
+        snprintf(want[1 + 2 * i], sizeof want[0], "\"holders\":1,\"count\":1,\"fence\":%lld,",
+                 fences[i]);
+        snprintf(want[2 + 2 * i], sizeof want[0], "data: {\"name\":\"rapid\",\"holders\":0}");
+    }
+    long long t0 = h_now_ms();
+    while (count_in("rapid-a", "event: state") < 41 && h_now_ms() - t0 < 3000) h_sleep_ms(5);
+    CHECK_EQ_INT(count_in("rapid-a", "event: state"), 41);
+    CHECK(in_order("rapid-a", want, 41));
+    CHECK_EQ_INT(count_in("rapid-a", "event: gap"), 0);
+    /* Cut after the 10th change (the 11th event), 5 more pairs, resumed. */
+    char id[48];
+    nth_id("rapid-a", 11, id);
+    reap(a);
+    CHECK(id[0] != '\0');
+    pid_t b = watch("/v1/locks/rapid", id, "rapid-b");
+    char again[40][96];
+    int n = 0;
+    for (int i = 5; i < 20; i++) {
+        snprintf(again[n++], sizeof again[0], "\"fence\":%lld,", fences[i]);
+        snprintf(again[n++], sizeof again[0], "data: {\"name\":\"rapid\",\"holders\":0}");
+    }
+    CHECK(wait_for("rapid-b", again[n - 2], 3000) >= 0);
+    for (int i = 20; i < 25; i++) {
+        fences[i] = acquire_release("/v1/locks/rapid");
+        snprintf(again[n++], sizeof again[0], "\"fence\":%lld,", fences[i]);
+        snprintf(again[n++], sizeof again[0], "data: {\"name\":\"rapid\",\"holders\":0}");
+    }
+    t0 = h_now_ms();
+    while (count_in("rapid-b", "event: state") < n && h_now_ms() - t0 < 3000) h_sleep_ms(5);
+    CHECK_EQ_INT(count_in("rapid-b", "event: state"), n); /* 30 missed + 10 new */
+    CHECK(in_order("rapid-b", again, n));
+    CHECK_EQ_INT(count_in("rapid-b", "event: gap"), 0);
+    reap(b);
+}
+
+/* Resumed with Last-Event-ID: nothing repeated when it is the last change,
+ * the next change when it comes; an id the log no longer holds: a gap
+ * event, then the current state. */
+static void test_watch_stream(void) {
+    pid_t a = watch("/v1/locks/watched", NULL, "watch-a");
+    CHECK(wait_for("watch-a", "event: state\ndata: {\"name\":\"watched\",\"holders\":0}", 5000) >=
+          0);
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/watched", NULL, "{}", NULL);
     CHECK_EQ_INT(r.status, 201);
     long long fence = h_jint(&r, "fence");
-    char token[64], want[64];
+    char token[64], want[64], id[48];
     snprintf(token, sizeof token, "%s", h_token(&r));
     h_resp_free(&r);
-    snprintf(want, sizeof want, "id: %lld\nevent: state", fence);
+    snprintf(want, sizeof want, "\"fence\":%lld,", fence);
     CHECK(wait_for("watch-a", want, 2000) >= 0);
     r = h_http("DELETE", gw.port, "/v1/locks/watched", token, NULL, NULL);
     h_resp_free(&r);
-    CHECK(count_in("watch-a", "event: state") >= 2);
     long long t0 = h_now_ms();
     while (count_in("watch-a", "event: state") < 3 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
     CHECK_EQ_INT(count_in("watch-a", "event: state"), 3); /* free, held, free */
+    nth_id("watch-a", 3, id);
     reap(a);
-    /* Resumed at the current id (0: free): the next event is the next change. */
-    snprintf(cmd, sizeof cmd,
-             "exec curl -sN -H 'Accept: text/event-stream' -H 'Last-Event-ID: 0' "
-             "http://127.0.0.1:%d/v1/locks/watched > %s/watch-b 2>&1",
-             gw.port, dir);
-    pid_t b = h_spawn(cmd, NULL);
-    /* Two heartbeats: the stream has read the state at least twice, and
-     * sent nothing (the id was current). */
+    /* Resumed at the last id: the next event is the next change. */
+    pid_t b = watch("/v1/locks/watched", id, "watch-b");
+    /* Two heartbeats: the stream has read the log at least twice, and
+     * sent nothing (the id was the last). */
     long long t1 = h_now_ms();
     while (count_in("watch-b", ":\n") < 2 && h_now_ms() - t1 < 3000) h_sleep_ms(5);
     CHECK(count_in("watch-b", ":\n") >= 2);
@@ -361,20 +465,36 @@ static void test_watch_stream(void) {
     r = h_http("POST", gw.port, "/v1/locks/watched", NULL, "{}", NULL);
     fence = h_jint(&r, "fence");
     h_resp_free(&r);
-    snprintf(want, sizeof want, "id: %lld\nevent: state", fence);
+    snprintf(want, sizeof want, "\"fence\":%lld,", fence);
     CHECK(wait_for("watch-b", want, 2000) >= 0);
     CHECK_EQ_INT(count_in("watch-b", "event: state"), 1);
     CHECK_EQ_INT(count_in("watch-b", "event: gap"), 0);
     reap(b);
     /* Resumed at an id that is gone: a gap, then the current state. */
-    snprintf(cmd, sizeof cmd,
-             "exec curl -sN -H 'Accept: text/event-stream' -H 'Last-Event-ID: 12345' "
-             "http://127.0.0.1:%d/v1/locks/watched > %s/watch-c 2>&1",
-             gw.port, dir);
-    pid_t c = h_spawn(cmd, NULL);
+    pid_t c = watch("/v1/locks/watched", "12345-0", "watch-c");
     CHECK(wait_for("watch-c", want, 2000) >= 0);
     CHECK(wait_for("watch-c", "event: gap", 10) >= 0);
     reap(c);
+    /* Not an id: refused. */
+    pid_t d = watch("/v1/locks/watched", "x1", "watch-d");
+    CHECK(wait_for("watch-d", "\"status\":400", 2000) >= 0);
+    reap(d);
+}
+
+/* A lease's end is a change too: the stream's timer finds it and logs it. */
+static void test_watch_expiry(void) {
+    pid_t a = watch("/v1/locks/expiring", NULL, "exp-a");
+    CHECK(wait_for("exp-a", "\"holders\":0}", 5000) >= 0);
+    struct h_resp r = h_http("POST", gw.port, "/v1/locks/expiring", NULL, "{\"ttl_ms\":300}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    CHECK(wait_for("exp-a", "\"holders\":1,", 2000) >= 0);
+    long long t0 = h_now_ms();
+    while (count_in("exp-a", "\"holders\":0}") < 2 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
+    CHECK_EQ_INT(count_in("exp-a", "\"holders\":0}"), 2);
+    fprintf(stderr, "    expiry of a 300 ms lease streamed %lld ms after the grant was seen\n",
+            h_now_ms() - t0);
+    reap(a);
 }
 
 int main(int argc, char **argv) {
@@ -391,6 +511,8 @@ int main(int argc, char **argv) {
     RUN_SOME(test_one_session_per_ttl);
     RUN_SOME(test_semaphore_and_errors);
     RUN_SOME(test_watch_stream);
+    RUN_SOME(test_watch_every_change);
+    RUN_SOME(test_watch_expiry);
     RUN_SOME(test_redis_loss_lost);
     RUN_SOME(test_quorum_mode);
     RUN_SOME(test_silent_host);
