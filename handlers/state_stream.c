@@ -25,14 +25,14 @@
 #define ID_MAX   48
 
 struct state_stream {
-    struct waiter w;          /* watches the name (first) */
-    struct gw_request *req;   /* the stream's request */
-    char hash[HOLD_KEY_MAX];  /* the name's hash */
+    struct waiter w;            /* watches the name (first) */
+    struct gw_request *req;     /* the stream's request */
+    char hash[HOLD_KEY_MAX];    /* the name's hash */
     char log[HOLD_KEY_MAX + 8]; /* its change log, <hash>:log */
-    char key[HOLD_KEY_MAX];   /* "lock:NAME", as published */
-    char after[ID_MAX];       /* the last entry sent ("": none yet) */
-    state_stream_fn fn;       /* what to send for a state */
-    void *arg;                /* fn's */
+    char key[HOLD_KEY_MAX];     /* "lock:NAME", as published */
+    char after[ID_MAX];         /* the last entry sent ("": none yet) */
+    state_stream_fn fn;         /* what to send for a state */
+    void *arg;                  /* fn's */
     void (*free_arg)(void *);
     int calls;  /* watch_log.lua calls under way */
     int orphan; /* the request was freed: the answer frees this */
@@ -172,8 +172,7 @@ static void attempt(struct state_stream *s) {
     snprintf(mark, sizeof mark, "%d", MARK_MS);
     snprintf(max, sizeof max, "%d", READ_MAX);
     const char *argv[] = {s->hash, s->log, s->after, mark, max};
-    size_t lens[5] = {strlen(s->hash), strlen(s->log), strlen(s->after), strlen(mark),
-                      strlen(max)};
+    size_t lens[5] = {strlen(s->hash), strlen(s->log), strlen(s->after), strlen(mark), strlen(max)};
     s->calls++;
     s->w.seen_seq = waiters_release_seq();
     backend->eval(SCRIPT_WATCH_LOG, 2, 5, argv, lens, read_done, read_all_done, s);

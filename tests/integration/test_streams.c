@@ -390,8 +390,7 @@ static long long acquire_release(const char *path) {
  * exactly the changes it missed, in order, and nothing twice. */
 static void test_watch_every_change(void) {
     pid_t a = watch("/v1/locks/rapid", NULL, "rapid-a");
-    CHECK(wait_for("rapid-a", "event: state\ndata: {\"name\":\"rapid\",\"holders\":0}", 5000) >=
-          0);
+    CHECK(wait_for("rapid-a", "event: state\ndata: {\"name\":\"rapid\",\"holders\":0}", 5000) >= 0);
     char want[41][96];
     long long fences[30];
     snprintf(want[0], sizeof want[0], "data: {\"name\":\"rapid\",\"holders\":0}");
