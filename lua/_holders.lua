@@ -171,7 +171,15 @@ local function load(key, flat)
           dead_x = true
         end
       end
-      if hd.exp > now then f, st.xtoken = tok, tok end
+      if hd.exp > now then
+        f, st.xtoken = tok, tok
+      elseif tok ~= '' and not dead_x then
+        -- Its lease ended: found once (x becomes an ended record, its
+        -- lock-delay kept in dl below), so the end is announced and logged
+        -- as a change, once.
+        redis.call('HSET', key, 'x', struct.pack(X_HEAD, '', 0, hd.fence, 0, 0))
+        dead_x = true
+      end
     elseif string.byte(f, 1) == 33 then -- '!': forced out
       local until_ = tonumber(v)
       if until_ > now then
@@ -277,9 +285,11 @@ end
 -- never outlives its watchers by long.
 local LOG_KEEP = 64
 
-local function log_change(key, st, unlogged)
-  local e = {'XADD', key .. ':log', 'MAXLEN', '~', LOG_KEEP, '*', 'a', st.alive}
+-- Appends st to the log at key (a name's, or a prefix's with the name).
+local function log_change(key, st, unlogged, name, keep)
+  local e = {'XADD', key, 'MAXLEN', '~', keep or LOG_KEEP, '*', 'a', st.alive}
   if unlogged then e[#e + 1], e[#e + 2] = 'u', 1 end
+  if name then e[#e + 1], e[#e + 2] = 'n', name end
   if st.alive > 0 then
     local first, maxfence, maxexp = nil, 0, 0
     for _, h in pairs(st.holders) do
@@ -331,6 +341,42 @@ local function announce(key)
   publish(live_channel or (p .. 'released'), k .. ':' .. n)
 end
 
+-- ---- prefix streams -------------------------------------------------------
+-- A prefix stream (GET /v1/locks?prefix= as an event stream) marks its
+-- prefix in <prefix>pw (_layout.lua, pw_of) while it lasts.  Each change
+-- of holder outside Redis Cluster reads that hash (one HGETALL, of a key
+-- that is absent while nobody streams a prefix) and, for each live mark
+-- the name falls under, appends the state with the name to the prefix's
+-- log <prefix>plog:KIND:PREFIX (capped near PREFIX_KEEP) and publishes
+-- "pfx:KIND:PREFIX" on the prefix's own channel <prefix>pfx:KIND:PREFIX,
+-- to which only gateways with a stream on that prefix subscribe.  So a
+-- change under a watched prefix costs an XADD and a PUBLISH per watched
+-- prefix it falls under, delivered to the gateways watching it; any other
+-- change one HGETALL of an absent key.  prefix_ok: this call may read pw
+-- (nil: when its release channel says it is not Redis Cluster, where pw
+-- is another slot's key; watch_log and watch_prefix set it).
+local PREFIX_KEEP = 1024
+local prefix_ok = nil
+
+local function prefix_changes(key, st)
+  local ok = prefix_ok
+  if ok == nil then ok = live_channel ~= nil and not string.find(live_channel, '{', 1, true) end
+  if not ok then return end
+  local p, k, n = string.match(key, '^(.*)(lock):{([^{]*)}$')
+  if not p then p, k, n = string.match(key, '^(.*)(sem):{([^{]*)}$') end
+  if not p then return end
+  local marks = redis.call('HGETALL', p .. 'pw')
+  if #marks == 0 then return end
+  local full = k .. ':' .. n
+  for i = 1, #marks, 2 do
+    local f = marks[i]
+    if tonumber(marks[i + 1]) > now and string.sub(full, 1, #f) == f then
+      log_change(p .. 'plog:' .. f, st, false, n, PREFIX_KEEP)
+      publish(p .. 'pfx:' .. f, 'pfx:' .. f)
+    end
+  end
+end
+
 -- Announces what changed since load() (or the last call), by the rule
 -- above; called by save_ttl, so every script that writes a hash keeps it.
 local function announce_changes(key, st)
@@ -348,7 +394,8 @@ local function announce_changes(key, st)
   if (left and (waiting or watched or st.loud)) or (joined and (watched or (room and waiting))) then
     announce(key)
   end
-  if (left or joined) and st.lg > now then log_change(key, st) end
+  if (left or joined) and st.lg > now then log_change(key .. ':log', st) end
+  if left or joined then prefix_changes(key, st) end
   st.before, st.freed = {}, false
   for t in pairs(st.holders) do st.before[t] = true end
 end

@@ -57,7 +57,8 @@ local flat = redis.call('HGETALL', KEYS[1])
 -- none of _holders.lua's functions made, and a bare integer for an answer
 -- (a table costs Redis more than a redis.call: bench/RESULTS.md).
 local short = #ARGV <= 3
-if short then
+-- (#ARGV 3: Redis Cluster's short form, where no prefix stream exists.)
+if short and (#ARGV == 3 or redis.call('EXISTS', pw_of(KEYS[1])) == 0) then
   local last = -1
   if #flat == 0 then
     last = 0

@@ -24,6 +24,7 @@
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
+prefix_ok = true -- never called in Redis Cluster mode (501)
 local hash, log, after, max = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[3])
 local st = load(hash)
 local until_ = now + tonumber(ARGV[2])
@@ -41,7 +42,7 @@ local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
 local want = st.alive > 0 and index_of(st) or 0
 local lf = last and fields(last[2])
 if not last or tonumber(lf.a) ~= st.alive or tonumber(lf.i or '0') ~= want then
-  local id = log_change(hash, st, true)
+  local id = log_change(hash .. ':log', st, true)
   last = redis.call('XRANGE', log, id, id)[1]
   lf = fields(last[2])
 end
