@@ -390,18 +390,17 @@ local kind_code = {x = 1, s = 2, p = 3}
 
 -- The fair queue: KEYS[2] a sorted set of waiter ids by arrival (Redis
 -- microseconds), KEYS[3] a hash of their deadlines.  A waiter id is
--- "<gateway id>.<n>", and each gateway keeps <prefix>gw:<gateway id> alive
--- with a short TTL (server/liveness.c), one key per gateway however many
--- waiters it has.  An entry is dropped when it reaches the head and its
--- deadline has passed or its gateway's key is gone: a waiter whose gateway
--- died or lost Redis holds up the queue for at most that TTL, whatever its
--- wait_ms.  One that gives up is removed at once (dequeue.lua).
--- queue_dropped counts the entries dropped for a dead gateway, for the
--- gateway's metric.
+-- "<gateway id>.<n>", and each gateway says it is alive in a liveness hash
+-- (server/liveness.c, lua/liveness.lua): a field per gateway valued with
+-- the end of its liveness (ms, Redis's clock), renewed every third of a
+-- short TTL, one field per gateway however many waiters it has.  An entry
+-- is dropped when it reaches the head and its deadline has passed or its
+-- gateway's field has ended: a waiter whose gateway died or lost Redis
+-- holds up the queue for at most that TTL, whatever its wait_ms.  One that
+-- gives up is removed at once (dequeue.lua).  queue_dropped counts the
+-- entries dropped for a dead gateway, for the gateway's metric.
 local queue_dropped = 0
 
--- <prefix>gw: from KEYS[1], <prefix>lock:{name} or <prefix>sem:{name}
--- (names hold no '{'), so callers pass no extra argument.
 -- KEYS[1] is <prefix><kind>:{<name>}, kind lock or sem (handlers/holds.c
 -- hold_keys): its parts, for the keys and the release channel a script
 -- derives rather than take as arguments.
@@ -411,21 +410,19 @@ local function key_parts()
   return p or '', k or '', n or ''
 end
 
--- How long gateway gw stays alive (ms), -2 when it is gone.  Outside
--- Redis Cluster its key is <prefix>gw:<gw> (one master holds every key,
--- or every master its own copy).  In Redis Cluster mode it is a field of
--- the slot's hash <prefix>gw{<tag>} (server/liveness.c, lua/liveness.lua),
--- the tag being the one of the slot's release channel, which the script
--- sets in live_channel before queue_head; the caller declares that hash
--- among its KEYS (liveness_hash_for), and reading it undeclared is an
--- error here rather than a refusal by Redis only while the slot migrates.
+-- How long gateway gw stays alive (ms), -2 when it is gone.  Its liveness
+-- is a field of <prefix>gw<tag>, the tag being the one of the call's
+-- release channel (live_channel, set before queue_head): in Redis Cluster
+-- mode the slot's "{...}", so there is one hash per slot; in the other
+-- modes none, so one hash, <prefix>gw (on every master in quorum mode).
+-- Every mode's caller declares it among its KEYS (liveness_hash_for), so
+-- no script reads a key it did not declare: reading it undeclared is an
+-- error here, in every mode, not only a refusal by Redis Cluster while
+-- the slot migrates.
 local live_hash = nil
 local function gateway_left(gw)
-  local tag = live_channel and string.match(live_channel, '({[^{}]*})$')
-  if not tag then
-    return redis.call('PTTL', (key_parts()) .. 'gw:' .. gw)
-  end
   if not live_hash then
+    local tag = live_channel and string.match(live_channel, '({[^{}]*})$') or ''
     local want = (key_parts()) .. 'gw' .. tag
     for i = 1, #KEYS do
       if KEYS[i] == want then live_hash = want end

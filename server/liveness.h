@@ -37,12 +37,12 @@ void liveness_init(const struct gw_config *cfg);
  * calling worker's Redis connections. */
 void liveness_turn_hook(void *arg, int64_t now_ms);
 
-/* Redis Cluster mode: writes into out (cap bytes) the liveness hash of the
- * slot of key (a lock's or semaphore's hash), which a script that judges
- * that key's fair queue declares among its KEYS; returns 1.  Other modes:
- * returns 0 (the per-gateway keys live on every master). */
+/* Writes into out (cap bytes) the liveness hash that judges the fair
+ * queue of key (a lock's or semaphore's hash), which a script that may
+ * read that queue's head declares among its KEYS: in cluster mode the
+ * slot's, <prefix>gw{<tag>}; in the other modes the one hash, <prefix>gw. */
 #define LIVENESS_HASH_MAX 320 /* room for a liveness hash's name */
-int liveness_hash_for(const char *key, char *out, size_t cap);
+void liveness_hash_for(const char *key, char *out, size_t cap);
 
 /* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
  * life; any thread. */

@@ -69,10 +69,10 @@ int main(int argc, char **argv) {
     }
     metrics_add_text(auth_metrics_text);
 
-    /* A test hook: Redis Cluster mode with every script's key access
-     * checked (server/scripts.h, lua/keycheck.lua). */
+    /* A test hook: every script's key access checked, in every mode
+     * (server/scripts.h, lua/keycheck.lua). */
     const char *keycheck = getenv("LOCKGATE_TEST_KEYCHECK");
-    scripts_init(cfg.ncluster && keycheck && strcmp(keycheck, "1") == 0);
+    scripts_init(keycheck && strcmp(keycheck, "1") == 0);
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);

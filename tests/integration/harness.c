@@ -53,9 +53,11 @@ static void harness_init(void) {
     static int done;
     if (done) return;
     done = 1;
-    /* Every gateway a test starts in Redis Cluster mode runs its scripts
-     * behind lua/keycheck.lua: a script touching a key it did not declare
-     * fails (503), whatever slot is migrating (server/scripts.h). */
+    /* Every gateway a test starts, in every mode (single, Sentinel,
+     * quorum, Redis Cluster), runs its scripts behind lua/keycheck.lua: a
+     * script touching a key it did not declare fails (503), whatever slot
+     * is migrating and whether or not Redis would have let it
+     * (server/scripts.h). */
     setenv("LOCKGATE_TEST_KEYCHECK", "1", 0);
     atexit(cleanup);
     signal(SIGABRT, on_fatal);
