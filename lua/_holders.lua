@@ -98,27 +98,26 @@ end
 
 -- ---- sessions -------------------------------------------------------------
 -- A session is one hash, <prefix>session:{<token>}: e its end (ms, Redis's
--- clock), t its ttl, d its lock-delay, o its owner, and one field per hold
--- it carries (the hold's hash key, valued with the hold's token).  Its
--- PEXPIRE lies d past e, or further when a hold it carries has a longer
--- lock-delay of its own (acquire.lua, session_renew.lua), so a hold whose
--- session ran out still finds its session's end and the lock-delay to
--- apply: the session's or its own, the longer.
+-- clock), t its ttl, d its lock-delay, o its owner, k its API key, and one
+-- field per hold it carries (the hold's hash key, valued with the hold's
+-- token).  It expires d past e.
 --
--- A session-bound hold's liveness is the session's end, read here from a
--- key the caller did not declare in KEYS (only the acquire that binds a
--- hold declares its session).  That is allowed where one master holds
--- every key (single, Sentinel) or every master holds its own copy of every
--- key (quorum), so the key is always local.
+-- A session-bound hold carries its session's lease itself, in every mode
+-- (h.carried): its record's lease end is the session's end and its
+-- lock-delay the session's or its own, the longer (acquire.lua reads both
+-- from the session's key where it declares it, one master holding both;
+-- in Redis Cluster the gateway reads them first).  Renewals push the new
+-- end to every hold, its hash declared (session_slot.lua,
+-- handlers/sessions_fan.c).  So its expiry is seen in the lock's own hash,
+-- like any lease's, and no script on a lock reads the session's key:
+-- every script touches only keys it declares (Redis Cluster refuses
+-- anything else while a slot migrates; the tests refuse it in every mode,
+-- lua/keycheck.lua).
 --
--- Redis Cluster puts the session's key and a hold's hash in different
--- slots, and a script may touch one.  There the hold carries the session's
--- lease itself (h.carried): its record's lease end is a real time, the
--- session's end as the gateway read it from the session's slot, and its
--- lock-delay the session's; renewals push the new end to every hold, one
--- script per slot (session_slot.lua, handlers/sessions_cluster.c).  Such
--- a record is never read against the session's key: its expiry is seen in
--- the lock's own slot, like any lease's.
+-- Records written before that (their lease end SESSION_EXP, _layout.lua)
+-- still read their session's end from its key, undeclared: legal on one
+-- master or in quorum mode, where they were written, and only until they
+-- end (session_state below).
 local session_cache = {}
 
 local function session_key(hkey, tok)
@@ -126,8 +125,8 @@ local function session_key(hkey, tok)
   return p .. 'session:{' .. tok .. '}'
 end
 
--- The session's end, lock-delay and horizon (SESSION_HORIZON_MS; 0, 0, 0
--- when it is gone).
+-- A record from before carried leases: its session's end, lock-delay and
+-- horizon (SESSION_HORIZON_MS; 0, 0, 0 when it is gone).
 local function session_state(hkey, tok)
   local c = session_cache[tok]
   if not c then

@@ -1,10 +1,10 @@
 /* liveness.c -- see liveness.h.
  *
  * Renewing every third of the TTL lets two renewals in a row fail or come
- * late before the key lapses, so a gateway that is merely slow keeps its
+ * late before the field lapses, so a gateway that is merely slow keeps its
  * waiters' places.  A renewal that fails needs no retry of its own: it
  * fails because the connection is down or was dropped for a timeout, and
- * the next connection sets the key before anything else (the prelude). */
+ * the next connection sets the field before anything else (the prelude). */
 #include "server/liveness.h"
 #include "common/alloc.h"
 #include "server/cluster.h"
@@ -32,7 +32,7 @@ static void ignore_one(void *arg, const struct redis_result *res) {}
 static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 
 /* The workers take turns: worker slot i renews at i periods, then every
- * `workers` periods, so the gateway as a whole still sends one SET every
+ * `workers` periods, so the gateway as a whole still sends one renewal every
  * third of the TTL.  A worker whose loop stalled (its last turn was more
  * than a period ago: SIGSTOP, an overloaded host) renews at once, on its own
  * connection, so its renewal goes out ahead of its own waiters' attempts. */

@@ -817,6 +817,14 @@ static void relay_close(struct h_relay *r, int i) {
     r->a[i] = r->b[i] = -1;
 }
 
+/* Whether buf[0..len) contains s. */
+static int contains(const char *buf, size_t len, const char *s) {
+    size_t n = strlen(s);
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(buf + i, s, n) == 0) return 1;
+    return 0;
+}
+
 static void *relay_main(void *arg) {
     struct h_relay *r = arg;
     static __thread char buf[65536];
@@ -860,6 +868,12 @@ static void *relay_main(void *arg) {
                 to = idx[k] % 2 ? r->a[i] : r->b[i];
             if (r->held[i] || r->a[i] < 0) continue;
             ssize_t got = read(from, buf, sizeof buf);
+            const char *on = r->hold_on;
+            if (got > 0 && on && from == r->a[i] && contains(buf, (size_t)got, on)) {
+                r->held[i] = 1; /* these bytes are lost, and the connection held */
+                r->hold_on = NULL;
+                continue;
+            }
             if (got <= 0 || write(to, buf, (size_t)got) != got) relay_close(r, i);
         }
     }
@@ -884,6 +898,8 @@ int h_relay_start(struct h_relay *r, int target_port) {
     }
     return pthread_create(&r->th, NULL, relay_main, r) == 0 ? 0 : -1;
 }
+
+void h_relay_hold_on(struct h_relay *r, const char *s) { r->hold_on = s; }
 
 void h_relay_hold(struct h_relay *r) {
     r->hold = 1;

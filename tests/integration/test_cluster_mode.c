@@ -1066,11 +1066,11 @@ static void test_session_replica_ack(void) {
     char cmd[200];
     snprintf(cmd, sizeof cmd, "HLEN lockgate:session:{%s}", sess);
     long long fields = -1;
-    for (int i = 0; i < 50 && fields != 5 + 6; i++, h_sleep_ms(20)) {
+    for (int i = 0; i < 50 && fields != 4 + 6; i++, h_sleep_ms(20)) {
         const char *out = h_redis_cli(&cl, cmd);
         fields = out ? atoll(out) : -1;
     }
-    CHECK_EQ_INT(fields, 5 + 6); /* e t d o h, and the six held */
+    CHECK_EQ_INT(fields, 4 + 6); /* e t d o, and the six held */
     r = h_http("PATCH", g.port, loc, NULL, "{\"ttl_ms\":20000}", NULL);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(h_jint(&r, "holds"), 6);
