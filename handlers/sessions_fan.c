@@ -2,8 +2,9 @@
  *
  *   PATCH    session_renew.lua moves the session's end and lists its
  *            holds; then session_slot.lua p moves every hold's end.  The
- *            cost: 1 + (calls) writes, not one: one call outside Cluster,
- *            one per slot used in Cluster (bench/RESULTS.md).  A call that
+ *            cost: 1 + N keys written, in 1 + (calls) scripts: one call per
+ *            FAN_CHUNK holds outside Cluster, one per slot used in Cluster
+ *            (bench/RESULTS.md).  A call that
  *            fails makes it 503: the holds there may end at the old time.
  *   DELETE   session_end.lua ends the session's key and lists its holds;
  *            session_slot.lua r releases them, publishing on the release
@@ -41,11 +42,17 @@
 
 #define SKEY_MAX (GW_PREFIX_MAX + TOKEN_MAX_LEN + 16)
 
+/* Holds per call outside Cluster mode: a script runs alone on its master,
+ * so a session of thousands of holds is pushed in calls of this many (all
+ * in flight at once), each about a millisecond of Redis's time, rather
+ * than one that keeps every other client waiting for the whole. */
+#define FAN_CHUNK 100
+
 struct session_hold {
     char *what;  /* "lock:NAME" or "sem:NAME", as the session lists it */
     char *token; /* the hold's token */
     char *key;   /* its hash, <prefix>lock:{NAME} */
-    int slot;    /* the key's hash slot (cluster mode), else 0: one call */
+    int slot;    /* the key's hash slot (cluster mode), else its chunk: one call each */
     int held;    /* masters that found it held by the session */
     int gone;    /* no master holds it: taken off the session */
 };
@@ -254,7 +261,8 @@ void sessions_fan(struct gw_request *req, const struct redis_result *results, in
             h->what = alloc_copy(what->str, what->len);
             h->token = alloc_copy(tok->str, tok->len);
             h->key = alloc_copy(k.hash, strlen(k.hash));
-            h->slot = backend->per_slot ? cluster_key_slot(k.hash, strlen(k.hash)) : 0;
+            h->slot = backend->per_slot ? cluster_key_slot(k.hash, strlen(k.hash))
+                                        : (f->n - 1) / FAN_CHUNK;
         }
     }
     if (f->n == 0) {

@@ -6,8 +6,8 @@
  * declare: the session's scripts (session_renew.lua, session_end.lua,
  * session_read.lua) act on the session's key and list its holds, and this
  * then runs session_slot.lua on the listed holds' hashes, declared: one
- * call per hash slot in Redis Cluster mode, one call for them all in the
- * other modes, on every master in quorum mode. */
+ * call per hash slot in Redis Cluster mode, one call per hundred holds in
+ * the other modes (on every master in quorum mode). */
 #ifndef LOCKGATE_SESSIONS_FAN_H
 #define LOCKGATE_SESSIONS_FAN_H
 

@@ -1,8 +1,8 @@
 #!lua flags=allow-oom,allow-cross-slot-keys
 -- session_slot.lua: act on a session's holds, their hashes declared
 -- (handlers/sessions_fan.c: in Redis Cluster mode once per slot the
--- session's holds use, all slots at once; in the other modes once for all
--- of them, on every master in quorum mode).  Each hold carries the
+-- session's holds use, all slots at once; in the other modes once per
+-- hundred holds, on every master in quorum mode).  Each hold carries the
 -- session's lease itself (_holders.lua, sessions).
 --
 -- KEYS     the holds' hashes (in Redis Cluster, all in one slot)
