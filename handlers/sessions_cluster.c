@@ -1,61 +1,40 @@
-/* sessions_cluster.c -- sessions in Redis Cluster mode.
+/* sessions_cluster.c -- a session-bound acquire in Redis Cluster mode.
  *
  * A session's key (<prefix>session:{token}) and its holds' hashes
  * (<prefix>lock:{name}) hash to different slots, and a script may touch
- * one slot.  So in cluster mode a session-bound hold carries the session's
- * lease itself: its record's lease end is the session's end and its
- * lock-delay the session's (lua/_holders.lua, "sessions").  Its expiry is
- * then observed in the lock's own slot, by the lock's own lease, exactly
- * as any lease's: the next acquire finds it ended, waiters' retry hints
- * point at that end, and the session's lock-delay applies because the hold
- * ended by expiry.  The session's key still lists its holds.
+ * one slot.  A session-bound hold carries the session's lease itself, in
+ * every mode (lua/_holders.lua, "sessions"); outside Cluster acquire.lua
+ * reads the session's end and lock-delay from the session's key, which it
+ * declares.  Here it cannot, so:
  *
- *   acquire  1. session_bind.lua r in the session's slot: live, and for
- *               how long (else 404 session_not_found);
- *            2. acquire.lua in the lock's slot, lease = that time left;
- *            3. session_bind.lua b: list the hold in the session.  The
- *               session gone by then (a DELETE raced) gives the hold back.
- *            A crash between 2 and 3 leaves a hold the session does not
- *            list, whose lease ends no later than the session would have
- *            without renewal, and whose client never got an answer.  A
- *            listed hold that does not exist (released, expired) is
- *            skipped by GET, PATCH and DELETE and then taken off the list.
- *   PATCH    session_renew.lua in its slot moves the session's end and
- *            lists its holds; then session_slot.lua p moves every hold's
- *            end, one call per slot that has holds, all in flight at once
- *            (auto-pipelined per master).  The cost: 1 + (slots used)
- *            writes, not one (bench/RESULTS.md).  A master that does not
- *            answer makes it 503: the holds there may end at the old time.
- *   DELETE   session_end.lua ends the session's key and lists its holds;
- *            session_slot.lua r releases them per slot, publishing on the
- *            slot's shard channel (SPUBLISH) so waiters wake.
- *   GET      session_read.lua, then session_slot.lua c per slot: only
- *            holds that are still held are listed.
+ *   1. session_bind.lua r in the session's slot: live, and for how long
+ *      (else 404 session_not_found);
+ *   2. acquire.lua in the lock's slot, lease = that time left, lock-delay
+ *      the session's or the hold's own, the longer;
+ *   3. session_bind.lua b: list the hold in the session.  The session gone
+ *      by then (a DELETE raced) gives the hold back.
+ *
+ * A crash between 2 and 3 leaves a hold the session does not list, whose
+ * lease ends no later than the session would have without renewal, and
+ * whose client never got an answer.  A renewal, end or read of the
+ * session reaches its holds slot by slot (sessions_fan.c).
  *
  * Times cross masters as durations, never as clock readings: each master
- * computes an end from its own clock, and the hold's end comes at most one
- * round trip after the session's (later, never sooner). */
+ * computes an end from its own clock. */
 #include "handlers/sessions_cluster.h"
 #include "common/alloc.h"
-#include "common/token.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
-#include "handlers/session_ref.h"
 #include "handlers/holds.h"
 #include "handlers/verdict.h"
-#include "server/cluster.h"
-#include "server/liveness.h"
 #include "server/metrics.h"
 #include "server/redis.h"
 #include "server/request.h"
 
-#include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define SKEY_MAX (GW_PREFIX_MAX + TOKEN_MAX_LEN + 16)
 
 static long long int_at(const struct redis_result *res, size_t i) {
     const redisReply *r = res->reply;
