@@ -690,6 +690,38 @@ static void test_lockctl_session(void) {
 /* Quorum mode (three masters): a session lives on every master; a bound
  * hold outlives a master's loss; DELETE frees it; multi-lock all or
  * nothing. */
+/* Quorum mode: masters may list different holds in their copies of a
+ * session (a grant a minority refused).  m[0], the first master, holds the
+ * name for another client, so the bound grant comes from m[1] and m[2]
+ * and m[0]'s session lists nothing.  A renewal must still reach the hold
+ * (the masters' lists are joined, sessions_fan.c): past the session's
+ * first end the name is still held on the quorum, so another client gets
+ * 409, and the session still lists the hold. */
+static void quorum_lists_joined(int port, struct h_redis *m) {
+    const char *busy = "EVAL \"local t = redis.call('TIME') local now = t[1] * 1000 + "
+                       "math.floor(t[2] / 1000) redis.call('HSET', KEYS[1], 'x', "
+                       "struct.pack('<sI4I7I6I4', 'Other000000000000000000', 1, 5, now + 60000, "
+                       "60000)) redis.call('PEXPIRE', KEYS[1], 70000)\" 1 'lockgate:lock:{qu1}'";
+    h_redis_cli(&m[0], busy);
+    struct h_resp r = h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":1500}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char s[160], loc[200], held[160];
+    snprintf(s, sizeof s, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    long long t0 = h_now_ms();
+    CHECK_EQ_INT(bound_acquire(port, "/v1/locks/qu1", s, NULL, held, NULL), 201);
+    CHECK_EQ_INT(status_of("PATCH", port, loc, NULL, "{\"ttl_ms\":5000}"), 200);
+    while (h_now_ms() < t0 + 1500 + 300) h_sleep_ms(20); /* past the session's first end */
+    CHECK_EQ_INT(status_of("POST", port, "/v1/locks/qu1", NULL, "{}"), 409);
+    r = h_http("GET", port, loc, NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && strstr(r.body, held) != NULL);
+    h_resp_free(&r);
+    CHECK_EQ_INT(status_of("DELETE", port, loc, NULL, NULL), 200);
+    h_redis_cli(&m[0], "DEL 'lockgate:lock:{qu1}'");
+}
+
 static void test_quorum_mode(void) {
     struct h_redis m[3];
     struct h_gw q = {0};
@@ -700,6 +732,7 @@ static void test_quorum_mode(void) {
              m[1].port, m[2].port);
     CHECK(h_gw_up(&q, &m[0], flags) == 0);
     h_sleep_ms(300);
+    quorum_lists_joined(q.port, m);
     struct h_resp r = h_http("POST", q.port, "/v1/sessions", NULL, "{\"ttl_ms\":1500}", NULL);
     CHECK_EQ_INT(r.status, 201);
     char s[160], hdr[200], loc[200], held[160];
