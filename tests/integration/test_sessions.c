@@ -703,7 +703,7 @@ static void quorum_lists_joined(int port, struct h_redis *m) {
                        "struct.pack('<sI4I7I6I4', 'Other000000000000000000', 1, 5, now + 60000, "
                        "60000)) redis.call('PEXPIRE', KEYS[1], 70000)\" 1 'lockgate:lock:{qu1}'";
     h_redis_cli(&m[0], busy);
-    struct h_resp r = h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":1500}", NULL);
+    struct h_resp r = h_http("POST", port, "/v1/sessions", NULL, "{\"ttl_ms\":2500}", NULL);
     CHECK_EQ_INT(r.status, 201);
     char s[160], loc[200], held[160];
     snprintf(s, sizeof s, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
@@ -711,8 +711,8 @@ static void quorum_lists_joined(int port, struct h_redis *m) {
     snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
     long long t0 = h_now_ms();
     CHECK_EQ_INT(bound_acquire(port, "/v1/locks/qu1", s, NULL, held, NULL), 201);
-    CHECK_EQ_INT(status_of("PATCH", port, loc, NULL, "{\"ttl_ms\":5000}"), 200);
-    while (h_now_ms() < t0 + 1500 + 300) h_sleep_ms(20); /* past the session's first end */
+    CHECK_EQ_INT(status_of("PATCH", port, loc, NULL, "{\"ttl_ms\":6000}"), 200);
+    while (h_now_ms() < t0 + 2500 + 300) h_sleep_ms(20); /* past the session's first end */
     CHECK_EQ_INT(status_of("POST", port, "/v1/locks/qu1", NULL, "{}"), 409);
     r = h_http("GET", port, loc, NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
