@@ -16,6 +16,7 @@
 #include "server/keygen.h"
 #include "server/metrics.h"
 #include "server/tls.h"
+#include "server/redis_tls.h"
 #include "server/liveness.h"
 #include "server/log.h"
 #include "server/lossguard.h"
@@ -60,7 +61,8 @@ int main(int argc, char **argv) {
         log_set_format(cfg.log_format);
     }
     if (rc < 0 || (cfg.auth_file[0] && auth_load(cfg.auth_file, err, sizeof err) < 0) ||
-        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0) {
+        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0 ||
+        redis_tls_init(&cfg, err, sizeof err) < 0) {
         if (rc == 0 && cfg.log_format == LOG_JSON)
             log_error("lockgate: %s", err); /* every line of a JSON log is JSON */
         else
