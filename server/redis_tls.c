@@ -231,7 +231,11 @@ static void why_gnutls(struct redis_tls_link *k, int rc, const char *during) {
                rc == GNUTLS_E_PUSH_ERROR) {
         snprintf(k->why, sizeof k->why, "Redis closed the connection %s%s", during,
                  k->state == HANDSHAKE ? " (does that port serve TLS, and accept this client?)"
-                                       : "");
+                 : k->answered         ? ""
+                 : have_client_cert
+                     ? " right after the handshake (does it accept the client certificate?)"
+                     : " right after the handshake (does it ask for a client certificate? "
+                       "--redis-tls-cert and --redis-tls-key)");
     } else {
         snprintf(k->why, sizeof k->why, "TLS failed %s: %s%s", during, gnutls_strerror(rc),
                  k->state == HANDSHAKE ? " (is that port a TLS port? rediss:// needs one)" : "");
@@ -316,7 +320,12 @@ static void copy(struct redis_tls_link *k) {
                 memmove(k->out, k->out + n, k->out_len);
                 moved = 1;
             } else if (!k->send_blocked) {
-                why_gnutls(k, (int)n, "while sending");
+                /* Before any answer, Redis closing is usually its refusal
+                 * of us, sent as an alert after a TLS 1.3 handshake that
+                 * looked done (no client certificate): read it. */
+                ssize_t m = k->answered ? 0 : gnutls_record_recv(k->s, k->in, sizeof k->in);
+                why_gnutls(k, m == GNUTLS_E_FATAL_ALERT_RECEIVED ? (int)m : (int)n,
+                           "while sending");
                 fail(k);
                 return;
             }
