@@ -211,9 +211,14 @@ static void test_quorum(void) {
     snprintf(g.redis_url, sizeof g.redis_url, "rediss://127.0.0.1:%d", tp[0]);
     char flags[1024];
     snprintf(flags, sizeof flags,
-             "--workers 1 --redis rediss://127.0.0.1:%d --redis rediss://127.0.0.1:%d %s", tp[1],
-             tp[2], tls_flags());
-    CHECK_EQ_INT(h_gw_start(&g, &m[0], flags), 0);
+             "--workers 1 --redis rediss://127.0.0.1:%d --redis rediss://127.0.0.1:%d", tp[1],
+             tp[2]);
+    char env[512]; /* the settings' environment twins */
+    snprintf(env, sizeof env,
+             "env LOCKGATE_REDIS_TLS_CA=%s/ca.pem LOCKGATE_REDIS_TLS_CERT=%s/rclient.pem "
+             "LOCKGATE_REDIS_TLS_KEY=%s/rclient.key",
+             certs, certs, certs);
+    CHECK_EQ_INT(h_gw_start_env(&g, &m[0], flags, env), 0);
     CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_wait_release_ids(&g, "tls-quorum");
     for (int i = 0; i < 3; i++) CHECK(clients_on(&m[i], tp[i]) >= 1);
@@ -417,6 +422,17 @@ static void test_refusals(void) {
     CHECK_EQ_INT(h_log_count(&gi, "--redis-tls-insecure: Redis's TLS certificate is NOT verified"),
                  1);
     CHECK_EQ_INT(h_gw_stop(&gi, 5000), 0);
+    /* Their environment twins. */
+    struct h_gw ge = {0};
+    snprintf(ge.redis_url, sizeof ge.redis_url, "rediss://%s:%s@127.0.0.1:%d", USER, PW, tp);
+    snprintf(flags, sizeof flags, "--workers 1 %s", tls_flags());
+    CHECK_EQ_INT(h_gw_start_env(&ge, &r, flags,
+                                "env LOCKGATE_REDIS_TLS_INSECURE=1 "
+                                "LOCKGATE_REDIS_TLS_SERVER_NAME=other.example"),
+                 0);
+    CHECK_EQ_INT(h_wait_ready(ge.port, 10000), 0);
+    CHECK_EQ_INT(h_log_count(&ge, "NOT verified"), 1);
+    CHECK_EQ_INT(h_gw_stop(&ge, 5000), 0);
     /* A refused gateway becomes ready once Redis serves a good certificate,
      * without a restart, and /readyz stops naming the refusal. */
     struct h_gw gr = {0};
