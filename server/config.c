@@ -25,7 +25,7 @@ static void usage(void) {
            "                         (default 127.0.0.1:8080)\n"
            "  --redis URL            redis://[[user]:password@]host[:port][/db]\n"
            "                         [LOCKGATE_REDIS]; with a user, AUTH user password;\n"
-           "                         rediss://... for TLS (--redis-tls-*)\n"
+           "                         rediss://... for TLS (see --redis-tls-ca)\n"
            "                         (default redis://127.0.0.1:6379)\n"
            "                         Give it 3 or more times (or a comma-separated list)\n"
            "                         for quorum mode over independent masters (Redlock)\n"
@@ -142,6 +142,7 @@ int config_parse_endpoint(struct gw_endpoint *e, const char *s) {
     else if (strncmp(s, "redis://", 8) == 0)
         s += 8;
     if (config_parse_listen(&tmp, s) < 0 || tmp.listen_port == 0) return -1;
+    if (strpbrk(tmp.listen_host, "@/")) return -1; /* no login or path here */
     strcpy(e->host, tmp.listen_host);
     e->port = tmp.listen_port;
     e->tls = tls;
