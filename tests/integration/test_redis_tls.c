@@ -283,7 +283,8 @@ static void test_cluster(void) {
 
 /* A sentinel serving TLS (tls-port), talking TLS to the master
  * (tls-replication), which it names by its TLS port. */
-static int tls_sentinel_start(struct h_redis *s, int *tls_port, int master_tls_port) {
+static int tls_sentinel_start(struct h_redis *s, int *tls_port, int master_tls_port,
+                              int down_after_ms) {
     memset(s, 0, sizeof *s);
     strcpy(s->dir, "/tmp/lockgate-test-XXXXXX");
     if (!mkdtemp(s->dir)) return -1;
@@ -299,8 +300,9 @@ static int tls_sentinel_start(struct h_redis *s, int *tls_port, int master_tls_p
             "tls-ca-cert-file %s/ca.pem\ntls-auth-clients yes\ntls-replication yes\n"
             "sentinel resolve-hostnames no\n"
             "sentinel monitor tlsm 127.0.0.1 %d 1\n"
-            "sentinel down-after-milliseconds tlsm 5000\n",
-            s->port, s->dir, *tls_port, certs, certs, certs, master_tls_port);
+            "sentinel down-after-milliseconds tlsm %d\n"
+            "sentinel failover-timeout tlsm 10000\n",
+            s->port, s->dir, *tls_port, certs, certs, certs, master_tls_port, down_after_ms);
     fclose(f);
     char cmd[256], log[96];
     snprintf(cmd, sizeof cmd, "exec redis-sentinel '%s'", conf);
@@ -321,7 +323,7 @@ static void test_sentinel(void) {
     struct h_redis m, s;
     int mtp, stp = 0;
     CHECK_EQ_INT(tls_redis_start(&m, &mtp, "--tls-replication yes"), 0);
-    CHECK_EQ_INT(tls_sentinel_start(&s, &stp, mtp), 0);
+    CHECK_EQ_INT(tls_sentinel_start(&s, &stp, mtp, 5000), 0);
     struct h_gw g = {0}, g2 = {0};
     char flags[1024];
     snprintf(flags, sizeof flags,
@@ -346,6 +348,49 @@ static void test_sentinel(void) {
     CHECK_EQ_INT(h_gw_stop(&g2, 5000), 0);
     h_redis_kill(&s);
     h_redis_kill(&m);
+}
+
+/* A failover over TLS: the master killed, the sentinel promotes the
+ * replica (replicating over TLS) and announces it by its TLS port; the
+ * gateway follows to it over TLS and serves again. */
+static void test_sentinel_failover(void) {
+    struct h_redis m, rep, s;
+    int mtp, rtp, stp = 0;
+    CHECK_EQ_INT(tls_redis_start(&m, &mtp, "--tls-replication yes"), 0);
+    char more[128];
+    snprintf(more, sizeof more, "--tls-replication yes --replicaof 127.0.0.1 %d", mtp);
+    CHECK_EQ_INT(tls_redis_start(&rep, &rtp, more), 0);
+    CHECK_EQ_INT(h_replica_wait_link(&rep, 10000), 0);
+    CHECK_EQ_INT(tls_sentinel_start(&s, &stp, mtp, 1000), 0);
+    CHECK_EQ_INT(h_sentinel_wait_ready(&s, "tlsm", 0, 1, 15000), 0);
+    struct h_gw g = {0};
+    char flags[1024];
+    snprintf(flags, sizeof flags,
+             "--workers 1 --sentinel rediss://127.0.0.1:%d --sentinel-master tlsm %s", stp,
+             tls_flags());
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://127.0.0.1:1");
+    CHECK_EQ_INT(h_gw_start(&g, &m, flags), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
+    lock_wait_release_ids(&g, "tls-before-failover");
+    h_redis_kill(&m);
+    long long end = h_now_ms() + 20000;
+    while (h_sentinel_master_port(&s, "tlsm") != rtp && h_now_ms() < end) h_sleep_ms(50);
+    CHECK_EQ_INT(h_sentinel_master_port(&s, "tlsm"), rtp);
+    /* Served again: a lock granted (a 503 while the gateway moves). */
+    long status = 0;
+    for (end = h_now_ms() + 15000; status != 201 && h_now_ms() < end;) {
+        struct h_resp r =
+            h_http("POST", g.port, "/v1/locks/tls-probe", NULL, "{\"ttl_ms\":1000}", NULL);
+        status = r.status;
+        h_resp_free(&r);
+        if (status != 201) h_sleep_ms(50);
+    }
+    CHECK_EQ_INT(status, 201);
+    lock_wait_release_ids(&g, "tls-after-failover");
+    CHECK(clients_on(&rep, rtp) >= 2); /* the gateway's, on the new master's TLS port */
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_kill(&s);
+    h_redis_kill(&rep);
 }
 
 /* ---- refusals ----------------------------------------------------------------- */
@@ -500,6 +545,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_quorum);
     RUN_SOME(test_cluster);
     RUN_SOME(test_sentinel);
+    RUN_SOME(test_sentinel_failover);
     RUN_SOME(test_refusals);
     RUN_SOME(test_handshake_stall);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", certs);
