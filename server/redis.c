@@ -742,6 +742,11 @@ static void set_master(const char *host, int port) {
         return;
     }
     log_info("redis: sentinel names %s:%d as master '%s'", host, port, self->cfg.sentinel_master);
+    /* A re-ask still pending was about the old master (its refused
+     * connects): carried out now, it would drop the new master's fresh
+     * connections and fail what they carry (seen a second after a
+     * failover). */
+    self->reresolve = 0;
     snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
     snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
     n->cmd.port = n->sub.port = port;

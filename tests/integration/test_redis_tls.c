@@ -372,6 +372,14 @@ static void test_sentinel_failover(void) {
     CHECK_EQ_INT(h_gw_start(&g, &m, flags), 0);
     CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
     lock_wait_release_ids(&g, "tls-before-failover");
+    /* Everything written so far (the gateway's marker key too) reached the
+     * replica: else the promoted replica lacks the marker and the gateway
+     * rightly refuses grants for --max-lease-ms (lossguard.h). */
+    long long want = h_redis_info_int(&m, "replication", "master_repl_offset");
+    long long until = h_now_ms() + 5000;
+    while (h_redis_info_int(&rep, "replication", "slave_repl_offset") < want && h_now_ms() < until)
+        h_sleep_ms(10);
+    CHECK(h_redis_info_int(&rep, "replication", "slave_repl_offset") >= want);
     h_redis_kill(&m);
     long long end = h_now_ms() + 20000;
     while (h_sentinel_master_port(&s, "tlsm") != rtp && h_now_ms() < end) h_sleep_ms(50);
@@ -406,11 +414,6 @@ static void refused(struct h_redis *r, int tp, const char *flags, const char *wh
     CHECK_EQ_INT(h_gw_start(&g, r, all), 0);
     CHECK_EQ_INT(wait_refused(&g, why, 10000), 0);
     CHECK_EQ_INT(h_log_count(&g, why), 1); /* 5 connections failed; one line */
-    if (h_log_count(&g, why) != 1) {
-        char cp[256];
-        snprintf(cp, sizeof cp, "cp %s /tmp/rtls-failed.log", g.log);
-        if (system(cp)) {}
-    }
     check_no_secret(&g, PW);
     CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
     if (!check_cur_failed) unlink(g.log);
