@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define USER "tls-user"
@@ -533,6 +534,33 @@ static void test_handshake_stall(void) {
     close(fd);
 }
 
+/* Files that cannot serve stop the start (exit 2) with one line naming
+ * the setting, and never the key's content. */
+static void test_bad_files(void) {
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    struct {
+        const char *flags, *says;
+    } cases[] = {
+        {"--redis-tls-ca /nonexistent/ca.pem",                            "--redis-tls-ca /nonexistent/ca.pem: "            },
+        {"--redis-tls-ca %s/rclient.key",                                 "no certificate in it"                            },
+        {"--redis-tls-cert %s/rclient.pem",                               "--redis-tls-cert and --redis-tls-key go together"},
+        {"--redis-tls-cert %s/rclient.pem --redis-tls-key %s/server.key", "do not match"                                    },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[512], cmd[1024], out[1024] = "";
+        snprintf(flags, sizeof flags, cases[i].flags, certs, certs);
+        snprintf(cmd, sizeof cmd, "%s/lockgate --redis rediss://127.0.0.1:1 %s 2>&1", build, flags);
+        FILE *p = popen(cmd, "r");
+        size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+        out[n] = '\0';
+        int st = p ? pclose(p) : -1;
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+        CHECK(strstr(out, cases[i].says) != NULL);
+        CHECK(!strstr(out, "PRIVATE KEY"));
+        CHECK(strchr(out, '\n') == out + strlen(out) - 1);
+    }
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(certs, sizeof certs, "/tmp/lockgate-rtls-XXXXXX");
@@ -551,6 +579,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_sentinel_failover);
     RUN_SOME(test_refusals);
     RUN_SOME(test_handshake_stall);
+    RUN_SOME(test_bad_files);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", certs);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", certs);
     return check_summary("redis_tls");
