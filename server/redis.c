@@ -916,6 +916,11 @@ static void conn_turn(struct rconn *c, int64_t now) {
         return;
     }
     if (!c->connected && now - c->connecting_since > self->cfg.redis_timeout_ms) {
+        if (c->link && redis_tls_expire(c->link, self->cfg.redis_timeout_ms, c->link_why,
+                                        sizeof c->link_why)) {
+            connection_drop(c, c->link_why); /* redis_tls.c logged it, once */
+            return;
+        }
         log_warn("redis: %s connection to %s:%d timed out", c->what, c->host, c->port);
         connection_drop(c, "Redis did not accept the connection in time");
         return;

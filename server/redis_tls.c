@@ -398,6 +398,17 @@ void redis_tls_flush(struct redis_tls_link *k) {
 
 int redis_tls_socket(const struct redis_tls_link *k) { return k->net; }
 
+int redis_tls_expire(struct redis_tls_link *k, int ms, char *why, size_t cap) {
+    if (k->state != HANDSHAKE) return 0;
+    snprintf(k->why, sizeof k->why,
+             "the TLS handshake timed out after %d ms (does that port serve TLS? a plain port "
+             "given as rediss:// never answers)",
+             ms);
+    snprintf(why, cap, "%s", k->why);
+    fail(k);
+    return 1;
+}
+
 /* ------------------------------------------------------------------------
  * Making and freeing a link
  * --------------------------------------------------------------------- */

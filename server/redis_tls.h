@@ -67,6 +67,13 @@ struct redis_tls_link *redis_tls_wrap(struct loop *l, int fd, const char *host, 
  * loop's next turn (called right after hiredis wrote). */
 void redis_tls_flush(struct redis_tls_link *k);
 
+/* The owner's connect timeout passed (after ms): when the link was in its
+ * handshake, it fails as a refusal (logged once, kept for /readyz: a
+ * plain port given as rediss:// never answers a ClientHello), its reason
+ * copied to why, and 1 is returned; else 0 (the TCP connect itself did
+ * not finish: the owner's plain timeout). */
+int redis_tls_expire(struct redis_tls_link *k, int ms, char *why, size_t cap);
+
 /* The real socket, for getsockname (the address Redis sees). */
 int redis_tls_socket(const struct redis_tls_link *k);
 
