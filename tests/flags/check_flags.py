@@ -55,6 +55,12 @@ DELEGATED = {
     "--stream-heartbeat-ms": "test_streams.c",  # heartbeats counted, and the silent host
     "--stream-user-timeout-ms": "test_streams.c",  # the silent host cut off
     "--value": "test_elections.c",  # lockctl elect
+    "--redis-tls-ca": "test_redis_tls.c",
+    "--redis-tls-cert": "test_redis_tls.c",
+    "--redis-tls-key": "test_redis_tls.c",
+    "--redis-tls-server-name": "test_redis_tls.c",
+    "--redis-tls-insecure": "test_redis_tls.c",
+    "--sentinel-master-tls": "test_redis_tls.c",
 }
 
 
