@@ -184,7 +184,7 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     char location[NAME_MAX_LEN + 24];
     snprintf(location, sizeof location, "/v1/%s/%s", sem ? "semaphores" : "locks", req->name);
     reply_header(req, "Lock-Token", req->token);
-    reply_header(req, "Location", location);
+    if (!hc->reshape) reply_header(req, "Location", location);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);
     cJSON_AddStringToObject(o, "token", req->token);
@@ -198,6 +198,11 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     }
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
+    if (hc->reshape) o = hc->reshape(hc, o);
+    if (hc->stream) { /* its stream gives it back if its client is gone */
+        hc->stream->granted(hc, verdict, o);
+        return;
+    }
     if (hold_gives_back(hc, verdict)) req->on_undelivered = hold_give_back;
     reply_json(req, verdict == VERDICT_GRANTED ? 201 : 200, o);
 }
@@ -271,6 +276,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             hc->waited = 1;
             int64_t wake = now + v[1];
             if (wake > hc->deadline_ms) wake = hc->deadline_ms;
+            if (hc->stream) hc->stream->waiting(hc, v[1], v[2]);
             if (park_request(req, &hc->w, wake) < 0) on_give_up(&hc->w, 1);
             return;
         }
@@ -294,7 +300,10 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     }
     if (hc->quota) { /* its entry counts as long as the lease (a session's: its end) */
         const char *m[1] = {hc->quota_member};
-        quota_holds_set(req->key_id, v[3] + 1, 1, m);
+        /* A stream hold lives as long as its connection, its session
+         * renewed without touching ledgers: its entry counts up to the
+         * longest lease, and its stream drops it when the hold ends. */
+        quota_holds_set(req->key_id, hc->stream ? guard_max_lease_ms() : v[3] + 1, 1, m);
     }
     reply_granted(hc, verdict, v);
 }
@@ -496,8 +505,9 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
     return hc;
 }
 
-static void hold_call_free(void *ctx) {
+void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    if (hc->stream) hc->stream->free(hc);
     if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);
     free(hc->quota_member);
@@ -516,7 +526,8 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
-    if (session_header_or_reply(req, &hc->session) || guard_grant_or_reply(req)) return;
+    if ((!hc->session && session_header_or_reply(req, &hc->session)) || guard_grant_or_reply(req))
+        return;
     hc->quota = auth_holds_limit(req->key_id);
     if (hc->quota) {
         struct hold_keys k;
@@ -688,10 +699,23 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
                       req->name);
         return;
     }
+    reply_json(req, 200, hold_state_json(req->name, sem, res));
+}
+
+cJSON *hold_state_json(const char *name, int sem, const struct redis_result *res) {
+    long long v[5] = {0};
+    const char *err;
+    if (verdict_parse(res, v, 5, &err) != 1) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", name);
+        json_add_int(o, "holders", 0);
+        return o;
+    }
+    const redisReply *r = res->reply;
     long long kind = r->elements > 6 ? r->element[6]->integer : 1;
     long long limit = r->elements > 7 ? r->element[7]->integer : 0;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", req->name);
+    cJSON_AddStringToObject(o, "name", name);
     if (sem) {
         json_add_int(o, "limit", limit);
         json_add_int(o, "holders", v[1]);
@@ -707,7 +731,7 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
         cJSON_AddStringToObject(o, "owner", r->element[5]->str);
     if (r->elements > 8 && r->element[8]->type == REDIS_REPLY_STRING && r->element[8]->len > 0)
         cJSON_AddStringToObject(o, "key_id", r->element[8]->str);
-    reply_json(req, 200, o);
+    return o;
 }
 
 void hold_inspect(struct gw_request *req, int semaphore) {

@@ -7,6 +7,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/redis.h"
+#include "server/redis_tls.h"
 #include "server/reply.h"
 
 #include <hiredis/hiredis.h>
@@ -24,11 +25,18 @@ void ops_healthz(struct gw_request *req) {
 
 static void readyz_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
+    char why[300];
     if (!res->ok) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
+        char tls[800]; /* a TLS refusal says what to change (redis_tls.h) */
+        int refused = redis_tls_refusal(tls, sizeof tls);
+        if (refused && strstr(tls, res->error))
+            reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: TLS to %s", tls);
+        else if (refused)
+            reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s; TLS to %s", res->error, tls);
+        else
+            reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
         return;
     }
-    char why[300];
     if (lossguard_describe(why, sizeof why)) {
         reply_problem(req, CODE_REDIS_DATA_LOST, "%s", why);
         return;

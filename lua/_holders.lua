@@ -283,7 +283,9 @@ local function announce_changes(key, st)
   end
   local room = st.alive > 0 and (st.mfield == 's' or (st.mfield == 'p' and st.alive < st.limit))
   local waiting, watched = st.w > now, st.v > now
-  if (left and (waiting or watched)) or (joined and (watched or (room and waiting))) then
+  -- st.loud (force.lua): a forced release is announced whoever listens,
+  -- so that a hold bound to its connection learns it lost (handlers/streams.c).
+  if (left and (waiting or watched or st.loud)) or (joined and (watched or (room and waiting))) then
     announce(key)
   end
   st.before, st.freed = {}, false

@@ -16,6 +16,7 @@
 #include "server/keygen.h"
 #include "server/metrics.h"
 #include "server/tls.h"
+#include "server/redis_tls.h"
 #include "server/liveness.h"
 #include "server/log.h"
 #include "server/lossguard.h"
@@ -60,7 +61,8 @@ int main(int argc, char **argv) {
         log_set_format(cfg.log_format);
     }
     if (rc < 0 || (cfg.auth_file[0] && auth_load(cfg.auth_file, err, sizeof err) < 0) ||
-        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0) {
+        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0 ||
+        redis_tls_init(&cfg, err, sizeof err) < 0) {
         if (rc == 0 && cfg.log_format == LOG_JSON)
             log_error("lockgate: %s", err); /* every line of a JSON log is JSON */
         else
@@ -80,14 +82,15 @@ int main(int argc, char **argv) {
     lossguard_init(cfg.max_lease_ms, cfg.nnodes < 3);
     if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
-        log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "
+        log_info("lockgate listening on %s:%d, Redis master '%s'%s from %d sentinel(s)%s, "
                  "key prefix '%s', %d workers",
-                 cfg.listen_host, cfg.listen_port, cfg.sentinel_master, cfg.nsentinels,
-                 cfg.key_prefix, cfg.threads);
+                 cfg.listen_host, cfg.listen_port, cfg.sentinel_master,
+                 cfg.sentinel_master_tls ? " (TLS)" : "", cfg.nsentinels,
+                 cfg.sentinels[0].tls ? " (TLS)" : "", cfg.key_prefix, cfg.threads);
     else
-        log_info("lockgate listening on %s:%d, Redis %s:%d, key prefix '%s', %d workers",
-                 cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port, cfg.key_prefix,
-                 cfg.threads);
+        log_info("lockgate listening on %s:%d, Redis %s:%d%s, key prefix '%s', %d workers",
+                 cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port,
+                 cfg.nodes[0].tls ? " (TLS)" : "", cfg.key_prefix, cfg.threads);
 
     if (tls_enabled() || auth_enabled())
         log_info("lockgate: %s, %s", tls_enabled() ? "HTTPS (TLS 1.2+)" : "plain HTTP",

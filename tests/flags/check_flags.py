@@ -52,6 +52,15 @@ DELEGATED = {
     "--id-jump-s": "test_idloss.c",  # every loss case; test_ids.c sets it by LOCKGATE_ID_JUMP_S
     "--accept-eviction-risk": "test_safety.c",
     "--max-lease-ms": "test_safety.c",
+    "--stream-heartbeat-ms": "test_streams.c",  # heartbeats counted, and the silent host
+    "--stream-user-timeout-ms": "test_streams.c",  # the silent host cut off
+    "--value": "test_elections.c",  # lockctl elect
+    "--redis-tls-ca": "test_redis_tls.c",
+    "--redis-tls-cert": "test_redis_tls.c",
+    "--redis-tls-key": "test_redis_tls.c",
+    "--redis-tls-server-name": "test_redis_tls.c",
+    "--redis-tls-insecure": "test_redis_tls.c",
+    "--sentinel-master-tls": "test_redis_tls.c",
 }
 
 

@@ -825,6 +825,22 @@ static int contains(const char *buf, size_t len, const char *s) {
     return 0;
 }
 
+/* The relay's connection to its target (small_rcvbuf: set before
+ * connecting, so that the window it advertises is small from the start). */
+static int relay_connect(struct h_relay *r) {
+    if (!r->small_rcvbuf) return h_connect(r->target);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)r->target),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static void *relay_main(void *arg) {
     struct h_relay *r = arg;
     static __thread char buf[65536];
@@ -851,7 +867,7 @@ static void *relay_main(void *arg) {
             if (!p[k].revents) continue;
             if (idx[k] < 0) {
                 int c = accept(r->listen_fd, NULL, NULL);
-                int t = c >= 0 ? h_connect(r->target) : -1;
+                int t = c >= 0 ? relay_connect(r) : -1;
                 int slot = -1;
                 for (int i = 0; i < r->n && slot < 0; i++)
                     if (r->a[i] < 0 && !r->held[i]) slot = i;

@@ -210,7 +210,13 @@ struct h_relay {
     int held[H_RELAY_MAX];
     int n;
     volatile int hold, drop, stop;
-    const char *volatile hold_on; /* h_relay_hold_on's s, NULL once it was seen */
+    /* h_relay_hold_on's s, NULL once it was seen */
+    const char *volatile hold_on;
+    /* set before connections come: the relay's socket to the target takes
+     * the least receive buffer, so that once held it stops taking the
+     * target's bytes after ~1 KiB (its TCP window closes), as a host gone
+     * silent soon does */
+    int small_rcvbuf;
     pthread_t th;
 };
 int h_relay_start(struct h_relay *r, int target_port);
