@@ -49,7 +49,7 @@ static void readyz_done(void *arg, const struct redis_result *res) {
 /* Ready when the backend says every part of the keyspace has a master that
  * answers, through the whole Redis layer (backend.h, ready). */
 void ops_readyz(struct gw_request *req) {
-    if (http_shutting_down()) {
+    if (http_leaving()) {
         reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
         return;
     }

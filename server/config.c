@@ -13,6 +13,8 @@
 #include <time.h>
 
 #define DEFAULT_EPOCH 1704067200 /* 2024-01-01T00:00:00Z */
+/* Long options without a letter: values past any char. */
+#define OPT_SHUTDOWN_DELAY 0x101
 
 static void usage(void) {
     printf("usage: lockgate [options]\n"
@@ -102,6 +104,11 @@ static void usage(void) {
            "                         [LOCKGATE_HEADER_TIMEOUT_MS] (100-600000, default 10000)\n"
            "  --body-timeout-ms MS   and a body within MS of its headers\n"
            "                         [LOCKGATE_BODY_TIMEOUT_MS] (100-600000, default 10000)\n"
+           "  --shutdown-delay-ms MS on SIGTERM, /readyz fails at once and requests are\n"
+           "                         still served for MS (load balancers stop sending\n"
+           "                         first); then waiters are answered 503 and what is in\n"
+           "                         flight finishes [LOCKGATE_SHUTDOWN_DELAY_MS]\n"
+           "                         (0-60000, default 5000; SIGINT stops without it)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --log-format FORMAT    text (the default) or json: one JSON object per line\n"
@@ -429,6 +436,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '6': ok = add_cors_origins(cfg, val); break;
     case '7': ok = parse_int(val, 100, 600000, &cfg->header_timeout_ms); break;
     case '8': ok = parse_int(val, 100, 600000, &cfg->body_timeout_ms); break;
+    case OPT_SHUTDOWN_DELAY: ok = parse_int(val, 0, 60000, &cfg->shutdown_delay_ms); break;
     }
     char shown[512];
     if (ok < 0 && access_option_name(opt))
@@ -456,7 +464,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'O' ? "log format (text or json)"
                  : opt == 'E' ? "accept eviction risk (0 or 1)"
                  : opt == 'X' ? "max lease (1000-86400000 ms)"
-                              : "log level",
+                 : opt == OPT_SHUTDOWN_DELAY ? "shutdown delay (0-60000 ms)"
+                                             : "log level",
                  opt == 'r' || opt == 'K' ? redacted(val, shown, sizeof shown) : val);
     return ok;
 }
@@ -483,42 +492,44 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->max_lease_ms = 86400000;
     cfg->header_timeout_ms = 10000;
     cfg->body_timeout_ms = 10000;
+    cfg->shutdown_delay_ms = 5000;
 
     static const struct {
         int opt;
         const char *env;
     } envs[] = {
-        {'l', "LOCKGATE_LISTEN"                },
-        {'r', "LOCKGATE_REDIS"                 },
-        {'p', "LOCKGATE_KEY_PREFIX"            },
-        {'t', "LOCKGATE_THREADS"               },
-        {'t', "LOCKGATE_WORKERS"               },
-        {'T', "LOCKGATE_REDIS_TIMEOUT_MS"      },
-        {'m', "LOCKGATE_MAX_CONNECTIONS"       },
-        {'e', "LOCKGATE_ID_EPOCH"              },
-        {'L', "LOCKGATE_LOG_LEVEL"             },
-        {'s', "LOCKGATE_SENTINELS"             },
-        {'M', "LOCKGATE_SENTINEL_MASTER"       },
-        {'A', "LOCKGATE_MIN_REPLICAS_ACK"      },
-        {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
-        {'Q', "LOCKGATE_QUORUM"                },
-        {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
-        {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
-        {'N', "LOCKGATE_ID_NAMESPACES"         },
-        {'j', "LOCKGATE_ID_JUMP_S"             },
-        {'K', "LOCKGATE_REDIS_CLUSTER"         },
-        {'1', "LOCKGATE_AUTH_FILE"             },
-        {'2', "LOCKGATE_TLS_CERT"              },
-        {'3', "LOCKGATE_TLS_KEY"               },
-        {'4', "LOCKGATE_TLS_CLIENT_CA"         },
-        {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
-        {'F', "LOCKGATE_REDIS_PASSWORD_FILE"   },
-        {'O', "LOCKGATE_LOG_FORMAT"            },
-        {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
-        {'X', "LOCKGATE_MAX_LEASE_MS"          },
-        {'6', "LOCKGATE_CORS_ORIGIN"           },
-        {'7', "LOCKGATE_HEADER_TIMEOUT_MS"     },
-        {'8', "LOCKGATE_BODY_TIMEOUT_MS"       },
+        {'l',                "LOCKGATE_LISTEN"                },
+        {'r',                "LOCKGATE_REDIS"                 },
+        {'p',                "LOCKGATE_KEY_PREFIX"            },
+        {'t',                "LOCKGATE_THREADS"               },
+        {'t',                "LOCKGATE_WORKERS"               },
+        {'T',                "LOCKGATE_REDIS_TIMEOUT_MS"      },
+        {'m',                "LOCKGATE_MAX_CONNECTIONS"       },
+        {'e',                "LOCKGATE_ID_EPOCH"              },
+        {'L',                "LOCKGATE_LOG_LEVEL"             },
+        {'s',                "LOCKGATE_SENTINELS"             },
+        {'M',                "LOCKGATE_SENTINEL_MASTER"       },
+        {'A',                "LOCKGATE_MIN_REPLICAS_ACK"      },
+        {'W',                "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
+        {'Q',                "LOCKGATE_QUORUM"                },
+        {'C',                "LOCKGATE_CONNECTION_MEMORY_KIB" },
+        {'G',                "LOCKGATE_LIVENESS_TTL_MS"       },
+        {'N',                "LOCKGATE_ID_NAMESPACES"         },
+        {'j',                "LOCKGATE_ID_JUMP_S"             },
+        {'K',                "LOCKGATE_REDIS_CLUSTER"         },
+        {'1',                "LOCKGATE_AUTH_FILE"             },
+        {'2',                "LOCKGATE_TLS_CERT"              },
+        {'3',                "LOCKGATE_TLS_KEY"               },
+        {'4',                "LOCKGATE_TLS_CLIENT_CA"         },
+        {'5',                "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'F',                "LOCKGATE_REDIS_PASSWORD_FILE"   },
+        {'O',                "LOCKGATE_LOG_FORMAT"            },
+        {'E',                "LOCKGATE_ACCEPT_EVICTION_RISK"  },
+        {'X',                "LOCKGATE_MAX_LEASE_MS"          },
+        {'6',                "LOCKGATE_CORS_ORIGIN"           },
+        {'7',                "LOCKGATE_HEADER_TIMEOUT_MS"     },
+        {'8',                "LOCKGATE_BODY_TIMEOUT_MS"       },
+        {OPT_SHUTDOWN_DELAY, "LOCKGATE_SHUTDOWN_DELAY_MS"     },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -526,40 +537,41 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
 
     static const struct option longopts[] = {
-        {"listen",                 required_argument, 0, 'l'},
-        {"redis",                  required_argument, 0, 'r'},
-        {"key-prefix",             required_argument, 0, 'p'},
-        {"threads",                required_argument, 0, 't'},
-        {"workers",                required_argument, 0, 't'},
-        {"redis-timeout-ms",       required_argument, 0, 'T'},
-        {"max-connections",        required_argument, 0, 'm'},
-        {"connection-memory-kib",  required_argument, 0, 'C'},
-        {"id-epoch",               required_argument, 0, 'e'},
-        {"id-namespaces",          required_argument, 0, 'N'},
-        {"id-jump-s",              required_argument, 0, 'j'},
-        {"log-level",              required_argument, 0, 'L'},
-        {"sentinel",               required_argument, 0, 's'},
-        {"redis-cluster",          required_argument, 0, 'K'},
-        {"quorum",                 required_argument, 0, 'Q'},
-        {"sentinel-master",        required_argument, 0, 'M'},
-        {"min-replicas-ack",       required_argument, 0, 'A'},
-        {"replica-ack-timeout-ms", required_argument, 0, 'W'},
-        {"liveness-ttl-ms",        required_argument, 0, 'G'},
-        {"auth-file",              required_argument, 0, '1'},
-        {"tls-cert",               required_argument, 0, '2'},
-        {"tls-key",                required_argument, 0, '3'},
-        {"tls-client-ca",          required_argument, 0, '4'},
-        {"max-connections-per-ip", required_argument, 0, '5'},
-        {"redis-password-file",    required_argument, 0, 'F'},
-        {"log-format",             required_argument, 0, 'O'},
-        {"accept-eviction-risk",   required_argument, 0, 'E'},
-        {"max-lease-ms",           required_argument, 0, 'X'},
-        {"cors-origin",            required_argument, 0, '6'},
-        {"header-timeout-ms",      required_argument, 0, '7'},
-        {"body-timeout-ms",        required_argument, 0, '8'},
-        {"help",                   no_argument,       0, 'h'},
-        {"version",                no_argument,       0, 'V'},
-        {0,                        0,                 0, 0  },
+        {"listen",                 required_argument, 0, 'l'               },
+        {"redis",                  required_argument, 0, 'r'               },
+        {"key-prefix",             required_argument, 0, 'p'               },
+        {"threads",                required_argument, 0, 't'               },
+        {"workers",                required_argument, 0, 't'               },
+        {"redis-timeout-ms",       required_argument, 0, 'T'               },
+        {"max-connections",        required_argument, 0, 'm'               },
+        {"connection-memory-kib",  required_argument, 0, 'C'               },
+        {"id-epoch",               required_argument, 0, 'e'               },
+        {"id-namespaces",          required_argument, 0, 'N'               },
+        {"id-jump-s",              required_argument, 0, 'j'               },
+        {"log-level",              required_argument, 0, 'L'               },
+        {"sentinel",               required_argument, 0, 's'               },
+        {"redis-cluster",          required_argument, 0, 'K'               },
+        {"quorum",                 required_argument, 0, 'Q'               },
+        {"sentinel-master",        required_argument, 0, 'M'               },
+        {"min-replicas-ack",       required_argument, 0, 'A'               },
+        {"replica-ack-timeout-ms", required_argument, 0, 'W'               },
+        {"liveness-ttl-ms",        required_argument, 0, 'G'               },
+        {"auth-file",              required_argument, 0, '1'               },
+        {"tls-cert",               required_argument, 0, '2'               },
+        {"tls-key",                required_argument, 0, '3'               },
+        {"tls-client-ca",          required_argument, 0, '4'               },
+        {"max-connections-per-ip", required_argument, 0, '5'               },
+        {"redis-password-file",    required_argument, 0, 'F'               },
+        {"log-format",             required_argument, 0, 'O'               },
+        {"accept-eviction-risk",   required_argument, 0, 'E'               },
+        {"max-lease-ms",           required_argument, 0, 'X'               },
+        {"cors-origin",            required_argument, 0, '6'               },
+        {"header-timeout-ms",      required_argument, 0, '7'               },
+        {"body-timeout-ms",        required_argument, 0, '8'               },
+        {"shutdown-delay-ms",      required_argument, 0, OPT_SHUTDOWN_DELAY},
+        {"help",                   no_argument,       0, 'h'               },
+        {"version",                no_argument,       0, 'V'               },
+        {0,                        0,                 0, 0                 },
     };
     optind = 1;
     opterr = 0;

@@ -49,8 +49,11 @@ done
 # acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.  What
 # deploy/ ships (the systemd unit, the Prometheus alerts) and /metrics,
 # checked with systemd-analyze and promtool: tests/deploy/check_deploy.py
-# (a second; the first run fetches promtool, scripts/promtool.sh).
-for s in tests/docs/check_docs.py tests/flags/check_flags.py tests/deploy/check_deploy.py; do
+# (a second; the first run fetches promtool, scripts/promtool.sh).  A
+# rolling restart of two gateways behind HAProxy under load, in about 10 s:
+# tests/rolling/check_rolling.py.
+for s in tests/docs/check_docs.py tests/flags/check_flags.py tests/deploy/check_deploy.py \
+    tests/rolling/check_rolling.py; do
     echo "== $(basename "$s" .py)"
     run_suite "$s"
 done
