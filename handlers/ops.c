@@ -1,6 +1,7 @@
 /* ops.c -- /healthz, /readyz, /metrics, /openapi.yaml. */
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "server/layout.h"
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "common/alloc.h"
@@ -29,6 +30,15 @@ static void readyz_done(void *arg, const struct redis_result *res) {
         return;
     }
     char why[300];
+    if (layout_refusing(why, sizeof why)) {
+        reply_problem(req, CODE_LAYOUT_UNSUPPORTED, "%s", why);
+        return;
+    }
+    if (!layout_known()) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "Redis: the key layout version is not read yet");
+        return;
+    }
     if (lossguard_describe(why, sizeof why)) {
         reply_problem(req, CODE_REDIS_DATA_LOST, "%s", why);
         return;

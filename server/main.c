@@ -17,6 +17,7 @@
 #include "server/keygen.h"
 #include "server/metrics.h"
 #include "server/tls.h"
+#include "server/layout.h"
 #include "server/liveness.h"
 #include "server/log.h"
 #include "server/lossguard.h"
@@ -111,6 +112,10 @@ int main(int argc, char **argv) {
      * checked (server/scripts.h, lua/keycheck.lua). */
     const char *keycheck = getenv("LOCKGATE_TEST_KEYCHECK");
     scripts_init(cfg.ncluster && keycheck && strcmp(keycheck, "1") == 0);
+    /* A test hook: a gateway of another key layout version on the same
+     * Redis (server/layout.h; tests/integration/test_layout.c). */
+    const char *layout = getenv("LOCKGATE_TEST_LAYOUT_VERSION");
+    layout_init(layout && atoll(layout) > 0 ? atoll(layout) : LAYOUT_VERSION);
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);
