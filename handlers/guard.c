@@ -52,11 +52,6 @@ int guard_layout_or_reply(struct gw_request *req) {
         reply_problem(req, CODE_LAYOUT_UNSUPPORTED, "%s", why);
         return GW_REPLIED;
     }
-    if (!layout_known()) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
-                      "Redis: the key layout version is not read yet");
-        return GW_REPLIED;
-    }
     return GW_OK;
 }
 

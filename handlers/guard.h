@@ -17,8 +17,7 @@ int guard_ids_or_reply(struct gw_request *req);
 
 /* Every /v1/ request, before its handler (the HTTP gate, wiring.c): GW_OK
  * to go on, or GW_REPLIED after 503 layout_unsupported (a master holds a
- * key layout this gateway does not understand, server/layout.h) or 503
- * backend_unavailable (no layout read yet). */
+ * key layout this gateway does not understand, server/layout.h). */
 int guard_layout_or_reply(struct gw_request *req);
 
 /* The longest ttl_ms a lease, session or extension may ask for

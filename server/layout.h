@@ -19,10 +19,12 @@
  * in Redis, and old and new gateways serve the same names).  Any other:
  * every /v1/ request is answered 503 layout_unsupported naming the version
  * found and the one it needs, before any script runs, and /readyz says
- * the same; nothing of the data is read or written.  Until the first
- * answer (one round trip after the first connection) /v1/ requests are
- * answered 503 backend_unavailable, so none runs on a layout not yet
- * seen.
+ * the same; nothing of the data is read or written.  /readyz is 503 until
+ * the first answer, so a load balancer sends nothing before it; a request
+ * that comes anyway in that first round trip is served (refusing it broke
+ * every client that calls right after the port opens), and on its
+ * connection the read went ahead of it, so only that round trip's
+ * requests can meet a layout not yet seen.
  *
  * A version changed under a running gateway (the key deleted, then set by
  * a gateway of another version) is seen within MEMGUARD_PERIOD_MS;
@@ -56,7 +58,7 @@ void layout_note(struct layout_seen *seen, const char *host, int port, const cha
 /* 1 while some master holds a version this gateway does not understand,
  * with the text for the answer in out; 0 otherwise. */
 int layout_refusing(char *out, size_t cap);
-/* 1 once a version was read from some master (0: not yet, refuse). */
+/* 1 once a version was read from some master (0: not yet: /readyz 503). */
 int layout_known(void);
 
 #endif
