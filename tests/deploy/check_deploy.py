@@ -250,6 +250,47 @@ def kubernetes_env_runs(env):
         srv.stop()
 
 
+def sentinel_env_runs(env):
+    """The Sentinel overlay's environment, its sentinels' addresses made
+    one real sentinel on loopback (a master without replicas, so the
+    replica acknowledgement is set to 0): the gateway finds the master
+    through it, logs in as the URL's user and grants a lock."""
+    srv = Servers("deploy-sentinel")
+    try:
+        rport, _, ok = srv.redis()
+        redis_cmd(rport, "ACL", "SETUSER", "lockgate", "on", ">k8s-Secret-pw", "~*", "&*", "+@all")
+        sport = free_port()
+        conf = os.path.join(srv.dir, "sentinel.conf")
+        master = env.get("LOCKGATE_SENTINEL_MASTER", "mymaster")
+        with open(conf, "w") as f:
+            f.write(f"port {sport}\nbind 127.0.0.1\ndir {srv.dir}\n"
+                    f"sentinel monitor {master} 127.0.0.1 {rport} 1\n"
+                    f"sentinel auth-user {master} lockgate\n"
+                    f"sentinel auth-pass {master} k8s-Secret-pw\n")
+        sp = subprocess.Popen(["redis-server", conf, "--sentinel"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        srv.procs.append(sp)
+        wait_for(lambda: redis_cmd(sport, "PING").startswith("+PONG"), 10)
+        pwfile = os.path.join(srv.dir, "password")
+        with open(pwfile, "w") as f:
+            f.write("k8s-Secret-pw\n")
+        port = free_port()
+        e = dict(os.environ, **env)
+        e.update(LOCKGATE_LISTEN=f"127.0.0.1:{port}", LOCKGATE_SENTINELS=f"127.0.0.1:{sport}",
+                 LOCKGATE_REDIS_PASSWORD_FILE=pwfile, LOCKGATE_MIN_REPLICAS_ACK="0")
+        log = os.path.join(srv.dir, "gw.log")
+        with open(log, "w") as f:
+            p = subprocess.Popen([os.path.join(BUILD, "lockgate")], env=e, stdout=f, stderr=f)
+        srv.procs.append(p)
+        ready = wait_for(lambda: http(port, "GET", "/readyz")[0] == 200, 10)
+        st = http(port, "POST", "/v1/locks/k8s-sentinel")[0]
+        check(ok and ready and st == 201,
+              f"the Sentinel overlay's environment runs with a real sentinel: ready {ready}, "
+              f"a lock ({st})")
+    finally:
+        srv.stop()
+
+
 def main():
     start = time.monotonic()
     systemd_unit()
@@ -265,6 +306,8 @@ def main():
         kubernetes_overlay(where, objs)
         if where == "deploy/kubernetes":
             kubernetes_env_runs(env)
+        if where.endswith("sentinel"):
+            sentinel_env_runs(env)
     print(f"deploy: took {time.monotonic() - start:.1f} s")
     return count.summary()
 
