@@ -237,6 +237,7 @@ def kubernetes_env_runs(env):
         e["LOCKGATE_LISTEN"] = f"127.0.0.1:{port}"
         e["LOCKGATE_REDIS"] = re.sub(r"@[^/]+", f"@127.0.0.1:{rport}", env["LOCKGATE_REDIS"])
         e["LOCKGATE_REDIS_PASSWORD_FILE"] = pwfile
+        e["LOCKGATE_SHUTDOWN_DELAY_MS"] = "0"  # the stop below need not wait for a balancer
         log = os.path.join(srv.dir, "gw.log")
         with open(log, "w") as f:
             p = subprocess.Popen([os.path.join(BUILD, "lockgate")], env=e, stdout=f, stderr=f)
@@ -277,7 +278,8 @@ def sentinel_env_runs(env):
         port = free_port()
         e = dict(os.environ, **env)
         e.update(LOCKGATE_LISTEN=f"127.0.0.1:{port}", LOCKGATE_SENTINELS=f"127.0.0.1:{sport}",
-                 LOCKGATE_REDIS_PASSWORD_FILE=pwfile, LOCKGATE_MIN_REPLICAS_ACK="0")
+                 LOCKGATE_REDIS_PASSWORD_FILE=pwfile, LOCKGATE_MIN_REPLICAS_ACK="0",
+                 LOCKGATE_SHUTDOWN_DELAY_MS="0")
         log = os.path.join(srv.dir, "gw.log")
         with open(log, "w") as f:
             p = subprocess.Popen([os.path.join(BUILD, "lockgate")], env=e, stdout=f, stderr=f)
