@@ -30,10 +30,6 @@ static void readyz_done(void *arg, const struct redis_result *res) {
         return;
     }
     char why[300];
-    if (layout_refusing(why, sizeof why)) {
-        reply_problem(req, CODE_LAYOUT_UNSUPPORTED, "%s", why);
-        return;
-    }
     if (!layout_known()) {
         reply_problem(req, CODE_BACKEND_UNAVAILABLE,
                       "Redis: the key layout version is not read yet");
@@ -59,8 +55,13 @@ static void readyz_done(void *arg, const struct redis_result *res) {
 /* Ready when the backend says every part of the keyspace has a master that
  * answers, through the whole Redis layer (backend.h, ready). */
 void ops_readyz(struct gw_request *req) {
+    char why[256];
     if (http_leaving()) {
         reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+        return;
+    }
+    if (layout_refusing(why, sizeof why)) { /* whatever else Redis says */
+        reply_problem(req, CODE_LAYOUT_UNSUPPORTED, "%s", why);
         return;
     }
     backend->ready(readyz_done, req);
