@@ -9,9 +9,8 @@
 #include "server/request.h"
 #include "server/router.h"
 
-#include <string.h>
-
 #include <stdio.h>
+#include <string.h>
 
 static int refuse(struct gw_request *req, const char *what) {
     char why[256] = "a Redis master may evict";
