@@ -227,7 +227,8 @@ frontend in
   default_backend lockgate
 backend lockgate
   option httpchk GET /readyz
-  default-server inter 100ms fall 1 rise 1
+  timeout check 2s
+  default-server inter 100ms fall 2 rise 1
   server g1 127.0.0.1:{g1} check
   server g2 127.0.0.1:{g2} check
 listen stats
