@@ -50,6 +50,9 @@ static const struct {
     {CODE_LAYOUT_UNSUPPORTED,  "layout_unsupported",  503},
     {CODE_ORIGIN_FORBIDDEN,    "origin_forbidden",    403},
     {CODE_RATE_LIMITED,        "rate_limited",        429},
+    {CODE_QUOTA_EXCEEDED,      "quota_exceeded",      429},
+    {CODE_URI_TOO_LONG,        "uri_too_long",        414},
+    {CODE_HEADERS_TOO_LARGE,   "headers_too_large",   431},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
@@ -76,7 +79,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 34);
+    CHECK_EQ_INT(CODE_COUNT, 37);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);
