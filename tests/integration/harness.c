@@ -57,6 +57,10 @@ static void harness_init(void) {
      * behind lua/keycheck.lua: a script touching a key it did not declare
      * fails (503), whatever slot is migrating (server/scripts.h). */
     setenv("LOCKGATE_TEST_KEYCHECK", "1", 0);
+    /* A stop is immediate unless a test asks for the delay a rolling
+     * restart needs (--shutdown-delay-ms, default 5 s): every suite stops
+     * its gateways with SIGTERM. */
+    setenv("LOCKGATE_SHUTDOWN_DELAY_MS", "0", 0);
     atexit(cleanup);
     signal(SIGABRT, on_fatal);
     signal(SIGSEGV, on_fatal);
