@@ -1,6 +1,7 @@
 /* ops.c -- /healthz, /readyz, /metrics, /openapi.yaml. */
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "server/layout.h"
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "common/alloc.h"
@@ -37,6 +38,11 @@ static void readyz_done(void *arg, const struct redis_result *res) {
             reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
         return;
     }
+    if (!layout_known()) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "Redis: the key layout version is not read yet");
+        return;
+    }
     if (lossguard_describe(why, sizeof why)) {
         reply_problem(req, CODE_REDIS_DATA_LOST, "%s", why);
         return;
@@ -57,8 +63,13 @@ static void readyz_done(void *arg, const struct redis_result *res) {
 /* Ready when the backend says every part of the keyspace has a master that
  * answers, through the whole Redis layer (backend.h, ready). */
 void ops_readyz(struct gw_request *req) {
-    if (http_shutting_down()) {
+    char why[256];
+    if (http_leaving()) {
         reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+        return;
+    }
+    if (layout_refusing(why, sizeof why)) { /* whatever else Redis says */
+        reply_problem(req, CODE_LAYOUT_UNSUPPORTED, "%s", why);
         return;
     }
     backend->ready(readyz_done, req);

@@ -130,6 +130,11 @@ static void usage(void) {
            "                         [LOCKGATE_HEADER_TIMEOUT_MS] (100-600000, default 10000)\n"
            "  --body-timeout-ms MS   and a body within MS of its headers\n"
            "                         [LOCKGATE_BODY_TIMEOUT_MS] (100-600000, default 10000)\n"
+           "  --shutdown-delay-ms MS on SIGTERM, /readyz fails at once and requests are\n"
+           "                         still served for MS (load balancers stop sending\n"
+           "                         first); then waiters are answered 503 and what is in\n"
+           "                         flight finishes [LOCKGATE_SHUTDOWN_DELAY_MS]\n"
+           "                         (0-60000, default 5000; SIGINT stops without it)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --log-format FORMAT    text (the default) or json: one JSON object per line\n"
@@ -344,9 +349,10 @@ int config_parse_epoch(const char *s, int64_t *out) {
     return 0;
 }
 
-/* TLS to Redis goes by numbers past the letters. */
+/* Long options without a letter go by numbers past any char. */
 enum {
-    OPT_REDIS_TLS_CA = 256,
+    OPT_SHUTDOWN_DELAY = 256,
+    OPT_REDIS_TLS_CA,
     OPT_REDIS_TLS_CERT,
     OPT_REDIS_TLS_KEY,
     OPT_REDIS_TLS_SERVER_NAME,
@@ -499,6 +505,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
         break;
     case OPT_REDIS_TLS_INSECURE: ok = parse_int(val, 1, 1, &cfg->redis_tls_insecure); break;
     case OPT_SENTINEL_MASTER_TLS: ok = parse_int(val, 0, 1, &cfg->sentinel_master_tls); break;
+    case OPT_SHUTDOWN_DELAY: ok = parse_int(val, 0, 60000, &cfg->shutdown_delay_ms); break;
     }
     char shown[512];
     if (ok < 0 && access_option_name(opt))
@@ -528,7 +535,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'O' ? "log format (text or json)"
                  : opt == 'E' ? "accept eviction risk (0 or 1)"
                  : opt == 'X' ? "max lease (1000-86400000 ms)"
-                              : "log level",
+                 : opt == OPT_SHUTDOWN_DELAY ? "shutdown delay (0-60000 ms)"
+                                             : "log level",
                  opt == 'r' || opt == 'K' ? redacted(val, shown, sizeof shown) : val);
     return ok;
 }
@@ -558,6 +566,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     cfg->header_timeout_ms = 10000;
     cfg->body_timeout_ms = 10000;
     cfg->sentinel_master_tls = -1;
+    cfg->shutdown_delay_ms = 5000;
 
     static const struct {
         int opt;
@@ -602,6 +611,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {OPT_REDIS_TLS_SERVER_NAME, "LOCKGATE_REDIS_TLS_SERVER_NAME" },
         {OPT_REDIS_TLS_INSECURE,    "LOCKGATE_REDIS_TLS_INSECURE"    },
         {OPT_SENTINEL_MASTER_TLS,   "LOCKGATE_SENTINEL_MASTER_TLS"   },
+        {OPT_SHUTDOWN_DELAY,        "LOCKGATE_SHUTDOWN_DELAY_MS"     },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -648,6 +658,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         {"redis-tls-server-name",  required_argument, 0, OPT_REDIS_TLS_SERVER_NAME},
         {"redis-tls-insecure",     no_argument,       0, OPT_REDIS_TLS_INSECURE   },
         {"sentinel-master-tls",    required_argument, 0, OPT_SENTINEL_MASTER_TLS  },
+        {"shutdown-delay-ms",      required_argument, 0, OPT_SHUTDOWN_DELAY       },
         {"help",                   no_argument,       0, 'h'                      },
         {"version",                no_argument,       0, 'V'                      },
         {0,                        0,                 0, 0                        },

@@ -74,6 +74,7 @@ struct gw_config {
                                          sentinels name (-1: as the sentinels) */
     int header_timeout_ms;           /* request line and headers must arrive within (conns.h) */
     int body_timeout_ms;             /* a body must arrive within, after its headers */
+    int shutdown_delay_ms;           /* SIGTERM: served with /readyz failing this long first */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the

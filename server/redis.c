@@ -19,6 +19,7 @@
 #include "server/cluster.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/layout.h"
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "server/metrics.h"
@@ -110,6 +111,7 @@ struct node {
     int ssub_pending;           /* cluster mode: SSUBSCRIBEs not confirmed yet */
     struct memguard_seen mem;   /* whether cmd's master may evict (memguard.h) */
     struct lossguard_seen loss; /* its marker key as last read (lossguard.h) */
+    struct layout_seen layout;  /* its layout version as last read (layout.h) */
     int64_t next_mem_check_ms;  /* when cmd asks INFO memory again */
 };
 
@@ -614,11 +616,34 @@ static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
         lossguard_note(&c->node->loss, c->host, c->port, reply->str);
 }
 
+/* The layout version (layout.h): set if missing, then read.  In cluster
+ * mode every node but the one serving the key's slot answers MOVED: an
+ * error, from which nothing is learnt. */
+static void on_layout_get(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_STRING && c->node)
+        layout_note(&c->node->layout, c->host, c->port, reply->str);
+}
+
+static void send_layout_check(struct rconn *c) {
+    char key[GW_PREFIX_MAX + 16], mine[24];
+    snprintf(key, sizeof key, "%slayout", self->cfg.key_prefix);
+    snprintf(mine, sizeof mine, "%lld", layout_version());
+    const char *set[3] = {"SETNX", key, mine};
+    size_t setl[3] = {5, strlen(key), strlen(mine)};
+    redisAsyncCommandArgv(c->ac, NULL, NULL, 3, set, setl);
+    const char *get[2] = {"GET", key};
+    size_t getl[2] = {3, strlen(key)};
+    redisAsyncCommandArgv(c->ac, on_layout_get, c, 2, get, getl);
+}
+
 /* What every new command connection asks first, and again every
- * MEMGUARD_PERIOD_MS: may the master evict, and did it lose its data?
- * (Not the marker in cluster mode: a key without a tag lives on one
- * master.) */
+ * MEMGUARD_PERIOD_MS: may the master evict, did it lose its data, and
+ * which key layout does it hold?  (Not the marker in cluster mode: a key
+ * without a tag lives on one master.) */
 static void send_memory_check(struct rconn *c) {
+    send_layout_check(c);
     const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
     size_t lens[4] = {4, 6, 11, 11};
     redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);

@@ -320,6 +320,25 @@ def lockgate_flags(srv, rport):
     srv.stop(p)
     done.add("--liveness-ttl-ms")
 
+    # SIGTERM: /readyz fails at once, requests are still served for the
+    # delay, then the gateway exits (tests/rolling runs it behind HAProxy).
+    port, p, log, ok = srv.gateway("--shutdown-delay-ms", "800", redis_port=rport)
+    t = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    left = wait_for(lambda: http(port, "GET", "/readyz")[0] == 503, 5)
+    ready_code = http(port, "GET", "/readyz")[2]
+    served = http(port, "POST", "/v1/locks/flags-leaving")
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    took = time.monotonic() - t
+    check(ok and left and "shutting_down" in ready_code and served[0] == 201
+          and served[1].get("Connection", "").lower() == "close" and 0.75 <= took < 6,
+          f"--shutdown-delay-ms 800: /readyz 503 ({ready_code[:80]}), a lock still granted "
+          f"({served[0]}, Connection: {served[1].get('Connection')}), exit after {took:.2f} s")
+    done.add("--shutdown-delay-ms")
+
     # No replica: an acquire is given back and answered 503 once the WAIT
     # times out, after --replica-ack-timeout-ms.
     port, p, log, ok = srv.gateway("--min-replicas-ack", "1", "--replica-ack-timeout-ms", "1500",

@@ -59,6 +59,10 @@ static void harness_init(void) {
      * is migrating and whether or not Redis would have let it
      * (server/scripts.h). */
     setenv("LOCKGATE_TEST_KEYCHECK", "1", 0);
+    /* A stop is immediate unless a test asks for the delay a rolling
+     * restart needs (--shutdown-delay-ms, default 5 s): every suite stops
+     * its gateways with SIGTERM. */
+    setenv("LOCKGATE_SHUTDOWN_DELAY_MS", "0", 0);
     atexit(cleanup);
     signal(SIGABRT, on_fatal);
     signal(SIGSEGV, on_fatal);
