@@ -36,9 +36,15 @@
 #include <stddef.h>
 
 /* The layout this build writes.  1: the first version kept in Redis
- * (README, "Upgrading", lists what came before).  A test build may carry
- * another (LOCKGATE_TEST_LAYOUT_VERSION, layout_init). */
-#define LAYOUT_VERSION 1
+ * (README, "Upgrading", lists what came before).  2 (#34): gateways'
+ * liveness is a field of a declared hash (<prefix>gw) in every mode, and a
+ * session-bound hold carries its session's lease in its own hash in every
+ * mode, so a renewal must push the new end to every hold: a layout-1
+ * gateway renewing a session would leave such holds to expire under a
+ * live session, and each side counts the other's fair waiters as dead.
+ * Not shared with 1.  A test build may carry another
+ * (LOCKGATE_TEST_LAYOUT_VERSION, layout_init). */
+#define LAYOUT_VERSION 2
 
 /* What one connection last read of its master's version. */
 struct layout_seen {

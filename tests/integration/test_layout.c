@@ -1,7 +1,7 @@
 /* test_layout.c -- two gateways with different key layout versions on one
  * Redis never both grant one name (#31, server/layout.h).
  *
- * Gateway A is this build (layout 1); gateway B is the same binary told by
+ * Gateway A is this build (its LAYOUT_VERSION); gateway B is the same binary told by
  * the test hook LOCKGATE_TEST_LAYOUT_VERSION that its layout is 99, as a
  * later release with an incompatible change would be.  Whichever starts
  * first on an empty Redis writes its version (SETNX); the other must then
@@ -10,6 +10,7 @@
  * names the first one holds: the holder's lock survives the other's
  * DELETE, and in a race of both on the same names only one ever grants. */
 #include "tests/integration/harness.h"
+#include "server/layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,14 +117,19 @@ static void run_pair(const char *first_env, const char *second_env, const char *
     h_gw_stop(&second, 5000);
 }
 
+/* This build's layout version, as text (server/layout.h). */
+#define LAYOUT_TEXT(v) #v
+#define LAYOUT_STR(v)  LAYOUT_TEXT(v)
+#define THIS_LAYOUT    LAYOUT_STR(LAYOUT_VERSION)
+
 /* This build first, then a later, incompatible one. */
 static void test_newer_gateway_refuses_older_layout(void) {
-    run_pair(NULL, "env LOCKGATE_TEST_LAYOUT_VERSION=99", "1", "99");
+    run_pair(NULL, "env LOCKGATE_TEST_LAYOUT_VERSION=99", THIS_LAYOUT, "99");
 }
 
 /* The later one first (a Redis already moved on), then this build. */
 static void test_older_gateway_refuses_newer_layout(void) {
-    run_pair("env LOCKGATE_TEST_LAYOUT_VERSION=99", NULL, "99", "1");
+    run_pair("env LOCKGATE_TEST_LAYOUT_VERSION=99", NULL, "99", THIS_LAYOUT);
 }
 
 int main(int argc, char **argv) {
