@@ -107,11 +107,11 @@ void hold_leave_queue(struct hold_call *hc) {
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
     char live[LIVENESS_HASH_MAX];
-    int nkeys = 3 + liveness_hash_for(k.hash, live, sizeof live);
+    liveness_hash_for(k.hash, live, sizeof live);
+    int nkeys = 4;
     const char *argv[] = {k.hash,   k.queue,       k.qdead,
                           live,     hc->waiter_id, redis_release_channel_for(k.hash),
                           k.message};
-    if (nkeys == 3) memmove(&argv[3], &argv[4], 3 * sizeof argv[0]);
     size_t lens[7];
     for (int i = 0; i < nkeys + 3; i++) lens[i] = strlen(argv[i]);
     backend->forget(SCRIPT_DEQUEUE, nkeys, nkeys + 3, argv, lens, dequeued);
@@ -397,19 +397,20 @@ static void send_attempt(struct hold_call *hc) {
     /* Queued in Redis by this attempt if it finds the name busy; in quorum
      * mode some masters may queue it while others grant. */
     if (hc->fair && hc->wait_ms > 0) hc->queued = 1;
-    /* The fourth key: a session-bound hold's session key, or in cluster
-     * mode the slot's liveness hash (acquire.lua; sessions_cluster.c puts
-     * it in the session key's place). */
-    char skey[HOLD_KEY_MAX];
-    int fourth = hc->session != NULL;
-    if (hc->session)
-        session_key(hc->session, skey, sizeof skey);
-    else
-        fourth = liveness_hash_for(k.hash, skey, sizeof skey);
+    /* Then a session-bound hold's session key, and last the liveness hash
+     * the queue's head is judged by (acquire.lua; queue_head in
+     * _holders.lua): every key the script may touch is declared.  In
+     * cluster mode the session's key is in another slot, and
+     * sessions_cluster.c takes it out before the call. */
+    char skey[HOLD_KEY_MAX], live[LIVENESS_HASH_MAX];
+    int with_session = hc->session != NULL;
+    if (with_session) session_key(hc->session, skey, sizeof skey);
+    liveness_hash_for(k.hash, live, sizeof live);
     const char *argv[] = {k.hash,
                           k.queue,
                           k.qdead,
-                          fourth ? skey : NULL,
+                          with_session ? skey : NULL,
+                          live,
                           req->token,
                           ttl,
                           hc->owner,
@@ -428,25 +429,25 @@ static void send_attempt(struct hold_call *hc) {
     /* The common case (exclusive, no owner, max-hold, lock-delay, waiting,
      * session or API key) sends the script's short form, token and ttl
      * only: every argument costs Redis time (bench/RESULTS.md, "Redis fast
-     * path").  Without a fourth key argv[3] is skipped.  The session token,
+     * path").  Without a session argv[3] is skipped.  The session token,
      * the key id and a waiting request's attempt id go last, only as far as
      * one is set. */
     int extra = hc->attempt_id[0] ? 3 : hc->session || req->key_id ? 2 : 0;
-    int nkeys = fourth ? 4 : 3;
+    int nkeys = with_session ? 5 : 4;
     int shrt = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
                hc->lock_delay_ms == 0 && wait_left == 0 && !extra;
     int nargs = nkeys + (shrt ? 2 + backend->per_slot /* cluster: + the shard channel */
                               : 12 + extra);
-    const char *av[19];
-    size_t lens[19];
-    for (int i = 0, j = 0; i < 19 && j < nargs; i++) {
-        if (i == 3 && !fourth) continue;
+    const char *av[20];
+    size_t lens[20];
+    for (int i = 0, j = 0; i < 20 && j < nargs; i++) {
+        if (i == 3 && !with_session) continue;
         av[j] = argv[i];
         lens[j] = strlen(av[j]);
         j++;
     }
     if (shrt && backend->per_slot) { /* cluster's short form: token, ttl, shard channel */
-        av[nargs - 1] = argv[14];
+        av[nargs - 1] = argv[15];
         lens[nargs - 1] = strlen(av[nargs - 1]);
     }
     hc->w.seen_seq = waiters_release_seq();

@@ -14,8 +14,8 @@
  *
  * An answer that grants a hold and cannot be delivered is given back
  * (req->on_undelivered): when libmicrohttpd ends the request with an error,
- * and when the client had sent its FIN before the answer went out and its
- * TCP then resets the connection (delivery.h). */
+ * and when the client had sent its FIN before the answer was handed to
+ * libmicrohttpd and its TCP then resets the connection (delivery.h). */
 #include "server/http.h"
 #include "server/accept.h"
 #include "server/mhd_errors.h"
@@ -90,6 +90,7 @@ static _Thread_local struct http_worker *self;
 static struct http_worker *workers[HTTP_MAX_WORKERS];
 static atomic_int nworkers;
 static atomic_int shutting_down;
+static atomic_int leaving; /* http_leave: /readyz fails, connections close after an answer */
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -98,6 +99,10 @@ static int64_t now_ns(void) {
 }
 
 int http_shutting_down(void) { return atomic_load(&shutting_down); }
+
+void http_leave(void) { atomic_store(&leaving, 1); }
+
+int http_leaving(void) { return atomic_load(&leaving) || atomic_load(&shutting_down); }
 
 long http_in_flight(void) {
     long n = 0;
@@ -180,6 +185,13 @@ static enum MHD_Result send_reply(struct gw_request *req) {
     char *body = req->resp;
     req->resp = NULL;
     req->sent = 1;
+    /* Whether the client hung up (or half-closed) before its answer, seen
+     * now, not at the request's end: a FIN or reset that comes after the
+     * answer went out answers our own close (Connection: close), and
+     * HAProxy closes its server connections with a reset once it has read
+     * the answer, which the delivery watch took for a lost one and gave
+     * back a grant its client held (#31, tests/rolling). */
+    req->shut_before_reply = req->on_undelivered && delivery_peer_shut(http_client_fd(req));
     struct MHD_Response *r =
         MHD_create_response_from_buffer(req->resp_len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -190,6 +202,14 @@ static enum MHD_Result send_reply(struct gw_request *req) {
     for (int i = 0; i < req->nheaders; i++)
         MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
     if (req->cors) add_cors_headers(req, r);
+    /* Leaving (http_leave): a proxy's kept-alive connection ends with this
+     * answer instead of staying idle until the stop closes it, when a
+     * request the proxy sends on it at that moment would meet the close
+     * (docs/operations.md, "Rolling restarts"). */
+    int has_connection = 0;
+    for (int i = 0; i < req->nheaders; i++)
+        has_connection |= strcasecmp(req->headers[i].name, "Connection") == 0;
+    if (http_leaving() && !has_connection) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(req->conn, (unsigned)req->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -268,7 +288,7 @@ static void request_end(struct gw_request *req, int delivered, int fd) {
     if (req->on_undelivered && !delivered) {
         give_back(req,
                   req->sent ? "the answer could not be sent" : "the client left before the answer");
-    } else if (req->on_undelivered && !tls_enabled() && delivery_peer_shut(fd)) {
+    } else if (req->on_undelivered && !tls_enabled() && req->shut_before_reply) {
         /* Not over TLS: after the answer GnuTLS writes its close_notify,
          * which a client that already left resets, and the watch would take
          * that for a lost answer (test_tls found grants given back).  Over

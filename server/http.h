@@ -53,6 +53,14 @@ void http_stop(void);
 /* 1 after http_quiesce: new waits are refused with 503 shutting_down. */
 int http_shutting_down(void);
 
+/* Any thread: the gateway is leaving (SIGTERM, before the quiesce):
+ * /readyz fails and each answer closes its connection, while requests,
+ * waits included, are still served (main.c, --shutdown-delay-ms). */
+void http_leave(void);
+
+/* 1 after http_leave or http_quiesce. */
+int http_leaving(void);
+
 /* Number of requests between dispatch to a handler and their end. */
 long http_in_flight(void);
 

@@ -61,6 +61,8 @@ struct gw_request {
     struct gw_header headers[HTTP_MAX_HEADERS]; /* extra response headers */
     int nheaders;                               /* used entries of headers */
     int sent;                                   /* the reply was handed to libmicrohttpd */
+    int shut_before_reply;                      /* the client had sent its FIN (or reset)
+                                                   when the reply was handed over */
     int query_decoded;                          /* http_query decoded the arguments' values */
     int throttled;                              /* suspended before its handler until
                                                    the client reads (http.c): 1, or 2

@@ -57,7 +57,7 @@ struct script {
 };
 
 /* Computes every script's SHA-1; call once before the Redis layer starts.
- * keycheck (tests only, Redis Cluster mode): every script but the
+ * keycheck (tests only, every mode): every script but the
  * listings starts with lua/keycheck.lua, which makes a script's access to
  * a key it did not declare an error. */
 void scripts_init(int keycheck);
