@@ -382,7 +382,7 @@ static void observed_free(void *arg) {
 
 /* Sends the leader when it differs from what was sent last. */
 static void observed(struct gw_request *req, const struct redis_result *res, const char *id,
-                     const char *name, void *arg) {
+                     void *arg) {
     struct observed *ob = arg;
     struct leader_state s = read_state(res);
     long long term = s.verdict == 1 ? s.term : 0;

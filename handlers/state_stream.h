@@ -24,10 +24,9 @@ struct cJSON;
  * holders, count, fence, ttl_ms, owner, kind, limit, key_id, index} or
  * {-1}), id its log entry's id, to send as the event's id.  It sends what
  * it wants with state_stream_event (a gap event, when one is due, was sent
- * before); name is the name that changed (req's own, or one under a
- * prefix stream's prefix). */
+ * before). */
 typedef void (*state_stream_fn)(struct gw_request *req, const struct redis_result *res,
-                                const char *id, const char *name, void *arg);
+                                const char *id, void *arg);
 
 /* Starts streaming hash's changes to req ("<prefix>lock:{NAME}", its
  * announcements' key "lock:NAME"), calling fn(.., arg) for each; resume,
@@ -38,18 +37,6 @@ typedef void (*state_stream_fn)(struct gw_request *req, const struct redis_resul
 void state_stream_start(struct gw_request *req, const char *hash, const char *key,
                         const char *resume, state_stream_fn fn, void *arg,
                         void (*free_arg)(void *));
-
-/* The same over every name under prefix (a lock's, or semaphore's):
- * GET /v1/locks?prefix= as an event stream.  Each change of a name under
- * it is appended to the prefix's log while the stream marks the prefix
- * (lua/_holders.lua, "prefix streams") and published on the prefix's own
- * channel, which this worker subscribes to for as long as it has such a
- * stream (redis_channel_hold).  No state is sent first (the listing gives
- * it); an expiry is found by reading, at its lease's end, each name the
- * stream saw held (up to 256 names; beyond, by the next script on it). */
-void state_stream_start_prefix(struct gw_request *req, int semaphore, const char *prefix,
-                               const char *resume, state_stream_fn fn, void *arg,
-                               void (*free_arg)(void *));
 
 /* Whether s can be a log entry's id (digits, or digits-digits): a
  * Last-Event-ID a stream may have sent. */

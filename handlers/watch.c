@@ -2,8 +2,6 @@
 #include "handlers/watch.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
-#include "common/names.h"
-#include "handlers/access.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "handlers/holds.h"
@@ -146,7 +144,7 @@ static void on_give_up(struct waiter *w, int client_gone) {
 
 /* A state event for each change, its id the change log entry's. */
 static void watched(struct gw_request *req, const struct redis_result *res, const char *id,
-                    const char *name, void *arg) {
+                    void *arg) {
     int *semaphore = arg;
     state_stream_event(req, id, "state", hold_state_json(req->name, *semaphore, res));
 }
@@ -154,41 +152,6 @@ static void watched(struct gw_request *req, const struct redis_result *res, cons
 static void watched_free(void *arg) {
     atomic_fetch_sub(&in_progress, 1);
     free(arg);
-}
-
-/* A prefix stream's change: sent when the key may read that name (as a
- * listing shows only those), its data GET's body of that name. */
-static void prefix_watched(struct gw_request *req, const struct redis_result *res, const char *id,
-                           const char *name, void *arg) {
-    int *semaphore = arg;
-    if (!access_may(req, *semaphore ? AUTH_SEMAPHORES : AUTH_LOCKS, name, AUTH_READ)) return;
-    state_stream_event(req, id, "state", hold_state_json(name, *semaphore, res));
-}
-
-int watch_prefix_if_asked(struct gw_request *req, int semaphore) {
-    if (!stream_asked(req)) return 0;
-    const char *prefix = http_query(req, "prefix"), *last = http_header(req, "Last-Event-ID");
-    if (!prefix) prefix = "";
-    if (*prefix && !name_valid(prefix, strlen(prefix))) {
-        reply_problem(req, CODE_INVALID_NAME,
-                      "a prefix is up to %d bytes of [A-Za-z0-9._:-] after percent-decoding",
-                      NAME_MAX_LEN);
-        return 1;
-    }
-    if (last && !state_stream_id_ok(last)) {
-        reply_problem(req, CODE_INVALID_FIELD, "Last-Event-ID must be an id this stream sent");
-        return 1;
-    }
-    if (backend->per_slot) {
-        reply_problem(req, CODE_NOT_IMPLEMENTED,
-                      "prefix streams (text/event-stream) are not available in Redis Cluster mode");
-        return 1;
-    }
-    int *w = alloc_check(malloc(sizeof *w));
-    *w = semaphore;
-    atomic_fetch_add(&in_progress, 1);
-    state_stream_start_prefix(req, semaphore, prefix, last, prefix_watched, w, watched_free);
-    return 1;
 }
 
 static int watch_stream(struct gw_request *req, int semaphore) {

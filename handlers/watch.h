@@ -20,12 +20,6 @@ struct gw_request;
  * invalid_field for a bad watch_ms or after), else 0: a plain GET. */
 int watch_if_asked(struct gw_request *req, int semaphore);
 
-/* GET /v1/locks?prefix=P (semaphores: /v1/semaphores) with Accept:
- * text/event-stream: 1 when asked (then answered: the changes of every
- * name under P, those the key may read, as event: state with the name in
- * the data; 400, or 501 in Redis Cluster mode), else 0: a listing. */
-int watch_prefix_if_asked(struct gw_request *req, int semaphore);
-
 /* Watch requests being served now (the lockgate_watching_requests gauge). */
 uint64_t watch_in_progress(void);
 

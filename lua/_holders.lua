@@ -29,7 +29,7 @@
 --         (ms): every change of holder is announced
 --   lg    some event stream (watch_log.lua) may read the name's change log
 --         until this time (ms): every change of holder is also appended to
---         the log (see "the change log" below)
+--         the log, lq, le and l<n> (see "the change log" below)
 --   f     the name's last fence, present only while neither a holder nor
 --         the x record carries it (after shared holders end)
 --   !<token>  a token a forced release ended (force.lua), valued with the
@@ -149,7 +149,7 @@ end
 -- not), ffield the stored f (0 when absent).
 local function load(key, flat)
   local st = {holders = {}, alive = 0, maxexp = 0, minexp = 0, dl = 0, w = 0,
-              v = 0, lg = 0, mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
+              v = 0, lg = 0, le = 0, lq = 0, mode = nil, mfield = nil, limit = 0, first = nil, lastfence = 0,
               maxfence = 0, xfence = 0, ffield = 0, xtoken = nil, tfield = {}, fo = {},
               foexp = 0}
   flat = flat or redis.call('HGETALL', key)
@@ -172,10 +172,11 @@ local function load(key, flat)
       end
       if hd.exp > now then
         f, st.xtoken = tok, tok
-      elseif tok ~= '' and not dead_x then
+      elseif tok ~= '' and not dead_x and not hd.session then
         -- Its lease ended: found once (x becomes an ended record, its
         -- lock-delay kept in dl below), so the end is announced and logged
-        -- as a change, once.
+        -- as a change, once.  (A session-bound record carries its
+        -- session's end, which a renewal may still push: left as it is.)
         redis.call('HSET', key, 'x', struct.pack(X_HEAD, '', 0, hd.fence, 0, 0))
         dead_x = true
       end
@@ -222,6 +223,10 @@ local function load(key, flat)
       st.v = tonumber(v)
     elseif f == 'lg' then
       st.lg = tonumber(v)
+    elseif f == 'lq' then
+      st.lq = tonumber(v)
+    elseif f == 'le' then
+      st.le = tonumber(v)
     elseif f == 'f' then
       st.ffield = tonumber(v)
       if st.ffield > st.lastfence then st.lastfence = st.ffield end
@@ -271,24 +276,22 @@ local function index_of(st)
 end
 
 -- While an event stream watches a name (lg, set by watch_log.lua), every
--- change of its holders is appended, in the script that makes it, to a
--- Redis stream beside the hash, <hash>:log (same hash tag, same slot),
--- capped near LOG_KEEP entries (MAXLEN ~: whole stream nodes are dropped,
--- so a few more may stay).  An entry is the state after the change, as
--- inspect.lua answers it: a holders, then, when held, c count, f fence,
--- t ttl_ms, o owner, k kind, l limit, y key_id, i index; u 1 marks an
--- entry watch_log.lua added because the state had changed while nothing
--- was logged (the changes before it are lost).  Its id is the event id
--- streams send.  One XADD per change of a watched name; nothing for the
--- others.  The log's expiry is set by watch_log.lua past lg, so a log
--- never outlives its watchers by long.
+-- change of its holders is appended, in the script that makes it, to the
+-- name's change log, kept in the hash itself (the one key every script on
+-- the name declares): lq the last entry's number, le the log's epoch (the
+-- time it began, ms: an entry's id is "<le>-<n>", so that ids of a log
+-- begun again never match an older one's), and l<n> each entry, the last
+-- LOG_KEEP of them.  An entry is the state after the change, as
+-- inspect.lua answers it, its fields joined by NUL (owners hold none): u
+-- (1: watch_log.lua found the state changed while nothing was logged: the
+-- changes before it are lost), holders, count, fence, ttl_ms, kind, limit,
+-- index, owner, key_id.  One HSET per change of a watched name (and an
+-- HDEL once LOG_KEEP are kept); nothing for the others.  The log goes when
+-- lg does (save_ttl).
 local LOG_KEEP = 64
 
--- Appends st to the log at key (a name's, or a prefix's with the name).
-local function log_change(key, st, unlogged, name, keep)
-  local e = {'XADD', key, 'MAXLEN', '~', keep or LOG_KEEP, '*', 'a', st.alive}
-  if unlogged then e[#e + 1], e[#e + 2] = 'u', 1 end
-  if name then e[#e + 1], e[#e + 2] = 'n', name end
+local function log_change(key, st, unlogged)
+  local e = {unlogged and 1 or 0, st.alive, 0, 0, 0, 0, 0, 0, '', ''}
   if st.alive > 0 then
     local first, maxfence, maxexp = nil, 0, 0
     for _, h in pairs(st.holders) do
@@ -298,14 +301,19 @@ local function log_change(key, st, unlogged, name, keep)
     end
     local kind = st.mfield == 's' and 2 or st.mfield == 'p' and 3 or 1
     if kind == 3 then maxfence = 0 end
-    local n = #e
-    e[n + 1], e[n + 2], e[n + 3], e[n + 4] = 'c', first.count, 'f', int(maxfence)
-    e[n + 5], e[n + 6], e[n + 7], e[n + 8] = 't', int(maxexp - now - 1), 'o', first.owner
-    e[n + 9], e[n + 10], e[n + 11], e[n + 12] = 'k', kind, 'l', st.limit
-    e[n + 13], e[n + 14] = 'y', first.key_id or ''
-    e[n + 15], e[n + 16] = 'i', int(index_of(st))
+    e = {e[1], st.alive, first.count, int(maxfence), int(maxexp - now - 1), kind, st.limit,
+         int(index_of(st)), first.owner, first.key_id or ''}
   end
-  return redis.call(unpack(e))
+  local n = st.lq + 1
+  local set = {'HSET', key, 'l' .. n, table.concat(e, '\0'), 'lq', n}
+  if st.le == 0 then
+    st.le = now
+    set[#set + 1], set[#set + 2] = 'le', int(now)
+  end
+  redis.call(unpack(set))
+  if n > LOG_KEEP then redis.call('HDEL', key, 'l' .. (n - LOG_KEEP)) end
+  st.lq = n
+  return n
 end
 
 -- ---- announcements --------------------------------------------------------
@@ -340,42 +348,6 @@ local function announce(key)
   publish(live_channel or (p .. 'released'), k .. ':' .. n)
 end
 
--- ---- prefix streams -------------------------------------------------------
--- A prefix stream (GET /v1/locks?prefix= as an event stream) marks its
--- prefix in <prefix>pw (_layout.lua, pw_of) while it lasts.  Each change
--- of holder outside Redis Cluster reads that hash (one HGETALL, of a key
--- that is absent while nobody streams a prefix) and, for each live mark
--- the name falls under, appends the state with the name to the prefix's
--- log <prefix>plog:KIND:PREFIX (capped near PREFIX_KEEP) and publishes
--- "pfx:KIND:PREFIX" on the prefix's own channel <prefix>pfx:KIND:PREFIX,
--- to which only gateways with a stream on that prefix subscribe.  So a
--- change under a watched prefix costs an XADD and a PUBLISH per watched
--- prefix it falls under, delivered to the gateways watching it; any other
--- change one HGETALL of an absent key.  prefix_ok: this call may read pw
--- (nil: when its release channel says it is not Redis Cluster, where pw
--- is another slot's key; watch_log and watch_prefix set it).
-local PREFIX_KEEP = 1024
-local prefix_ok = nil
-
-local function prefix_changes(key, st)
-  local ok = prefix_ok
-  if ok == nil then ok = live_channel ~= nil and not string.find(live_channel, '{', 1, true) end
-  if not ok then return end
-  local p, k, n = string.match(key, '^(.*)(lock):{([^{]*)}$')
-  if not p then p, k, n = string.match(key, '^(.*)(sem):{([^{]*)}$') end
-  if not p then return end
-  local marks = redis.call('HGETALL', p .. 'pw')
-  if #marks == 0 then return end
-  local full = k .. ':' .. n
-  for i = 1, #marks, 2 do
-    local f = marks[i]
-    if tonumber(marks[i + 1]) > now and string.sub(full, 1, #f) == f then
-      log_change(p .. 'plog:' .. f, st, false, n, PREFIX_KEEP)
-      publish(p .. 'pfx:' .. f, 'pfx:' .. f)
-    end
-  end
-end
-
 -- Announces what changed since load() (or the last call), by the rule
 -- above; called by save_ttl, so every script that writes a hash keeps it.
 local function announce_changes(key, st)
@@ -393,8 +365,7 @@ local function announce_changes(key, st)
   if (left and (waiting or watched or st.loud)) or (joined and (watched or (room and waiting))) then
     announce(key)
   end
-  if (left or joined) and st.lg > now then log_change(key .. ':log', st) end
-  if left or joined then prefix_changes(key, st) end
+  if (left or joined) and st.lg > now then log_change(key, st) end
   st.before, st.freed = {}, false
   for t in pairs(st.holders) do st.before[t] = true end
 end
@@ -455,7 +426,14 @@ local function save_ttl(key, st, gone)
   if st.wfield and st.wfield <= now and st.w <= now then del[#del + 1] = 'w' end
   if st.dlfield and st.dlfield <= now then del[#del + 1] = 'dl' end
   if st.v > 0 and st.v <= now then del[#del + 1] = 'v' end
-  if st.lg > 0 and st.lg <= now then del[#del + 1] = 'lg' end
+  if st.lg > 0 and st.lg <= now then
+    -- Nobody reads the change log any more: it goes with its mark.
+    del[#del + 1] = 'lg'
+    if st.lq > 0 then
+      del[#del + 1], del[#del + 2] = 'lq', 'le'
+      for n = math.max(1, st.lq - LOG_KEEP + 1), st.lq do del[#del + 1] = 'l' .. n end
+    end
+  end
   if st.alive == 0 then
     if st.mfield then del[#del + 1] = 'm' end
     if st.limit > 0 then del[#del + 1] = 'lim' end

@@ -25,16 +25,6 @@ local X_HEAD = '<sI4I7I6I4'
 -- channel in this key's slot (server/redis_cluster.inc: "<prefix>released{
 -- <tag of the slot>}"), published with SPUBLISH so that it stays within the
 -- shard; any other, the single channel of the other modes, with PUBLISH.
--- Prefix streams (watch_prefix.lua) mark the prefixes they watch in one
--- hash, <prefix>pw ("lock:PREFIX" or "sem:PREFIX" -> until, ms).  Outside
--- Redis Cluster every change of holder looks there (_holders.lua,
--- prefix_changes), and the fast paths leave for the general path while it
--- exists.  pw_of: that hash's key for a name's hash key.
-local function pw_of(key)
-  local p = string.match(key, '^(.*)lock:{') or string.match(key, '^(.*)sem:{') or ''
-  return p .. 'pw'
-end
-
 local function publish(channel, message)
   if string.byte(channel, -1) == 125 then
     redis.call('SPUBLISH', channel, message)

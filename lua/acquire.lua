@@ -58,13 +58,11 @@ local flat = redis.call('HGETALL', KEYS[1])
 
 -- Fast path: the short form on a name nobody holds, with no lock-delay
 -- pending, no waiter or watch mark and no shared state: the hash is empty
--- or holds only x's ended record.  Four Redis calls (TIME, HGETALL, HSET, PEXPIRE;
--- and outside Redis Cluster EXISTS of the prefix streams' marks, _layout.lua),
+-- or holds only x's ended record.  Four Redis calls (TIME, HGETALL, HSET, PEXPIRE),
 -- none of _holders.lua's functions made, and a bare integer for an answer
 -- (a table costs Redis more than a redis.call: bench/RESULTS.md).
 local short = #ARGV <= 3
--- (#ARGV 3: Redis Cluster's short form, where no prefix stream exists.)
-if short and (#ARGV == 3 or redis.call('EXISTS', pw_of(KEYS[1])) == 0) then
+if short then
   local last = -1
   if #flat == 0 then
     last = 0

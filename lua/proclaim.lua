@@ -21,6 +21,6 @@ if not me then return {why} end
 me.owner = ARGV[2]
 put(KEYS[1], st, ARGV[1], me, st.mode)
 if st.v > now then announce(KEYS[1]) end
-if st.lg > now then log_change(KEYS[1] .. ':log', st) end
+if st.lg > now then log_change(KEYS[1], st) end
 save_ttl(KEYS[1], st)
 return {1, me.fence}

@@ -29,10 +29,7 @@ local flat = redis.call('HGETALL', KEYS[1])
 -- TIME and turning its answer into milliseconds.  The expiry already lies
 -- FENCE_KEEP_MS past the lease; it is only brought nearer when it is more
 -- than LINGER_MS away.
--- A prefix stream watching (_layout.lua, pw_of) takes the general path,
--- which tells it; never in Redis Cluster mode (a shard channel: '{').
-if #flat == 2 and flat[1] == 'x' and not ARGV[4] and
-   (string.find(ARGV[2] or '', '{', 1, true) or redis.call('EXISTS', pw_of(KEYS[1])) == 0) then
+if #flat == 2 and flat[1] == 'x' and not ARGV[4] then
   local v = flat[2]
   local tok, count, fence, exp, ttl, pos = struct.unpack(X_HEAD, v)
   -- A record from before carried session leases (exp SESSION_EXP) has no

@@ -156,15 +156,6 @@ struct redis {
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
-    struct held_channel *held; /* channels besides the release channel (redis_channel_hold) */
-};
-
-/* A channel this instance's pub/sub connections keep besides the release
- * channel, while refs > 0 (a prefix stream's: redis_channel_hold). */
-struct held_channel {
-    struct held_channel *next;
-    int refs;
-    char name[];
 };
 
 /* Cluster mode: each slot's release channel, the same for every instance
@@ -756,47 +747,6 @@ static void sub_up(struct rconn *c) {
     size_t lens[2] = {9, strlen(self->channel)};
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
     c->subscribed = 1;
-    for (struct held_channel *h = self->held; h; h = h->next) {
-        const char *hv[2] = {"SUBSCRIBE", h->name};
-        size_t hl[2] = {9, strlen(h->name)};
-        redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, hv, hl);
-    }
-}
-
-/* (Un)subscribes every node's pub/sub connection that is up to channel. */
-static void channel_send(const char *cmd, const char *channel) {
-    for (int i = 0; i < self->nnodes; i++) {
-        struct rconn *c = &self->node[i].sub;
-        if (!c->ac || !c->subscribed) continue;
-        const char *argv[2] = {cmd, channel};
-        size_t lens[2] = {strlen(cmd), strlen(channel)};
-        redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
-    }
-}
-
-void redis_channel_hold(const char *channel, int on) {
-    if (!self || self->cluster || !self->subscribe) return;
-    struct held_channel **at = &self->held;
-    while (*at && strcmp((*at)->name, channel) != 0) at = &(*at)->next;
-    if (on) {
-        if (*at) {
-            (*at)->refs++;
-            return;
-        }
-        size_t len = strlen(channel);
-        struct held_channel *h = alloc_check(calloc(1, sizeof *h + len + 1));
-        memcpy(h->name, channel, len + 1);
-        h->refs = 1;
-        h->next = self->held;
-        self->held = h;
-        channel_send("SUBSCRIBE", channel);
-        return;
-    }
-    if (!*at || --(*at)->refs > 0) return;
-    struct held_channel *h = *at;
-    *at = h->next;
-    channel_send("UNSUBSCRIBE", channel);
-    free(h);
 }
 
 /* ------------------------------------------------------------------------
@@ -1350,11 +1300,6 @@ void redis_fail_all(void) {
 }
 
 void redis_free(struct redis *r) {
-    while (r->held) {
-        struct held_channel *h = r->held;
-        r->held = h->next;
-        free(h);
-    }
     atomic_fetch_sub(&instances, 1);
     if (r->counted_up) atomic_fetch_sub(&instances_up, 1);
     free(r);

@@ -60,14 +60,6 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
  * made for a slot's first waiters is confirmed: a release may have been
  * missed before it, so those waiters try again. */
 int redis_interest(const char *key, int on);
-
-/* Outside cluster mode: the calling thread's pub/sub connections keep
- * channel subscribed (on 1, counted) or let it go (on 0, when the count
- * falls to 0), as well as the release channel; its messages go to the
- * release hook like a release's, their payload the key to wake (a prefix
- * stream's, handlers/state_stream.c).  Its subscription's confirmation
- * makes every waiter try again, as the release channel's does. */
-void redis_channel_hold(const char *channel, int on);
 void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
 
 /* fn(arg) is called as each command connection of r is being made, after
