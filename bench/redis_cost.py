@@ -230,11 +230,6 @@ def watched(s, k):
     return resp("HSET", k, "v", 99999999999999, "lg", 99999999999999)
 
 
-def prefix_marked(mark):
-    """A prefix stream's mark in <prefix>pw, far in the future."""
-    return lambda s, k: resp("HSET", "lockgate:pw", mark, 99999999999999)
-
-
 def path_costs(gen, n, only=None):
     """(label, instructions per call) of each path, each on a server of its own:
     the setup's instructions are counted alone and taken off."""
@@ -290,13 +285,6 @@ def path_costs(gen, n, only=None):
         ("release, watched by an event stream (logs the change)",
          lambda s, k: watched(s, k) + acq(s["acquire"], k, TOKEN),
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
-        # Prefix streams (watch_prefix.lua's mark in <prefix>pw): a name under
-        # a streamed prefix (the fast path is left; XADD to the prefix's
-        # log, PUBLISH on its channel), and one under another prefix only.
-        ("acquire under a streamed prefix (logs, publishes)", prefix_marked("lock:p"),
-         lambda s, k: acq(s["acquire"], k, TOKEN)),
-        ("acquire while another prefix is streamed", prefix_marked("lock:zz"),
-         lambda s, k: acq(s["acquire"], k, TOKEN)),
         ("inspect", lambda s, k: acq(s["acquire"], k, TOKEN),
          lambda s, k: resp("EVALSHA", s["inspect"], 1, k)),
         # A key's holds_at_once ledger (quota.lua): 10 holds already in it.
