@@ -137,8 +137,8 @@ static void read_done(void *arg, const struct redis_result *res) {
         s->fn(s->req, &state, s->after, s->arg);
     }
     /* Open once Redis answered, even when nothing was sent (a resume at
-     * the last entry, a prefix stream): a comment line goes with the
-     * headers, so that the client, or a proxy, sees the stream start. */
+     * the last entry): a comment line goes with the headers (libmicrohttpd
+     * sends them with the first bytes), so that the client, or a proxy, sees it. */
     if (!http_stream_opened(s->req)) {
         http_stream_open(s->req, gone, handlers_config()->stream_user_timeout_ms);
         http_stream_write(s->req, ":\n", 2);
