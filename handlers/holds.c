@@ -216,11 +216,13 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         }
         hold_leave_queue(hc);
         /* The attempt may have run, or may still run: undo it (undo.h).
-         * A session-bound hold is listed in its session too. */
-        if ((hc->own_token || hc->attempt_id[0]) && !hc->session && !redis_error_is_reply(err)) {
+         * A session-bound hold lives by its session, not by ttl_ms: one
+         * that Redis could not renew for the longest lease has ended. */
+        if ((hc->own_token || hc->attempt_id[0]) && !redis_error_is_reply(err)) {
             struct hold_keys k;
             hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-            undo_hold(k.hash, k.message, req->token, hc->attempt_id, hc->ttl_ms);
+            undo_hold(k.hash, k.message, req->token, hc->attempt_id,
+                      hc->session ? guard_max_lease_ms() : hc->ttl_ms);
         }
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;

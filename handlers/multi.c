@@ -32,6 +32,8 @@
 #include "common/token.h"
 #include "handlers/backend.h"
 #include "handlers/guard.h"
+#include "handlers/holds.h"
+#include "handlers/undo.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
@@ -65,27 +67,31 @@ struct multi_waiter {
 
 /* One request, alive from the handler to the reply, across waits. */
 struct multi_call {
-    struct gw_request *req;                 /* the request it answers */
-    int n;                                  /* names */
-    char **names;                           /* the names, as given */
-    char **wkeys;                           /* "lock:NAME", what releases announce */
-    struct multi_waiter *ws;                /* n waiters */
-    char kind;                              /* 'x' exclusive, 's' shared */
-    int fair;                               /* queue in Redis on every name */
-    int waited;                             /* parked at least once */
-    int queued;                             /* an attempt went with its waiter id */
-    int parking;                            /* inside park_all: a retry waits for it */
-    int retry_pending;                      /* a retry came while parking */
-    int backoff_ms;                         /* parked through a Redis outage: last pause */
-    long long ttl_ms;                       /* lease length */
-    long long wait_ms;                      /* how long it may wait, 0 = try once */
-    int64_t start_ms;                       /* arrival (monotonic) */
-    int64_t deadline_ms;                    /* start + wait_ms */
-    int64_t attempt_ms;                     /* when the current attempt was sent */
-    uint64_t seen_seq;                      /* waiters_release_seq() before the attempt */
-    char waiter_id[LIVENESS_WAITER_ID_MAX]; /* its id in the fair queues */
-    int live_slot[MULTI_MAX];               /* per group: liveness_waiter_join's answer */
-    char *owner;                            /* "" for none */
+    struct gw_request *req;                  /* the request it answers */
+    int n;                                   /* names */
+    char **names;                            /* the names, as given */
+    char **wkeys;                            /* "lock:NAME", what releases announce */
+    struct multi_waiter *ws;                 /* n waiters */
+    char kind;                               /* 'x' exclusive, 's' shared */
+    int fair;                                /* queue in Redis on every name */
+    int waited;                              /* parked at least once */
+    int queued;                              /* an attempt went with its waiter id */
+    int parking;                             /* inside park_all: a retry waits for it */
+    int retry_pending;                       /* a retry came while parking */
+    int backoff_ms;                          /* parked through a Redis outage: last pause */
+    long long ttl_ms;                        /* lease length */
+    long long wait_ms;                       /* how long it may wait, 0 = try once */
+    int64_t start_ms;                        /* arrival (monotonic) */
+    int64_t deadline_ms;                     /* start + wait_ms */
+    int64_t attempt_ms;                      /* when the current attempt was sent */
+    uint64_t seen_seq;                       /* waiters_release_seq() before the attempt */
+    char waiter_id[LIVENESS_WAITER_ID_MAX];  /* its id in the fair queues */
+    char attempt_id[LIVENESS_WAITER_ID_MAX]; /* its id in every holder record it makes
+                                                (multi_acquire.lua ARGV 10): its retry
+                                                finds its own grant, and an undo or a
+                                                give-back takes exactly what it took */
+    int live_slot[MULTI_MAX];                /* per group: liveness_waiter_join's answer */
+    char *owner;                             /* "" for none */
     struct grant {
         long long fence;  /* its fence */
         long long count;  /* its re-entry count */
@@ -255,11 +261,14 @@ static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 
 /* Releases one level of every name of the first `groups` groups, newest
  * first, answers unread (a give-back).  One level is exactly what an
- * attempt added: a new hold ends, a re-entered one goes back down. */
+ * attempt added: a new hold ends, a re-entered one goes back down.  Only
+ * where this request's attempt id says it added it (multi_release.lua
+ * ARGV 3): a quorum master the attempt did not reach keeps what the token
+ * held before, and a give-back never takes a level twice. */
 static void give_back(struct multi_call *mc, int groups) {
-    const char *args[2] = {mc->req->token, ""};
+    const char *args[3] = {mc->req->token, "", mc->attempt_id};
     for (int g = groups - 1; g >= 0; g--)
-        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, ignore_one, ignore_all, NULL);
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 3, args, 1, ignore_one, ignore_all, NULL);
 }
 
 static void give_back_done(void *arg, const struct redis_result *res) {
@@ -273,11 +282,11 @@ static void give_back_done(void *arg, const struct redis_result *res) {
  * and nothing is held while the request waits.  Per-slot backends only
  * (one master per group: no quorum to reduce). */
 static void give_back_then(struct multi_call *mc, int groups, void (*then)(struct multi_call *)) {
-    const char *args[2] = {mc->req->token, ""};
+    const char *args[3] = {mc->req->token, "", mc->attempt_id};
     mc->then = then;
     mc->pending = groups;
     for (int g = groups - 1; g >= 0; g--)
-        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, give_back_done, ignore_all, mc);
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 3, args, 1, give_back_done, ignore_all, mc);
 }
 
 static void release_undelivered(struct gw_request *req) {
@@ -470,6 +479,20 @@ static void ack_done(void *arg, const struct redis_result *res) {
     grant_or_retry(mc, 1);
 }
 
+/* The request is answered 503 after a timeout or a lost connection: its
+ * last attempt may have run, or may still run, on any group's master (in
+ * quorum mode on any master).  Each name is undone by itself, by the
+ * attempt's id (undo.h): release.lua takes only the level this request's
+ * attempt took there, once, so a name it never reached, or one already
+ * given back, is left as it is ("nothing"). */
+static void undo_attempt(struct multi_call *mc) {
+    for (int i = 0; i < mc->n; i++) {
+        struct hold_keys k;
+        hold_keys(mc->names[i], 0, &k);
+        undo_hold(k.hash, k.message, mc->req->token, mc->attempt_id, mc->ttl_ms);
+    }
+}
+
 /* One attempt's outcome: verdict 1 (granted: mc->granted filled; quorum
  * mode: a its validity, each name's ttl already its own),
  * 0 (busy: retry, busy index), -3 (mode, index), -100 (err). */
@@ -483,6 +506,7 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
             return;
         }
         leave_queues(mc);
+        if (err && !redis_error_is_reply(err)) undo_attempt(mc);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err ? err : "unexpected answer");
         return;
     }
@@ -715,17 +739,18 @@ static void send_group(struct multi_call *mc) {
     snprintf(ttl, sizeof ttl, "%lld", mc->ttl_ms);
     snprintf(left, sizeof left, "%lld", wait_left);
     if (mc->fair && mc->wait_ms > 0) mc->queued = 1;
-    const char *args[9] = {mc->req->token,
-                           ttl,
-                           mc->owner,
-                           kind,
-                           mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
-                           left,
-                           mc->fair ? "1" : "0",
-                           "",
-                           mc->arrival};
-    run_group(mc, mc->taken, SCRIPT_MULTI_ACQUIRE, 1, 9, args, 7, acquire_done, quorum_acquire_done,
-              mc);
+    const char *args[10] = {mc->req->token,
+                            ttl,
+                            mc->owner,
+                            kind,
+                            mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
+                            left,
+                            mc->fair ? "1" : "0",
+                            "",
+                            mc->arrival,
+                            mc->attempt_id};
+    run_group(mc, mc->taken, SCRIPT_MULTI_ACQUIRE, 1, 10, args, 7, acquire_done,
+              quorum_acquire_done, mc);
 }
 
 static void attempt(struct multi_call *mc) {
@@ -779,6 +804,7 @@ void multi_acquire(struct gw_request *req) {
         for (int g = 0; g < mc->ngroups; g++) /* a name's slot is its hash's */
             mc->live_slot[g] = liveness_waiter_join(group_name(mc, g));
     }
+    liveness_waiter_id(mc->attempt_id);
     attempt(mc);
 }
 

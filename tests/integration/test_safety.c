@@ -344,24 +344,29 @@ static void test_full_redis_lets_holders_go(void) {
 
 #define UNDO_BOUND_MS 1500 /* the target is 1 s; margin for a loaded machine */
 
+/* inspect: the names' paths to look at, separated by spaces. */
 static void stall_during_acquire(struct h_gw *g, const char *path, const char *body,
-                                 const char *inspect, long long *took) {
+                                 const char *hdr, const char *inspect, long long *took) {
     CHECK(h_freeze(redis.pid) == 0);
-    struct h_resp r = h_http("POST", g->port, path, NULL, body, NULL);
+    struct h_resp r = h_http("POST", g->port, path, NULL, body, hdr);
     CHECK_EQ_INT(r.status, 503);
     h_resp_free(&r);
     kill(redis.pid, SIGCONT);
     long long t0 = h_now_ms();
     /* The attempt ran once Redis resumed, or was killed with its
-     * connection; either way the name is free soon after. */
-    long st = 0;
-    char code[48];
-    for (long long end = t0 + 10000; h_now_ms() < end; h_sleep_ms(5)) {
-        st = call_code("GET", inspect, NULL, NULL, NULL, code, sizeof code);
-        if (st == 404) break;
+     * connection; either way the names are free soon after. */
+    char paths[256], *save = NULL;
+    snprintf(paths, sizeof paths, "%s", inspect);
+    for (char *one = strtok_r(paths, " ", &save); one; one = strtok_r(NULL, " ", &save)) {
+        long st = 0;
+        char code[48];
+        for (long long end = t0 + 10000; h_now_ms() < end; h_sleep_ms(5)) {
+            st = call_code("GET", one, NULL, NULL, NULL, code, sizeof code);
+            if (st == 404) break;
+        }
+        CHECK_EQ_INT(st, 404);
     }
     *took = h_now_ms() - t0;
-    CHECK_EQ_INT(st, 404);
 }
 
 static void test_stall_during_acquire(void) {
@@ -370,31 +375,44 @@ static void test_stall_during_acquire(void) {
         CHECK(!"gateway did not start");
         return;
     }
+    /* A session-bound hold lives by its session: made before the stall. */
+    struct h_resp r = h_http("POST", g.port, "/v1/sessions", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char shdr[200];
+    snprintf(shdr, sizeof shdr, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
     struct {
-        const char *path, *body, *inspect;
+        const char *path, *body, *hdr, *inspect;
     } cases[] = {
-        {"/v1/locks/stall-a",      "{\"ttl_ms\":60000}",                 "/v1/locks/stall-a"     },
-        {"/v1/locks/stall-s",      "{\"ttl_ms\":60000,\"shared\":true}", "/v1/locks/stall-s"     },
-        {"/v1/semaphores/stall-p", "{\"ttl_ms\":60000,\"limit\":1}",     "/v1/semaphores/stall-p"},
+        {"/v1/locks/stall-a",      "{\"ttl_ms\":60000}",                                       NULL, "/v1/locks/stall-a"},
+        {"/v1/locks/stall-s",      "{\"ttl_ms\":60000,\"shared\":true}",                       NULL, "/v1/locks/stall-s"},
+        {"/v1/semaphores/stall-p", "{\"ttl_ms\":60000,\"limit\":1}",                           NULL,
+         "/v1/semaphores/stall-p"                                                                                       },
+        {"/v1/locks",              "{\"ttl_ms\":60000,\"names\":[\"stall-m1\",\"stall-m2\"]}", NULL,
+         "/v1/locks/stall-m1 /v1/locks/stall-m2"                                                                        },
+        {"/v1/locks/stall-b",      "{}",                                                       shdr, "/v1/locks/stall-b"},
     };
     long long worst = 0;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         long long took = 0;
-        stall_during_acquire(&g, cases[i].path, cases[i].body, cases[i].inspect, &took);
+        stall_during_acquire(&g, cases[i].path, cases[i].body, cases[i].hdr, cases[i].inspect,
+                             &took);
         if (took > worst) worst = took;
         CHECK(took <= UNDO_BOUND_MS);
     }
     fprintf(stderr, "  undo: names free at most %lld ms after Redis resumed\n", worst);
-    /* Counted: every failed attempt settled, none left to its lease. */
+    /* Counted: every failed attempt settled (the multi-lock's name by
+     * name), none left to its lease. */
     for (long long end = h_now_ms() + 5000; h_metric(&g, "lockgate_undo_given_back_total") +
                                                     h_metric(&g, "lockgate_undo_nothing_total") <
-                                                3 &&
+                                                6 &&
                                             h_now_ms() < end;)
         h_sleep_ms(10);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_started_total"), 3);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_started_total"), 6);
     CHECK_EQ_INT(h_metric(&g, "lockgate_undo_given_back_total") +
                      h_metric(&g, "lockgate_undo_nothing_total"),
-                 3);
+                 6);
     CHECK_EQ_INT(h_metric(&g, "lockgate_undo_expired_total"), 0);
     /* Never a token in the log. */
     CHECK_EQ_INT(file_count(g.log, "Lock-Token"), 0);
@@ -466,6 +484,69 @@ static void test_stall_during_wakeup(void) {
     CHECK(r.body && strstr(r.body, "\"released\":true") != NULL);
     h_resp_free(&r);
     CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-w", NULL, NULL, NULL, code, sizeof code), 404);
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+}
+
+/* The same for a multi-lock group: the waiter's retry finds its own
+ * attempt's grant and answers it, 201 with every count 1, never a
+ * re-entry (multi_acquire.lua ARGV 10). */
+struct multi_post {
+    pthread_t th;
+    int port;
+    long status;
+    char body[2048];
+    char token[128];
+};
+
+static void *multi_post_main(void *arg) {
+    struct multi_post *c = arg;
+    struct h_resp r = h_http("POST", c->port, "/v1/locks", NULL,
+                             "{\"names\":[\"stall-mw1\",\"stall-mw2\"],\"ttl_ms\":60000,"
+                             "\"wait_ms\":20000}",
+                             NULL);
+    c->status = r.status;
+    snprintf(c->body, sizeof c->body, "%s", r.body ? r.body : "");
+    snprintf(c->token, sizeof c->token, "%s",
+             h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void test_stall_during_multi_wakeup(void) {
+    struct h_gw g = {0};
+    if (h_gw_up(&g, &redis, "--workers 1 --redis-timeout-ms 500 --liveness-ttl-ms 300000") < 0) {
+        CHECK(!"gateway did not start");
+        return;
+    }
+    char code[48];
+    struct h_resp r =
+        h_http("POST", g.port, "/v1/locks/stall-mw1", NULL, "{\"ttl_ms\":1500}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct multi_post w = {.port = g.port};
+    pthread_create(&w.th, NULL, multi_post_main, &w);
+    for (long long end = h_now_ms() + 5000;
+         h_metric(&g, "lockgate_waits_total") != 1 && h_now_ms() < end;)
+        h_sleep_ms(2);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_waits_total"), 1);
+    /* Redis stops; the holder's lease ends; the waiter's attempt is held
+     * past the command timeout, runs when Redis resumes, and the waiter
+     * tries again. */
+    int dropped = file_count(g.log, "gave no answer");
+    CHECK(h_freeze(redis.pid) == 0);
+    CHECK(log_wait(&g, "gave no answer", dropped, 10000));
+    kill(redis.pid, SIGCONT);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(strstr(w.body, "\"count\":1") != NULL);
+    CHECK(strstr(w.body, "\"count\":2") == NULL);
+    /* One release frees both: no hidden level is left. */
+    r = h_http("DELETE", g.port, "/v1/locks", w.token, "{\"names\":[\"stall-mw1\",\"stall-mw2\"]}",
+               NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-mw1", NULL, NULL, NULL, code, sizeof code), 404);
+    CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-mw2", NULL, NULL, NULL, code, sizeof code), 404);
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
 }
 
@@ -716,6 +797,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_full_redis_lets_holders_go);
         RUN_SOME(test_stall_during_acquire);
         RUN_SOME(test_stall_during_wakeup);
+        RUN_SOME(test_stall_during_multi_wakeup);
         RUN_SOME(test_data_loss_holds_off);
         RUN_SOME(test_evicting_policy_after_failover);
     }
