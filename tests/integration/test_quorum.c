@@ -21,7 +21,8 @@
  *   7. A failed round leaves nothing (issue 28): a re-entry level taken by
  *      the two masters that answered is given back on them alone before
  *      the 503; a master that timed out (stopped) during the round and
- *      runs the attempt once it resumes is undone once it answers. */
+ *      runs the attempt once it resumes is undone once it answers; the
+ *      same for a multi-lock group. */
 #include "tests/integration/harness.h"
 
 #include <inttypes.h>
@@ -825,6 +826,28 @@ static void test_failed_round_undone(void) {
         CHECK(h_now_ms() - t0 <= 1500);
     }
     for (int i = 3; i < N_MASTERS; i++) CHECK_EQ_INT(holders_on(&m[i], "q-undo-stall"), 0);
+
+    /* The same for a multi-lock group: what the stopped master granted is
+     * undone name by name once it answers, what m3 and m4 granted is
+     * given back by the attempt's id before the 503. */
+    CHECK(h_freeze(m[0].pid) == 0);
+    r = h_http("POST", gws[0].port, "/v1/locks", NULL,
+               "{\"ttl_ms\":60000,\"names\":[\"q-undo-m1\",\"q-undo-m2\"]}", NULL);
+    CHECK_EQ_INT(r.status, 503);
+    h_resp_free(&r);
+    kill(m[0].pid, SIGCONT);
+    t0 = h_now_ms();
+    held = -1;
+    for (long long end = t0 + 10000; h_now_ms() < end; h_sleep_ms(10))
+        if ((held = holders_on(&m[0], "q-undo-m1") + holders_on(&m[0], "q-undo-m2")) == 0) break;
+    fprintf(stderr, "  failed multi-lock round: the stopped master free %lld ms after it resumed\n",
+            h_now_ms() - t0);
+    CHECK_EQ_INT(held, 0);
+    CHECK(h_now_ms() - t0 <= 1500);
+    for (int i = 3; i < N_MASTERS; i++) {
+        CHECK_EQ_INT(holders_on(&m[i], "q-undo-m1"), 0);
+        CHECK_EQ_INT(holders_on(&m[i], "q-undo-m2"), 0);
+    }
     restart_master(1);
     restart_master(2);
     wait_all_connected();
