@@ -9,8 +9,12 @@
 struct gw_request;
 
 /* Locks, semaphores, sessions and multi-locks: 1 when refused (then req was
- * answered 503 redis_may_evict), 0 to go on. */
+ * answered 503 redis_may_evict or redis_data_lost), 0 to go on.  In Redis
+ * Cluster mode a loss holds off only the names of the master that lost
+ * its data: req->name's here. */
 int guard_grant_or_reply(struct gw_request *req);
+/* The same for a multi-lock's names (every one's master, in Cluster mode). */
+int guard_names_or_reply(struct gw_request *req, char *const *names, int n);
 /* The same for ids: refused only under an allkeys-* policy (not after a
  * data loss: ids jump ahead by themselves, docs/ids.md). */
 int guard_ids_or_reply(struct gw_request *req);

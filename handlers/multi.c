@@ -672,7 +672,7 @@ static void fence_raise(struct multi_call *mc, long long validity) {
 
 static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
     struct multi_call *mc = arg;
-    int q = redis_quorum(), granted = 0, answered = 0, mismatch = 0, nbusy = 0;
+    int q = redis_quorum(), granted = 0, answered = 0, mismatch = 0, nbusy = 0, abstained = 0;
     long long ttl = -1, retry = 1, busy_i = 0, mode_i = 0;
     const char *err = "no Redis master answered";
     memset(mc->granted, 0, sizeof mc->granted);
@@ -685,7 +685,9 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         }
         answered++;
         const redisReply *r = res[i].reply;
-        if (v == 1) {
+        if (v == 1 && redis_node_lost(i, NULL)) {
+            abstained++; /* lost its data: its grant does not count (backend_quorum.c) */
+        } else if (v == 1) {
             granted++;
             if (ttl < 0 || elem(r, 1) < ttl) ttl = elem(r, 1);
             for (int k = 0; k < mc->n; k++) {
@@ -714,7 +716,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         fence_raise(mc, validity);
         return;
     }
-    if (granted > 0) give_back(mc, 1);
+    if (granted + abstained > 0) give_back(mc, 1);
     if (answered < q) {
         char why[160];
         snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
@@ -786,7 +788,7 @@ void multi_acquire(struct gw_request *req) {
         return;
     }
     struct multi_call *mc = names_or_reply(req);
-    if (!mc || guard_grant_or_reply(req)) return;
+    if (!mc || guard_names_or_reply(req, mc->names, mc->n)) return;
     if (!has_token) token_issue(req);
     free(mc->owner);
     mc->owner = alloc_copy(owner ? owner : "", owner ? strlen(owner) : 0);

@@ -104,8 +104,11 @@ static void wait_all_connected(void) {
 }
 
 static int start_all(void) {
+    /* With AOF: a master killed and restarted keeps its data, as a
+     * quorum's masters should (README); one restarted empty abstains
+     * (test_lost_master_abstains). */
     for (int i = 0; i < N_MASTERS; i++)
-        if (h_redis_start(&m[i], 0, NULL) < 0) return -1;
+        if (h_redis_start(&m[i], 1, NULL) < 0) return -1;
     char flags[512];
     size_t len = 0;
     for (int i = 1; i < N_MASTERS; i++)
@@ -853,6 +856,88 @@ static void test_failed_round_undone(void) {
     wait_all_connected();
 }
 
+/* ============================================================================
+ * 8. A master that lost its data abstains
+ * ========================================================================= */
+
+/* Restarts master i empty: no AOF, and an RDB file that does not exist. */
+static void restart_empty(int i) {
+    kill_master(i);
+    CHECK_EQ_INT(h_redis_restart(&m[i], "--appendonly no --dbfilename empty.rdb"), 0);
+}
+
+/* Waits until both gateways have said n losses in all. */
+static int losses_seen(int n) {
+    for (long long end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(20))
+        if (h_log_count(&gws[0], "lost its data") + h_log_count(&gws[1], "lost its data") >= n)
+            return 1;
+    return 0;
+}
+
+/* Redlock's hazard: a lock held on m0, m1, m2 only (m3, m4 were down);
+ * m0 restarts empty.  m0, m3 and m4 would now grant it again, a quorum:
+ * m0 abstains instead, for --max-lease-ms, so the second client is
+ * refused while the first holds it.  One master abstaining is no outage:
+ * released, the lock is granted by the four others.  Three masters lost
+ * (more than N - quorum): no grant at all, 503 redis_data_lost with
+ * Retry-After, /readyz 503.  Last but the clean stop: the gateways hold
+ * those masters off for the default --max-lease-ms (a day). */
+static void test_lost_master_abstains(void) {
+    CHECK(up_ok);
+    if (!up_ok) return;
+    int before = h_log_count(&gws[0], "lost its data") + h_log_count(&gws[1], "lost its data");
+    kill_master(3);
+    kill_master(4);
+    struct h_resp r =
+        h_http("POST", gws[0].port, "/v1/locks/q-abst", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
+    long long f1 = h_jint(&r, "fence");
+    h_resp_free(&r);
+    restart_master(3);
+    restart_master(4);
+    restart_empty(0);
+    wait_all_connected();
+    CHECK(losses_seen(before + 2)); /* each gateway noticed m0's loss */
+    r = h_http("POST", gws[1].port, "/v1/locks/q-abst", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    r = h_http("POST", gws[1].port, "/v1/locks", NULL,
+               "{\"ttl_ms\":60000,\"names\":[\"q-abst\",\"q-abst-2\"]}", NULL);
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+    r = h_http("GET", gws[1].port, "/readyz", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = h_http("DELETE", gws[0].port, "/v1/locks/q-abst", tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    r = h_http("POST", gws[1].port, "/v1/locks/q-abst", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(h_jint(&r, "fence") > f1); /* fences keep increasing across the loss */
+    snprintf(tok, sizeof tok, "%s", h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
+    h_resp_free(&r);
+    r = h_http("DELETE", gws[1].port, "/v1/locks/q-abst", tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+
+    /* A majority lost: nothing is granted. */
+    restart_empty(1);
+    restart_empty(2);
+    wait_all_connected();
+    CHECK(losses_seen(before + 6));
+    r = h_http("POST", gws[1].port, "/v1/locks/q-abst", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 503);
+    CHECK_EQ_STR(h_jcode(&r) ? h_jcode(&r) : "", "redis_data_lost");
+    CHECK(h_header(&r, "Retry-After") != NULL);
+    h_resp_free(&r);
+    r = h_http("GET", gws[0].port, "/readyz", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 503);
+    CHECK_EQ_STR(h_jcode(&r) ? h_jcode(&r) : "", "redis_data_lost");
+    h_resp_free(&r);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
     up_ok = start_all() == 0;
@@ -867,6 +952,7 @@ int main(void) {
     RUN_SOME(test_ids_simultaneous_first_lease);
     RUN_SOME(test_mutual_exclusion_while_masters_die);
     RUN_SOME(test_ids_evicted_namespaces);
+    RUN_SOME(test_lost_master_abstains);
     RUN(test_clean_stop);
     for (int i = 0; i < N_MASTERS; i++) h_redis_stop(&m[i]);
     fprintf(stderr, "  (%.1f s)\n", (h_now_ms() - t0) / 1000.0);
