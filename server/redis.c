@@ -617,7 +617,9 @@ static void send_memory_check(struct rconn *c) {
         size_t getl[2] = {3, strlen(key)};
         redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
     }
-    c->node->next_mem_check_ms = loop_now_ms() + MEMGUARD_PERIOD_MS;
+    /* Cluster mode before the first slot map: its marker soon, not in 10 s. */
+    int soon = self->cluster && !c->node->loss_at && self->nmasters == 0;
+    c->node->next_mem_check_ms = loop_now_ms() + (soon ? 200 : MEMGUARD_PERIOD_MS);
 }
 
 /* CLIENT ID's answer: this connection's id, and the address Redis sees it
