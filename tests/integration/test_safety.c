@@ -784,6 +784,65 @@ static void test_evicting_policy_after_failover(void) {
     if (master.pid) h_redis_stop(&master);
 }
 
+/* A Sentinel failover to a replica that had lost what its master held
+ * (here: made writable and flushed by itself before the failover): the
+ * gateway finds the marker gone on the new master, and holds grants off
+ * for --max-lease-ms, naming it in /readyz. */
+static void test_failover_to_empty_replica(void) {
+    struct h_redis master, replica, sen[3];
+    memset(sen, 0, sizeof sen);
+    if (h_redis_start(&master, 0, NULL) < 0 || h_replica_start(&replica, &master) < 0) {
+        CHECK(!"master and replica did not start");
+        return;
+    }
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_start(&sen[i], &master, "empty", 2, 1000, 3000) == 0;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_wait_ready(&sen[i], "empty", 2, 1, 20000) == 0;
+    CHECK(ok);
+    struct h_gw g = {0};
+    char flags[300], code[48], detail[300];
+    snprintf(flags, sizeof flags,
+             "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d "
+             "--sentinel-master empty --workers 2 --max-lease-ms 60000",
+             sen[0].port, sen[1].port, sen[2].port);
+    if (ok && h_gw_up(&g, &master, flags) == 0) {
+        CHECK(readyz_wait(&g, "", detail, sizeof detail, 10000));
+        CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/fe", NULL, "{\"ttl_ms\":60000}", code,
+                             sizeof code, NULL, 0),
+                     201);
+        /* The replica had the marker and the lock, then lost them. */
+        const char *e = NULL;
+        for (long long end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(20))
+            if ((e = h_redis_cli(&replica, "EXISTS lockgate:lock:{fe}")) && strcmp(e, "1") == 0)
+                break;
+        CHECK_EQ_STR(h_redis_cli(&replica, "EXISTS lockgate:marker"), "1");
+        h_redis_cli(&replica, "CONFIG SET replica-read-only no");
+        h_redis_cli(&replica, "FLUSHALL");
+        CHECK_EQ_STR(h_redis_cli(&replica, "EXISTS lockgate:marker"), "0");
+        h_redis_kill(&master);
+        /* The gateway follows the failover and finds the marker gone. */
+        CHECK(readyz_wait(&g, "redis_data_lost", detail, sizeof detail, 30000));
+        char port[16];
+        snprintf(port, sizeof port, ":%d", replica.port);
+        CHECK(strstr(detail, port) != NULL);
+        struct h_resp r = h_http("POST", g.port, "/v1/locks/fe", NULL, "{}", NULL);
+        CHECK_EQ_INT(r.status, 503);
+        CHECK_EQ_STR(h_jcode(&r) ? h_jcode(&r) : "", "redis_data_lost");
+        CHECK(h_header(&r, "Retry-After") != NULL);
+        h_resp_free(&r);
+        CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), 1);
+        CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+    } else {
+        CHECK(!"gateway in Sentinel mode did not start");
+    }
+    for (int i = 0; i < 3; i++)
+        if (sen[i].pid) h_redis_stop(&sen[i]);
+    h_redis_stop(&replica);
+    if (master.pid) h_redis_stop(&master);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
@@ -800,6 +859,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_stall_during_multi_wakeup);
         RUN_SOME(test_data_loss_holds_off);
         RUN_SOME(test_evicting_policy_after_failover);
+        RUN_SOME(test_failover_to_empty_replica);
     }
     RUN_SOME(test_evicting_policy_refused);
     h_gw_stop(&gw, 5000);
