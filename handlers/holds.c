@@ -287,6 +287,16 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         reply_problem(req, CODE_LOCK_BUSY, "the client went away while waiting");
         return;
     }
+    /* A loss found after the request passed the guard: on a new
+     * connection the marker's answer comes just before the answers of
+     * what the connection carried (redis.c, cmd_up), so a grant that ran
+     * on a master that had just forgotten every lease is given back here
+     * rather than answered (quorum mode: its votes were judged). */
+    if (verdict == VERDICT_GRANTED && !backend->fans_out && guard_grant_or_reply(req)) {
+        hold_give_back(req);
+        metrics_inc(M_GIVEN_BACK, 1);
+        return;
+    }
     reply_granted(hc, verdict, v);
 }
 

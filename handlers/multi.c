@@ -403,6 +403,13 @@ static void park_all(struct multi_call *mc, int64_t wake) {
  * name's granted ttl for its own (see grant_or_retry). */
 static void reply_granted(struct multi_call *mc, long long ttl, long long spent) {
     struct gw_request *req = mc->req;
+    /* A loss found after the request passed the guard (holds.c, the
+     * same): what this attempt took is given back, by its id. */
+    if (!backend->fans_out && guard_names_or_reply(req, mc->names, mc->n)) {
+        give_back(mc, mc->ngroups);
+        metrics_inc(M_GIVEN_BACK, 1);
+        return;
+    }
     reply_header(req, "Lock-Token", req->token);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "token", req->token);

@@ -5,7 +5,7 @@
  * gateway that finds it missing sets it (SETNX, a fresh random value each
  * time, so each loss leaves a value of its own), and every
  * gateway reads it on each new command connection and every
- * MEMGUARD_PERIOD_MS (redis.c sends, this file reads).  A connection that
+ * LOSSGUARD_PERIOD_MS (redis.c sends, this file reads).  A connection that
  * has seen a master's marker and then finds it missing or changed knows
  * the master lost its data: a restart without persistence, FLUSHALL, a
  * failover to a replica that was empty.  (A failover that loses only the
@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #define LOSSGUARD_MARKER_LEN 24
+#define LOSSGUARD_PERIOD_MS  1000 /* how often each connection reads its master's marker */
 
 /* What one master's marker was last read as. */
 struct lossguard_seen {

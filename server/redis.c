@@ -105,6 +105,7 @@ struct node {
     struct lossguard_seen *loss_at; /* what cmd's marker reads update: loss, or in
                                        cluster mode its marker slot's (slot_seen) */
     int64_t next_mem_check_ms;      /* when cmd asks INFO memory again */
+    int64_t next_marker_ms;         /* when cmd reads the marker again */
 };
 
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
@@ -592,14 +593,12 @@ static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
     return &self->slot_seen[k].seen;
 }
 
-/* What every new command connection asks first, and again every
- * MEMGUARD_PERIOD_MS: may the master evict, and did it lose its data?
- * In cluster mode each master's marker lives in a slot it serves
- * (cluster_marker); until the map names one, only INFO is asked. */
-static void send_memory_check(struct rconn *c) {
-    const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
-    size_t lens[4] = {4, 6, 11, 11};
-    redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);
+/* Did the master lose its data?  Asked first on every new command
+ * connection, and again every LOSSGUARD_PERIOD_MS (two small commands: a
+ * FLUSHALL is seen within about a second).  In cluster mode each master's
+ * marker lives in a slot it serves (cluster_marker); until the map names
+ * one, it is asked again 200 ms later. */
+static void send_marker_check(struct rconn *c) {
     char key[GW_PREFIX_MAX + 32];
     if (self->cluster)
         c->node->loss_at = cluster_marker((int)(c->node - self->node), key, sizeof key);
@@ -617,9 +616,18 @@ static void send_memory_check(struct rconn *c) {
         size_t getl[2] = {3, strlen(key)};
         redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
     }
-    /* Cluster mode before the first slot map: its marker soon, not in 10 s. */
     int soon = self->cluster && !c->node->loss_at && self->nmasters == 0;
-    c->node->next_mem_check_ms = loop_now_ms() + (soon ? 200 : MEMGUARD_PERIOD_MS);
+    c->node->next_marker_ms = loop_now_ms() + (soon ? 200 : LOSSGUARD_PERIOD_MS);
+}
+
+/* May the master evict (memguard.h), and its persistence and replicas
+ * (lossguard.h): asked first on every new command connection, and again
+ * every MEMGUARD_PERIOD_MS. */
+static void send_memory_check(struct rconn *c) {
+    const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
+    size_t lens[4] = {4, 6, 11, 11};
+    redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);
+    c->node->next_mem_check_ms = loop_now_ms() + MEMGUARD_PERIOD_MS;
 }
 
 /* CLIENT ID's answer: this connection's id, and the address Redis sees it
@@ -674,6 +682,7 @@ static void cmd_up(struct rconn *c) {
         redisAsyncCommandArgv(c->ac, on_client_id, c, 2, argv, lens);
     }
     send_memory_check(c); /* before any grant this connection carries is answered */
+    send_marker_check(c);
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
     if (prelude)
         redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
@@ -935,6 +944,7 @@ static void redis_loop_turn(int64_t now) {
         }
         if (n->cmd.ac && n->cmd.connected && now >= n->next_mem_check_ms)
             send_memory_check(&n->cmd);
+        if (n->cmd.ac && n->cmd.connected && now >= n->next_marker_ms) send_marker_check(&n->cmd);
         conn_turn(&n->cmd, now);
         if (self->subscribe) conn_turn(&n->sub, now);
     }

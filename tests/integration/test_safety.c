@@ -727,9 +727,12 @@ static void test_data_loss_holds_off(void) {
     CHECK(f2 > f1);
     CHECK(readyz_wait(&g, "", detail, sizeof detail, 2000));
 
-    /* FLUSHALL: noticed by the periodic check. */
+    /* FLUSHALL: noticed by the periodic check, every second. */
+    long long flushed = h_now_ms();
     h_redis_cli(&r2, "FLUSHALL");
     CHECK(log_wait(&g, "lost its data", 1, 15000));
+    fprintf(stderr, "  FLUSHALL noticed after %lld ms\n", h_now_ms() - flushed);
+    CHECK(h_now_ms() - flushed <= 1000 + 500); /* LOSSGUARD_PERIOD_MS, and margin */
     CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/dl-2", NULL, "{}", code, sizeof code, NULL, 0),
                  503);
     CHECK_EQ_STR(code, "redis_data_lost");
