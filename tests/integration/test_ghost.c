@@ -537,7 +537,7 @@ static struct window measure(struct h_gw *a, int ms) {
      * each on its own period that no waiter changes, so a window catches
      * one round of it or none: INFO (this function's own, and the memory
      * policy, server/memguard.h, every 10 s), SETNX and GET (the data-loss
-     * marker, server/lossguard.h, every 10 s), PING and SUBSCRIBE (the
+     * marker, server/lossguard.h, every 1 s), PING and SUBSCRIBE (the
      * liveness probe of an idle connection, server/redis.c, every 1 s). */
     static const char *const chore[] = {"info", "setnx", "get", "ping", "subscribe"};
     long long chores0 = 0;
