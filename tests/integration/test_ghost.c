@@ -519,7 +519,7 @@ static long long cpu_ms(pid_t pid) {
 
 static long long cmdstat_calls(const char *cmd) {
     char field[64];
-    snprintf(field, sizeof field, "cmdstat_%s", cmd);
+    snprintf(field, sizeof field, "cmdstat_%s:", cmd); /* "set:", not "setnx:" */
     const char *v = h_redis_cli(&redis, "info commandstats");
     const char *p = v ? strstr(v, field) : NULL;
     if (!p || !(p = strstr(p, "calls="))) return 0;
