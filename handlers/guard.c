@@ -45,6 +45,10 @@ static int lost(struct gw_request *req, const char *name) {
     return 1;
 }
 
+int guard_lost_for(const char *name, int64_t *left_ms) {
+    return lossguard_refusing(left_ms) || redis_name_lost(name, left_ms, NULL, 0);
+}
+
 int guard_grant_or_reply(struct gw_request *req) {
     if (lost(req, req->name)) return 1;
     return memguard_refusing() ? refuse(req, "lock, permit or session") : 0;

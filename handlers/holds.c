@@ -291,10 +291,20 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
      * connection the marker's answer comes just before the answers of
      * what the connection carried (redis.c, cmd_up), so a grant that ran
      * on a master that had just forgotten every lease is given back here
-     * rather than answered (quorum mode: its votes were judged). */
-    if (verdict == VERDICT_GRANTED && !backend->fans_out && guard_grant_or_reply(req)) {
+     * rather than answered (quorum mode: its votes were judged).  A
+     * waiting request whose wait outlasts the hold-off waits it out. */
+    int64_t held_off;
+    if (verdict == VERDICT_GRANTED && !backend->fans_out && guard_lost_for(req->name, &held_off)) {
         hold_give_back(req);
         metrics_inc(M_GIVEN_BACK, 1);
+        int64_t again = now + held_off;
+        if (hc->wait_ms > 0 && again < hc->deadline_ms) {
+            hc->waited = 1;
+            if (park_request(req, &hc->w, again) < 0) on_give_up(&hc->w, 1);
+            return;
+        }
+        hold_leave_queue(hc);
+        guard_grant_or_reply(req); /* answers 503 redis_data_lost */
         return;
     }
     reply_granted(hc, verdict, v);

@@ -404,10 +404,22 @@ static void park_all(struct multi_call *mc, int64_t wake) {
 static void reply_granted(struct multi_call *mc, long long ttl, long long spent) {
     struct gw_request *req = mc->req;
     /* A loss found after the request passed the guard (holds.c, the
-     * same): what this attempt took is given back, by its id. */
-    if (!backend->fans_out && guard_names_or_reply(req, mc->names, mc->n)) {
+     * same): what this attempt took is given back, by its id; a waiting
+     * request whose wait outlasts the hold-off waits it out. */
+    int64_t held_off = 0, left;
+    for (int i = 0; !backend->fans_out && i < mc->n; i++)
+        if (guard_lost_for(mc->names[i], &left) && left > held_off) held_off = left;
+    if (held_off > 0) {
         give_back(mc, mc->ngroups);
         metrics_inc(M_GIVEN_BACK, 1);
+        int64_t again = loop_now_ms() + held_off;
+        if (mc->wait_ms > 0 && again < mc->deadline_ms) {
+            mc->waited = 1;
+            park_all(mc, again);
+            return;
+        }
+        leave_queues(mc);
+        guard_names_or_reply(req, mc->names, mc->n); /* answers 503 redis_data_lost */
         return;
     }
     reply_header(req, "Lock-Token", req->token);

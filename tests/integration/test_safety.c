@@ -429,12 +429,14 @@ struct post_call {
     long status;
     long long count;
     char token[128];
+    long long done_ms; /* when the answer came */
 };
 
 static void *post_main(void *arg) {
     struct post_call *c = arg;
     struct h_resp r = h_http("POST", c->port, c->path, NULL, c->body, NULL);
     c->status = r.status;
+    c->done_ms = h_now_ms();
     c->count = h_jint(&r, "count");
     snprintf(c->token, sizeof c->token, "%s",
              h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
@@ -703,8 +705,21 @@ static void test_data_loss_holds_off(void) {
     CHECK_EQ_INT(r.status, 201);
     long long f1 = h_jint(&r, "fence");
     h_resp_free(&r);
+    /* A waiter on another held lock: its retry after the loss is granted
+     * by the empty Redis, given back, and it waits out the hold-off. */
+    r = h_http("POST", g.port, "/v1/locks/dl-w", NULL, "{\"ttl_ms\":1000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct post_call w = {.port = g.port};
+    snprintf(w.path, sizeof w.path, "/v1/locks/dl-w");
+    snprintf(w.body, sizeof w.body, "{\"ttl_ms\":2000,\"wait_ms\":15000}");
+    pthread_create(&w.th, NULL, post_main, &w);
+    for (long long end = h_now_ms() + 5000;
+         h_metric(&g, "lockgate_waiting_requests") != 1 && h_now_ms() < end;)
+        h_sleep_ms(2);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_waiting_requests"), 1);
 
-    /* A restart without persistence while the lock is held. */
+    /* A restart without persistence while the locks are held. */
     h_redis_kill(&r2);
     CHECK_EQ_INT(h_redis_restart(&r2, NULL), 0);
     CHECK(log_wait(&g, "lost its data", 0, 10000));
@@ -726,6 +741,12 @@ static void test_data_loss_holds_off(void) {
     CHECK(at - seen >= MAX_LEASE_MS - 300); /* the log line came after the noticing */
     CHECK(f2 > f1);
     CHECK(readyz_wait(&g, "", detail, sizeof detail, 2000));
+    pthread_join(w.th, NULL);
+    long long waited = w.done_ms - seen;
+    fprintf(stderr, "  the waiter: %ld, done %lld ms after the loss was logged\n", w.status,
+            waited);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(waited >= MAX_LEASE_MS - 300);
 
     /* FLUSHALL: noticed by the periodic check, every second. */
     long long flushed = h_now_ms();
