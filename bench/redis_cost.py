@@ -204,6 +204,16 @@ def phases_counted(payloads, *args):
     return counts[0] / n, (counts[1] - counts[0]) / n
 
 
+def quota(s, k, *args):
+    """quota.lua on the ledger beside k (one ledger per name here: one per key in use)."""
+    return resp("EVALSHA", s["quota"], 1, k + ":quota", *args)
+
+
+def quota_ten(s, k):
+    return b"".join(quota(s, k, "take", 100, 30000, "", "lock:h%d|%s" % (i, TOKEN))
+                    for i in range(10))
+
+
 def path_costs(gen, n):
     """(label, instructions per call) of each path, each on a server of its own:
     the setup's instructions are counted alone and taken off."""
@@ -252,13 +262,22 @@ def path_costs(gen, n):
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
         ("inspect", lambda s, k: acq(s["acquire"], k, TOKEN),
          lambda s, k: resp("EVALSHA", s["inspect"], 1, k)),
+        # A key's holds_at_once ledger (quota.lua): 10 holds already in it.
+        ("quota: take, a new hold (10 in the ledger, limit 100)", quota_ten,
+         lambda s, k: quota(s, k, "take", 100, 30000, "", "lock:new|" + TOKEN)),
+        ("quota: take refused (10 of 10)", quota_ten,
+         lambda s, k: quota(s, k, "take", 10, 30000, "", "lock:new|" + TOKEN)),
+        ("quota: set, the grant's lease", quota_ten,
+         lambda s, k: quota(s, k, "set", 30000, "lock:h0|" + TOKEN)),
+        ("quota: drop, a release", quota_ten,
+         lambda s, k: quota(s, k, "drop", "lock:h0|" + TOKEN)),
     ]
     out = []
     for label, setup, measured in cases:
         counts = []
         for with_measured in (False, True):
             r = Redis(callgrind=True)
-            shas = {x: script(r, x) for x in ("acquire", "release", "extend", "inspect")}
+            shas = {x: script(r, x) for x in ("acquire", "release", "extend", "inspect", "quota")}
             names = ["lockgate:lock:{p%d}" % i for i in range(n)]
             if setup:
                 r.pipe(b"".join(setup(shas, k) for k in names))

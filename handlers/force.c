@@ -1,5 +1,7 @@
 /* force.c -- see force.h. */
 #include "handlers/force.h"
+#include "handlers/quota_holds.h"
+#include "server/auth.h"
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "server/http.h"
@@ -12,6 +14,7 @@
 #include <stdatomic.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KEY_MAX (GW_PREFIX_MAX + NAME_MAX_LEN + 16)
@@ -42,7 +45,29 @@ static long long elem_int(const struct redis_result *res, size_t i) {
                : -100;
 }
 
-static void force_reply(struct gw_request *req, long long ended, long long fence) {
+/* The ended holds taken with a key that has a holds_at_once leave its
+ * ledger (force.lua answers each one's key id and token after the fence);
+ * qr's answer waits for each drop. */
+static void force_unledger(struct gw_request *req, const struct redis_result *res,
+                           struct quota_reply *qr) {
+    const redisReply *r = res->ok ? res->reply : NULL;
+    if (!r || r->type != REDIS_REPLY_ARRAY) return;
+    char message[NAME_MAX_LEN + 8];
+    snprintf(message, sizeof message, "%s:%s", req->aux ? "sem" : "lock", req->name);
+    for (size_t i = 3; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *t = r->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+        if (!auth_holds_limit(k->str)) continue;
+        char *m = quota_holds_member(message, t->str);
+        quota_reply_expect(qr);
+        quota_holds_drop_then(k->str, 1, (const char *const *)&m, quota_reply_done, qr);
+        free(m);
+    }
+}
+
+/* holders: the answer whose ended holds leave their keys' ledgers, or NULL. */
+static void force_reply(struct gw_request *req, long long ended, long long fence,
+                        const struct redis_result *holders) {
     const char *what = req->aux ? "semaphore" : "lock";
     if (ended < 0) {
         reply_problem(req, CODE_NOT_HELD, "nobody holds %s '%s'", what, req->name);
@@ -59,7 +84,9 @@ static void force_reply(struct gw_request *req, long long ended, long long fence
     cJSON_AddStringToObject(o, "name", req->name);
     cJSON_AddBoolToObject(o, "released", 1);
     json_add_int(o, "holders_ended", ended);
-    reply_json(req, 200, o);
+    struct quota_reply *qr = quota_reply_new(req, 200, o);
+    if (holders) force_unledger(req, holders, qr);
+    quota_reply_done(qr);
 }
 
 static void force_done(void *arg, const struct redis_result *res) {
@@ -70,7 +97,7 @@ static void force_done(void *arg, const struct redis_result *res) {
                       res->ok ? "an unexpected answer to force.lua" : res->error);
         return;
     }
-    force_reply(req, verdict < 0 ? -1 : elem_int(res, 1), elem_int(res, 2));
+    force_reply(req, verdict < 0 ? -1 : elem_int(res, 1), elem_int(res, 2), res);
 }
 
 /* Quorum mode: every master ends what it has; the name was held when any
@@ -82,11 +109,15 @@ static void force_all_done(void *arg, const struct redis_result *res, int n) {
     struct gw_request *req = arg;
     long long ended = -1, fence = 0;
     int answered = 0;
+    const struct redis_result *holders = NULL;
     for (int i = 0; i < n; i++) {
         long long verdict = elem_int(&res[i], 0);
         if (verdict == -100) continue;
         answered++;
-        if (verdict == 1 && elem_int(&res[i], 1) > ended) ended = elem_int(&res[i], 1);
+        if (verdict == 1 && elem_int(&res[i], 1) > ended) {
+            ended = elem_int(&res[i], 1);
+            holders = &res[i];
+        }
         if (verdict == 1 && elem_int(&res[i], 2) > fence) fence = elem_int(&res[i], 2);
     }
     if (answered < redis_quorum()) {
@@ -94,7 +125,7 @@ static void force_all_done(void *arg, const struct redis_result *res, int n) {
                       answered, n);
         return;
     }
-    force_reply(req, ended, fence);
+    force_reply(req, ended, fence, holders);
 }
 
 void force_release(struct gw_request *req, int semaphore) {

@@ -6,6 +6,8 @@
  * its own deadline comes; then another attempt.  No polling: between
  * attempts the request costs a parked struct and a suspended connection. */
 #include "handlers/holds.h"
+#include "handlers/quota_holds.h"
+#include "server/auth.h"
 #include "common/alloc.h"
 #include "handlers/backend.h"
 #include "handlers/guard.h"
@@ -91,6 +93,7 @@ static void reply_not_held_or_owner(struct gw_request *req, int semaphore, long 
 /* ---- acquire -------------------------------------------------------------------- */
 
 static void attempt(struct hold_call *hc);
+static void quota_unreserve(struct hold_call *hc, long long verdict, const long long *v);
 static void on_give_up(struct waiter *w, int client_gone);
 
 /* dequeue.lua's count of dead waiters it dropped (the backend counts one
@@ -228,6 +231,10 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         return;
     }
     hc->backoff_ms = 0;
+    if (hc->quota_added && verdict != VERDICT_GRANTED && verdict != VERDICT_REENTERED) {
+        quota_unreserve(hc, verdict, v);
+        return;
+    }
     int64_t now = loop_now_ms();
     if (hc->waited && verdict != VERDICT_BUSY) metrics_observe_wait((now - hc->start_ms) * 1000);
     if (verdict == VERDICT_MODE_MISMATCH || verdict == VERDICT_LIMIT_MISMATCH ||
@@ -307,10 +314,85 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         guard_grant_or_reply(req); /* answers 503 redis_data_lost */
         return;
     }
+    if (hc->quota) { /* its entry counts as long as the lease (a session's: its end) */
+        const char *m[1] = {hc->quota_member};
+        quota_holds_set(req->key_id, v[3] + 1, 1, m);
+    }
     reply_granted(hc, verdict, v);
 }
 
+/* An outcome kept while the ledger drops the attempt's entry. */
+struct unreserve {
+    struct hold_call *hc; /* the acquisition */
+    long long verdict;    /* its attempt's verdict */
+    long long v[5];       /* and values */
+};
+
+static void unreserved(void *arg) {
+    struct unreserve *u = arg;
+    hold_attempt_done(u->hc, u->verdict, u->v, NULL);
+    free(u);
+}
+
+/* The attempt's entry in its key's ledger goes again: it granted nothing.
+ * The outcome is acted on once the ledger has answered, so that the
+ * client's next attempt (or this one's, after a wait) finds the place
+ * free.  (After a Redis error the entry stays, to lapse at its score: the
+ * attempt may have run.) */
+static void quota_unreserve(struct hold_call *hc, long long verdict, const long long *v) {
+    struct unreserve *u = alloc_check(malloc(sizeof *u));
+    u->hc = hc, u->verdict = verdict;
+    memcpy(u->v, v, sizeof u->v);
+    hc->quota_added = 0;
+    const char *m[1] = {hc->quota_member};
+    quota_holds_drop_then(hc->req->key_id, 1, m, unreserved, u);
+}
+
+static void send_attempt(struct hold_call *hc);
+
+/* The key's ledger said whether the hold fits its holds_at_once. */
+static void quota_taken(void *arg, enum quota_verdict v, int added, long long retry_ms,
+                        const char *err) {
+    struct hold_call *hc = arg;
+    struct gw_request *req = hc->req;
+    if (v == QUOTA_ERROR) {
+        hold_fail(hc, err ? err : "the key's ledger did not answer");
+        return;
+    }
+    if (v == QUOTA_OVER) {
+        hold_leave_queue(hc);
+        auth_count_holds_refused(req->key_id);
+        char after[24];
+        snprintf(after, sizeof after, "%lld", (retry_ms + 999) / 1000);
+        reply_header(req, "Retry-After", after);
+        reply_problem(req, CODE_QUOTA_EXCEEDED,
+                      "key '%s' has %u holds at once, its holds_at_once, across all gateways; "
+                      "release one (or wait %lld ms, when the first lease ends)",
+                      req->key_id, hc->quota, retry_ms);
+        return;
+    }
+    /* An entry an earlier attempt made stays this request's to drop: that
+     * attempt failed in Redis, and this one finds its grant if it had one. */
+    hc->quota_added = hc->quota_added || added > 0;
+    send_attempt(hc);
+}
+
+/* With a holds_at_once limit the attempt first takes its place in the
+ * key's ledger (quota_holds.h), for the lease and a margin (a session-bound
+ * hold, whose end is its session's: for the longest lease); once granted,
+ * its entry is set to the lease the grant reports, counted from later
+ * than the grant, so it never lapses before the hold does. */
 static void attempt(struct hold_call *hc) {
+    if (!hc->quota) {
+        send_attempt(hc);
+        return;
+    }
+    long long ms = (hc->session ? guard_max_lease_ms() : hc->ttl_ms) + quota_holds_margin_ms();
+    const char *m[1] = {hc->quota_member};
+    quota_holds_take(hc->req->key_id, hc->quota, ms, hc->session, 1, m, quota_taken, hc);
+}
+
+static void send_attempt(struct hold_call *hc) {
     struct gw_request *req = hc->req;
     struct hold_keys k;
     hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
@@ -439,6 +521,7 @@ static void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
     if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);
+    free(hc->quota_member);
     free(hc->ack);
     free(hc);
 }
@@ -455,6 +538,12 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
     if (session_header_or_reply(req, &hc->session) || guard_grant_or_reply(req)) return;
+    hc->quota = auth_holds_limit(req->key_id);
+    if (hc->quota) {
+        struct hold_keys k;
+        hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+        hc->quota_member = quota_holds_member(k.message, req->token);
+    }
     if (hc->fair && hc->wait_ms > 0) { /* its place in the queue */
         struct hold_keys k;
         hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
@@ -550,6 +639,11 @@ void hold_extend(struct gw_request *req, int semaphore) {
     const char *argv[] = {k.hash, req->token, ttl};
     size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
     req->aux = semaphore;
+    if (auth_holds_limit(req->key_id)) { /* its entry counts at least as long as the lease */
+        char *m = quota_holds_member(k.message, req->token);
+        quota_holds_set(req->key_id, ttl_ms + quota_holds_margin_ms(), 1, (const char *const *)&m);
+        free(m);
+    }
     backend->extend(3, argv, lens, req->start_ns, extend_done, req);
 }
 
@@ -570,6 +664,15 @@ static void release_done(void *arg, const struct redis_result *res) {
     cJSON_AddStringToObject(o, "name", req->name);
     cJSON_AddBoolToObject(o, "released", v[1] == 0);
     if (!sem) json_add_int(o, "count", v[1]);
+    if (v[1] == 0 && auth_holds_limit(req->key_id)) { /* answered once its place is free */
+        struct hold_keys k;
+        hold_keys(req->name, sem, &k);
+        char *m = quota_holds_member(k.message, req->token);
+        quota_holds_drop_then(req->key_id, 1, (const char *const *)&m, quota_reply_done,
+                              quota_reply_new(req, 200, o));
+        free(m);
+        return;
+    }
     reply_json(req, 200, o);
 }
 

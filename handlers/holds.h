@@ -8,6 +8,7 @@
 #include "common/names.h"
 #include "server/config.h"
 #include <stddef.h>
+#include <stdint.h>
 #include "server/redis.h"
 #include "server/waiters.h"
 
@@ -61,6 +62,9 @@ struct hold_call {
     const char *owner;       /* informational, "" for none (after the struct) */
     char *session;           /* Session header: the session it is bound to, or NULL
                                 (malloc'd, freed with it) */
+    uint32_t quota;          /* its key's holds_at_once, 0: none (quota_holds.h) */
+    char *quota_member;      /* its entry in the key's ledger (malloc'd), or NULL */
+    int quota_added;         /* this attempt's take entered it: drop it if no grant */
     /* w.key, "lock:NAME" or "sem:NAME", also sits after the struct. */
 };
 

@@ -36,6 +36,8 @@
 #include "handlers/undo.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
+#include "handlers/quota_holds.h"
+#include "server/auth.h"
 #include "server/body.h"
 #include "server/cluster.h"
 #include "server/config.h"
@@ -122,6 +124,9 @@ struct multi_call {
                                           (quorum: fa the grant's validity while its
                                           fences are raised) */
     int64_t judged_ms;                 /* quorum: when that validity was reckoned */
+    uint32_t quota;                    /* the key's holds_at_once, 0: none (quota_holds.h) */
+    char **qmembers;                   /* n entries in its ledger when quota, else NULL */
+    int quota_added;                   /* this attempt's take entered some: drop if no grant */
 };
 
 static void multi_free(void *ctx) {
@@ -132,6 +137,8 @@ static void multi_free(void *ctx) {
         free(mc->names[i]);
         free(mc->wkeys[i]);
     }
+    for (int i = 0; mc->qmembers && i < mc->n; i++) free(mc->qmembers[i]);
+    free(mc->qmembers);
     free(mc->names);
     free(mc->wkeys);
     free(mc->ws);
@@ -439,6 +446,10 @@ static void reply_granted(struct multi_call *mc, long long ttl, long long spent)
         cJSON_AddItemToArray(locks, l);
     }
     metrics_inc(M_LOCK_ACQUIRED, (uint64_t)mc->n);
+    if (mc->quota) { /* the entries count as long as the leases (holds.c attempt) */
+        quota_holds_set(req->key_id, ttl + 1, mc->n, (const char *const *)mc->qmembers);
+        mc->quota_added = 0;
+    }
     /* A give-back takes one level of every name: right for a new hold and
      * a re-entry alike (not in quorum mode, as holds.c's hold_gives_back). */
     if (backend->undoes_reentry || !all_reentered) req->on_undelivered = release_undelivered;
@@ -515,6 +526,9 @@ static void undo_attempt(struct multi_call *mc) {
 /* One attempt's outcome: verdict 1 (granted: mc->granted filled; quorum
  * mode: a its validity, each name's ttl already its own),
  * 0 (busy: retry, busy index), -3 (mode, index), -100 (err). */
+static void resume_failed(struct multi_call *mc);
+static void unreserved(void *arg) { resume_failed(arg); }
+
 static void on_verdict(struct multi_call *mc, long long verdict, long long a, long long b,
                        const char *err) {
     struct gw_request *req = mc->req;
@@ -530,6 +544,15 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
         return;
     }
     mc->backoff_ms = 0;
+    if (mc->quota_added && verdict <= 0) {
+        /* No grant: its ledger entries go again, and then it goes on (as
+         * holds.c's quota_unreserve). */
+        mc->quota_added = 0;
+        mc->fv = verdict, mc->fa = a, mc->fb = b;
+        quota_holds_drop_then(req->key_id, mc->n, (const char *const *)mc->qmembers, unreserved,
+                              mc);
+        return;
+    }
     int64_t now = loop_now_ms();
     if (mc->waited && verdict != 0) metrics_observe_wait((now - mc->start_ms) * 1000);
     if (verdict == -3) {
@@ -774,7 +797,48 @@ static void send_group(struct multi_call *mc) {
               quorum_acquire_done, mc);
 }
 
+static void send_attempt(struct multi_call *mc);
+
+/* The key's ledger said whether the names fit its holds_at_once. */
+static void quota_taken(void *arg, enum quota_verdict v, int added, long long retry_ms,
+                        const char *err) {
+    struct multi_call *mc = arg;
+    struct gw_request *req = mc->req;
+    if (v == QUOTA_ERROR) {
+        leave_queues(mc);
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s",
+                      err ? err : "the key's ledger did not answer");
+        return;
+    }
+    if (v == QUOTA_OVER) {
+        leave_queues(mc);
+        auth_count_holds_refused(req->key_id);
+        char after[24];
+        snprintf(after, sizeof after, "%lld", (retry_ms + 999) / 1000);
+        reply_header(req, "Retry-After", after);
+        reply_problem(req, CODE_QUOTA_EXCEEDED,
+                      "key '%s' would hold more than its holds_at_once, %u, across all "
+                      "gateways with these %d names; release some (or wait %lld ms, when the "
+                      "first lease ends)",
+                      req->key_id, mc->quota, mc->n, retry_ms);
+        return;
+    }
+    mc->quota_added = mc->quota_added || added > 0; /* as holds.c's quota_taken */
+    send_attempt(mc);
+}
+
+/* With a holds_at_once limit, every name first takes its place in the
+ * key's ledger, all or none (quota_holds.h). */
 static void attempt(struct multi_call *mc) {
+    if (!mc->quota) {
+        send_attempt(mc);
+        return;
+    }
+    quota_holds_take(mc->req->key_id, mc->quota, mc->ttl_ms + quota_holds_margin_ms(), NULL, mc->n,
+                     (const char *const *)mc->qmembers, quota_taken, mc);
+}
+
+static void send_attempt(struct multi_call *mc) {
     mc->taken = 0;
     mc->busy_group = 0;
     mc->seen_seq = waiters_release_seq();
@@ -817,6 +881,12 @@ void multi_acquire(struct gw_request *req) {
     mc->wait_ms = wait;
     mc->start_ms = loop_now_ms();
     mc->deadline_ms = mc->start_ms + wait;
+    mc->quota = auth_holds_limit(req->key_id);
+    if (mc->quota) {
+        mc->qmembers = alloc_check(calloc((size_t)mc->n, sizeof *mc->qmembers));
+        for (int i = 0; i < mc->n; i++)
+            mc->qmembers[i] = quota_holds_member(mc->wkeys[i], req->token);
+    }
     if (fair && wait > 0) {
         /* Its liveness is this gateway's, in every slot it queues in, so a
          * dead gateway's multi-lock waiter holds no queue up past the
@@ -914,6 +984,19 @@ static int all_done_or_reply(struct multi_call *mc) {
     return 0;
 }
 
+/* The names' entries in the key's ledger count until ms from now, or
+ * (ms < 0) leave it, and then qr's answer goes out. */
+static void quota_names(struct multi_call *mc, long long ms, struct quota_reply *qr) {
+    char **m = alloc_check(calloc((size_t)mc->n, sizeof *m));
+    for (int i = 0; i < mc->n; i++) m[i] = quota_holds_member(mc->wkeys[i], mc->req->token);
+    if (ms < 0)
+        quota_holds_drop_then(mc->req->key_id, mc->n, (const char *const *)m, quota_reply_done, qr);
+    else
+        quota_holds_set(mc->req->key_id, ms, mc->n, (const char *const *)m);
+    for (int i = 0; i < mc->n; i++) free(m[i]);
+    free(m);
+}
+
 static void extend_done(void *arg, const struct redis_result *res) {
     struct group_ref *ref = arg;
     struct multi_call *mc = ref->mc;
@@ -958,6 +1041,8 @@ void multi_extend(struct gw_request *req) {
     mc->attempt_ms = loop_now_ms();
     mc->sum = -1;
     mc->pending = mc->ngroups;
+    if (auth_holds_limit(req->key_id)) /* the entries count at least as long as the leases */
+        quota_names(mc, ttl + quota_holds_margin_ms(), NULL);
     for (int g = 0; g < mc->ngroups; g++)
         run_group(mc, g, SCRIPT_MULTI_EXTEND, 0, 2, args, -1, extend_done, quorum_extend_done,
                   &mc->refs[g]);
@@ -973,6 +1058,13 @@ static void release_done(void *arg, const struct redis_result *res) {
     cJSON *names = cJSON_AddArrayToObject(o, "names");
     for (int i = 0; i < mc->n; i++) cJSON_AddItemToArray(names, cJSON_CreateString(mc->names[i]));
     metrics_inc(M_LOCK_RELEASED, (uint64_t)mc->n);
+    /* Every hold ended: their entries go, and then it is answered.  (When
+     * some were re-entered and stay, which is not told apart, the entries
+     * lapse at their leases.) */
+    if (mc->sum == mc->n && auth_holds_limit(mc->req->key_id)) {
+        quota_names(mc, -1, quota_reply_new(mc->req, 200, o));
+        return;
+    }
     reply_json(mc->req, 200, o);
 }
 

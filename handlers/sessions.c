@@ -18,6 +18,8 @@
 #include "common/token.h"
 #include "handlers/access.h"
 #include "handlers/backend.h"
+#include "handlers/quota_holds.h"
+#include "server/auth.h"
 #include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/session_ref.h"
@@ -265,6 +267,9 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
         reply_gone(req, verdict_of(res));
         return;
     }
+    /* Its holds' entries in their keys' ledgers move with it (quota_holds.h). */
+    if (auth_holds_any())
+        quota_holds_session_then(req->token, int_at(res, 1) + quota_holds_margin_ms(), NULL, NULL);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));
@@ -290,6 +295,16 @@ void sessions_renew(struct gw_request *req) {
 
 /* ---- DELETE /v1/sessions/{token} ---------------------------------------------------- */
 
+/* The session's holds leave their keys' ledgers (quota_holds.h), then the
+ * answer goes out: the client's next acquisition finds the room. */
+static void reply_ended(struct gw_request *req, cJSON *o) {
+    if (!auth_holds_any()) {
+        reply_json(req, 200, o);
+        return;
+    }
+    quota_holds_session_then(req->token, -1, quota_reply_done, quota_reply_new(req, 200, o));
+}
+
 /* Cluster mode: the session is gone, then its holds, slot by slot. */
 static void end_released(struct gw_request *req, const struct session_fan *f, cJSON *o) {
     if (session_fan_failed(f)) {
@@ -301,7 +316,7 @@ static void end_released(struct gw_request *req, const struct session_fan *f, cJ
         return;
     }
     json_add_int(o, "released", session_fan_acted(f));
-    reply_json(req, 200, o);
+    reply_ended(req, o);
 }
 
 static void ended(struct gw_request *req, const struct redis_result *res) {
@@ -316,7 +331,7 @@ static void ended(struct gw_request *req, const struct redis_result *res) {
         return;
     }
     json_add_int(o, "released", int_at(res, 1));
-    reply_json(req, 200, o);
+    reply_ended(req, o);
 }
 
 void sessions_end(struct gw_request *req) {

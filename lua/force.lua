@@ -4,7 +4,10 @@
 --
 -- KEYS     hash
 -- ARGV     1 channel, 2 message
--- Returns  {1, holders_ended, fence}  fence: the highest a holder had
+-- Returns  {1, holders_ended, fence, key id, token, ...}  fence: the
+--          highest a holder had; then each ended hold's API key id and
+--          token, for holds taken with a key (its holds_at_once ledger:
+--          handlers/quota_holds.h)
 --          {-1}                       nobody holds it
 -- Fences stay intact: x's record keeps its fence and f keeps the last one
 -- (save_ttl), so the next holder gets a higher fence.  The ended tokens
@@ -23,9 +26,12 @@ if st.alive == 0 then
   save_ttl(KEYS[1], st)
   return {-1}
 end
-local ended, gone = 0, {}
+local ended, gone, keyed = 0, {}, {}
 for token, h in pairs(st.holders) do
   ended = ended + 1
+  if h.key_id and h.key_id ~= '' then
+    keyed[#keyed + 1], keyed[#keyed + 2] = h.key_id, token
+  end
   -- Until its lease would have ended (a session-bound hold's: its
   -- session's end as load() read it).
   redis.call('HSET', KEYS[1], '!' .. token, int(h.exp))
@@ -43,4 +49,6 @@ if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 local fence = st.maxfence -- 0 for a semaphore (load())
 st.holders, st.alive = {}, 0
 save_ttl(KEYS[1], st)
-return {1, ended, fence}
+local out = {1, ended, fence}
+for i = 1, #keyed do out[#out + 1] = keyed[i] end
+return out

@@ -125,6 +125,12 @@ static int parse_grant(const cJSON *g, struct auth_grant *out, int k, int i, cha
     return 0;
 }
 
+/* A limit is absent, or a whole number 1..max. */
+static int limit_ok(const cJSON *v, int max) {
+    return !v || (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= max &&
+                  v->valuedouble == (double)(int)v->valuedouble);
+}
+
 static int parse_key(const cJSON *o, struct auth_key *key, int k, char *err, size_t errlen) {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(o, "sha256");
@@ -153,21 +159,22 @@ static int parse_key(const cJSON *o, struct auth_key *key, int k, char *err, siz
     const cJSON *limits = cJSON_GetObjectItemCaseSensitive(o, "limits");
     if (limits) {
         const cJSON *rps = cJSON_GetObjectItemCaseSensitive(limits, "requests_per_second");
+        const cJSON *holds = cJSON_GetObjectItemCaseSensitive(limits, "holds_at_once");
         const cJSON *f;
         int known = 1;
         cJSON_ArrayForEach(f, limits) known &=
-            f->string && strcmp(f->string, "requests_per_second") == 0;
-        if (!cJSON_IsObject(limits) || !known ||
-            (rps &&
-             (!cJSON_IsNumber(rps) || rps->valuedouble < 1 || rps->valuedouble > QUOTA_RPS_MAX ||
-              rps->valuedouble != (double)(int)rps->valuedouble))) {
+            f->string && (strcmp(f->string, "requests_per_second") == 0 ||
+                          strcmp(f->string, "holds_at_once") == 0);
+        if (!cJSON_IsObject(limits) || !known || !limit_ok(rps, QUOTA_RPS_MAX) ||
+            !limit_ok(holds, QUOTA_HOLDS_MAX)) {
             snprintf(err, errlen,
-                     "keys[%d].limits: an object with requests_per_second, a whole number "
-                     "1-%d",
-                     k, QUOTA_RPS_MAX);
+                     "keys[%d].limits: an object with requests_per_second (a whole number "
+                     "1-%d) and holds_at_once (1-%d), each optional",
+                     k, QUOTA_RPS_MAX, QUOTA_HOLDS_MAX);
             return -1;
         }
         if (rps) key->rps = (uint32_t)rps->valuedouble;
+        if (holds) key->holds = (uint32_t)holds->valuedouble;
     }
     if (!cJSON_IsArray(grants) || cJSON_GetArraySize(grants) > AUTH_GRANTS_MAX) {
         snprintf(err, errlen, "keys[%d].grants: an array of at most %d grants", k, AUTH_GRANTS_MAX);
@@ -386,13 +393,39 @@ int64_t auth_rate_take(const char *key_id) {
     return wait_us > 0 ? (wait_us + 999) / 1000 : 0;
 }
 
+uint32_t auth_holds_limit(const char *key_id) {
+    if (!key_id || !auth_enabled()) return 0;
+    pthread_rwlock_rdlock(&table_lock);
+    const struct auth_key *key = auth_table_find(table, key_id, strlen(key_id));
+    uint32_t limit = key ? key->holds : 0;
+    pthread_rwlock_unlock(&table_lock);
+    return limit;
+}
+
+int auth_holds_any(void) {
+    if (!auth_enabled()) return 0;
+    int any = 0;
+    pthread_rwlock_rdlock(&table_lock);
+    for (int i = 0; table && i < table->nkeys && !any; i++) any = table->keys[i].holds > 0;
+    pthread_rwlock_unlock(&table_lock);
+    return any;
+}
+
+void auth_count_holds_refused(const char *key_id) {
+    if (!key_id) return;
+    pthread_rwlock_rdlock(&table_lock);
+    struct auth_key *key = (struct auth_key *)auth_table_find(table, key_id, strlen(key_id));
+    if (key) atomic_fetch_add(&key->holds_refused, 1);
+    pthread_rwlock_unlock(&table_lock);
+}
+
 void auth_count_denial(enum auth_verdict v) { atomic_fetch_add(&denials[v], 1); }
 
 /* The denials by reason, and the requests refused for their rate by key
  * id: only keys with a limit, so the labels are bounded by the file. */
 char *auth_metrics_text(void) {
     pthread_rwlock_rdlock(&table_lock);
-    size_t cap = 2048 + (size_t)(table ? table->nkeys : 0) * (AUTH_ID_MAX + 96);
+    size_t cap = 2048 + (size_t)(table ? table->nkeys : 0) * 2 * (AUTH_ID_MAX + 96);
     char *s = alloc_check(malloc(cap));
     size_t used = (size_t)snprintf(s, cap,
                                    "# HELP lockgate_auth_denials_total Requests refused access, "
@@ -410,6 +443,12 @@ char *auth_metrics_text(void) {
                 s + used, cap - used,
                 "lockgate_quota_refused_total{key_id=\"%s\",quota=\"requests_per_second\"} %llu\n",
                 table->keys[i].id, atomic_load(&table->keys[i].rate_refused));
+    for (int i = 0; table && i < table->nkeys; i++)
+        if (table->keys[i].holds)
+            used += (size_t)snprintf(
+                s + used, cap - used,
+                "lockgate_quota_refused_total{key_id=\"%s\",quota=\"holds_at_once\"} %llu\n",
+                table->keys[i].id, atomic_load(&table->keys[i].holds_refused));
     pthread_rwlock_unlock(&table_lock);
     return s;
 }

@@ -37,13 +37,15 @@ struct auth_grant {
 };
 
 struct auth_key {
-    char id[AUTH_ID_MAX + 1];   /* the id clients send before the '.' */
-    unsigned char sha256[32];   /* SHA-256 of the secret */
-    struct auth_grant *grants;  /* what it may do */
-    int ngrants;                /* used entries of grants */
-    uint32_t rps;               /* "limits": requests a second (quota.h), 0: none */
-    _Atomic int64_t tat_us;     /* its rate's state (quota_take), per gateway */
-    atomic_ullong rate_refused; /* requests refused for the rate, for /metrics */
+    char id[AUTH_ID_MAX + 1];    /* the id clients send before the '.' */
+    unsigned char sha256[32];    /* SHA-256 of the secret */
+    struct auth_grant *grants;   /* what it may do */
+    int ngrants;                 /* used entries of grants */
+    uint32_t rps;                /* "limits": requests a second (quota.h), 0: none */
+    _Atomic int64_t tat_us;      /* its rate's state (quota_take), per gateway */
+    atomic_ullong rate_refused;  /* requests refused for the rate, for /metrics */
+    uint32_t holds;              /* "limits": holds at once across gateways, 0: none */
+    atomic_ullong holds_refused; /* acquisitions refused for holds, for /metrics */
 };
 
 struct auth_table {
@@ -77,6 +79,15 @@ const struct auth_key *auth_table_find(const struct auth_table *t, const char *i
  * on now (also for a key without a limit, and with auth off), else the
  * milliseconds until one would be let in; counted by key for /metrics. */
 int64_t auth_rate_take(const char *key_id);
+
+/* The key key_id's "holds_at_once" limit: 0 for none (also with auth
+ * off or an unknown key).  The count itself lives in Redis
+ * (handlers/quota_holds.h). */
+uint32_t auth_holds_limit(const char *key_id);
+/* 1 when some key of the file has a holds_at_once (0 with auth off). */
+int auth_holds_any(void);
+/* Counts one acquisition refused for key_id's holds_at_once, for /metrics. */
+void auth_count_holds_refused(const char *key_id);
 
 /* 1 when key may have `want` (AUTH_READ or AUTH_WRITE) on name of kind. */
 int auth_allows(const struct auth_key *key, enum auth_kind kind, const char *name,

@@ -18,6 +18,7 @@
  * TCP then resets the connection (delivery.h). */
 #include "server/http.h"
 #include "server/accept.h"
+#include "server/mhd_errors.h"
 #include "server/body.h"
 #include "server/conns.h"
 #include "server/delivery.h"
@@ -749,6 +750,7 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
     per_ip = cfg->max_connections_per_ip > 0;
     peers_init(cfg->max_connections_per_ip);
     origin_init(cfg->cors_origins, cfg->ncors_origins);
+    mhd_errors_init((unsigned)cfg->connection_memory_kib * 1024);
     return MHD_start_daemon(
         flags, (uint16_t)cfg->listen_port, on_accept, &per_ip, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,

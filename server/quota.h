@@ -10,7 +10,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define QUOTA_RPS_MAX 1000000 /* requests_per_second at most */
+#define QUOTA_RPS_MAX   1000000 /* requests_per_second at most */
+#define QUOTA_HOLDS_MAX 1000000 /* holds_at_once at most */
 
 /* Takes one request from a bucket of rps a second (rps > 0) at now_us
  * (any monotonic microseconds).  Returns 0 when it may go on, else the

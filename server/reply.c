@@ -44,6 +44,9 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_REDIS_DATA_LOST] = {"redis_data_lost",     503, "Redis lost its data"             },
     [CODE_ORIGIN_FORBIDDEN] = {"origin_forbidden",    403, "Origin not allowed"              },
     [CODE_RATE_LIMITED] = {"rate_limited",        429, "Too many requests for this key"  },
+    [CODE_QUOTA_EXCEEDED] = {"quota_exceeded",      429, "This key holds its limit"        },
+    [CODE_URI_TOO_LONG] = {"uri_too_long",        414, "Request line too long"           },
+    [CODE_HEADERS_TOO_LARGE] = {"headers_too_large",   431, "Request headers too large"       },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }

@@ -45,8 +45,11 @@ enum gw_code {
     CODE_REDIS_OUT_OF_MEMORY, /* safety (#28) */
     CODE_REDIS_MAY_EVICT,
     CODE_REDIS_DATA_LOST,
-    CODE_ORIGIN_FORBIDDEN, /* browsers (origin.h) */
-    CODE_RATE_LIMITED,     /* a key's requests_per_second (quota.h) */
+    CODE_ORIGIN_FORBIDDEN,  /* browsers (origin.h) */
+    CODE_RATE_LIMITED,      /* a key's requests_per_second (quota.h) */
+    CODE_QUOTA_EXCEEDED,    /* a key's holds_at_once (handlers/quota_holds.h) */
+    CODE_URI_TOO_LONG,      /* libmicrohttpd's 414: the request line (mhd_errors.h) */
+    CODE_HEADERS_TOO_LARGE, /* libmicrohttpd's 431: the headers (mhd_errors.h) */
     CODE_COUNT
 };
 

@@ -42,6 +42,7 @@ enum script_id {
     SCRIPT_SESSION_BIND, /* cluster mode: a hold's side in its session's slot */
     SCRIPT_SESSION_SLOT, /* cluster mode: a session's holds in one slot */
     SCRIPT_LIVENESS,     /* cluster mode: a gateway alive in a slot (liveness.c) */
+    SCRIPT_QUOTA,        /* a key's ledger of holds (handlers/quota_holds.c) */
     SCRIPT_COUNT
 };
 

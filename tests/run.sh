@@ -55,12 +55,12 @@ for s in tests/docs/check_docs.py tests/flags/check_flags.py tests/deploy/check_
     run_suite "$s"
 done
 
-# The lock, semaphore, waiting, wake-up, fair, id, session and operator suites once more against a
+# The lock, semaphore, waiting, wake-up, fair, id, session, operator and quota suites once more against a
 # Redis Cluster (3 masters, one replica each): the harness starts one when
 # LOCKGATE_TEST_CLUSTER is set and points the gateways at it.  CLUSTER_SUITES
 # overrides the list ("" skips them).
 cluster_start=$SECONDS
-for s in ${CLUSTER_SUITES-test_locks test_wait test_wake test_mutex test_ids test_sessions test_ops}; do
+for s in ${CLUSTER_SUITES-test_locks test_wait test_wake test_mutex test_ids test_sessions test_ops test_quota}; do
     t="$BUILD/tests/$s"
     [ -x "$t" ] || continue
     echo "== $s (cluster)"

@@ -392,17 +392,35 @@ static void test_connection_memory(void) {
     CHECK_EQ_INT(status_with_header(gw.port, 2500), 201);
     CHECK_EQ_INT(status_with_header(gw.port, 6000), 431);
     still_serving();
+    /* Too large headers: 431 as problem+json (mhd_errors.h). */
+    char *pad = malloc(6100);
+    strcpy(pad, "X-Pad: ");
+    memset(pad + 7, 'a', 6000);
+    pad[6007] = '\0';
+    struct h_resp big_hdr = h_http("GET", gw.port, "/healthz", NULL, NULL, pad);
+    free(pad);
+    check_http(&big_hdr, 431, "headers_too_large");
+    h_resp_free(&big_hdr);
     /* A request line longer than the buffer: 414 (README and openapi.yaml
-     * said 431), from libmicrohttpd, which then closes the connection. */
+     * said 431), as problem+json with a stable code, not libmicrohttpd's
+     * HTML; the connection is closed.  Also as the second request of a
+     * kept-alive connection. */
     size_t len = 6000;
-    char *line = malloc(len + 64), out[1024];
-    int o = sprintf(line, "GET /v1/locks/");
+    char *line = malloc(len + 128), out[2048];
+    int o = sprintf(line, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/locks/");
     memset(line + o, 'a', len);
     strcpy(line + o + len, " HTTP/1.1\r\nHost: x\r\n\r\n");
-    h_raw(gw.port, line, strlen(line), out, sizeof out, 5000);
+    for (int second = 0; second < 2; second++) {
+        const char *send = second ? line : strstr(line, "\r\n\r\n") + 4;
+        h_raw(gw.port, send, strlen(send), out, sizeof out, 5000);
+        const char *ans = second ? strstr(out + 1, "HTTP/1.1 ") : out;
+        CHECK(ans && strncmp(ans, "HTTP/1.1 414 ", 13) == 0);
+        CHECK(ans && strstr(ans, "Connection: close") != NULL);
+        CHECK(ans && strstr(ans, "Content-Type: application/problem+json") != NULL);
+        CHECK(ans && strstr(ans, "\"code\":\"uri_too_long\"") != NULL);
+        CHECK(ans && strstr(ans, "<html>") == NULL);
+    }
     free(line);
-    CHECK(strncmp(out, "HTTP/1.1 414 ", 13) == 0);
-    CHECK(strstr(out, "Connection: close") != NULL);
     still_serving();
     struct h_gw big = {0};
     if (h_gw_start(&big, &redis, "--connection-memory-kib 16") < 0) {

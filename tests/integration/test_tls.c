@@ -112,6 +112,61 @@ static long https_send(int port, const char *method, const char *path, const cha
     return status;
 }
 
+/* GET https://...path on handle c with an extra header (may be NULL):
+ * the status, the body and the headers into b and hb. */
+static long https_raw(CURL *c, const char *path, const char *header, struct body *b,
+                      struct body *hb) {
+    char *url = malloc(strlen(path) + 64), cafile[128];
+    sprintf(url, "https://127.0.0.1:%d%s", gw.port, path);
+    snprintf(cafile, sizeof cafile, "%s/ca.pem", dir);
+    b->len = hb->len = 0;
+    b->buf[0] = hb->buf[0] = '\0';
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, hb);
+    struct curl_slist *hs = header ? curl_slist_append(NULL, header) : NULL;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hs);
+    free(url);
+    return status;
+}
+
+/* Over TLS too, a request line or headers too large for the connection's
+ * buffer get 414 or 431 as problem+json with a stable code (not
+ * libmicrohttpd's HTML), also as the second request of a kept-alive
+ * connection. */
+static void test_tls_too_large_problem_json(void) {
+    static struct body b, hb;
+    char *path = malloc(6100), *hdr = malloc(6100);
+    strcpy(path, "/v1/locks/");
+    memset(path + 10, 'a', 6000);
+    path[6010] = '\0';
+    strcpy(hdr, "X-Pad: ");
+    memset(hdr + 7, 'b', 6000);
+    hdr[6007] = '\0';
+    CURL *c = curl_easy_init();
+    CHECK_EQ_INT(https_raw(c, "/healthz", NULL, &b, &hb), 200); /* the connection, kept alive */
+    CHECK_EQ_INT(https_raw(c, path, NULL, &b, &hb), 414);
+    CHECK(strstr(hb.buf, "Content-Type: application/problem+json") != NULL);
+    CHECK(strstr(b.buf, "\"code\":\"uri_too_long\"") != NULL);
+    CHECK(strstr(b.buf, "\"status\":414") != NULL);
+    CHECK_EQ_INT(https_raw(c, "/healthz", hdr, &b, &hb), 431);
+    CHECK(strstr(hb.buf, "Content-Type: application/problem+json") != NULL);
+    CHECK(strstr(b.buf, "\"code\":\"headers_too_large\"") != NULL);
+    CHECK_EQ_INT(https_raw(c, "/healthz", NULL, &b, &hb), 200); /* still serving */
+    curl_easy_cleanup(c);
+    free(path);
+    free(hdr);
+}
+
 struct tls_waiter {
     long status;
 };
@@ -412,6 +467,7 @@ int main(int argc, char **argv) {
     if (h_gw_up(&agw, &redis, flags) < 0) return 1;
     RUN_SOME(test_tls_right_and_wrong_ca);
     RUN_SOME(test_tls_plain_http_gets_no_answer);
+    RUN_SOME(test_tls_too_large_problem_json);
     RUN_SOME(test_tls_mutual);
     RUN_SOME(test_tls_waiter_woken);
     RUN_SOME(test_tls_one_shot_clients_keep_their_locks);

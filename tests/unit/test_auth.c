@@ -150,19 +150,25 @@ static void test_auth_file_errors(void) {
     auth_table_free(t);
 }
 
-/* "limits": {"requests_per_second": N}, a whole number 1..QUOTA_RPS_MAX,
- * optional; anything else in it refused with one line. */
+/* "limits": {"requests_per_second": N, "holds_at_once": M}, whole numbers
+ * 1..QUOTA_RPS_MAX and 1..QUOTA_HOLDS_MAX, each optional; anything else in
+ * it refused with one line. */
 static void test_auth_limits_field(void) {
     char err[256], json[1024];
-    const char *good[] = {"", ",\"limits\":{}", ",\"limits\":{\"requests_per_second\":5}",
-                          ",\"limits\":{\"requests_per_second\":1000000}"};
-    const unsigned want[] = {0, 0, 5, 1000000};
+    const char *good[] = {"",
+                          ",\"limits\":{}",
+                          ",\"limits\":{\"requests_per_second\":5}",
+                          ",\"limits\":{\"requests_per_second\":1000000}",
+                          ",\"limits\":{\"holds_at_once\":3}",
+                          ",\"limits\":{\"holds_at_once\":1000000,\"requests_per_second\":2}"};
+    const unsigned want[] = {0, 0, 5, 1000000, 0, 2}, want_holds[] = {0, 0, 0, 0, 3, 1000000};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snprintf(json, sizeof json, "{\"keys\":[{\"id\":\"k\",\"sha256\":\"%s\",\"grants\":[]%s}]}",
                  S3CRET_SHA, good[i]);
         struct auth_table *t = parse(json, err);
         CHECK(t != NULL);
         if (t) CHECK_EQ_INT(t->keys[0].rps, want[i]);
+        if (t) CHECK_EQ_INT(t->keys[0].holds, want_holds[i]);
         auth_table_free(t);
     }
     const char *bad[] = {",\"limits\":5",
@@ -172,6 +178,11 @@ static void test_auth_limits_field(void) {
                          ",\"limits\":{\"requests_per_second\":1000001}",
                          ",\"limits\":{\"requests_per_second\":\"5\"}",
                          ",\"limits\":{\"holds\":5}",
+                         ",\"limits\":{\"holds_at_once\":0}",
+                         ",\"limits\":{\"holds_at_once\":1000001}",
+                         ",\"limits\":{\"holds_at_once\":2.5}",
+                         ",\"limits\":{\"holds_at_once\":null}",
+                         ",\"limits\":{\"holds_at_once\":[3]}",
                          ",\"limits\":{\"requests_per_second\":1e300}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(json, sizeof json, "{\"keys\":[{\"id\":\"k\",\"sha256\":\"%s\",\"grants\":[]%s}]}",

@@ -49,6 +49,9 @@ static const struct {
     {CODE_REDIS_DATA_LOST,     "redis_data_lost",     503},
     {CODE_ORIGIN_FORBIDDEN,    "origin_forbidden",    403},
     {CODE_RATE_LIMITED,        "rate_limited",        429},
+    {CODE_QUOTA_EXCEEDED,      "quota_exceeded",      429},
+    {CODE_URI_TOO_LONG,        "uri_too_long",        414},
+    {CODE_HEADERS_TOO_LARGE,   "headers_too_large",   431},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
@@ -75,7 +78,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 33);
+    CHECK_EQ_INT(CODE_COUNT, 36);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);
