@@ -87,19 +87,30 @@ static long long wait_served(struct h_gw *g, const char *path, int timeout_ms) {
     return -1;
 }
 
+/* Clients each master has when both gateways are connected to it (every
+ * worker's command connection and the pub/sub ones, and the probe's own
+ * redis-cli), learnt once at start (see start_all). */
+static long long full_clients;
+
+static long long clients_of(int j) {
+    return h_redis_info_int(&m[j], "clients", "connected_clients");
+}
+
 /* Every master that is up has connected back to both gateways: a lock
- * acquired now lands on all of them. */
+ * acquired now lands on all of them.  Every connection of every worker
+ * counts: a worker still in its reconnect back-off would fail the next
+ * request it serves (only 2 of 5 masters answering). */
 static void wait_all_connected(void) {
-    for (int i = 0; i < 40; i++) {
-        int want = 0, have = 0;
+    long long want = full_clients > 0 ? full_clients : 4;
+    for (int i = 0; i < 100; i++) {
+        int up = 0, have = 0;
         for (int j = 0; j < N_MASTERS; j++) {
             if (!m[j].pid) continue;
-            want++;
-            /* each gateway: a command and a pub/sub connection */
-            if (h_redis_info_int(&m[j], "clients", "connected_clients") >= 4) have++;
+            up++;
+            if (clients_of(j) >= want) have++;
         }
-        if (have == want) return;
-        h_sleep_ms(100);
+        if (have == up) return;
+        h_sleep_ms(50);
     }
 }
 
@@ -118,7 +129,21 @@ static int start_all(void) {
     /* h_gw_start gives m[0] with the first --redis; the others add to it. */
     for (int g = 0; g < 2; g++)
         if (h_gw_up(&gws[g], &m[0], flags) < 0) return -1;
-    wait_all_connected();
+    /* Both gateways are ready; their connections settle within a second
+     * or so: the count seen the same on every master twice in a row. */
+    long long last = -1;
+    for (int i = 0; i < 100; i++) {
+        long long least = -1, most = -1;
+        for (int j = 0; j < N_MASTERS; j++) {
+            long long c = clients_of(j);
+            if (least < 0 || c < least) least = c;
+            if (c > most) most = c;
+        }
+        if (least >= 4 && least == most && least == last) break;
+        last = least == most ? least : -1;
+        h_sleep_ms(100);
+    }
+    full_clients = last > 0 ? last : 4;
     return 0;
 }
 
