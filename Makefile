@@ -149,6 +149,7 @@ bench: deps
 	@BUILD=$(BUILD) bench/fleet.sh
 	@BUILD=$(BUILD) bench/modes.sh
 	@BUILD=$(BUILD) bench/tls.sh
+	@BUILD=$(BUILD) bench/redis_tls.sh
 
 image:
 	@scripts/image.sh

@@ -6,6 +6,9 @@ START=$(date +%s)
 say() { printf '%s [%3ss]: %s\n' "$BENCH_NAME" "$(( $(date +%s) - START ))" "$*" >&2; }
 calc() { awk "BEGIN {printf \"$1\", ($2)}"; } # parenthesised: a bare ">" would redirect awk's output to a file
 
+# Gateways stop at once at the end (no rolling-restart delay).
+export LOCKGATE_SHUTDOWN_DELAY_MS=${LOCKGATE_SHUTDOWN_DELAY_MS:-0}
+
 TMP=$(mktemp -d "/tmp/lockgate-$BENCH_NAME.XXXXXX")
 PIDS=() # every process started: stopped by cleanup
 cleanup() {

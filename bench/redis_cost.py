@@ -152,6 +152,17 @@ def timed(r, payload):
     return r.evalsha_us()
 
 
+def acq_keys(k, src):
+    """acquire.lua's numkeys and KEYS as the gateway sends them: the hash, its
+    queue and deadlines, and, for scripts that declare it (every mode since
+    liveness became a declared hash), the liveness hash its queue's head is
+    judged by (lockgate:gw, or the slot's lockgate:gw{tag} in cluster mode)."""
+    if "'gw' .. tag" not in src:
+        return (3, k, k + ":q", k + ":qd")
+    live = "lockgate:gw{%s}" % k[k.index("{") + 1:-1] if CLUSTER else "lockgate:gw"
+    return (4, k, k + ":q", k + ":qd", live)
+
+
 def lockgate_payloads(r, gen, n, tag):
     src = open(os.path.join(gen, "acquire.lua")).read()
     acq = r.cli("script", "load", src).strip()
@@ -163,11 +174,11 @@ def lockgate_payloads(r, gen, n, tag):
     rest = () if short else ("", 0, 0, "x", 0, "", 0, 0, "lockgate:released", "m")
     if CLUSTER:  # the cluster's short form carries the shard channel (its slot's tag)
         chan = lambda k: "lockgate:released{%s}" % k[k.index("{") + 1:-1]
-        a = b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 30000, chan(k))
+        a = b"".join(resp("EVALSHA", acq, *acq_keys(k, src), TOKEN, 30000, chan(k))
                      for k in names)
         d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, chan(k), "lock:" + k) for k in names)
         return a, d
-    a = b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 30000, *rest)
+    a = b"".join(resp("EVALSHA", acq, *acq_keys(k, src), TOKEN, 30000, *rest)
                  for k in names)
     d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, "lockgate:released", "lock:" + k)
                  for k in names)
@@ -220,8 +231,10 @@ def path_costs(gen, n):
     def script(r, name):
         return r.cli("script", "load", open(os.path.join(gen, name + ".lua")).read()).strip()
 
+    src = open(os.path.join(gen, "acquire.lua")).read()
+
     def acq(sha, k, tok, *rest):
-        return resp("EVALSHA", sha, 3, k, k + ":q", k + ":qd", tok, 30000, *rest)
+        return resp("EVALSHA", sha, *acq_keys(k, src), tok, 30000, *rest)
 
     long_args = lambda kind, limit, owner="": (owner, 0, 0, kind, limit, "", 0, 0, "ch", "m")
     other = "Zz9kZr8TqM2xWv9yLp0AbC"
@@ -235,10 +248,10 @@ def path_costs(gen, n):
          lambda s, k: acq(s["acquire"], k, TOKEN)),
         ("acquire, busy, waiting (sets the waiter mark)",
          lambda s, k: acq(s["acquire"], k, other),
-         lambda s, k: resp("EVALSHA", s["acquire"], 3, k, k + ":q", k + ":qd", TOKEN, 30000, "",
+         lambda s, k: resp("EVALSHA", s["acquire"], *acq_keys(k, src), TOKEN, 30000, "",
                            0, 0, "x", 0, "", 5000, 0, "ch", "m")),
         ("acquire, busy, fair waiter (queued)", lambda s, k: acq(s["acquire"], k, other),
-         lambda s, k: resp("EVALSHA", s["acquire"], 3, k, k + ":q", k + ":qd", TOKEN, 30000, "",
+         lambda s, k: resp("EVALSHA", s["acquire"], *acq_keys(k, src), TOKEN, 30000, "",
                            0, 0, "x", 0, "w1", 5000, 1, "ch", "m")),
         ("acquire, shared", None, lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("s", 0))),
         ("acquire, semaphore permit", None,
@@ -254,7 +267,7 @@ def path_costs(gen, n):
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
         ("release with a waiter mark (publishes)",
          lambda s, k: acq(s["acquire"], k, TOKEN) + resp(
-             "EVALSHA", s["acquire"], 3, k, k + ":q", k + ":qd", other, 30000, "", 0, 0, "x", 0,
+             "EVALSHA", s["acquire"], *acq_keys(k, src), other, 30000, "", 0, 0, "x", 0,
              "", 5000, 0, "ch", "m"),
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
         ("release of a shared hold",
@@ -292,9 +305,10 @@ def memory_per_lock(gen, n):
     """Mean MEMORY USAGE of a held lock's hash: lockgate's and Redisson's RLock."""
     r = Redis()
     try:
-        acq = r.cli("script", "load", open(os.path.join(gen, "acquire.lua")).read()).strip()
+        src = open(os.path.join(gen, "acquire.lua")).read()
+        acq = r.cli("script", "load", src).strip()
         names = ["lockgate:lock:{m%d}" % i for i in range(n)]
-        r.pipe(b"".join(resp("EVALSHA", acq, 3, k, k + ":q", k + ":qd", TOKEN, 600000)
+        r.pipe(b"".join(resp("EVALSHA", acq, *acq_keys(k, src), TOKEN, 600000)
                         for k in names))
         ours = statistics.mean(int(r.cli("memory", "usage", k)) for k in names[:1000])
         r.cli("flushall")

@@ -36,6 +36,8 @@ const char help_main[] =
     "  status NAME              show who holds lock NAME (exit 1: nobody does)\n"
     "  ls [PREFIX]              list held locks (names starting with PREFIX)\n"
     "  watch NAME               print lock NAME's state and every change of it\n"
+    "  elect NAME --value V [--] CMD [ARGS...]  run CMD while leader of election NAME\n"
+    "  observe NAME             print election NAME's leader and every change of it\n"
     "  id NAMESPACE [-n N]      print N new unique ids, one per line\n"
     "  help [COMMAND]           this text, or a command's\n"
     "\n"
@@ -169,3 +171,36 @@ void help_print(const char *text) {
     fputs(text, stdout);
     fputs(help_exit, stdout);
 }
+
+const char help_elect[] =
+    "Usage: lockctl elect NAME --value V [OPTIONS] [--] COMMAND [ARGS...]\n"
+    "Campaign in election NAME with value V, wait until elected (first come,\n"
+    "first elected), run COMMAND while leader, renew the leadership's lease\n"
+    "every third of the TTL, resign when COMMAND exits, and exit with its status.\n"
+    "\n"
+    "      --value V       the leader's value (e.g. this replica's address);\n"
+    "                      required\n"
+    "  -t, --ttl MS        the leadership's lease (default 30000): how long it\n"
+    "                      outlives a lockctl that dies; renewed every MS/3\n"
+    "  -w, --wait MS       give up after MS (default: wait until elected)\n"
+    "      --grace MS      after SIGTERM on lost leadership, wait this long before\n"
+    "                      SIGKILL (default 5000)\n"
+    "  -q, --quiet         no message when the wait is over\n"
+    "  -u, --url URL, -v, --verbose, -h, --help: as for every command\n"
+    "\n"
+    "COMMAND gets LOCKGATE_TERM (the term: it increases with every new leader;\n"
+    "use it as a fencing token), LOCKGATE_NAME, LOCKGATE_TOKEN and LOCKGATE_URL.\n"
+    "Leadership lost (a renewal answered not_held or not_owner, or the gateway\n"
+    "unreachable until the lease ends): COMMAND's process group gets SIGTERM,\n"
+    "SIGKILL after --grace, and lockctl exits 76.  Signals are passed on to\n"
+    "COMMAND as for `lockctl run`.\n"
+    "\n";
+
+const char help_observe[] =
+    "Usage: lockctl observe NAME\n"
+    "Print election NAME's leader, then a line at each change of leader or value,\n"
+    "in order, one JSON object a line ({\"name\",\"value\",\"term\",\"since_ms\"},\n"
+    "or {\"name\",\"value\":null} when nobody leads), until interrupted.  Reads\n"
+    "the gateway's event stream: no polling.\n"
+    "  -q, --quiet         print nothing (waits until the gateway fails)\n"
+    "\n";

@@ -12,6 +12,8 @@ extern const char help_status[];
 extern const char help_id[];
 extern const char help_ls[];
 extern const char help_watch[];
+extern const char help_elect[];
+extern const char help_observe[];
 
 /* Prints text, then the exit-status table, on stdout. */
 void help_print(const char *text);

@@ -53,12 +53,19 @@ void call_free(struct call *c) {
 
 void call_start(struct call *c, const char *method, const char *path, const char *token,
                 cJSON *body, long long timeout_ms) {
+    call_start_as(c, method, path, token, body, timeout_ms, "application/json");
+}
+
+void call_start_as(struct call *c, const char *method, const char *path, const char *token,
+                   cJSON *body, long long timeout_ms, const char *accept) {
     memset(c, 0, sizeof *c);
     c->easy = alloc_check(curl_easy_init());
     char url[sizeof ctl_url + 512];
     snprintf(url, sizeof url, "%s%s", ctl_url, path);
     char th[TOKEN_MAX_LEN + 16];
-    c->headers = curl_slist_append(c->headers, "Accept: application/json");
+    char ah[128];
+    snprintf(ah, sizeof ah, "Accept: %s", accept);
+    c->headers = curl_slist_append(c->headers, ah);
     c->headers = curl_slist_append(c->headers, "Expect:");
     if (token) {
         snprintf(th, sizeof th, "Lock-Token: %s", token);
@@ -94,9 +101,13 @@ void call_start(struct call *c, const char *method, const char *path, const char
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->err);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_cloexec);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    timeout_ms = max_ll(timeout_ms, 1);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)min_ll(timeout_ms, LONG_MAX));
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)min_ll(timeout_ms, CTL_CONNECT_MS));
+    if (timeout_ms < 0) { /* a stream: no end, connecting only is bounded */
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)CTL_CONNECT_MS);
+    } else {
+        timeout_ms = max_ll(timeout_ms, 1);
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)min_ll(timeout_ms, LONG_MAX));
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)min_ll(timeout_ms, CTL_CONNECT_MS));
+    }
     c->sent_at = now_ms();
     if (curl_multi_add_handle(multi, e) != CURLM_OK) fatal("libcurl cannot start a transfer");
 }

@@ -33,6 +33,11 @@ void http_cleanup(void);
 void call_start(struct call *c, const char *method, const char *path, const char *token,
                 cJSON *body, long long timeout_ms);
 
+/* The same, asking for the media type accept (e.g. "text/event-stream");
+ * timeout_ms < 0: no time limit once connected (a stream). */
+void call_start_as(struct call *c, const char *method, const char *path, const char *token,
+                   cJSON *body, long long timeout_ms, const char *accept);
+
 /* Ends the call, finished or not, and frees what it holds; c is zeroed. */
 void call_free(struct call *c);
 

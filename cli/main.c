@@ -17,6 +17,7 @@
 #include "cli/help.h"
 #include "cli/http.h"
 #include "cli/options.h"
+#include "cli/observe.h"
 #include "cli/run.h"
 #include "cli/session.h"
 #include "common/fatal.h"
@@ -38,6 +39,8 @@ static const int allow_status[] = {'q', 0};
 static const int allow_id[] = {'n', 'q', 0};
 static const int allow_ls[] = {'q', 0};
 static const int allow_watch[] = {'q', 0};
+static const int allow_elect[] = {'t', 'w', O_VALUE, O_GRACE, 'q', 0};
+static const int allow_observe[] = {'q', 0};
 
 static const struct subcommand subcommands[] = {
     {.name = "run",     .help = help_run,     .allowed = allow_run,     .fn = cmd_run    },
@@ -48,6 +51,8 @@ static const struct subcommand subcommands[] = {
     {.name = "id",      .help = help_id,      .allowed = allow_id,      .fn = cmd_id     },
     {.name = "ls",      .help = help_ls,      .allowed = allow_ls,      .fn = cmd_ls     },
     {.name = "watch",   .help = help_watch,   .allowed = allow_watch,   .fn = cmd_watch  },
+    {.name = "elect",   .help = help_elect,   .allowed = allow_elect,   .fn = cmd_elect  },
+    {.name = "observe", .help = help_observe, .allowed = allow_observe, .fn = cmd_observe},
 };
 
 static const struct subcommand *find_subcommand(const char *name) {
@@ -59,6 +64,11 @@ static const struct subcommand *find_subcommand(const char *name) {
 /* ---- the command line ----------------------------------------------------- */
 
 #define GO_ON (-1) /* parse_command_line: nothing to exit with, go on */
+
+/* run and elect take a command after NAME. */
+static int takes_command(const struct subcommand *sc) {
+    return strcmp(sc->name, "run") == 0 || strcmp(sc->name, "elect") == 0;
+}
 
 /* lockctl [global options] COMMAND [options] NAME [options] [ARGS...]
  * into o and *sc.  Returns GO_ON, or the status to exit with (help and
@@ -93,13 +103,13 @@ static int parse_command_line(int argc, char **argv, struct opts *o,
         if (pos >= sub_argc) break;
         if (!o->name) {
             o->name = sub_argv[pos++];
-            if (dd && strcmp(sc->name, "run") == 0) {
+            if (dd && takes_command(sc)) {
                 o->argv = sub_argv + pos;
                 break;
             }
             continue;
         }
-        if (strcmp(sc->name, "run") == 0) {
+        if (takes_command(sc)) {
             o->argv = sub_argv + pos;
             break;
         }

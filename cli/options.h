@@ -15,7 +15,8 @@ enum {
     O_TOKEN,
     O_VERSION,
     O_SESSION,
-    O_FORCE
+    O_FORCE,
+    O_VALUE
 };
 /* Options of every command that say how to reach the gateway (access.h). */
 enum { O_API_KEY_FILE = 300, O_CACERT, O_CERT, O_KEY };
@@ -37,6 +38,7 @@ struct opts {
     long long count;      /* id -n */
     int quiet;            /* -q */
     int force;            /* release --force */
+    const char *value;    /* elect --value, or NULL */
 };
 
 struct subcommand {

@@ -7,8 +7,14 @@
 
 #include <stdio.h>
 
+/* "locks", or "elections" for `lockctl elect` (requests_for_elections). */
+static const char *resource = "locks";
+
+void requests_for_elections(void) { resource = "elections"; }
+int requests_elections(void) { return resource[0] == 'e'; }
+
 void lock_path(char *out, size_t cap, const char *name) {
-    snprintf(out, cap, "/v1/locks/%s", name);
+    snprintf(out, cap, "/v1/%s/%s", resource, name);
 }
 
 void add_int(cJSON *o, const char *key, long long v) {
@@ -18,6 +24,11 @@ void add_int(cJSON *o, const char *key, long long v) {
 cJSON *acquire_body(const struct opts *o, long long wait_ms) {
     cJSON *b = alloc_check(cJSON_CreateObject());
     if (o->ttl >= 0) add_int(b, "ttl_ms", o->ttl);
+    if (requests_elections()) { /* a campaign: its value, and how long it waits */
+        alloc_check(cJSON_AddStringToObject(b, "value", o->value ? o->value : ""));
+        add_int(b, "wait_ms", wait_ms);
+        return b;
+    }
     if (wait_ms > 0) add_int(b, "wait_ms", wait_ms);
     if (o->shared) alloc_check(cJSON_AddStringToObject(b, "mode", "shared"));
     if (o->fair) alloc_check(cJSON_AddBoolToObject(b, "fair", 1));

@@ -5,8 +5,12 @@
 #include "cli/http.h"
 #include "cli/options.h"
 
-/* /v1/locks/{name}: names are checked (common/names.h), so never escaped. */
+/* /v1/locks/{name}, or /v1/elections/{name} after requests_for_elections
+ * (`lockctl elect`: the same acquire, renew and release on an election):
+ * names are checked (common/names.h), so never escaped. */
 void lock_path(char *out, size_t cap, const char *name);
+void requests_for_elections(void);
+int requests_elections(void);
 
 /* Adds an integer member to o. */
 void add_int(cJSON *o, const char *key, long long v);

@@ -95,7 +95,10 @@ static int run_acquire(struct run *r) {
         if (out == OUT_OK) {
             w->acquired_at = c.sent_at;
             w->lease_end = c.sent_at + jint(c.json, "ttl_ms", w->ttl);
-            if (raw_int(c.body, "fence", w->fence, sizeof w->fence) < 0) strcpy(w->fence, "0");
+            /* An election's term is its lock's fence. */
+            if (raw_int(c.body, requests_elections() ? "term" : "fence", w->fence,
+                        sizeof w->fence) < 0)
+                strcpy(w->fence, "0");
             long long took = now_ms() - c.sent_at;
             call_free(&c);
             if (ctl_verbose)
@@ -143,6 +146,7 @@ static int run_command(struct run *r) {
     struct watch *w = &r->w;
     setenv("LOCKGATE_NAME", o->name, 1);
     setenv("LOCKGATE_FENCE", w->fence, 1);
+    if (requests_elections()) setenv("LOCKGATE_TERM", w->fence, 1);
     setenv("LOCKGATE_TOKEN", w->token, 1);
     setenv("LOCKGATE_URL", ctl_url, 1);
     /* Signals that came while acquiring and did not stop it (USR1, Ctrl-Z)
@@ -176,6 +180,17 @@ static int run_command(struct run *r) {
     }
     release_after(w, 0);
     return watch_exit_status(st);
+}
+
+/* `lockctl elect NAME --value V -- CMD`: run, on an election.  The
+ * campaign waits until elected (unless --wait says otherwise), CMD gets
+ * the term in LOCKGATE_TERM, and losing the leadership is losing the
+ * lease: CMD is stopped, lockctl exits 76. */
+int cmd_elect(struct opts *o) {
+    if (!o->value) return usage_error("elect", "--value is required (the leader's value)");
+    requests_for_elections();
+    if (o->wait == 0) o->wait = -1; /* a campaign waits */
+    return cmd_run(o);
 }
 
 int cmd_run(struct opts *o) {

@@ -7,4 +7,9 @@
 
 int cmd_run(struct opts *o);
 
+/* `lockctl elect NAME --value V [OPTIONS] [--] COMMAND [ARGS...]`: run
+ * COMMAND while leader of election NAME (run's machinery on
+ * /v1/elections/NAME). */
+int cmd_elect(struct opts *o);
+
 #endif

@@ -78,7 +78,7 @@ struct backend {
     int per_slot;       /* one script call may touch one hash slot's keys only
                            (cluster): a multi-lock goes group by group in slot
                            order (multi.c), sessions slot by slot
-                           (sessions_cluster.c) */
+                           (sessions_fan.c) */
     int fans_out;       /* calls go to every master (multi.c, sessions.c,
                            watch.c and force.c still reduce for themselves) */
 };

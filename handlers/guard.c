@@ -1,13 +1,18 @@
 /* guard.c -- see guard.h. */
 #include "handlers/guard.h"
+#include "server/layout.h"
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "server/redis.h"
 #include "server/request.h"
 #include "server/reply.h"
 #include "handlers/handlers.h"
+#include "server/body.h"
+#include "server/request.h"
+#include "server/router.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static int refuse(struct gw_request *req, const char *what) {
     char why[256] = "a Redis master may evict";
@@ -64,6 +69,16 @@ int guard_names_or_reply(struct gw_request *req, char *const *names, int n) {
  * jump ahead, docs/ids.md), so they are served through it. */
 int guard_ids_or_reply(struct gw_request *req) {
     return memguard_ids_refusing() ? refuse(req, "id") : 0;
+}
+
+int guard_layout_or_reply(struct gw_request *req) {
+    if (strncmp(router_routes[req->route].path, "/v1/", 4) != 0) return GW_OK;
+    char why[256];
+    if (layout_refusing(why, sizeof why)) {
+        reply_problem(req, CODE_LAYOUT_UNSUPPORTED, "%s", why);
+        return GW_REPLIED;
+    }
+    return GW_OK;
 }
 
 long long guard_max_lease_ms(void) { return handlers_config()->max_lease_ms; }

@@ -25,6 +25,11 @@ int guard_lost_for(const char *name, int64_t *left_ms);
  * data loss: ids jump ahead by themselves, docs/ids.md). */
 int guard_ids_or_reply(struct gw_request *req);
 
+/* Every /v1/ request, before its handler (the HTTP gate, wiring.c): GW_OK
+ * to go on, or GW_REPLIED after 503 layout_unsupported (a master holds a
+ * key layout this gateway does not understand, server/layout.h). */
+int guard_layout_or_reply(struct gw_request *req);
+
 /* The longest ttl_ms a lease, session or extension may ask for
  * (--max-lease-ms: after a master lost its data, grants wait that long),
  * and the default ttl_ms, 30 s or that when shorter. */

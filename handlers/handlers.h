@@ -62,6 +62,12 @@ void semaphores_extend(struct gw_request *req);
 void semaphores_release(struct gw_request *req);
 void semaphores_inspect(struct gw_request *req);
 
+/* elections.c: leader election on the lock machinery (/v1/elections/{name}). */
+void elections_campaign(struct gw_request *req);
+void elections_proclaim(struct gw_request *req);
+void elections_resign(struct gw_request *req);
+void elections_leader(struct gw_request *req);
+
 /* sessions.c */
 void sessions_create(struct gw_request *req);
 void sessions_renew(struct gw_request *req);

@@ -107,11 +107,11 @@ void hold_leave_queue(struct hold_call *hc) {
     struct hold_keys k;
     hold_keys(hc->req->name, hc->kind == HOLD_PERMIT, &k);
     char live[LIVENESS_HASH_MAX];
-    int nkeys = 3 + liveness_hash_for(k.hash, live, sizeof live);
+    liveness_hash_for(k.hash, live, sizeof live);
+    int nkeys = 4;
     const char *argv[] = {k.hash,   k.queue,       k.qdead,
                           live,     hc->waiter_id, redis_release_channel_for(k.hash),
                           k.message};
-    if (nkeys == 3) memmove(&argv[3], &argv[4], 3 * sizeof argv[0]);
     size_t lens[7];
     for (int i = 0; i < nkeys + 3; i++) lens[i] = strlen(argv[i]);
     backend->forget(SCRIPT_DEQUEUE, nkeys, nkeys + 3, argv, lens, dequeued);
@@ -184,7 +184,7 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     char location[NAME_MAX_LEN + 24];
     snprintf(location, sizeof location, "/v1/%s/%s", sem ? "semaphores" : "locks", req->name);
     reply_header(req, "Lock-Token", req->token);
-    reply_header(req, "Location", location);
+    if (!hc->reshape) reply_header(req, "Location", location);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", req->name);
     cJSON_AddStringToObject(o, "token", req->token);
@@ -198,6 +198,11 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     }
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
+    if (hc->reshape) o = hc->reshape(hc, o);
+    if (hc->stream) { /* its stream gives it back if its client is gone */
+        hc->stream->granted(hc, verdict, o);
+        return;
+    }
     if (hold_gives_back(hc, verdict)) req->on_undelivered = hold_give_back;
     reply_json(req, verdict == VERDICT_GRANTED ? 201 : 200, o);
 }
@@ -273,6 +278,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             hc->waited = 1;
             int64_t wake = now + v[1];
             if (wake > hc->deadline_ms) wake = hc->deadline_ms;
+            if (hc->stream) hc->stream->waiting(hc, v[1], v[2]);
             if (park_request(req, &hc->w, wake) < 0) on_give_up(&hc->w, 1);
             return;
         }
@@ -316,7 +322,10 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     }
     if (hc->quota) { /* its entry counts as long as the lease (a session's: its end) */
         const char *m[1] = {hc->quota_member};
-        quota_holds_set(req->key_id, v[3] + 1, 1, m);
+        /* A stream hold lives as long as its connection, its session
+         * renewed without touching ledgers: its entry counts up to the
+         * longest lease, and its stream drops it when the hold ends. */
+        quota_holds_set(req->key_id, hc->stream ? guard_max_lease_ms() : v[3] + 1, 1, m);
     }
     reply_granted(hc, verdict, v);
 }
@@ -410,19 +419,20 @@ static void send_attempt(struct hold_call *hc) {
     /* Queued in Redis by this attempt if it finds the name busy; in quorum
      * mode some masters may queue it while others grant. */
     if (hc->fair && hc->wait_ms > 0) hc->queued = 1;
-    /* The fourth key: a session-bound hold's session key, or in cluster
-     * mode the slot's liveness hash (acquire.lua; sessions_cluster.c puts
-     * it in the session key's place). */
-    char skey[HOLD_KEY_MAX];
-    int fourth = hc->session != NULL;
-    if (hc->session)
-        session_key(hc->session, skey, sizeof skey);
-    else
-        fourth = liveness_hash_for(k.hash, skey, sizeof skey);
+    /* Then a session-bound hold's session key, and last the liveness hash
+     * the queue's head is judged by (acquire.lua; queue_head in
+     * _holders.lua): every key the script may touch is declared.  In
+     * cluster mode the session's key is in another slot, and
+     * sessions_cluster.c takes it out before the call. */
+    char skey[HOLD_KEY_MAX], live[LIVENESS_HASH_MAX];
+    int with_session = hc->session != NULL;
+    if (with_session) session_key(hc->session, skey, sizeof skey);
+    liveness_hash_for(k.hash, live, sizeof live);
     const char *argv[] = {k.hash,
                           k.queue,
                           k.qdead,
-                          fourth ? skey : NULL,
+                          with_session ? skey : NULL,
+                          live,
                           req->token,
                           ttl,
                           hc->owner,
@@ -441,25 +451,25 @@ static void send_attempt(struct hold_call *hc) {
     /* The common case (exclusive, no owner, max-hold, lock-delay, waiting,
      * session or API key) sends the script's short form, token and ttl
      * only: every argument costs Redis time (bench/RESULTS.md, "Redis fast
-     * path").  Without a fourth key argv[3] is skipped.  The session token,
+     * path").  Without a session argv[3] is skipped.  The session token,
      * the key id and a waiting request's attempt id go last, only as far as
      * one is set. */
     int extra = hc->attempt_id[0] ? 3 : hc->session || req->key_id ? 2 : 0;
-    int nkeys = fourth ? 4 : 3;
+    int nkeys = with_session ? 5 : 4;
     int shrt = hc->kind == HOLD_EXCLUSIVE && hc->owner[0] == '\0' && hc->max_hold_ms == 0 &&
                hc->lock_delay_ms == 0 && wait_left == 0 && !extra;
     int nargs = nkeys + (shrt ? 2 + backend->per_slot /* cluster: + the shard channel */
                               : 12 + extra);
-    const char *av[19];
-    size_t lens[19];
-    for (int i = 0, j = 0; i < 19 && j < nargs; i++) {
-        if (i == 3 && !fourth) continue;
+    const char *av[20];
+    size_t lens[20];
+    for (int i = 0, j = 0; i < 20 && j < nargs; i++) {
+        if (i == 3 && !with_session) continue;
         av[j] = argv[i];
         lens[j] = strlen(av[j]);
         j++;
     }
     if (shrt && backend->per_slot) { /* cluster's short form: token, ttl, shard channel */
-        av[nargs - 1] = argv[14];
+        av[nargs - 1] = argv[15];
         lens[nargs - 1] = strlen(av[nargs - 1]);
     }
     hc->w.seen_seq = waiters_release_seq();
@@ -517,8 +527,9 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
     return hc;
 }
 
-static void hold_call_free(void *ctx) {
+void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    if (hc->stream) hc->stream->free(hc);
     if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);
     free(hc->quota_member);
@@ -537,7 +548,8 @@ void hold_acquire(struct gw_request *req, struct hold_call *hc) {
     hc->w.fair = hc->fair;
     hc->w.retry = on_wake;
     hc->w.give_up = on_give_up;
-    if (session_header_or_reply(req, &hc->session) || guard_grant_or_reply(req)) return;
+    if ((!hc->session && session_header_or_reply(req, &hc->session)) || guard_grant_or_reply(req))
+        return;
     hc->quota = auth_holds_limit(req->key_id);
     if (hc->quota) {
         struct hold_keys k;
@@ -709,10 +721,23 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
                       req->name);
         return;
     }
+    reply_json(req, 200, hold_state_json(req->name, sem, res));
+}
+
+cJSON *hold_state_json(const char *name, int sem, const struct redis_result *res) {
+    long long v[5] = {0};
+    const char *err;
+    if (verdict_parse(res, v, 5, &err) != 1) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", name);
+        json_add_int(o, "holders", 0);
+        return o;
+    }
+    const redisReply *r = res->reply;
     long long kind = r->elements > 6 ? r->element[6]->integer : 1;
     long long limit = r->elements > 7 ? r->element[7]->integer : 0;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", req->name);
+    cJSON_AddStringToObject(o, "name", name);
     if (sem) {
         json_add_int(o, "limit", limit);
         json_add_int(o, "holders", v[1]);
@@ -728,7 +753,7 @@ void hold_inspect_done(void *arg, const struct redis_result *res) {
         cJSON_AddStringToObject(o, "owner", r->element[5]->str);
     if (r->elements > 8 && r->element[8]->type == REDIS_REPLY_STRING && r->element[8]->len > 0)
         cJSON_AddStringToObject(o, "key_id", r->element[8]->str);
-    reply_json(req, 200, o);
+    return o;
 }
 
 void hold_inspect(struct gw_request *req, int semaphore) {

@@ -13,6 +13,7 @@
 #include "server/waiters.h"
 
 struct gw_request;
+struct cJSON;
 
 enum hold_kind {
     HOLD_EXCLUSIVE = 'x', /* a lock, one holder */
@@ -28,6 +29,21 @@ struct hold_ack {
     long long sv[5];         /* its values */
     char serr[256];          /* its error, when sverdict is -100 */
     long long acked;         /* replicas WAIT counted, -1 on error */
+};
+
+/* An acquisition whose answer is an event stream (handlers/streams.c):
+ * holds.c calls these instead of answering while it waits and when it
+ * grants.  Any other outcome is answered as usual (reply_*): before the
+ * stream opened, as an HTTP answer; after, as its last event. */
+struct hold_call;
+struct hold_stream_ops {
+    /* Busy, and it waits (parks) again: retry_after_ms and why as
+     * acquire.lua gives them (1 held, 2 lock-delay, 3 fair waiters ahead). */
+    void (*waiting)(struct hold_call *hc, long long retry_after_ms, long long why);
+    /* Granted (or re-entered): body is today's grant body, taken over. */
+    void (*granted)(struct hold_call *hc, long long verdict, struct cJSON *body);
+    /* hc is being freed (with its request). */
+    void (*free)(struct hold_call *hc);
 };
 
 /* One acquisition, alive from the handler to the reply, across waits.
@@ -61,16 +77,26 @@ struct hold_call {
     int live_slot;           /* what liveness_waiter_join returned */
     const char *owner;       /* informational, "" for none (after the struct) */
     char *session;           /* Session header: the session it is bound to, or NULL
-                                (malloc'd, freed with it) */
+                                (malloc'd, freed with it); set before hold_acquire,
+                                the header is not read */
     uint32_t quota;          /* its key's holds_at_once, 0: none (quota_holds.h) */
     char *quota_member;      /* its entry in the key's ledger (malloc'd), or NULL */
     int quota_added;         /* this attempt's take entered it: drop it if no grant */
+    /* The grant's body as the resource shows it (elections.c: value and
+     * term), from the lock's; takes it over.  NULL: the lock's, with its
+     * Location header; else the reshape adds its own. */
+    struct cJSON *(*reshape)(struct hold_call *hc, struct cJSON *grant);
+    const struct hold_stream_ops *stream; /* answered as an event stream, or NULL */
+    void *stream_arg;                     /* the stream's own state */
     /* w.key, "lock:NAME" or "sem:NAME", also sits after the struct. */
 };
 
 /* A zeroed hold_call of this kind for req (req->name set), with its owner
  * ("" or NULL for none) and waiter key; never NULL. */
 struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, const char *owner);
+
+/* Frees hc (a request's ctx_free, which hold_acquire sets). */
+void hold_call_free(void *ctx);
 
 /* Starts the acquisition hc (filled by the caller, req->name and
  * req->token set); replies when it is done.  hc becomes req->ctx. */
@@ -86,6 +112,10 @@ void hold_inspect(struct gw_request *req, int semaphore);
  * for a semaphore. */
 struct redis_result;
 void hold_inspect_done(void *arg, const struct redis_result *res);
+
+/* GET's body for name from inspect.lua's (or watch.lua's) answer, or
+ * {"name", "holders": 0} when nobody holds it. */
+struct cJSON *hold_state_json(const char *name, int semaphore, const struct redis_result *res);
 
 /* ---- for the backends (backend.h) ------------------------------------------------
  * What an acquisition's Redis round needs from holds.c, and what it calls

@@ -3,6 +3,7 @@
 #include "handlers/force.h"
 #include "handlers/guard.h"
 #include "handlers/holds.h"
+#include "handlers/streams.h"
 #include "handlers/watch.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -43,7 +44,10 @@ void locks_acquire(struct gw_request *req) {
     hc->lock_delay_ms = delay;
     hc->fair = fair;
     hc->own_token = !has_token;
-    hold_acquire(req, hc);
+    if (stream_asked(req))
+        stream_hold_start(req, hc);
+    else
+        hold_acquire(req, hc);
 }
 
 void locks_extend(struct gw_request *req) { hold_extend(req, 0); }

@@ -239,7 +239,8 @@ static void run_group(struct multi_call *mc, int g, enum script_id id, int queue
     if (queues) {
         char h[KEY_MAX];
         hash_of(group_name(mc, g), h);
-        nkeys += liveness_hash_for(h, live, sizeof live);
+        liveness_hash_for(h, live, sizeof live);
+        nkeys++;
     }
     int total = nkeys + nargs;
     const char **argv = alloc_check(calloc((size_t)total, sizeof *argv));
@@ -309,10 +310,10 @@ static void leave_queues(struct multi_call *mc) {
     for (int i = 0; i < mc->n; i++) {
         char h[KEY_MAX], q[KEY_MAX + 8], d[KEY_MAX + 8], live[LIVENESS_HASH_MAX];
         keys_of(mc->names[i], h, q, d);
-        int nkeys = 3 + liveness_hash_for(h, live, sizeof live); /* dequeue.lua */
+        liveness_hash_for(h, live, sizeof live);
+        int nkeys = 4; /* dequeue.lua */
         const char *argv[] = {h,           q, d, live, mc->waiter_id, redis_release_channel_for(h),
                               mc->wkeys[i]};
-        if (nkeys == 3) memmove(&argv[3], &argv[4], 3 * sizeof argv[0]);
         size_t lens[7];
         for (int k = 0; k < nkeys + 3; k++) lens[k] = strlen(argv[k]);
         backend->eval(SCRIPT_DEQUEUE, nkeys, nkeys + 3, argv, lens, ignore_one, ignore_all, NULL);

@@ -1,12 +1,14 @@
 /* ops.c -- /healthz, /readyz, /metrics, /openapi.yaml. */
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
+#include "server/layout.h"
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "common/alloc.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/redis.h"
+#include "server/redis_tls.h"
 #include "server/reply.h"
 
 #include <hiredis/hiredis.h>
@@ -24,11 +26,23 @@ void ops_healthz(struct gw_request *req) {
 
 static void readyz_done(void *arg, const struct redis_result *res) {
     struct gw_request *req = arg;
+    char why[300];
     if (!res->ok) {
-        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
+        char tls[800]; /* a TLS refusal says what to change (redis_tls.h) */
+        int refused = redis_tls_refusal(tls, sizeof tls);
+        if (refused && strstr(tls, res->error))
+            reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: TLS to %s", tls);
+        else if (refused)
+            reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s; TLS to %s", res->error, tls);
+        else
+            reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
         return;
     }
-    char why[300];
+    if (!layout_known()) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                      "Redis: the key layout version is not read yet");
+        return;
+    }
     if (lossguard_describe(why, sizeof why)) {
         reply_problem(req, CODE_REDIS_DATA_LOST, "%s", why);
         return;
@@ -49,8 +63,13 @@ static void readyz_done(void *arg, const struct redis_result *res) {
 /* Ready when the backend says every part of the keyspace has a master that
  * answers, through the whole Redis layer (backend.h, ready). */
 void ops_readyz(struct gw_request *req) {
-    if (http_shutting_down()) {
+    char why[256];
+    if (http_leaving()) {
         reply_problem(req, CODE_SHUTTING_DOWN, "the gateway is stopping");
+        return;
+    }
+    if (layout_refusing(why, sizeof why)) { /* whatever else Redis says */
+        reply_problem(req, CODE_LAYOUT_UNSUPPORTED, "%s", why);
         return;
     }
     backend->ready(readyz_done, req);

@@ -7,6 +7,8 @@
 
 /* The media types a route answers in (accept.h), preferred first. */
 static const char *const JSON[] = {"application/json", NULL};
+/* An acquire answers as an event stream when asked (handlers/streams.h). */
+static const char *const JSON_SSE[] = {"application/json", "text/event-stream", NULL};
 static const char *const JSON_TEXT[] = {"application/json", "text/plain", NULL};
 static const char *const TEXT[] = {"text/plain", NULL};
 static const char *const YAML[] = {"application/yaml", NULL};
@@ -15,10 +17,10 @@ static const char *const ANY[] = {"text/html", "text/css", "text/javascript", NU
 /* One row a route; clang-format would break the rows over 100 columns. */
 // clang-format off
 const struct gw_route gw_routes[] = {
-    {.method = "POST",   .path = "/v1/locks/{name}",         .handler = locks_acquire,      .produces = JSON},
+    {.method = "POST",   .path = "/v1/locks/{name}",         .handler = locks_acquire,      .produces = JSON_SSE},
     {.method = "PATCH",  .path = "/v1/locks/{name}",         .handler = locks_extend,       .produces = JSON},
     {.method = "DELETE", .path = "/v1/locks/{name}",         .handler = locks_release,      .produces = JSON},
-    {.method = "GET",    .path = "/v1/locks/{name}",         .handler = locks_inspect,      .produces = JSON},
+    {.method = "GET",    .path = "/v1/locks/{name}",         .handler = locks_inspect,      .produces = JSON_SSE},
 
     {.method = "POST",   .path = "/v1/locks",                .handler = multi_acquire,      .produces = JSON},
     {.method = "PATCH",  .path = "/v1/locks",                .handler = multi_extend,       .produces = JSON},
@@ -29,10 +31,14 @@ const struct gw_route gw_routes[] = {
     {.method = "DELETE", .path = "/v1/sessions/{token}",     .handler = sessions_end,       .produces = JSON},
     {.method = "GET",    .path = "/v1/sessions/{token}",     .handler = sessions_inspect,   .produces = JSON},
 
-    {.method = "POST",   .path = "/v1/semaphores/{name}",    .handler = semaphores_acquire, .produces = JSON},
+    {.method = "POST",   .path = "/v1/elections/{name}",     .handler = elections_campaign, .produces = JSON_SSE},
+    {.method = "PATCH",  .path = "/v1/elections/{name}",     .handler = elections_proclaim, .produces = JSON},
+    {.method = "DELETE", .path = "/v1/elections/{name}",     .handler = elections_resign,   .produces = JSON},
+    {.method = "GET",    .path = "/v1/elections/{name}",     .handler = elections_leader,   .produces = JSON_SSE},
+    {.method = "POST",   .path = "/v1/semaphores/{name}",    .handler = semaphores_acquire, .produces = JSON_SSE},
     {.method = "PATCH",  .path = "/v1/semaphores/{name}",    .handler = semaphores_extend,  .produces = JSON},
     {.method = "DELETE", .path = "/v1/semaphores/{name}",    .handler = semaphores_release, .produces = JSON},
-    {.method = "GET",    .path = "/v1/semaphores/{name}",    .handler = semaphores_inspect, .produces = JSON},
+    {.method = "GET",    .path = "/v1/semaphores/{name}",    .handler = semaphores_inspect, .produces = JSON_SSE},
 
     {.method = "POST",   .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},
     {.method = "GET",    .path = "/v1/ids/{namespace}",      .handler = ids_next,           .produces = JSON_TEXT},

@@ -4,6 +4,7 @@
 #include "handlers/force.h"
 #include "handlers/guard.h"
 #include "handlers/holds.h"
+#include "handlers/streams.h"
 #include "handlers/watch.h"
 #include "server/body.h"
 #include "server/http.h"
@@ -36,7 +37,10 @@ void semaphores_acquire(struct gw_request *req) {
     hc->wait_ms = wait;
     hc->fair = fair;
     hc->own_token = 1;
-    hold_acquire(req, hc);
+    if (stream_asked(req))
+        stream_hold_start(req, hc);
+    else
+        hold_acquire(req, hc);
 }
 
 void semaphores_extend(struct gw_request *req) { hold_extend(req, 1); }

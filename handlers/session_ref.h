@@ -1,7 +1,7 @@
 /* session_ref.h -- a session as a hold refers to it: the `Session` header
  * that binds a hold, and the session's Redis key.  A leaf: holds.c binds
  * holds with it without knowing sessions.c, and sessions.c and
- * sessions_cluster.c (which depend on holds, never the reverse) name the
+ * sessions_fan.c (which depend on holds, never the reverse) name the
  * same key with it. */
 #ifndef LOCKGATE_SESSION_REF_H
 #define LOCKGATE_SESSION_REF_H

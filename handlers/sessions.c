@@ -2,18 +2,18 @@
  *
  * A session is one Redis hash (lua/_holders.lua, "sessions"): its end, ttl,
  * lock-delay and owner, and one field per hold bound to it.  A hold taken
- * with `Session: <token>` (holds.c) has no lease of its own; the scripts
- * read its liveness from the session, so renewing is one key's change
- * however many holds the session carries, and an expired session's holds
- * are free for the next acquire without anyone releasing them.
+ * with `Session: <token>` (holds.c) carries the session's lease in its own
+ * hash, so an expired session's holds are free for the next acquire
+ * without anyone releasing them, and no script reads a key it did not
+ * declare.  A renewal, end or read acts on the session's key, then goes on
+ * to its holds (sessions_fan.c), the same in every mode.
  *
  * Quorum mode keeps a copy of the session on every master, like any hold:
  * a create or renew counts when a quorum did it, an end when any master
  * ended it (as a release), a read when a quorum knows the session.
  *
  * Redis Cluster keeps the session's key and its holds in different slots:
- * there the holds carry the session's lease, and a renewal, end or read
- * goes on to each slot that holds some (sessions_cluster.c). */
+ * there a session-bound acquire takes three calls (sessions_cluster.c). */
 #include "common/alloc.h"
 #include "common/token.h"
 #include "handlers/access.h"
@@ -23,7 +23,7 @@
 #include "handlers/guard.h"
 #include "handlers/handlers.h"
 #include "handlers/session_ref.h"
-#include "handlers/sessions_cluster.h"
+#include "handlers/sessions_fan.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/redis.h"
@@ -109,32 +109,38 @@ static const struct redis_result *pick(const struct redis_result *res, int n, in
  * and calls done with the result that stands for them (pick: `want`
  * masters must succeed; 0 means a quorum). */
 struct session_call {
-    void (*done)(struct gw_request *req, const struct redis_result *res);
+    /* res: the answer that stands for all; all[0..n): every master's (res
+     * alone outside quorum mode), for the lists of holds (sessions_fan.h). */
+    void (*done)(struct gw_request *req, const struct redis_result *res,
+                 const struct redis_result *all, int n);
     struct gw_request *req;
     int want;
 };
 
-static void one_done(void *arg, const struct redis_result *res) {
-    struct session_call *sc = arg;
+static void answered(struct session_call *sc, const struct redis_result *res,
+                     const struct redis_result *all, int n) {
     if (!res->ok) {
         reply_problem(sc->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", res->error);
     } else if (verdict_of(res) == -100) {
         reply_problem(sc->req, CODE_BACKEND_UNAVAILABLE, "Redis gave an unexpected answer");
     } else {
-        sc->done(sc->req, res);
+        sc->done(sc->req, res, all, n);
     }
     free(sc);
 }
 
+static void one_done(void *arg, const struct redis_result *res) { answered(arg, res, res, 1); }
+
 static void all_done(void *arg, const struct redis_result *res, int n) {
     struct session_call *sc = arg;
     struct redis_result slot;
-    one_done(sc, pick(res, n, sc->want ? sc->want : redis_quorum(), &slot));
+    answered(sc, pick(res, n, sc->want ? sc->want : redis_quorum(), &slot), res, n);
 }
 
 static void session_run(struct gw_request *req, enum script_id id, int nargs,
                         const char *const *args, int want,
-                        void (*done)(struct gw_request *, const struct redis_result *)) {
+                        void (*done)(struct gw_request *, const struct redis_result *,
+                                     const struct redis_result *, int)) {
     char key[GW_PREFIX_MAX + TOKEN_MAX_LEN + 16];
     session_key(req->token, key, sizeof key);
     const char *argv[5] = {key};
@@ -205,7 +211,8 @@ static void reply_acked(struct gw_request *req, int status, cJSON *body) {
 
 /* ---- POST /v1/sessions ------------------------------------------------------------ */
 
-static void created(struct gw_request *req, const struct redis_result *res) {
+static void created(struct gw_request *req, const struct redis_result *res,
+                    const struct redis_result *all, int n) {
     if (verdict_of(res) != 1) {
         reply_problem(req, CODE_INVALID_TOKEN, "a session with this token exists");
         return;
@@ -248,12 +255,12 @@ void sessions_create(struct gw_request *req) {
 
 /* ---- PATCH /v1/sessions/{token} ----------------------------------------------------- */
 
-/* Cluster mode: the session moved, then its holds, slot by slot. */
+/* The session moved, then its holds. */
 static void renew_pushed(struct gw_request *req, const struct session_fan *f, cJSON *o) {
     if (session_fan_failed(f)) {
         cJSON_Delete(o);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE,
-                      "the session was renewed, but %d slot(s) of its holds did not answer "
+                      "the session was renewed, but %d call(s) to its holds failed "
                       "(Redis: %s): holds there may expire at the session's previous end",
                       session_fan_failed(f), session_fan_error(f));
         return;
@@ -262,7 +269,8 @@ static void renew_pushed(struct gw_request *req, const struct session_fan *f, cJ
     reply_acked(req, 200, o);
 }
 
-static void renewed(struct gw_request *req, const struct redis_result *res) {
+static void renewed(struct gw_request *req, const struct redis_result *res,
+                    const struct redis_result *all, int n) {
     if (verdict_of(res) != 1) {
         reply_gone(req, verdict_of(res));
         return;
@@ -273,12 +281,7 @@ static void renewed(struct gw_request *req, const struct redis_result *res) {
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
     json_add_int(o, "ttl_ms", int_at(res, 1));
-    if (backend->per_slot) {
-        sessions_cluster_fan(req, res, 3, 'p', int_at(res, 1), o, renew_pushed);
-        return;
-    }
-    json_add_int(o, "holds", int_at(res, 2));
-    reply_acked(req, 200, o);
+    sessions_fan(req, all, n, 3, 'p', int_at(res, 1), o, renew_pushed);
 }
 
 void sessions_renew(struct gw_request *req) {
@@ -288,9 +291,8 @@ void sessions_renew(struct gw_request *req) {
         return;
     char t[24];
     snprintf(t, sizeof t, "%lld", ttl);
-    /* "1": cluster mode, list the holds */
-    const char *args[3] = {t, backend->per_slot ? "1" : "0", access_session_who(req)};
-    session_run(req, SCRIPT_SESSION_RENEW, 3, args, 0, renewed);
+    const char *args[2] = {t, access_session_who(req)};
+    session_run(req, SCRIPT_SESSION_RENEW, 2, args, 0, renewed);
 }
 
 /* ---- DELETE /v1/sessions/{token} ---------------------------------------------------- */
@@ -305,12 +307,12 @@ static void reply_ended(struct gw_request *req, cJSON *o) {
     quota_holds_session_then(req->token, -1, quota_reply_done, quota_reply_new(req, 200, o));
 }
 
-/* Cluster mode: the session is gone, then its holds, slot by slot. */
+/* The session is gone, then its holds. */
 static void end_released(struct gw_request *req, const struct session_fan *f, cJSON *o) {
     if (session_fan_failed(f)) {
         cJSON_Delete(o);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE,
-                      "the session has ended, but %d slot(s) of its holds did not answer "
+                      "the session has ended, but %d call(s) to its holds failed "
                       "(Redis: %s): holds there stay until their lease, the session's last end",
                       session_fan_failed(f), session_fan_error(f));
         return;
@@ -319,44 +321,40 @@ static void end_released(struct gw_request *req, const struct session_fan *f, cJ
     reply_ended(req, o);
 }
 
-static void ended(struct gw_request *req, const struct redis_result *res) {
+static void ended(struct gw_request *req, const struct redis_result *res,
+                  const struct redis_result *all, int n) {
     if (verdict_of(res) != 1) {
         reply_gone(req, verdict_of(res));
         return;
     }
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
-    if (backend->per_slot) {
-        sessions_cluster_fan(req, res, 2, 'r', 0, o, end_released);
-        return;
-    }
-    json_add_int(o, "released", int_at(res, 1));
-    reply_ended(req, o);
+    sessions_fan(req, all, n, 2, 'r', 0, o, end_released);
 }
 
 void sessions_end(struct gw_request *req) {
     if (path_token_or_reply(req)) return;
-    const char *args[3] = {redis_release_channel(), backend->per_slot ? "1" : "0",
-                           access_session_who(req)}; /* "1": cluster mode */
-    session_run(req, SCRIPT_SESSION_END, 3, args, 1, ended);
+    const char *args[1] = {access_session_who(req)};
+    session_run(req, SCRIPT_SESSION_END, 1, args, 1, ended);
 }
 
 /* ---- GET /v1/sessions/{token} ------------------------------------------------------- */
 
-/* Cluster mode: the holds the session lists that are still held. */
+/* The holds the session lists that are still held. */
 static void read_checked(struct gw_request *req, const struct session_fan *f, cJSON *o) {
     if (session_fan_failed(f)) {
         cJSON_Delete(o);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE,
-                      "%d slot(s) of the session's holds did not answer (Redis: %s)",
-                      session_fan_failed(f), session_fan_error(f));
+                      "%d call(s) to the session's holds failed (Redis: %s)", session_fan_failed(f),
+                      session_fan_error(f));
         return;
     }
     session_fan_list(f, alloc_check(cJSON_AddArrayToObject(o, "holds")));
     reply_json(req, 200, o);
 }
 
-static void read_done(struct gw_request *req, const struct redis_result *res) {
+static void read_done(struct gw_request *req, const struct redis_result *res,
+                      const struct redis_result *all, int n) {
     if (verdict_of(res) != 1) {
         reply_gone(req, verdict_of(res));
         return;
@@ -369,24 +367,7 @@ static void read_done(struct gw_request *req, const struct redis_result *res) {
     json_add_int(o, "lock_delay_ms", int_at(res, 2));
     if (r->elements > 3 && r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len > 0)
         cJSON_AddStringToObject(o, "owner", r->element[3]->str);
-    if (backend->per_slot) {
-        sessions_cluster_fan(req, res, 5, 'c', 0, o, read_checked);
-        return;
-    }
-    cJSON *holds = alloc_check(cJSON_AddArrayToObject(o, "holds"));
-    for (size_t i = 5; i + 1 < r->elements; i += 2) {
-        const redisReply *what = r->element[i], *tok = r->element[i + 1];
-        if (what->type != REDIS_REPLY_STRING || tok->type != REDIS_REPLY_STRING) continue;
-        const char *colon = strchr(what->str, ':');
-        if (!colon) continue;
-        cJSON *h = alloc_check(cJSON_CreateObject());
-        cJSON_AddStringToObject(h, "kind",
-                                strncmp(what->str, "sem:", 4) == 0 ? "semaphore" : "lock");
-        cJSON_AddStringToObject(h, "name", colon + 1);
-        cJSON_AddStringToObject(h, "token", tok->str);
-        cJSON_AddItemToArray(holds, h);
-    }
-    reply_json(req, 200, o);
+    sessions_fan(req, all, n, 5, 'c', 0, o, read_checked);
 }
 
 void sessions_inspect(struct gw_request *req) {

@@ -5,6 +5,8 @@
 #include "handlers/backend.h"
 #include "handlers/handlers.h"
 #include "handlers/holds.h"
+#include "handlers/state_stream.h"
+#include "handlers/streams.h"
 #include "server/http.h"
 #include "server/loop.h"
 #include "server/metrics.h"
@@ -12,6 +14,7 @@
 #include "server/reply.h"
 #include "server/waiters.h"
 
+#include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -137,7 +140,77 @@ static void on_give_up(struct waiter *w, int client_gone) {
         reply_problem(wc->req, CODE_SHUTTING_DOWN, "the gateway is stopping");
 }
 
+/* ---- as an event stream (Accept: text/event-stream) ---------------------------- */
+
+/* What a watch stream sent last. */
+struct watched {
+    int semaphore;       /* a semaphore's state */
+    int sent;            /* a state was sent */
+    long long last;      /* its index */
+    long long resume_at; /* Last-Event-ID, or -1 */
+};
+
+/* A state event each time the index changes ("id:" the index); resumed
+ * at Last-Event-ID, nothing when it is still the index, else a gap event
+ * (the changes between are not kept) before the current state. */
+static void watched(struct gw_request *req, const struct redis_result *res, long long index,
+                    void *arg) {
+    struct watched *w = arg;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", index);
+    if (!w->sent && w->resume_at >= 0) {
+        w->sent = 1;
+        w->last = index;
+        if (index == w->resume_at) return;
+        cJSON *gap = cJSON_CreateObject();
+        cJSON_AddStringToObject(gap, "name", req->name);
+        json_add_int(gap, "last_event_id", w->resume_at);
+        json_add_int(gap, "index", index);
+        cJSON_AddStringToObject(gap, "detail",
+                                "the changes since Last-Event-ID are not kept: the current "
+                                "state follows");
+        state_stream_event(req, NULL, "gap", gap);
+    } else if (w->sent && index == w->last) {
+        return;
+    }
+    w->sent = 1;
+    w->last = index;
+    state_stream_event(req, id, "state", hold_state_json(req->name, w->semaphore, res));
+}
+
+static void watched_free(void *arg) {
+    atomic_fetch_sub(&in_progress, 1);
+    free(arg);
+}
+
+static int watch_stream(struct gw_request *req, int semaphore) {
+    if (name_param_or_reply(req, 0)) return 1;
+    long long resume = -1;
+    const char *last = http_header(req, "Last-Event-ID");
+    if (last && decimal_parse(last, strlen(last), 0, 9007199254740991LL, &resume) < 0) {
+        reply_problem(req, CODE_INVALID_FIELD,
+                      "Last-Event-ID must be an index (an id this stream sent)");
+        return 1;
+    }
+    if (backend->per_slot) {
+        reply_problem(req, CODE_NOT_IMPLEMENTED,
+                      "watch streams (text/event-stream) are not available in Redis Cluster mode");
+        return 1;
+    }
+    struct watched *w = alloc_check(calloc(1, sizeof *w));
+    w->semaphore = semaphore;
+    w->resume_at = resume;
+    atomic_fetch_add(&in_progress, 1);
+    char hash[KEY_MAX], key[NAME_MAX_LEN + 8];
+    const char *kind = semaphore ? "sem" : "lock";
+    snprintf(hash, sizeof hash, "%s%s:{%s}", handlers_config()->key_prefix, kind, req->name);
+    snprintf(key, sizeof key, "%s:%s", kind, req->name);
+    state_stream_start(req, hash, key, watched, w, watched_free);
+    return 1;
+}
+
 int watch_if_asked(struct gw_request *req, int semaphore) {
+    if (stream_asked(req)) return watch_stream(req, semaphore);
     const char *q_ms = http_query(req, "watch_ms"), *q_after = http_query(req, "after");
     if (!q_ms) return 0;
     long long ms, after = 0;

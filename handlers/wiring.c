@@ -9,6 +9,8 @@
 #include "handlers/access.h"
 #include "handlers/backend.h"
 #include "handlers/force.h"
+#include "handlers/guard.h"
+#include "server/body.h"
 #include "handlers/handlers.h"
 #include "handlers/routes.h"
 #include "handlers/watch.h"
@@ -28,10 +30,17 @@ static const struct backend *backend_for(const struct gw_config *cfg) {
     return &backend_single;
 }
 
+/* Before every handler: who may call it, then whether Redis holds a key
+ * layout this gateway understands (guard.h). */
+static int gate(struct gw_request *req) {
+    if (access_or_reply(req) != GW_OK) return GW_REPLIED;
+    return guard_layout_or_reply(req);
+}
+
 void handlers_init(const struct gw_config *cfg) {
     handlers_set_config(cfg);
     router_install(gw_routes, gw_routes_count);
-    http_set_gate(access_or_reply);
+    http_set_gate(gate);
     backend = backend_for(cfg);
     for (size_t i = 0; i < sizeof module_inits / sizeof module_inits[0]; i++) module_inits[i]();
 }

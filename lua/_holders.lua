@@ -98,27 +98,26 @@ end
 
 -- ---- sessions -------------------------------------------------------------
 -- A session is one hash, <prefix>session:{<token>}: e its end (ms, Redis's
--- clock), t its ttl, d its lock-delay, o its owner, and one field per hold
--- it carries (the hold's hash key, valued with the hold's token).  Its
--- PEXPIRE lies d past e, or further when a hold it carries has a longer
--- lock-delay of its own (acquire.lua, session_renew.lua), so a hold whose
--- session ran out still finds its session's end and the lock-delay to
--- apply: the session's or its own, the longer.
+-- clock), t its ttl, d its lock-delay, o its owner, k its API key, and one
+-- field per hold it carries (the hold's hash key, valued with the hold's
+-- token).  It expires d past e.
 --
--- A session-bound hold's liveness is the session's end, read here from a
--- key the caller did not declare in KEYS (only the acquire that binds a
--- hold declares its session).  That is allowed where one master holds
--- every key (single, Sentinel) or every master holds its own copy of every
--- key (quorum), so the key is always local.
+-- A session-bound hold carries its session's lease itself, in every mode
+-- (h.carried): its record's lease end is the session's end and its
+-- lock-delay the session's or its own, the longer (acquire.lua reads both
+-- from the session's key where it declares it, one master holding both;
+-- in Redis Cluster the gateway reads them first).  Renewals push the new
+-- end to every hold, its hash declared (session_slot.lua,
+-- handlers/sessions_fan.c).  So its expiry is seen in the lock's own hash,
+-- like any lease's, and no script on a lock reads the session's key:
+-- every script touches only keys it declares (Redis Cluster refuses
+-- anything else while a slot migrates; the tests refuse it in every mode,
+-- lua/keycheck.lua).
 --
--- Redis Cluster puts the session's key and a hold's hash in different
--- slots, and a script may touch one.  There the hold carries the session's
--- lease itself (h.carried): its record's lease end is a real time, the
--- session's end as the gateway read it from the session's slot, and its
--- lock-delay the session's; renewals push the new end to every hold, one
--- script per slot (session_slot.lua, handlers/sessions_cluster.c).  Such
--- a record is never read against the session's key: its expiry is seen in
--- the lock's own slot, like any lease's.
+-- Records written before that (their lease end SESSION_EXP, _layout.lua)
+-- still read their session's end from its key, undeclared: legal on one
+-- master or in quorum mode, where they were written, and only until they
+-- end (session_state below).
 local session_cache = {}
 
 local function session_key(hkey, tok)
@@ -126,8 +125,8 @@ local function session_key(hkey, tok)
   return p .. 'session:{' .. tok .. '}'
 end
 
--- The session's end, lock-delay and horizon (SESSION_HORIZON_MS; 0, 0, 0
--- when it is gone).
+-- A record from before carried leases: its session's end, lock-delay and
+-- horizon (SESSION_HORIZON_MS; 0, 0, 0 when it is gone).
 local function session_state(hkey, tok)
   local c = session_cache[tok]
   if not c then
@@ -284,7 +283,9 @@ local function announce_changes(key, st)
   end
   local room = st.alive > 0 and (st.mfield == 's' or (st.mfield == 'p' and st.alive < st.limit))
   local waiting, watched = st.w > now, st.v > now
-  if (left and (waiting or watched)) or (joined and (watched or (room and waiting))) then
+  -- st.loud (force.lua): a forced release is announced whoever listens,
+  -- so that a hold bound to its connection learns it lost (handlers/streams.c).
+  if (left and (waiting or watched or st.loud)) or (joined and (watched or (room and waiting))) then
     announce(key)
   end
   st.before, st.freed = {}, false
@@ -390,18 +391,17 @@ local kind_code = {x = 1, s = 2, p = 3}
 
 -- The fair queue: KEYS[2] a sorted set of waiter ids by arrival (Redis
 -- microseconds), KEYS[3] a hash of their deadlines.  A waiter id is
--- "<gateway id>.<n>", and each gateway keeps <prefix>gw:<gateway id> alive
--- with a short TTL (server/liveness.c), one key per gateway however many
--- waiters it has.  An entry is dropped when it reaches the head and its
--- deadline has passed or its gateway's key is gone: a waiter whose gateway
--- died or lost Redis holds up the queue for at most that TTL, whatever its
--- wait_ms.  One that gives up is removed at once (dequeue.lua).
--- queue_dropped counts the entries dropped for a dead gateway, for the
--- gateway's metric.
+-- "<gateway id>.<n>", and each gateway says it is alive in a liveness hash
+-- (server/liveness.c, lua/liveness.lua): a field per gateway valued with
+-- the end of its liveness (ms, Redis's clock), renewed every third of a
+-- short TTL, one field per gateway however many waiters it has.  An entry
+-- is dropped when it reaches the head and its deadline has passed or its
+-- gateway's field has ended: a waiter whose gateway died or lost Redis
+-- holds up the queue for at most that TTL, whatever its wait_ms.  One that
+-- gives up is removed at once (dequeue.lua).  queue_dropped counts the
+-- entries dropped for a dead gateway, for the gateway's metric.
 local queue_dropped = 0
 
--- <prefix>gw: from KEYS[1], <prefix>lock:{name} or <prefix>sem:{name}
--- (names hold no '{'), so callers pass no extra argument.
 -- KEYS[1] is <prefix><kind>:{<name>}, kind lock or sem (handlers/holds.c
 -- hold_keys): its parts, for the keys and the release channel a script
 -- derives rather than take as arguments.
@@ -411,21 +411,19 @@ local function key_parts()
   return p or '', k or '', n or ''
 end
 
--- How long gateway gw stays alive (ms), -2 when it is gone.  Outside
--- Redis Cluster its key is <prefix>gw:<gw> (one master holds every key,
--- or every master its own copy).  In Redis Cluster mode it is a field of
--- the slot's hash <prefix>gw{<tag>} (server/liveness.c, lua/liveness.lua),
--- the tag being the one of the slot's release channel, which the script
--- sets in live_channel before queue_head; the caller declares that hash
--- among its KEYS (liveness_hash_for), and reading it undeclared is an
--- error here rather than a refusal by Redis only while the slot migrates.
+-- How long gateway gw stays alive (ms), -2 when it is gone.  Its liveness
+-- is a field of <prefix>gw<tag>, the tag being the one of the call's
+-- release channel (live_channel, set before queue_head): in Redis Cluster
+-- mode the slot's "{...}", so there is one hash per slot; in the other
+-- modes none, so one hash, <prefix>gw (on every master in quorum mode).
+-- Every mode's caller declares it among its KEYS (liveness_hash_for), so
+-- no script reads a key it did not declare: reading it undeclared is an
+-- error here, in every mode, not only a refusal by Redis Cluster while
+-- the slot migrates.
 local live_hash = nil
 local function gateway_left(gw)
-  local tag = live_channel and string.match(live_channel, '({[^{}]*})$')
-  if not tag then
-    return redis.call('PTTL', (key_parts()) .. 'gw:' .. gw)
-  end
   if not live_hash then
+    local tag = live_channel and string.match(live_channel, '({[^{}]*})$') or ''
     local want = (key_parts()) .. 'gw' .. tag
     for i = 1, #KEYS do
       if KEYS[i] == want then live_hash = want end

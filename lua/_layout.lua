@@ -7,19 +7,13 @@ local FENCE_KEEP_MS = 10000
 -- A release leaves the hash to expire by itself unless that is further off
 -- than this, when it shortens the expiry to FENCE_KEEP_MS (one PEXPIRE).
 local LINGER_MS = 60000
--- A hash with a session-bound holder expires at the session's horizon (its
--- field h: an end the session has not yet passed, plus this), so Redis drops
--- it by itself once the session is gone.  Renewals move only the session's
--- key until its end comes within half of this of the horizon; that renewal
--- pushes the horizon and every held hash's expiry with it: N keys once per
--- half horizon, not per renewal (session_renew.lua).
+-- Records written by versions before session-bound holds carried their
+-- session's lease (_holders.lua, "sessions"): such a holder's lease end is
+-- SESSION_EXP, far past any real time, so the fast paths leave it to
+-- load(), which reads its session's end; its hash expires at the
+-- session's horizon (field h, or the end plus SESSION_HORIZON_MS).  Read
+-- only: nothing writes either any more.
 local SESSION_HORIZON_MS = 3600000
--- A session-bound holder (attribute s) has no lease of its
--- own: its record's lease end is this, far past any real time, so the fast
--- paths (which read the lease end from the record) see the name as held
--- and leave it to load(), which reads the session's end instead.  (In
--- Redis Cluster mode a bound holder's record carries the session's real
--- end instead, its lease: _holders.lua, "sessions".)
 local SESSION_EXP = 140737488355328 -- 2^47 ms
 
 -- The exclusive holder's record (field x): its token, zero-terminated, then

@@ -2,10 +2,11 @@
 -- acquire.lua: take a lock (exclusive or shared) or a semaphore permit, or
 -- re-enter a lock; queue fair waiters.  (The holder layout: _holders.lua.)
 --
--- KEYS     hash, queue zset, queue deadlines hash, and a fourth: outside
---          Redis Cluster a session-bound hold's session key (ARGV 13), in
---          Redis Cluster mode the slot's liveness hash (_holders.lua,
---          queue_head), never a session key there
+-- KEYS     hash, queue zset, queue deadlines hash, then outside Redis
+--          Cluster a session-bound hold's session key (ARGV 13), and last
+--          the liveness hash its queue's head is judged by (_holders.lua,
+--          queue_head).  In Redis Cluster the session's key is in another
+--          slot and is never declared here.
 -- ARGV     short form, the common case (exclusive, no owner, max-hold,
 --          lock-delay or waiting): 1 token, 2 ttl_ms[, 3 channel: Redis
 --          Cluster mode's shard channel, which cannot be derived]
@@ -35,10 +36,14 @@
 --                                               (ARGV 13) is not the hold's:
 --                                               a hold keeps the binding it
 --                                               was acquired with
--- A session-bound hold (ARGV 13) has no lease: ttl_ms is ignored, the hold
--- lives while the session does, and its answer's ttl_ms is the session's
--- remaining time.  In Redis Cluster (no session key) ttl_ms is the session's
--- remaining time, which the hold carries as its lease.  Waiters on a session-bound name get that as their retry
+-- A session-bound hold (ARGV 13) carries its session's lease (_holders.lua,
+-- sessions): its lease end is the session's end, its lock-delay the
+-- session's or its own, the longer.  With the session's key declared (one
+-- master holds both), both are read from it here and the hold is listed in
+-- it; in Redis Cluster (no session key) the gateway read them first and
+-- sends the session's remaining time as ttl_ms and the longer lock-delay,
+-- and lists the hold itself.  The answer's ttl_ms is the session's
+-- remaining time; waiters on a session-bound name get that as their retry
 -- hint, so they try again when the session would expire.
 -- dropped: queue entries of dead gateways this call removed (_holders.lua);
 -- a grant carries it only when it is not 0.
@@ -85,16 +90,18 @@ local owner, max_hold, delay = short and '' or ARGV[3], tonumber(ARGV[4] or '0')
 
 local session = ARGV[13]
 if session == '' then session = nil end
-local session_end, carried = 0, false
+local session_end = 0
 local skey = KEYS[4] and string.find(KEYS[4], 'session:{', 1, true) and KEYS[4]
 if session and skey then
-  session_end = tonumber(redis.call('HGET', skey, 'e') or '0')
+  local s = redis.call('HMGET', skey, 'e', 'd')
+  session_end = tonumber(s[1] or '0')
   if session_end <= now then return {-6} end
+  local sdelay = tonumber(s[2] or '0')
+  if sdelay > delay then delay = sdelay end
 elseif session then
   -- Redis Cluster: the session's key lives in another slot, so the gateway
-  -- read it first and sends its remaining time as ttl_ms, its lock-delay as
-  -- lock_delay_ms: the hold carries that lease (_holders.lua, sessions).
-  carried = true
+  -- read it first and sends its remaining time as ttl_ms, the longer
+  -- lock-delay as lock_delay_ms.
   session_end = now + ttl + 1
 end
 
@@ -114,7 +121,7 @@ if me then
   me.attempt = attempt ~= '' and attempt .. 'r' or nil
   if not me.session then
     me.exp = cap_exp(me, ttl)
-  elseif me.carried and carried then
+  elseif me.carried then
     me.exp = session_end
   end
   put(KEYS[1], st, token, me, st.mode)
@@ -178,18 +185,11 @@ local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
 if attempt ~= '' then h.attempt = attempt .. 'g' end
 if max_hold > 0 then h.hold = now + max_hold end
 if session then
-  h.session, h.exp, h.ttl, h.hold, h.carried = session, session_end, 0, 0, carried
+  h.session, h.exp, h.ttl, h.hold, h.carried = session, session_end, 0, 0, true
   ttl = remaining(session_end)
-  -- Carried: the gateway lists it in the session's key, in its own slot.
-  if not carried then
-    redis.call('HSET', skey, KEYS[1], token)
-    -- The session's key outlives its end by the longest lock-delay it must
-    -- still tell (_holders.lua, sessions): its own, or this hold's.
-    local left = redis.call('PTTL', skey)
-    if left >= 0 and session_end + delay - now > left then
-      redis.call('PEXPIRE', skey, session_end + delay - now)
-    end
-  end
+  -- Listed in its session (in Redis Cluster the gateway lists it, in the
+  -- session's own slot).
+  if skey then redis.call('HSET', skey, KEYS[1], token) end
 end
 -- A permit has no fence: its record's fence field keeps its grant time
 -- (for listings and the watch index), outside the name's fences (load()).

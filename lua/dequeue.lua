@@ -1,8 +1,8 @@
 #!lua flags=allow-oom,allow-cross-slot-keys
 -- dequeue.lua: a fair waiter gives up (timed out, or its client left).
 --
--- KEYS     hash, queue zset, queue deadlines hash, and in Redis Cluster
---          mode the slot's liveness hash (_holders.lua, queue_head)
+-- KEYS     hash, queue zset, queue deadlines hash, and the liveness hash
+--          (_holders.lua, queue_head; in Redis Cluster mode the slot's)
 -- ARGV     1 waiter id, 2 channel, 3 message
 -- Returns  {removed, dropped}: removed 1 when it was queued, else 0;
 -- dropped the entries of dead gateways found ahead of it (_holders.lua).

@@ -48,6 +48,7 @@ end
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 local fence = st.maxfence -- 0 for a semaphore (load())
 st.holders, st.alive = {}, 0
+st.loud = true -- announced even with nobody waiting or watching (_holders.lua)
 save_ttl(KEYS[1], st)
 local out = {1, ended, fence}
 for i = 1, #keyed do out[#out + 1] = keyed[i] end

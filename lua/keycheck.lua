@@ -1,10 +1,11 @@
--- keycheck.lua: a guard the tests put in front of every script in Redis
--- Cluster mode (LOCKGATE_TEST_KEYCHECK, server/scripts.c), never a script
--- of its own.  Redis Cluster lets a script read a key it did not declare
--- in KEYS as long as the key is local, and refuses it ("non local key")
--- only while the key's slot migrates; this makes every such access an
--- error at once, so a test fails on it however its slots lie.  The
--- listing scripts go without: they read what SCAN finds (_list.lua).
+-- keycheck.lua: a guard the tests put in front of every script, in every
+-- mode (LOCKGATE_TEST_KEYCHECK, server/scripts.c), never a script of its
+-- own.  Redis lets a script read a key it did not declare in KEYS (Redis
+-- Cluster as long as the key is local, refusing it, "non local key", only
+-- while the key's slot migrates); this makes every such access an error
+-- at once, so a test fails on it whatever the mode and however its slots
+-- lie.  The listing scripts go without: they read what SCAN finds
+-- (_list.lua).
 local redis = (function(real)
   local declared = {}
   for _, k in ipairs(KEYS) do declared[k] = true end

@@ -1,11 +1,12 @@
--- liveness.lua: Redis Cluster mode.  A gateway with fair waiters in a slot
--- says it is alive there (server/liveness.c): one hash per slot,
--- <prefix>gw{<slot tag>}, one field per gateway valued with the end of its
--- liveness (ms, Redis's clock).  The scripts that judge a queue's head
+-- liveness.lua: a gateway says it is alive (server/liveness.c): one field
+-- per gateway, valued with the end of its liveness (ms, Redis's clock), in
+-- one hash, <prefix>gw (single, Sentinel; on every master in quorum mode),
+-- or in Redis Cluster mode one hash per slot with the gateway's fair
+-- waiters, <prefix>gw{<slot tag>}.  The scripts that judge a queue's head
 -- declare that hash (queue_head, _holders.lua), so they read no key they
 -- did not declare, and a slot's migration moves it with the slot.
 --
--- KEYS     the slot's hash
+-- KEYS     the hash
 -- ARGV     1 gateway id, 2 ttl_ms
 -- Returns  1
 -- Fields whose time is over go (a dead gateway's); the hash lasts as long

@@ -3,8 +3,8 @@
 -- (The holder layout: _holders.lua.)
 --
 -- KEYS     per name i: 3i-2 its hash, 3i-1 its queue zset, 3i its queue
---          deadlines hash (as acquire.lua's KEYS); in Redis Cluster mode
---          then the slot's liveness hash (_holders.lua, queue_head)
+--          deadlines hash (as acquire.lua's KEYS); then the liveness
+--          hash (_holders.lua, queue_head; in Redis Cluster the slot's)
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
 --          9 arrival ('' or absent: this call's clock, in us), 10 attempt:

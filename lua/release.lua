@@ -32,8 +32,8 @@ local flat = redis.call('HGETALL', KEYS[1])
 if #flat == 2 and flat[1] == 'x' and not ARGV[4] then
   local v = flat[2]
   local tok, count, fence, exp, ttl, pos = struct.unpack(X_HEAD, v)
-  -- A session-bound holder (exp SESSION_EXP) has no such expiry: the
-  -- general path reads its session and takes it off the session.
+  -- A record from before carried session leases (exp SESSION_EXP) has no
+  -- such expiry: the general path reads its session and takes it off it.
   if tok == ARGV[1] and exp > 0 and exp < SESSION_EXP then
     local delay = 0
     if pos <= #v then delay = select(2, struct.unpack('<I6I4', v, pos)) end
@@ -68,7 +68,8 @@ if me.count > 0 and st.mode ~= 'p' then
 end
 st.holders[ARGV[1]] = nil
 st.alive = st.alive - 1
--- The session no longer carries it (its key: see session_state).
+-- A record from before carried leases: its session no longer lists it
+-- (a carried one stays listed until a renewal or read finds it gone).
 if me.session and not me.carried then redis.call('HDEL', session_key(KEYS[1], me.session), KEYS[1]) end
 local gone = ARGV[1]
 if ARGV[1] == st.xtoken then

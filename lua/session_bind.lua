@@ -1,7 +1,9 @@
 #!lua flags=allow-oom,allow-cross-slot-keys
--- session_bind.lua: Redis Cluster mode's side of a session-bound hold in
--- the session's own slot (handlers/sessions_cluster.c).  The hold itself
--- is taken in its lock's slot by acquire.lua, carrying the session's lease.
+-- session_bind.lua: the session's side of a session-bound hold.  Redis
+-- Cluster mode's acquire reads and binds here, in the session's own slot
+-- (handlers/sessions_cluster.c; the hold itself is taken in its lock's
+-- slot by acquire.lua, carrying the session's lease); in every mode, u
+-- takes holds found gone off the session (handlers/sessions_fan.c).
 --
 -- KEYS     the session's hash
 -- ARGV     1 op:

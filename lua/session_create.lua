@@ -11,8 +11,7 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then return {-1} end
 local ttl, delay = ARGV[1] + 0, ARGV[2] + 0
 local e = now + ttl + 1
-redis.call('HSET', KEYS[1], 'e', e, 't', ttl, 'd', delay, 'o', ARGV[3], 'h',
-           e + SESSION_HORIZON_MS)
+redis.call('HSET', KEYS[1], 'e', e, 't', ttl, 'd', delay, 'o', ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'k', ARGV[4]) end
 redis.call('PEXPIRE', KEYS[1], ttl + 1 + delay)
 return {1, ttl}

@@ -1,51 +1,28 @@
-#!lua flags=allow-oom,allow-cross-slot-keys
--- session_end.lua: end a session and release every hold it carries (all
--- levels of re-entry), waking their waiters.  A session ended this way
--- brings no lock-delay: that is for sessions that expire.
+#!lua flags=allow-oom
+-- session_end.lua: end a session, and list the holds it carries.  A
+-- session ended this way brings no lock-delay: that is for sessions that
+-- expire.  The holds' hashes are not declared here (known only once the
+-- session is read; in Redis Cluster they live in other slots): the gateway
+-- then releases them, all levels, one session_slot.lua call per slot (per
+-- master group outside Cluster: handlers/sessions_fan.c), waking their
+-- waiters.
 --
 -- KEYS     the session's hash
--- ARGV     1 channel, 2 cluster ('1', or '0'), 3 the caller's key id
---          ('': anyone's)
--- Returns  {1, holds released}
---          {1, 0, kind:name, token, ...}  (cluster) ended; the holds are
---                                         listed, not released
+-- ARGV     1 the caller's key id ('': anyone's)
+-- Returns  {1, 0, kind:name, token, ...}  ended; its holds listed
 --          {-1}  no such session (ended, expired)
 --          {-2}  another key's session (_session.lua): nothing changes
--- The holds' hashes are not in KEYS: they are the session's own fields,
--- known only once it is read.  On one master (single, Sentinel) and in
--- quorum mode (every master has its own copy of every key) they are local.
--- In Redis Cluster they are in other slots: the session ends here and the
--- gateway releases its holds, one session_slot.lua call per slot
--- (handlers/sessions_cluster.c).
---@include _layout.lua
 --@include _clock.lua
 --@include _session.lua
---@include _holders.lua
 local flat = redis.call('HGETALL', KEYS[1])
 local e, k = 0, nil
-local holds = {}
 for i = 1, #flat, 2 do
   if flat[i] == 'e' then e = flat[i + 1] + 0
-  elseif flat[i] == 'k' then k = flat[i + 1]
-  elseif #flat[i] > 1 then holds[#holds + 1] = flat[i] end
+  elseif flat[i] == 'k' then k = flat[i + 1] end
 end
 if e <= now then return {-1} end
-if not session_owned_by(k, ARGV[3]) then return {-2} end
-if ARGV[2] == '1' then
-  redis.call('DEL', KEYS[1])
-  local out = {1, 0}
-  append_session_holds(flat, out)
-  return out
-end
--- Gone first: load() then finds the session's holders dead, drops their
--- fields and ends x's record, with no lock-delay (the session has none left).
+if not session_owned_by(k, ARGV[1]) then return {-2} end
 redis.call('DEL', KEYS[1])
-session_cache = {}
-live_channel = ARGV[1]
-local released = 0
-for _, hkey in ipairs(holds) do
-  local st = load(hkey)
-  save_ttl(hkey, st) -- announces the holds ended (_holders.lua, THE RULE)
-  released = released + 1
-end
-return {1, released}
+local out = {1, 0}
+append_session_holds(flat, out)
+return out

@@ -1,10 +1,11 @@
 #!lua flags=allow-oom,allow-cross-slot-keys
--- session_slot.lua: Redis Cluster mode: act on a session's holds that
--- share one slot (handlers/sessions_cluster.c calls this once per slot the
--- session's holds use, all slots at once).  Each hold carries the
+-- session_slot.lua: act on a session's holds, their hashes declared
+-- (handlers/sessions_fan.c: in Redis Cluster mode once per slot the
+-- session's holds use, all slots at once; in the other modes once per
+-- hundred holds, on every master in quorum mode).  Each hold carries the
 -- session's lease itself (_holders.lua, sessions).
 --
--- KEYS     the holds' hashes, all in one slot
+-- KEYS     the holds' hashes (in Redis Cluster, all in one slot)
 -- ARGV     1 op:
 --            p  push: each hold's lease ends ARGV 2 ms from now (a renewal)
 --            r  release: each hold ends, all levels, without lock-delay,

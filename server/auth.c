@@ -16,8 +16,8 @@
 #include <strings.h>
 #include <time.h>
 
-static const char *const kind_names[AUTH_KIND_COUNT] = {"locks", "semaphores", "ids", "ops",
-                                                        "admin"};
+static const char *const kind_names[AUTH_KIND_COUNT] = {"locks", "semaphores", "ids",
+                                                        "ops",   "admin",      "elections"};
 static const char *const access_names[] = {"", "read", "write", "deny"};
 static const char *const verdict_names[AUTH_VERDICT_COUNT] = {
     "ok", "missing", "malformed", "unknown_key", "wrong_secret", "forbidden", "client_cert"};
@@ -104,9 +104,10 @@ static int parse_grant(const cJSON *g, struct auth_grant *out, int k, int i, cha
     }
     out->kind = auth_kind_parse(kind->valuestring, strlen(kind->valuestring));
     if (out->kind < 0) {
-        snprintf(err, errlen,
-                 "keys[%d].grants[%d].kind: '%s' is not locks, semaphores, ids, ops or admin", k, i,
-                 shown(kind->valuestring, buf));
+        snprintf(
+            err, errlen,
+            "keys[%d].grants[%d].kind: '%s' is not locks, semaphores, elections, ids, ops or admin",
+            k, i, shown(kind->valuestring, buf));
         return -1;
     }
     out->access = auth_access_parse(access->valuestring, strlen(access->valuestring));

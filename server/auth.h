@@ -24,7 +24,15 @@
 #define AUTH_KEYS_MAX   4096 /* keys one file may have */
 #define AUTH_FILE_MAX   (4 * 1024 * 1024)
 
-enum auth_kind { AUTH_LOCKS, AUTH_SEMAPHORES, AUTH_IDS, AUTH_OPS, AUTH_ADMIN, AUTH_KIND_COUNT };
+enum auth_kind {
+    AUTH_LOCKS,
+    AUTH_SEMAPHORES,
+    AUTH_IDS,
+    AUTH_OPS,
+    AUTH_ADMIN,
+    AUTH_ELECTIONS,
+    AUTH_KIND_COUNT
+};
 
 /* Ordered: at equal prefix length the higher one wins. */
 enum auth_access { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_DENY = 3 };

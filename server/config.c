@@ -24,7 +24,8 @@ static void usage(void) {
            "  --listen HOST:PORT     address to serve HTTP on [LOCKGATE_LISTEN]\n"
            "                         (default 127.0.0.1:8080)\n"
            "  --redis URL            redis://[[user]:password@]host[:port][/db]\n"
-           "                         [LOCKGATE_REDIS]; with a user, AUTH user password\n"
+           "                         [LOCKGATE_REDIS]; with a user, AUTH user password;\n"
+           "                         rediss://... for TLS (see --redis-tls-ca)\n"
            "                         (default redis://127.0.0.1:6379)\n"
            "                         Give it 3 or more times (or a comma-separated list)\n"
            "                         for quorum mode over independent masters (Redlock)\n"
@@ -33,8 +34,21 @@ static void usage(void) {
            "  --redis-cluster HOST:PORT  a node of a Redis Cluster (a seed: the gateway\n"
            "                         asks it for the slot map); repeat or comma-separate\n"
            "                         for several.  A seed may be a URL,\n"
-           "                         redis://[[user]:password@]host:port, for AUTH\n"
-           "                         [LOCKGATE_REDIS_CLUSTER]\n"
+           "                         redis[s]://[[user]:password@]host:port, for AUTH\n"
+           "                         (rediss://: TLS to every node) [LOCKGATE_REDIS_CLUSTER]\n"
+           "  --redis-tls-ca PATH    TLS to Redis (rediss://): trust the CAs of this PEM\n"
+           "                         file (default: the system's trust store)\n"
+           "                         [LOCKGATE_REDIS_TLS_CA]\n"
+           "  --redis-tls-cert PATH  mutual TLS to Redis: this PEM client certificate\n"
+           "                         [LOCKGATE_REDIS_TLS_CERT]\n"
+           "  --redis-tls-key PATH   and its PEM private key [LOCKGATE_REDIS_TLS_KEY]\n"
+           "  --redis-tls-server-name NAME  the name Redis's certificate must carry, also\n"
+           "                         sent as SNI (default: the host as connected to; an\n"
+           "                         address is matched against the IP SANs)\n"
+           "                         [LOCKGATE_REDIS_TLS_SERVER_NAME]\n"
+           "  --redis-tls-insecure   do not verify Redis's certificate at all (chain or\n"
+           "                         name; logged at every start)\n"
+           "                         [LOCKGATE_REDIS_TLS_INSECURE=1]\n"
            "  --redis-password-file PATH  the Redis password (one line) from this file,\n"
            "                         read at start, on SIGHUP and before each new Redis\n"
            "                         connection; the URL then names at most the user,\n"
@@ -72,7 +86,11 @@ static void usage(void) {
            "                         recently used is evicted (about 0.6 KiB each)\n"
            "                         [LOCKGATE_ID_NAMESPACES] (default 16384, 16-4194304)\n"
            "  --sentinel HOST:PORT   a Redis Sentinel to ask for the master; repeat for\n"
-           "                         several [LOCKGATE_SENTINELS, comma-separated]\n"
+           "                         several [LOCKGATE_SENTINELS, comma-separated];\n"
+           "                         rediss://HOST:PORT for TLS to the sentinel\n"
+           "  --sentinel-master-tls 0|1  TLS to the master the sentinels name\n"
+           "                         [LOCKGATE_SENTINEL_MASTER_TLS] (default: 1 when the\n"
+           "                         sentinels are rediss://)\n"
            "  --sentinel-master NAME the master's name at the sentinels\n"
            "                         [LOCKGATE_SENTINEL_MASTER] (default mymaster)\n"
            "  --min-replicas-ack N   after an acquire, extend or id lease, WAIT until N\n"
@@ -84,6 +102,15 @@ static void usage(void) {
            "                         third of it: a fair waiter of a gateway that died or\n"
            "                         lost Redis stops holding up its queue MS after that\n"
            "                         [LOCKGATE_LIVENESS_TTL_MS] (300-300000, default 2000)\n"
+           "  --stream-heartbeat-ms MS  a comment line on every event stream (a hold\n"
+           "                         bound to its connection) this often, so proxies\n"
+           "                         keep it [LOCKGATE_STREAM_HEARTBEAT_MS]\n"
+           "                         (10-300000, default 15000)\n"
+           "  --stream-user-timeout-ms MS  TCP_USER_TIMEOUT of a stream's socket: a\n"
+           "                         client host that stops acknowledging is cut off\n"
+           "                         (its hold released) within heartbeat + this\n"
+           "                         [LOCKGATE_STREAM_USER_TIMEOUT_MS]\n"
+           "                         (100-600000, default 20000)\n"
            "  --auth-file PATH      API keys and their grants (JSON, docs/security.md);\n"
            "                         without it anyone who reaches the port\n"
            "                         may do anything [LOCKGATE_AUTH_FILE]; SIGHUP rereads it\n"
@@ -103,6 +130,11 @@ static void usage(void) {
            "                         [LOCKGATE_HEADER_TIMEOUT_MS] (100-600000, default 10000)\n"
            "  --body-timeout-ms MS   and a body within MS of its headers\n"
            "                         [LOCKGATE_BODY_TIMEOUT_MS] (100-600000, default 10000)\n"
+           "  --shutdown-delay-ms MS on SIGTERM, /readyz fails at once and requests are\n"
+           "                         still served for MS (load balancers stop sending\n"
+           "                         first); then waiters are answered 503 and what is in\n"
+           "                         flight finishes [LOCKGATE_SHUTDOWN_DELAY_MS]\n"
+           "                         (0-60000, default 5000; SIGINT stops without it)\n"
            "  --log-level LEVEL      debug, info, warn or error [LOCKGATE_LOG_LEVEL]\n"
            "                         (default info)\n"
            "  --log-format FORMAT    text (the default) or json: one JSON object per line\n"
@@ -119,9 +151,16 @@ static int parse_digits(const char *s, long long lo, long long hi, long long *ou
 
 int config_parse_endpoint(struct gw_endpoint *e, const char *s) {
     struct gw_config tmp;
+    int tls = strncmp(s, "rediss://", 9) == 0;
+    if (tls)
+        s += 9;
+    else if (strncmp(s, "redis://", 8) == 0)
+        s += 8;
     if (config_parse_listen(&tmp, s) < 0 || tmp.listen_port == 0) return -1;
+    if (strpbrk(tmp.listen_host, "@/")) return -1; /* no login or path here */
     strcpy(e->host, tmp.listen_host);
     e->port = tmp.listen_port;
+    e->tls = tls;
     return 0;
 }
 
@@ -140,8 +179,10 @@ static int add_nodes(struct gw_config *cfg, const char *list) {
             strcpy(cfg->redis_user, tmp.redis_user);
             strcpy(cfg->redis_password, tmp.redis_password);
             cfg->redis_db = tmp.redis_db;
+            cfg->redis_tls = tmp.redis_tls;
         }
         strcpy(cfg->nodes[cfg->nnodes].host, tmp.redis_host);
+        cfg->nodes[cfg->nnodes].tls = tmp.redis_tls;
         cfg->nodes[cfg->nnodes++].port = tmp.redis_port;
     }
     return 0;
@@ -157,11 +198,12 @@ static int add_cluster_seeds(struct gw_config *cfg, const char *list) {
          tok = strtok_r(NULL, ",", &save)) {
         if (cfg->ncluster == GW_MAX_SEEDS) return -1;
         struct gw_endpoint *e = &cfg->cluster[cfg->ncluster];
-        if (strncmp(tok, "redis://", 8) == 0) {
+        if (strncmp(tok, "redis://", 8) == 0 || strncmp(tok, "rediss://", 9) == 0) {
             struct gw_config tmp = *cfg;
             if (config_parse_redis_url(&tmp, tok) < 0 || tmp.redis_db != 0) return -1;
             strcpy(e->host, tmp.redis_host);
             e->port = tmp.redis_port;
+            e->tls = tmp.redis_tls;
             if (tmp.redis_password[0] || tmp.redis_user[0]) {
                 strcpy(cfg->redis_user, tmp.redis_user);
                 strcpy(cfg->redis_password, tmp.redis_password);
@@ -235,8 +277,10 @@ static int decode_userinfo(const char *s, size_t len, char *out, size_t cap) {
 
 int config_parse_redis_url(struct gw_config *cfg, const char *url) {
     const char *p = url;
-    if (strncmp(p, "redis://", 8) != 0) return -1;
-    p += 8;
+    int tls = strncmp(p, "rediss://", 9) == 0;
+    if (!tls && strncmp(p, "redis://", 8) != 0) return -1;
+    p += tls ? 9 : 8;
+    cfg->redis_tls = tls;
     cfg->redis_user[0] = '\0';
     cfg->redis_password[0] = '\0';
     cfg->redis_db = 0;
@@ -305,11 +349,28 @@ int config_parse_epoch(const char *s, int64_t *out) {
     return 0;
 }
 
+/* Long options without a letter go by numbers past any char. */
+enum {
+    OPT_SHUTDOWN_DELAY = 256,
+    OPT_REDIS_TLS_CA,
+    OPT_REDIS_TLS_CERT,
+    OPT_REDIS_TLS_KEY,
+    OPT_REDIS_TLS_SERVER_NAME,
+    OPT_REDIS_TLS_INSECURE,
+    OPT_SENTINEL_MASTER_TLS,
+};
+
 /* The access options (#19) go by digits: '1' --auth-file, '2' --tls-cert,
  * '3' --tls-key, '4' --tls-client-ca, '5' --max-connections-per-ip,
  * '6' --cors-origin, '7' --header-timeout-ms, '8' --body-timeout-ms. */
 static const char *access_option_name(int opt) {
     switch (opt) {
+    case OPT_REDIS_TLS_CA: return "redis TLS CA";
+    case OPT_REDIS_TLS_CERT: return "redis TLS certificate";
+    case OPT_REDIS_TLS_KEY: return "redis TLS key";
+    case OPT_REDIS_TLS_SERVER_NAME: return "redis TLS server name";
+    case OPT_REDIS_TLS_INSECURE: return "redis TLS insecure (1)";
+    case OPT_SENTINEL_MASTER_TLS: return "sentinel master TLS (0 or 1)";
     case '1': return "auth file";
     case '2': return "TLS certificate";
     case '3': return "TLS key";
@@ -414,6 +475,8 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 'A': ok = parse_int(val, 0, 16, &cfg->min_replicas_ack); break;
     case 'W': ok = parse_int(val, 10, 60000, &cfg->replica_ack_timeout_ms); break;
     case 'G': ok = parse_int(val, 300, 300000, &cfg->liveness_ttl_ms); break;
+    case 'H': ok = parse_int(val, 10, 300000, &cfg->stream_heartbeat_ms); break;
+    case 'U': ok = parse_int(val, 100, 600000, &cfg->stream_user_timeout_ms); break;
     case '1': ok = copy_path(cfg->auth_file, sizeof cfg->auth_file, val); break;
     case '2': ok = copy_path(cfg->tls_cert, sizeof cfg->tls_cert, val); break;
     case '3': ok = copy_path(cfg->tls_key, sizeof cfg->tls_key, val); break;
@@ -430,6 +493,19 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case '6': ok = add_cors_origins(cfg, val); break;
     case '7': ok = parse_int(val, 100, 600000, &cfg->header_timeout_ms); break;
     case '8': ok = parse_int(val, 100, 600000, &cfg->body_timeout_ms); break;
+    case OPT_REDIS_TLS_CA: ok = copy_path(cfg->redis_tls_ca, sizeof cfg->redis_tls_ca, val); break;
+    case OPT_REDIS_TLS_CERT:
+        ok = copy_path(cfg->redis_tls_cert, sizeof cfg->redis_tls_cert, val);
+        break;
+    case OPT_REDIS_TLS_KEY:
+        ok = copy_path(cfg->redis_tls_key, sizeof cfg->redis_tls_key, val);
+        break;
+    case OPT_REDIS_TLS_SERVER_NAME:
+        ok = copy_path(cfg->redis_tls_server_name, sizeof cfg->redis_tls_server_name, val);
+        break;
+    case OPT_REDIS_TLS_INSECURE: ok = parse_int(val, 1, 1, &cfg->redis_tls_insecure); break;
+    case OPT_SENTINEL_MASTER_TLS: ok = parse_int(val, 0, 1, &cfg->sentinel_master_tls); break;
+    case OPT_SHUTDOWN_DELAY: ok = parse_int(val, 0, 60000, &cfg->shutdown_delay_ms); break;
     }
     char shown[512];
     if (ok < 0 && access_option_name(opt))
@@ -446,18 +522,21 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
                  : opt == 'e' ? "id epoch"
                  : opt == 'N' ? "id namespaces (16-4194304)"
                  : opt == 'j' ? "id jump (1-3600 s)"
-                 : opt == 's' ? "sentinel (HOST:PORT, at most 8)"
+                 : opt == 's' ? "sentinel (HOST:PORT or redis[s]://HOST:PORT, at most 8)"
                  : opt == 'K' ? "redis cluster seed (HOST:PORT or redis://..., at most 16)"
                  : opt == 'Q' ? "quorum"
                  : opt == 'M' ? "sentinel master name"
                  : opt == 'A' ? "min replicas ack (0-16)"
                  : opt == 'W' ? "replica ack timeout (10-60000 ms)"
                  : opt == 'G' ? "liveness ttl (300-300000 ms)"
+                 : opt == 'H' ? "stream heartbeat (10-300000 ms)"
+                 : opt == 'U' ? "stream user timeout (100-600000 ms)"
                  : opt == 'F' ? "redis password file"
                  : opt == 'O' ? "log format (text or json)"
                  : opt == 'E' ? "accept eviction risk (0 or 1)"
                  : opt == 'X' ? "max lease (1000-86400000 ms)"
-                              : "log level",
+                 : opt == OPT_SHUTDOWN_DELAY ? "shutdown delay (0-60000 ms)"
+                                             : "log level",
                  opt == 'r' || opt == 'K' ? redacted(val, shown, sizeof shown) : val);
     return ok;
 }
@@ -481,45 +560,58 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     strcpy(cfg->sentinel_master, "mymaster");
     cfg->replica_ack_timeout_ms = 500;
     cfg->liveness_ttl_ms = 2000;
+    cfg->stream_heartbeat_ms = 15000;
+    cfg->stream_user_timeout_ms = 20000;
     cfg->max_lease_ms = 86400000;
     cfg->header_timeout_ms = 10000;
     cfg->body_timeout_ms = 10000;
+    cfg->sentinel_master_tls = -1;
+    cfg->shutdown_delay_ms = 5000;
 
     static const struct {
         int opt;
         const char *env;
     } envs[] = {
-        {'l', "LOCKGATE_LISTEN"                },
-        {'r', "LOCKGATE_REDIS"                 },
-        {'p', "LOCKGATE_KEY_PREFIX"            },
-        {'t', "LOCKGATE_THREADS"               },
-        {'t', "LOCKGATE_WORKERS"               },
-        {'T', "LOCKGATE_REDIS_TIMEOUT_MS"      },
-        {'m', "LOCKGATE_MAX_CONNECTIONS"       },
-        {'e', "LOCKGATE_ID_EPOCH"              },
-        {'L', "LOCKGATE_LOG_LEVEL"             },
-        {'s', "LOCKGATE_SENTINELS"             },
-        {'M', "LOCKGATE_SENTINEL_MASTER"       },
-        {'A', "LOCKGATE_MIN_REPLICAS_ACK"      },
-        {'W', "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
-        {'Q', "LOCKGATE_QUORUM"                },
-        {'C', "LOCKGATE_CONNECTION_MEMORY_KIB" },
-        {'G', "LOCKGATE_LIVENESS_TTL_MS"       },
-        {'N', "LOCKGATE_ID_NAMESPACES"         },
-        {'j', "LOCKGATE_ID_JUMP_S"             },
-        {'K', "LOCKGATE_REDIS_CLUSTER"         },
-        {'1', "LOCKGATE_AUTH_FILE"             },
-        {'2', "LOCKGATE_TLS_CERT"              },
-        {'3', "LOCKGATE_TLS_KEY"               },
-        {'4', "LOCKGATE_TLS_CLIENT_CA"         },
-        {'5', "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
-        {'F', "LOCKGATE_REDIS_PASSWORD_FILE"   },
-        {'O', "LOCKGATE_LOG_FORMAT"            },
-        {'E', "LOCKGATE_ACCEPT_EVICTION_RISK"  },
-        {'X', "LOCKGATE_MAX_LEASE_MS"          },
-        {'6', "LOCKGATE_CORS_ORIGIN"           },
-        {'7', "LOCKGATE_HEADER_TIMEOUT_MS"     },
-        {'8', "LOCKGATE_BODY_TIMEOUT_MS"       },
+        {'l',                       "LOCKGATE_LISTEN"                },
+        {'r',                       "LOCKGATE_REDIS"                 },
+        {'p',                       "LOCKGATE_KEY_PREFIX"            },
+        {'t',                       "LOCKGATE_THREADS"               },
+        {'t',                       "LOCKGATE_WORKERS"               },
+        {'T',                       "LOCKGATE_REDIS_TIMEOUT_MS"      },
+        {'m',                       "LOCKGATE_MAX_CONNECTIONS"       },
+        {'e',                       "LOCKGATE_ID_EPOCH"              },
+        {'L',                       "LOCKGATE_LOG_LEVEL"             },
+        {'s',                       "LOCKGATE_SENTINELS"             },
+        {'M',                       "LOCKGATE_SENTINEL_MASTER"       },
+        {'A',                       "LOCKGATE_MIN_REPLICAS_ACK"      },
+        {'W',                       "LOCKGATE_REPLICA_ACK_TIMEOUT_MS"},
+        {'Q',                       "LOCKGATE_QUORUM"                },
+        {'C',                       "LOCKGATE_CONNECTION_MEMORY_KIB" },
+        {'G',                       "LOCKGATE_LIVENESS_TTL_MS"       },
+        {'H',                       "LOCKGATE_STREAM_HEARTBEAT_MS"   },
+        {'U',                       "LOCKGATE_STREAM_USER_TIMEOUT_MS"},
+        {'N',                       "LOCKGATE_ID_NAMESPACES"         },
+        {'j',                       "LOCKGATE_ID_JUMP_S"             },
+        {'K',                       "LOCKGATE_REDIS_CLUSTER"         },
+        {'1',                       "LOCKGATE_AUTH_FILE"             },
+        {'2',                       "LOCKGATE_TLS_CERT"              },
+        {'3',                       "LOCKGATE_TLS_KEY"               },
+        {'4',                       "LOCKGATE_TLS_CLIENT_CA"         },
+        {'5',                       "LOCKGATE_MAX_CONNECTIONS_PER_IP"},
+        {'F',                       "LOCKGATE_REDIS_PASSWORD_FILE"   },
+        {'O',                       "LOCKGATE_LOG_FORMAT"            },
+        {'E',                       "LOCKGATE_ACCEPT_EVICTION_RISK"  },
+        {'X',                       "LOCKGATE_MAX_LEASE_MS"          },
+        {'6',                       "LOCKGATE_CORS_ORIGIN"           },
+        {'7',                       "LOCKGATE_HEADER_TIMEOUT_MS"     },
+        {'8',                       "LOCKGATE_BODY_TIMEOUT_MS"       },
+        {OPT_REDIS_TLS_CA,          "LOCKGATE_REDIS_TLS_CA"          },
+        {OPT_REDIS_TLS_CERT,        "LOCKGATE_REDIS_TLS_CERT"        },
+        {OPT_REDIS_TLS_KEY,         "LOCKGATE_REDIS_TLS_KEY"         },
+        {OPT_REDIS_TLS_SERVER_NAME, "LOCKGATE_REDIS_TLS_SERVER_NAME" },
+        {OPT_REDIS_TLS_INSECURE,    "LOCKGATE_REDIS_TLS_INSECURE"    },
+        {OPT_SENTINEL_MASTER_TLS,   "LOCKGATE_SENTINEL_MASTER_TLS"   },
+        {OPT_SHUTDOWN_DELAY,        "LOCKGATE_SHUTDOWN_DELAY_MS"     },
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i].env);
@@ -527,40 +619,49 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     }
 
     static const struct option longopts[] = {
-        {"listen",                 required_argument, 0, 'l'},
-        {"redis",                  required_argument, 0, 'r'},
-        {"key-prefix",             required_argument, 0, 'p'},
-        {"threads",                required_argument, 0, 't'},
-        {"workers",                required_argument, 0, 't'},
-        {"redis-timeout-ms",       required_argument, 0, 'T'},
-        {"max-connections",        required_argument, 0, 'm'},
-        {"connection-memory-kib",  required_argument, 0, 'C'},
-        {"id-epoch",               required_argument, 0, 'e'},
-        {"id-namespaces",          required_argument, 0, 'N'},
-        {"id-jump-s",              required_argument, 0, 'j'},
-        {"log-level",              required_argument, 0, 'L'},
-        {"sentinel",               required_argument, 0, 's'},
-        {"redis-cluster",          required_argument, 0, 'K'},
-        {"quorum",                 required_argument, 0, 'Q'},
-        {"sentinel-master",        required_argument, 0, 'M'},
-        {"min-replicas-ack",       required_argument, 0, 'A'},
-        {"replica-ack-timeout-ms", required_argument, 0, 'W'},
-        {"liveness-ttl-ms",        required_argument, 0, 'G'},
-        {"auth-file",              required_argument, 0, '1'},
-        {"tls-cert",               required_argument, 0, '2'},
-        {"tls-key",                required_argument, 0, '3'},
-        {"tls-client-ca",          required_argument, 0, '4'},
-        {"max-connections-per-ip", required_argument, 0, '5'},
-        {"redis-password-file",    required_argument, 0, 'F'},
-        {"log-format",             required_argument, 0, 'O'},
-        {"accept-eviction-risk",   required_argument, 0, 'E'},
-        {"max-lease-ms",           required_argument, 0, 'X'},
-        {"cors-origin",            required_argument, 0, '6'},
-        {"header-timeout-ms",      required_argument, 0, '7'},
-        {"body-timeout-ms",        required_argument, 0, '8'},
-        {"help",                   no_argument,       0, 'h'},
-        {"version",                no_argument,       0, 'V'},
-        {0,                        0,                 0, 0  },
+        {"listen",                 required_argument, 0, 'l'                      },
+        {"redis",                  required_argument, 0, 'r'                      },
+        {"key-prefix",             required_argument, 0, 'p'                      },
+        {"threads",                required_argument, 0, 't'                      },
+        {"workers",                required_argument, 0, 't'                      },
+        {"redis-timeout-ms",       required_argument, 0, 'T'                      },
+        {"max-connections",        required_argument, 0, 'm'                      },
+        {"connection-memory-kib",  required_argument, 0, 'C'                      },
+        {"id-epoch",               required_argument, 0, 'e'                      },
+        {"id-namespaces",          required_argument, 0, 'N'                      },
+        {"id-jump-s",              required_argument, 0, 'j'                      },
+        {"log-level",              required_argument, 0, 'L'                      },
+        {"sentinel",               required_argument, 0, 's'                      },
+        {"redis-cluster",          required_argument, 0, 'K'                      },
+        {"quorum",                 required_argument, 0, 'Q'                      },
+        {"sentinel-master",        required_argument, 0, 'M'                      },
+        {"min-replicas-ack",       required_argument, 0, 'A'                      },
+        {"replica-ack-timeout-ms", required_argument, 0, 'W'                      },
+        {"liveness-ttl-ms",        required_argument, 0, 'G'                      },
+        {"stream-heartbeat-ms",    required_argument, 0, 'H'                      },
+        {"stream-user-timeout-ms", required_argument, 0, 'U'                      },
+        {"auth-file",              required_argument, 0, '1'                      },
+        {"tls-cert",               required_argument, 0, '2'                      },
+        {"tls-key",                required_argument, 0, '3'                      },
+        {"tls-client-ca",          required_argument, 0, '4'                      },
+        {"max-connections-per-ip", required_argument, 0, '5'                      },
+        {"redis-password-file",    required_argument, 0, 'F'                      },
+        {"log-format",             required_argument, 0, 'O'                      },
+        {"accept-eviction-risk",   required_argument, 0, 'E'                      },
+        {"max-lease-ms",           required_argument, 0, 'X'                      },
+        {"cors-origin",            required_argument, 0, '6'                      },
+        {"header-timeout-ms",      required_argument, 0, '7'                      },
+        {"body-timeout-ms",        required_argument, 0, '8'                      },
+        {"redis-tls-ca",           required_argument, 0, OPT_REDIS_TLS_CA         },
+        {"redis-tls-cert",         required_argument, 0, OPT_REDIS_TLS_CERT       },
+        {"redis-tls-key",          required_argument, 0, OPT_REDIS_TLS_KEY        },
+        {"redis-tls-server-name",  required_argument, 0, OPT_REDIS_TLS_SERVER_NAME},
+        {"redis-tls-insecure",     no_argument,       0, OPT_REDIS_TLS_INSECURE   },
+        {"sentinel-master-tls",    required_argument, 0, OPT_SENTINEL_MASTER_TLS  },
+        {"shutdown-delay-ms",      required_argument, 0, OPT_SHUTDOWN_DELAY       },
+        {"help",                   no_argument,       0, 'h'                      },
+        {"version",                no_argument,       0, 'V'                      },
+        {0,                        0,                 0, 0                        },
     };
     optind = 1;
     opterr = 0;
@@ -583,7 +684,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
                      argv[optind - 1]);
             return -1;
         }
-        if (apply(cfg, opt, optarg, err, errlen) < 0) return -1;
+        if (apply(cfg, opt, optarg ? optarg : "1", err, errlen) < 0) return -1;
     }
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
@@ -620,6 +721,7 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
     if (cfg->nnodes == 0) { /* the default Redis */
         strcpy(cfg->nodes[0].host, cfg->redis_host);
         cfg->nodes[0].port = cfg->redis_port;
+        cfg->nodes[0].tls = cfg->redis_tls;
         cfg->nnodes = 1;
     }
     if (cfg->nnodes == 2) {
@@ -630,6 +732,20 @@ int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t 
         snprintf(err, errlen, "quorum mode and Sentinel mode cannot be combined");
         return -1;
     }
+    for (int i = 1; i < cfg->ncluster; i++)
+        if (cfg->cluster[i].tls != cfg->cluster[0].tls) {
+            /* The nodes the slot map names are reached like the seeds. */
+            snprintf(err, errlen, "cluster seeds mix redis:// and rediss://: give one scheme");
+            return -1;
+        }
+    if (cfg->nsentinels && cfg->sentinel_master_tls < 0) {
+        /* As the sentinels (all rediss://), or as the --redis URL. */
+        cfg->sentinel_master_tls = 1;
+        for (int i = 0; i < cfg->nsentinels; i++)
+            if (!cfg->sentinels[i].tls) cfg->sentinel_master_tls = 0;
+        if (cfg->redis_tls) cfg->sentinel_master_tls = 1;
+    }
+    if (cfg->sentinel_master_tls < 0) cfg->sentinel_master_tls = 0;
     if (cfg->quorum == 0) cfg->quorum = cfg->nnodes / 2 + 1;
     if (cfg->quorum <= cfg->nnodes / 2 || cfg->quorum > cfg->nnodes) {
         snprintf(err, errlen, "quorum must be a majority of the %d masters (%d to %d)", cfg->nnodes,

@@ -18,6 +18,7 @@
 struct gw_endpoint {
     char host[256]; /* host name or address */
     int port;       /* TCP port */
+    int tls;        /* rediss://: TLS to it (server/redis_tls.h) */
 };
 
 struct gw_config {
@@ -28,6 +29,7 @@ struct gw_config {
     char redis_user[128];                           /* ACL user for AUTH, "" for none */
     char redis_password[256];                       /* AUTH password, "" for none */
     char redis_password_file[4096];                 /* the password's file, "" for none */
+    int redis_tls;                                  /* the URL is rediss:// */
     int redis_db;                                   /* SELECT index, 0 by default */
     char key_prefix[GW_PREFIX_MAX + 1];             /* prefix of every key, "lockgate:" */
     int log_level;                                  /* enum log_level */
@@ -46,6 +48,8 @@ struct gw_config {
     int min_replicas_ack;                           /* WAIT for this many replicas after a write */
     int replica_ack_timeout_ms;                     /* WAIT's timeout */
     int liveness_ttl_ms;                            /* TTL of the gateway's liveness key */
+    int stream_heartbeat_ms;                        /* comment lines on an event stream */
+    int stream_user_timeout_ms;                     /* TCP_USER_TIMEOUT of a stream's socket */
     int id_namespaces;                              /* id namespaces live at once (idtable) */
     int id_jump_s;                                  /* id lease step after a new or lost mark */
     struct gw_endpoint cluster[GW_MAX_SEEDS]; /* --redis-cluster seeds: cluster mode when any */
@@ -61,8 +65,16 @@ struct gw_config {
                                                  (server/memguard.h) */
     char cors_origins[ORIGIN_MAX][ORIGIN_MAX_LEN + 1]; /* --cors-origin (origin.h) */
     int ncors_origins;                                 /* used entries of cors_origins */
-    int header_timeout_ms; /* request line and headers must arrive within (conns.h) */
-    int body_timeout_ms;   /* a body must arrive within, after its headers */
+    char redis_tls_ca[4096];         /* --redis-tls-ca: trust these, "" the system's */
+    char redis_tls_cert[4096];       /* --redis-tls-cert: client certificate, "" none */
+    char redis_tls_key[4096];        /* --redis-tls-key: its private key */
+    char redis_tls_server_name[256]; /* --redis-tls-server-name: verified and SNI */
+    int redis_tls_insecure;          /* --redis-tls-insecure: verify nothing */
+    int sentinel_master_tls;         /* --sentinel-master-tls: TLS to the master the
+                                         sentinels name (-1: as the sentinels) */
+    int header_timeout_ms;           /* request line and headers must arrive within (conns.h) */
+    int body_timeout_ms;             /* a body must arrive within, after its headers */
+    int shutdown_delay_ms;           /* SIGTERM: served with /readyz failing this long first */
 };
 
 /* Fills cfg from defaults, the environment and argv.  Returns 0 when the
@@ -70,16 +82,18 @@ struct gw_config {
  * -1 with a one-line reason in err on a bad setting (exit 2). */
 int config_load(struct gw_config *cfg, int argc, char **argv, char *err, size_t errlen);
 
-/* Parses "redis://[[user]:password@]host[:port][/db]" into cfg's redis
+/* Parses "redis[s]://[[user]:password@]host[:port][/db]" into cfg's redis
  * fields.  The user and the password may be percent-encoded (a password
  * with '/' or '%'); the last '@' ends them, so a plain '@' in a password
  * works too.  "redis://password@host" (no colon) is a password, as before;
  * "redis://user:@host" a user whose password is in a file
  * (--redis-password-file, checked by config_load).
+ * rediss:// asks for TLS: redis_tls is set to 1 (0 for redis://).
  * Returns 0, or -1 when the URL is not of that form. */
 int config_parse_redis_url(struct gw_config *cfg, const char *url);
 
-/* Parses "host:port" into an endpoint; returns 0 or -1. */
+/* Parses "host:port", "redis://host:port" or "rediss://host:port" (TLS)
+ * into an endpoint; returns 0 or -1. */
 int config_parse_endpoint(struct gw_endpoint *e, const char *s);
 
 /* Parses "host:port" or "[v6]:port"; returns 0 or -1. */

@@ -14,8 +14,8 @@
  *
  * An answer that grants a hold and cannot be delivered is given back
  * (req->on_undelivered): when libmicrohttpd ends the request with an error,
- * and when the client had sent its FIN before the answer went out and its
- * TCP then resets the connection (delivery.h). */
+ * and when the client had sent its FIN before the answer was handed to
+ * libmicrohttpd and its TCP then resets the connection (delivery.h). */
 #include "server/http.h"
 #include "server/accept.h"
 #include "server/mhd_errors.h"
@@ -45,6 +45,8 @@
 #include <strings.h>
 #include <time.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -88,6 +90,7 @@ static _Thread_local struct http_worker *self;
 static struct http_worker *workers[HTTP_MAX_WORKERS];
 static atomic_int nworkers;
 static atomic_int shutting_down;
+static atomic_int leaving; /* http_leave: /readyz fails, connections close after an answer */
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -96,6 +99,10 @@ static int64_t now_ns(void) {
 }
 
 int http_shutting_down(void) { return atomic_load(&shutting_down); }
+
+void http_leave(void) { atomic_store(&leaving, 1); }
+
+int http_leaving(void) { return atomic_load(&leaving) || atomic_load(&shutting_down); }
 
 long http_in_flight(void) {
     long n = 0;
@@ -178,6 +185,13 @@ static enum MHD_Result send_reply(struct gw_request *req) {
     char *body = req->resp;
     req->resp = NULL;
     req->sent = 1;
+    /* Whether the client hung up (or half-closed) before its answer, seen
+     * now, not at the request's end: a FIN or reset that comes after the
+     * answer went out answers our own close (Connection: close), and
+     * HAProxy closes its server connections with a reset once it has read
+     * the answer, which the delivery watch took for a lost one and gave
+     * back a grant its client held (#31, tests/rolling). */
+    req->shut_before_reply = req->on_undelivered && delivery_peer_shut(http_client_fd(req));
     struct MHD_Response *r =
         MHD_create_response_from_buffer(req->resp_len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -188,6 +202,14 @@ static enum MHD_Result send_reply(struct gw_request *req) {
     for (int i = 0; i < req->nheaders; i++)
         MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
     if (req->cors) add_cors_headers(req, r);
+    /* Leaving (http_leave): a proxy's kept-alive connection ends with this
+     * answer instead of staying idle until the stop closes it, when a
+     * request the proxy sends on it at that moment would meet the close
+     * (docs/operations.md, "Rolling restarts"). */
+    int has_connection = 0;
+    for (int i = 0; i < req->nheaders; i++)
+        has_connection |= strcasecmp(req->headers[i].name, "Connection") == 0;
+    if (http_leaving() && !has_connection) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(req->conn, (unsigned)req->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -195,8 +217,11 @@ static enum MHD_Result send_reply(struct gw_request *req) {
 
 static void request_end(struct gw_request *req, int delivered, int fd);
 
+static void stream_final_event(struct gw_request *req);
+
 /* req->on_ready: the reply is complete. */
 static void reply_ready(struct gw_request *req) {
+    if (req->stream) stream_final_event(req);
     if (req->suspended) {
         req->suspended = 0;
         MHD_resume_connection(req->conn);
@@ -220,8 +245,11 @@ static struct gw_request *request_new(struct MHD_Connection *conn, const char *u
     return req;
 }
 
+static void stream_free(struct gw_stream *st);
+
 static void request_free(struct gw_request *req) {
     if (req->ctx_free) req->ctx_free(req->ctx);
+    if (req->stream) stream_free(req->stream);
     for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
     cJSON_Delete(req->json);
     free(req->body);
@@ -251,14 +279,16 @@ static void on_delivery(void *arg, int delivered) {
  * reply).  A grant the client cannot have got is given back; one written
  * after the client's FIN is watched until its TCP takes it or resets. */
 static void request_end(struct gw_request *req, int delivered, int fd) {
-    if (req->status)
+    /* An event stream's life is no request latency: it is left out of the
+     * histogram (its own counters: lockgate_stream_holds_total). */
+    if (req->status && !req->stream)
         metrics_observe_request(req->route, req->status, (now_ns() - req->start_ns) / 1000);
     if (req->dispatched) in_flight_add(-1);
     req->conn = NULL;
     if (req->on_undelivered && !delivered) {
         give_back(req,
                   req->sent ? "the answer could not be sent" : "the client left before the answer");
-    } else if (req->on_undelivered && !tls_enabled() && delivery_peer_shut(fd)) {
+    } else if (req->on_undelivered && !tls_enabled() && req->shut_before_reply) {
         /* Not over TLS: after the answer GnuTLS writes its close_notify,
          * which a client that already left resets, and the watch would take
          * that for a lost answer (test_tls found grants given back).  Over
@@ -496,6 +526,136 @@ static enum MHD_Result too_large_midway(struct gw_request *req) {
     return MHD_NO;
 }
 
+/* ---- answers that go on (http.h, http_stream_open) ------------------------------- */
+
+struct gw_stream {
+    char *buf;                               /* bytes written, not yet given to MHD */
+    size_t off, len, cap;                    /* given up to off, written up to len */
+    int queued;                              /* its response is queued */
+    int ended;                               /* nothing follows buf */
+    void (*on_gone)(struct gw_request *req); /* libmicrohttpd closed it first */
+};
+
+static void stream_free(struct gw_stream *st) {
+    free(st->buf);
+    free(st);
+}
+
+static void stream_append(struct gw_stream *st, const char *data, size_t len) {
+    if (st->off == st->len) st->off = st->len = 0;
+    if (st->len + len > st->cap) {
+        if (st->off) { /* room at the front first */
+            memmove(st->buf, st->buf + st->off, st->len - st->off);
+            st->len -= st->off;
+            st->off = 0;
+        }
+        size_t cap = st->cap ? st->cap : 64;
+        while (cap < st->len + len) cap *= 2;
+        if (cap != st->cap) st->buf = alloc_check(realloc(st->buf, cap));
+        st->cap = cap;
+    }
+    memcpy(st->buf + st->len, data, len);
+    st->len += len;
+}
+
+/* libmicrohttpd asks for the next bytes: those written, the end, or none
+ * yet, and then the connection is suspended (libmicrohttpd would ask again
+ * at once) until a write or the end resumes it. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    struct gw_request *req = cls;
+    struct gw_stream *st = req->stream;
+    if (st->off < st->len) {
+        size_t n = st->len - st->off < max ? st->len - st->off : max;
+        memcpy(buf, st->buf + st->off, n);
+        st->off += n;
+        if (st->off == st->len) { /* a stream mostly idles: it keeps no buffer */
+            free(st->buf);
+            st->buf = NULL;
+            st->off = st->len = st->cap = 0;
+        }
+        return (ssize_t)n;
+    }
+    if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+    req->suspended = 1;
+    MHD_suspend_connection(req->conn);
+    return 0;
+}
+
+static enum MHD_Result stream_queue(struct gw_request *req) {
+    req->stream->queued = 1;
+    req->sent = 1;
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 128, stream_read, req, NULL);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    for (int i = 0; i < req->nheaders; i++)
+        MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
+    if (req->cors) add_cors_headers(req, r);
+    enum MHD_Result ret = MHD_queue_response(req->conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Its bytes are there: libmicrohttpd takes them on its next run. */
+static void stream_wake(struct gw_request *req) {
+    if (!req->suspended || req->orphaned) return;
+    req->suspended = 0;
+    MHD_resume_connection(req->conn);
+    self->resumed = 1;
+}
+
+void http_stream_open(struct gw_request *req, void (*on_gone)(struct gw_request *req),
+                      int user_timeout_ms) {
+    if (req->stream) return;
+    req->stream = alloc_check(calloc(1, sizeof *req->stream));
+    req->stream->on_gone = on_gone;
+    int fd = http_client_fd(req);
+    unsigned ut = (unsigned)user_timeout_ms;
+    if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
+    stream_wake(req); /* suspended in on_request: called again, it queues the stream */
+}
+
+int http_stream_opened(const struct gw_request *req) { return req->stream != NULL; }
+
+void http_stream_write(struct gw_request *req, const char *data, size_t len) {
+    struct gw_stream *st = req->stream;
+    if (!st || st->ended || req->orphaned) return;
+    stream_append(st, data, len);
+    stream_wake(req);
+}
+
+void http_stream_end(struct gw_request *req) {
+    struct gw_stream *st = req->stream;
+    if (!st || req->done) return;
+    st->ended = 1;
+    st->on_gone = NULL;
+    req->done = 1;
+    if (!req->status) req->status = 200;
+    if (req->suspended && !req->orphaned) {
+        req->suspended = 0;
+        MHD_resume_connection(req->conn);
+        self->resumed = 1;
+    }
+    if (req->orphaned) request_end(req, 0, -1);
+}
+
+/* A reply after the stream opened: its last event. */
+static void stream_final_event(struct gw_request *req) {
+    struct gw_stream *st = req->stream;
+    if (st->ended) return;
+    static const char head[] = "event: error\ndata: ";
+    if (!req->orphaned) {
+        stream_append(st, head, sizeof head - 1);
+        for (size_t i = 0; i < req->resp_len; i++) /* one line: SSE data ends at a newline */
+            stream_append(st, req->resp[i] == '\n' ? " " : &req->resp[i], 1);
+        stream_append(st, "\n\n", 2);
+    }
+    st->ended = 1;
+    st->on_gone = NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -567,6 +727,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (!req->dispatched && !req->throttled) dispatch(req, method); /* the body is complete */
 
+    if (req->stream) {
+        if (req->stream->queued) return MHD_YES;
+        return stream_queue(req);
+    }
     if (req->done) {
         if (req->sent) return MHD_YES; /* already sent (413) */
         return send_reply(req);
@@ -604,6 +768,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
      * it, so http_reply_ready ends it. */
     if (req->dispatched && !req->done) {
         req->orphaned = 1;
+        /* A stream's owner is told: nobody else will see this client go. */
+        if (req->stream && req->stream->on_gone) {
+            void (*gone)(struct gw_request *) = req->stream->on_gone;
+            req->stream->on_gone = NULL;
+            gone(req); /* may complete, and so free, req */
+        }
         return;
     }
     const union MHD_ConnectionInfo *ci =

@@ -53,6 +53,14 @@ void http_stop(void);
 /* 1 after http_quiesce: new waits are refused with 503 shutting_down. */
 int http_shutting_down(void);
 
+/* Any thread: the gateway is leaving (SIGTERM, before the quiesce):
+ * /readyz fails and each answer closes its connection, while requests,
+ * waits included, are still served (main.c, --shutdown-delay-ms). */
+void http_leave(void);
+
+/* 1 after http_leave or http_quiesce. */
+int http_leaving(void);
+
 /* Number of requests between dispatch to a handler and their end. */
 long http_in_flight(void);
 
@@ -69,5 +77,28 @@ int http_client_fd(struct gw_request *req);
  * lock is handed to a request that waited. */
 int http_client_gone(struct gw_request *req);
 
+/* ---- answers that go on: Server-Sent Events ----------------------------------------
+ * http_stream_open makes req's answer a stream: 200, text/event-stream, no
+ * caching, X-Accel-Buffering: no (nginx then passes it on unbuffered), and
+ * TCP_USER_TIMEOUT user_timeout_ms on the socket (a host that stops
+ * acknowledging what is written is cut off).  Its headers go out at once
+ * (a suspended connection is resumed); then each http_stream_write's bytes,
+ * as the client takes them (chunked).  http_stream_end ends it after the
+ * bytes written so far and completes the request.  A reply_* on req after
+ * the open is sent as one last event, "event: error" with the reply's body
+ * as data, and ends the stream.
+ *
+ * A stream's client that leaves is seen by the owner's waiter (its socket's
+ * hang-up, waiters.h) while libmicrohttpd does not watch it (suspended, no
+ * bytes to send); when libmicrohttpd closes the connection itself (a write
+ * failed) before the request was completed, on_gone(req) is called once,
+ * and the owner completes it (reply_* or http_stream_end) now or from the
+ * callback it waits for.  On req's thread only. */
+void http_stream_open(struct gw_request *req, void (*on_gone)(struct gw_request *req),
+                      int user_timeout_ms);
+void http_stream_write(struct gw_request *req, const char *data, size_t len);
+void http_stream_end(struct gw_request *req);
+/* 1 once http_stream_open was called on req. */
+int http_stream_opened(const struct gw_request *req);
 
 #endif

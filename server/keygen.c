@@ -44,7 +44,7 @@ static int usage(const char *why) {
             "lockgate keygen: %s\n"
             "usage: lockgate keygen ID [--grant KIND:PREFIX:ACCESS]...\n"
             "  ID      1-%d characters of [A-Za-z0-9_-]\n"
-            "  KIND    locks, semaphores, ids, ops or admin\n"
+            "  KIND    locks, semaphores, elections, ids, ops or admin\n"
             "  PREFIX  names that start with it ('' for every name)\n"
             "  ACCESS  read, write or deny\n",
             why, AUTH_ID_MAX);

@@ -1,10 +1,10 @@
 /* liveness.c -- see liveness.h.
  *
  * Renewing every third of the TTL lets two renewals in a row fail or come
- * late before the key lapses, so a gateway that is merely slow keeps its
+ * late before the field lapses, so a gateway that is merely slow keeps its
  * waiters' places.  A renewal that fails needs no retry of its own: it
  * fails because the connection is down or was dropped for a timeout, and
- * the next connection sets the key before anything else (the prelude). */
+ * the next connection sets the field before anything else (the prelude). */
 #include "server/liveness.h"
 #include "common/alloc.h"
 #include "server/cluster.h"
@@ -18,22 +18,21 @@
 #include <string.h>
 
 static struct {
-    char id[LIVENESS_ID_LEN + 1];     /* this gateway's id */
-    char key[GW_PREFIX_MAX + 4 + 16]; /* <prefix>gw:<id> */
-    char value[300];                  /* listen address: who owns the key */
-    char ttl[16];                     /* the TTL in ms, as text */
-    int period_ms;                    /* renewal interval of the gateway */
-    int workers;                      /* workers taking turns at it */
-    atomic_ullong seq;                /* waiter ids handed out */
-    int cluster;                      /* per-slot keys (Redis Cluster mode) */
-    char prefix[GW_PREFIX_MAX + 1];   /* the key prefix */
+    char id[LIVENESS_ID_LEN + 1];   /* this gateway's id */
+    char hash[LIVENESS_HASH_MAX];   /* outside cluster mode: <prefix>gw, the one hash */
+    char ttl[16];                   /* the TTL in ms, as text */
+    int period_ms;                  /* renewal interval of the gateway */
+    int workers;                    /* workers taking turns at it */
+    atomic_ullong seq;              /* waiter ids handed out */
+    int cluster;                    /* per-slot keys (Redis Cluster mode) */
+    char prefix[GW_PREFIX_MAX + 1]; /* the key prefix */
 } V;
 
 static void ignore_one(void *arg, const struct redis_result *res) {}
 static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 
 /* The workers take turns: worker slot i renews at i periods, then every
- * `workers` periods, so the gateway as a whole still sends one SET every
+ * `workers` periods, so the gateway as a whole still sends one renewal every
  * third of the TTL.  A worker whose loop stalled (its last turn was more
  * than a period ago: SIGSTOP, an overloaded host) renews at once, on its own
  * connection, so its renewal goes out ahead of its own waiters' attempts. */
@@ -53,10 +52,8 @@ static void slot_hash(const char *chan, char *out, size_t cap) {
     snprintf(out, cap, "%sgw%s", V.prefix, tag ? tag : "");
 }
 
-int liveness_hash_for(const char *key, char *out, size_t cap) {
-    if (!V.cluster) return 0;
+void liveness_hash_for(const char *key, char *out, size_t cap) {
     slot_hash(redis_release_channel_for(key), out, cap);
-    return 1;
 }
 
 /* Sets this gateway's field in a slot's hash (lua/liveness.lua). */
@@ -131,13 +128,13 @@ void liveness_turn_hook(void *arg, int64_t now_ms) {
     last_turn_ms = now_ms;
     if (now_ms < next_ms && !stalled) return;
     next_ms = now_ms + (int64_t)V.period_ms * V.workers;
-    const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
-    size_t lens[5];
-    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
+    const char *argv[] = {V.hash, V.id, V.ttl};
+    size_t lens[3];
+    for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
     if (redis_nodes() > 1)
-        redis_command_all(5, argv, lens, ignore_all, NULL);
+        redis_eval_all(SCRIPT_LIVENESS, 1, 3, argv, lens, ignore_all, NULL);
     else
-        redis_command(5, argv, lens, ignore_one, NULL);
+        redis_eval(SCRIPT_LIVENESS, 1, 3, argv, lens, ignore_one, NULL);
 }
 
 void liveness_init(const struct gw_config *cfg) {
@@ -146,8 +143,6 @@ void liveness_init(const struct gw_config *cfg) {
     memcpy(V.id, t, LIVENESS_ID_LEN);
     V.id[LIVENESS_ID_LEN] = '\0';
     snprintf(V.prefix, sizeof V.prefix, "%s", cfg->key_prefix);
-    snprintf(V.key, sizeof V.key, "%sgw:%s", cfg->key_prefix, V.id);
-    snprintf(V.value, sizeof V.value, "%s:%d", cfg->listen_host, cfg->listen_port);
     snprintf(V.ttl, sizeof V.ttl, "%d", cfg->liveness_ttl_ms);
     V.period_ms = cfg->liveness_ttl_ms / 3;
     V.workers = cfg->threads > 0 ? cfg->threads : 1;
@@ -158,9 +153,14 @@ void liveness_init(const struct gw_config *cfg) {
                  V.id, cfg->key_prefix, cfg->liveness_ttl_ms);
         return;
     }
-    const char *argv[] = {"SET", V.key, V.value, "PX", V.ttl};
-    size_t lens[5];
-    for (int i = 0; i < 5; i++) lens[i] = strlen(argv[i]);
-    redis_set_prelude(5, argv, lens);
-    log_info("liveness: gateway id %s, key %s, ttl %d ms", V.id, V.key, cfg->liveness_ttl_ms);
+    /* The one hash's name is the slot hash's without a tag: the release
+     * channel has none outside cluster mode. */
+    snprintf(V.hash, sizeof V.hash, "%sgw", cfg->key_prefix);
+    const struct script *sc = script_get(SCRIPT_LIVENESS);
+    const char *argv[] = {"EVALSHA", sc->sha, "1", V.hash, V.id, V.ttl};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
+    redis_set_prelude(6, argv, lens);
+    log_info("liveness: gateway id %s, a field of %s, ttl %d ms", V.id, V.hash,
+             cfg->liveness_ttl_ms);
 }

@@ -1,23 +1,27 @@
-/* liveness.h -- this gateway's liveness key in Redis, so that fair queues
- * can drop the waiters of a gateway that died or lost Redis
- * (lua/_holders.lua, queue_head).
+/* liveness.h -- this gateway's liveness in Redis, so that fair queues can
+ * drop the waiters of a gateway that died or lost Redis (lua/_holders.lua,
+ * queue_head).
  *
- * One key per gateway, <prefix>gw:<id>, set with PX --liveness-ttl-ms and
- * renewed every third of that by the workers' loops in turn: on every master in
- * quorum mode, and first thing on every new command connection, so a
- * restarted or failed-over Redis has it before any waiter's attempt.  Fair
- * waiters' ids are "<id>.<n>", from which the scripts find the key: the
- * cost is one SET per gateway per renewal, nothing per waiter.
+ * A field per gateway, valued with the end of its liveness (ms, Redis's
+ * clock), in a hash the scripts that judge a queue declare
+ * (liveness_hash_for), so no script reads a key it did not declare, in any
+ * mode (lua/liveness.lua sets the field and drops dead gateways' ones).
  *
- * In Redis Cluster mode a queue's script can only read keys of its own
- * slot, and only keys it declares while the slot migrates, so liveness is
- * per slot: one hash, <prefix>gw{<slot tag>}, the tag being the one of the
- * slot's release channel (redis.h), with a field per gateway valued with
- * the end of its liveness (lua/liveness.lua); the scripts that judge a
- * queue declare it (liveness_hash_for).  A worker sets its field when its
- * first fair waiter in that slot joins (on its connection to the slot's
- * master, ahead of the waiter's attempt) and renews it while it has
- * waiters there: one script call per slot with waiters per renewal. */
+ * Single, Sentinel, quorum: one hash, <prefix>gw, on every master in
+ * quorum mode.  The field is renewed every third of --liveness-ttl-ms by
+ * the workers' loops in turn, and first thing on every new command
+ * connection, so a restarted or failed-over Redis has it before any
+ * waiter's attempt.  Fair waiters' ids are "<id>.<n>", from which the
+ * scripts find the field: the cost is one script call per gateway per
+ * renewal, nothing per waiter.
+ *
+ * Redis Cluster: a queue's script can only read keys of its own slot, so
+ * there is one such hash per slot, <prefix>gw{<slot tag>}, the tag being
+ * the one of the slot's release channel (redis.h).  A worker sets its
+ * field when its first fair waiter in that slot joins (on its connection
+ * to the slot's master, ahead of the waiter's attempt) and renews it while
+ * it has waiters there: one script call per slot with waiters per
+ * renewal. */
 #ifndef LOCKGATE_LIVENESS_H
 #define LOCKGATE_LIVENESS_H
 
@@ -37,12 +41,12 @@ void liveness_init(const struct gw_config *cfg);
  * calling worker's Redis connections. */
 void liveness_turn_hook(void *arg, int64_t now_ms);
 
-/* Redis Cluster mode: writes into out (cap bytes) the liveness hash of the
- * slot of key (a lock's or semaphore's hash), which a script that judges
- * that key's fair queue declares among its KEYS; returns 1.  Other modes:
- * returns 0 (the per-gateway keys live on every master). */
+/* Writes into out (cap bytes) the liveness hash that judges the fair
+ * queue of key (a lock's or semaphore's hash), which a script that may
+ * read that queue's head declares among its KEYS: in cluster mode the
+ * slot's, <prefix>gw{<tag>}; in the other modes the one hash, <prefix>gw. */
 #define LIVENESS_HASH_MAX 320 /* room for a liveness hash's name */
-int liveness_hash_for(const char *key, char *out, size_t cap);
+void liveness_hash_for(const char *key, char *out, size_t cap);
 
 /* Writes a new waiter id, "<gateway id>.<n>", unique for this gateway's
  * life; any thread. */

@@ -5,9 +5,10 @@
  * password file.
  *
  * Start: settings, scripts, then the workers (worker.h).  Stop on SIGTERM
- * or SIGINT: stop accepting, answer waiting requests 503, let requests in
- * flight finish (up to 4 s; what Redis still owes then is answered 503),
- * then close Redis; exit 0. */
+ * or SIGINT: (SIGTERM only) /readyz fails and everything is still served
+ * for --shutdown-delay-ms; then stop accepting, answer waiting requests
+ * 503, let requests in flight finish (up to 4 s; what Redis still owes
+ * then is answered 503), then close Redis; exit 0. */
 #include "handlers/handlers.h"
 #include "handlers/wiring.h"
 #include "server/config.h"
@@ -16,6 +17,8 @@
 #include "server/keygen.h"
 #include "server/metrics.h"
 #include "server/tls.h"
+#include "server/redis_tls.h"
+#include "server/layout.h"
 #include "server/liveness.h"
 #include "server/log.h"
 #include "server/lossguard.h"
@@ -24,11 +27,48 @@
 #include "server/secret.h"
 #include "server/worker.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* SIGTERM's first part: /readyz fails at once, while everything, waits
+ * included, is still served for --shutdown-delay-ms, so that load
+ * balancers (their /readyz checks, Kubernetes' endpoints) stop sending
+ * here before the stop refuses anything.  SIGHUP still rereads; a second
+ * SIGTERM or a SIGINT cuts it short. */
+static void serve_while_leaving(const sigset_t *signals, const struct gw_config *cfg) {
+    http_leave();
+    log_info("SIGTERM received: /readyz fails from now; serving %d ms more before stopping",
+             cfg->shutdown_delay_ms);
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += cfg->shutdown_delay_ms / 1000;
+    end.tv_nsec += (long)(cfg->shutdown_delay_ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) end.tv_sec++, end.tv_nsec -= 1000000000L;
+    for (;;) {
+        struct timespec now, left;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left.tv_sec = end.tv_sec - now.tv_sec;
+        left.tv_nsec = end.tv_nsec - now.tv_nsec;
+        if (left.tv_nsec < 0) left.tv_sec--, left.tv_nsec += 1000000000L;
+        if (left.tv_sec < 0) return;
+        int sig = sigtimedwait(signals, NULL, &left);
+        if (sig < 0 && errno == EAGAIN) return; /* the delay is over */
+        if (sig == SIGHUP) {
+            auth_reload();
+            tls_reload();
+            secret_reload();
+        } else if (sig > 0) {
+            log_info("%s received while leaving: stopping now",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return;
+        }
+    }
+}
 
 int main(int argc, char **argv) {
     /* Answers of over 64 KiB (an id batch of 10,000 is 190 KiB) get pages
@@ -60,7 +100,8 @@ int main(int argc, char **argv) {
         log_set_format(cfg.log_format);
     }
     if (rc < 0 || (cfg.auth_file[0] && auth_load(cfg.auth_file, err, sizeof err) < 0) ||
-        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0) {
+        tls_init(&cfg, err, sizeof err) < 0 || secret_init(&cfg, err, sizeof err) < 0 ||
+        redis_tls_init(&cfg, err, sizeof err) < 0) {
         if (rc == 0 && cfg.log_format == LOG_JSON)
             log_error("lockgate: %s", err); /* every line of a JSON log is JSON */
         else
@@ -69,10 +110,14 @@ int main(int argc, char **argv) {
     }
     metrics_add_text(auth_metrics_text);
 
-    /* A test hook: Redis Cluster mode with every script's key access
-     * checked (server/scripts.h, lua/keycheck.lua). */
+    /* A test hook: every script's key access checked, in every mode
+     * (server/scripts.h, lua/keycheck.lua). */
     const char *keycheck = getenv("LOCKGATE_TEST_KEYCHECK");
-    scripts_init(cfg.ncluster && keycheck && strcmp(keycheck, "1") == 0);
+    scripts_init(keycheck && strcmp(keycheck, "1") == 0);
+    /* A test hook: a gateway of another key layout version on the same
+     * Redis (server/layout.h; tests/integration/test_layout.c). */
+    const char *layout = getenv("LOCKGATE_TEST_LAYOUT_VERSION");
+    layout_init(layout && atoll(layout) > 0 ? atoll(layout) : LAYOUT_VERSION);
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);
@@ -84,14 +129,15 @@ int main(int argc, char **argv) {
                    cfg.nnodes, cfg.quorum);
     if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
-        log_info("lockgate listening on %s:%d, Redis master '%s' from %d sentinel(s), "
+        log_info("lockgate listening on %s:%d, Redis master '%s'%s from %d sentinel(s)%s, "
                  "key prefix '%s', %d workers",
-                 cfg.listen_host, cfg.listen_port, cfg.sentinel_master, cfg.nsentinels,
-                 cfg.key_prefix, cfg.threads);
+                 cfg.listen_host, cfg.listen_port, cfg.sentinel_master,
+                 cfg.sentinel_master_tls ? " (TLS)" : "", cfg.nsentinels,
+                 cfg.sentinels[0].tls ? " (TLS)" : "", cfg.key_prefix, cfg.threads);
     else
-        log_info("lockgate listening on %s:%d, Redis %s:%d, key prefix '%s', %d workers",
-                 cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port, cfg.key_prefix,
-                 cfg.threads);
+        log_info("lockgate listening on %s:%d, Redis %s:%d%s, key prefix '%s', %d workers",
+                 cfg.listen_host, cfg.listen_port, cfg.redis_host, cfg.redis_port,
+                 cfg.nodes[0].tls ? " (TLS)" : "", cfg.key_prefix, cfg.threads);
 
     if (tls_enabled() || auth_enabled())
         log_info("lockgate: %s, %s", tls_enabled() ? "HTTPS (TLS 1.2+)" : "plain HTTP",
@@ -110,6 +156,7 @@ int main(int argc, char **argv) {
         tls_reload();
         secret_reload();
     }
+    if (sig == SIGTERM && cfg.shutdown_delay_ms > 0) serve_while_leaving(&stop_signals, &cfg);
     log_info("%s received: stopping (%ld requests in flight)",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", http_in_flight());
     workers_stop();

@@ -86,6 +86,11 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
                          "Connections cut off for sending their headers or body too slowly"              },
     [M_ACCEPT_REFUSED] = {"lockgate_accept_refused_total",
                          "Connections not accepted: no descriptor left, or the connection limit"         },
+    [M_STREAM_HOLDS] =
+        {"lockgate_stream_holds_total",
+                         "Acquisitions answered as an event stream (holds bound to their connection)"    },
+    [M_STREAM_LOST] = {"lockgate_stream_holds_lost_total",
+                         "Stream holds that ended with event: lost"                                      },
 };
 
 /* Adding 0 (most acquires drop no dead waiter) writes nothing: an atomic

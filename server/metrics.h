@@ -35,6 +35,8 @@ enum metric_counter {
     M_ORIGIN_REFUSED,      /* 403 origin_forbidden: a browser page of a foreign origin */
     M_SLOW_CLOSED,         /* connections cut off by a header or body deadline (conns.h) */
     M_ACCEPT_REFUSED,      /* connections not accepted: descriptors, or the connection limit */
+    M_STREAM_HOLDS,        /* acquisitions answered as an event stream (streams.h) */
+    M_STREAM_LOST,         /* of those, holds that ended with `event: lost` */
     M_COUNTER_COUNT
 };
 

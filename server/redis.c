@@ -19,9 +19,11 @@
 #include "server/cluster.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/layout.h"
 #include "server/lossguard.h"
 #include "server/memguard.h"
 #include "server/metrics.h"
+#include "server/redis_tls.h"
 #include "server/secret.h"
 
 #include <errno.h>
@@ -68,9 +70,16 @@ struct rconn {
     struct node *node; /* the node it belongs to (NULL: sentinel) */
     char host[256];    /* where it connects */
     int port;
+    int tls;                        /* rediss://: through a TLS link (redis_tls.h) */
+    struct redis_tls_link *link;    /* that link while hiredis has a socket, else NULL */
+    int link_up;                    /* its handshake is done: hiredis's fd may be watched */
+    int link_failed;                /* it failed: dropped at the turn's end */
+    char link_why[400];             /* why, for the commands failed by the drop */
+    char tls_logged[400];           /* the TLS refusal logged last (until Redis answers) */
     redisAsyncContext *ac;          /* NULL while down */
     int fd;                         /* its socket while hiredis has one, else -1 */
     uint32_t events;                /* epoll events registered for it */
+    uint32_t wanted;                /* those hiredis asked for (held back until link_up) */
     int want_write;                 /* hiredis has output: written at the turn's end */
     int connected;                  /* onConnect said OK */
     int64_t connecting_since;       /* when the attempt started */
@@ -104,6 +113,7 @@ struct node {
     struct lossguard_seen loss;     /* its marker key as last read (lossguard.h) */
     struct lossguard_seen *loss_at; /* what cmd's marker reads update: loss, or in
                                        cluster mode its marker slot's (slot_seen) */
+    struct layout_seen layout;      /* its layout version as last read (layout.h) */
     int64_t next_mem_check_ms;      /* when cmd asks INFO memory again */
     int64_t next_marker_ms;         /* when cmd reads the marker again */
 };
@@ -347,13 +357,19 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
 static void on_events(void *arg, uint32_t events) {
     struct rconn *c = arg;
     if (events & EPOLLIN) c->last_read_ms = loop_now_ms(), c->probe_ms = 0; /* alive */
+    if (events & EPOLLIN) c->tls_logged[0] = '\0'; /* Redis answered over it */
     if (c->ac && (events & (EPOLLIN | EPOLLERR | EPOLLHUP))) redisAsyncHandleRead(c->ac);
     if (c->ac && (events & EPOLLOUT)) redisAsyncHandleWrite(c->ac);
 }
 
 /* Keyed on c->fd, not c->ac: hiredis calls cleanup after on_connect has
- * already forgotten a failed context, and the registration must still go. */
+ * already forgotten a failed context, and the registration must still go.
+ * Over TLS nothing is registered until the handshake is done: hiredis
+ * then finds its socket connected (on_connect) and writes what it
+ * queued. */
 static void ev_update(struct rconn *c, uint32_t events) {
+    c->wanted = events;
+    if (c->link && !c->link_up) return;
     if (c->fd < 0 || events == c->events) return;
     if (loop_fd(self->loop, c->fd, events, on_events, c) < 0)
         log_error("redis: cannot watch the connection's socket %d: %s", c->fd, strerror(errno));
@@ -361,27 +377,53 @@ static void ev_update(struct rconn *c, uint32_t events) {
 }
 static void ev_add_read(void *p) {
     struct rconn *c = p;
-    ev_update(c, c->events | EPOLLIN);
+    ev_update(c, c->wanted | EPOLLIN);
 }
 static void ev_del_read(void *p) {
     struct rconn *c = p;
-    ev_update(c, c->events & ~(uint32_t)EPOLLIN);
+    ev_update(c, c->wanted & ~(uint32_t)EPOLLIN);
 }
 static void ev_add_write(void *p) {
     struct rconn *c = p;
     c->want_write = 1;
-    if (!c->connected) ev_update(c, c->events | EPOLLOUT); /* connect(2) completes so */
+    if (!c->connected) ev_update(c, c->wanted | EPOLLOUT); /* connect(2) completes so */
 }
 static void ev_del_write(void *p) {
     struct rconn *c = p;
     c->want_write = 0;
-    ev_update(c, c->events & ~(uint32_t)EPOLLOUT);
+    ev_update(c, c->wanted & ~(uint32_t)EPOLLOUT);
 }
 static void ev_cleanup(void *p) {
     struct rconn *c = p;
     ev_update(c, 0);
     c->want_write = 0;
     c->fd = -1;
+    redis_tls_free(c->link); /* hiredis closes its own end after this */
+    c->link = NULL;
+    c->link_up = c->link_failed = 0;
+}
+
+/* ------------------------------------------------------------------------
+ * TLS: the link under hiredis (redis_tls.h) reports here.
+ * --------------------------------------------------------------------- */
+
+static void link_up(void *arg) {
+    struct rconn *c = arg;
+    c->link_up = 1;
+    ev_update(c, c->wanted); /* hiredis finds its socket connected (on_connect) */
+}
+
+static void link_failed(void *arg, const char *why, int refused) {
+    struct rconn *c = arg;
+    snprintf(c->link_why, sizeof c->link_why, "%s", why);
+    c->link_failed = 1;
+    if (refused) {
+        /* redis_tls.c logged it, once for every connection and attempt. */
+        snprintf(c->tls_logged, sizeof c->tls_logged, "%s", why);
+    } else if (!c->down_logged) {
+        log_warn("redis: %s connection to %s:%d (TLS) failed: %s", c->what, c->host, c->port, why);
+    }
+    if (!c->connected) c->down_logged = 1;
 }
 
 /* ------------------------------------------------------------------------
@@ -433,6 +475,7 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     }
     c->connected = 1;
     c->backoff_ms = 100;
+    int quiet = c->tls_logged[0] != '\0'; /* refused last time: the line says when it works */
     c->down_logged = 0;
     c->last_read_ms = loop_now_ms();
     c->probe_ms = 0;
@@ -444,7 +487,9 @@ static void on_connect(const redisAsyncContext *ac, int status) {
         self->counted_up = 1;
         atomic_fetch_add(&instances_up, 1);
     }
-    log_info("redis: %s connection up to %s:%d", c->what, c->host, c->port);
+    if (!quiet)
+        log_info("redis: %s connection up to %s:%d%s", c->what, c->host, c->port,
+                 c->link ? " (TLS)" : "");
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
@@ -501,6 +546,23 @@ static void connect_start(struct rconn *c) {
     c->ac = ac;
     c->fd = ac->c.fd;
     c->events = 0;
+    c->wanted = 0;
+    if (c->tls) {
+        /* hiredis connects; the link takes the socket and hands hiredis a
+         * socketpair under the same descriptor (redis_tls.h). */
+        char err[200];
+        struct redis_tls_owner owner = {.up = link_up, .failed = link_failed, .arg = c};
+        c->link_up = c->link_failed = 0;
+        c->link = redis_tls_wrap(self->loop, c->fd, c->host, c->port, &owner, err, sizeof err);
+        if (!c->link) {
+            log_error("redis: cannot set up TLS to %s:%d: %s", c->host, c->port, err);
+            c->ac = NULL;
+            c->fd = -1;
+            redisAsyncFree(ac);
+            connection_gone(c);
+            return;
+        }
+    }
     c->subscribed = 0;
     c->connecting_since = loop_now_ms();
     ac->ev.data = c;
@@ -563,6 +625,28 @@ static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
         lossguard_note(c->node->loss_at, c->host, c->port, reply->str);
 }
 
+/* The layout version (layout.h): set if missing, then read.  In cluster
+ * mode every node but the one serving the key's slot answers MOVED: an
+ * error, from which nothing is learnt. */
+static void on_layout_get(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_STRING && c->node)
+        layout_note(&c->node->layout, c->host, c->port, reply->str);
+}
+
+static void send_layout_check(struct rconn *c) {
+    char key[GW_PREFIX_MAX + 16], mine[24];
+    snprintf(key, sizeof key, "%slayout", self->cfg.key_prefix);
+    snprintf(mine, sizeof mine, "%lld", layout_version());
+    const char *set[3] = {"SETNX", key, mine};
+    size_t setl[3] = {5, strlen(key), strlen(mine)};
+    redisAsyncCommandArgv(c->ac, NULL, NULL, 3, set, setl);
+    const char *get[2] = {"GET", key};
+    size_t getl[2] = {3, strlen(key)};
+    redisAsyncCommandArgv(c->ac, on_layout_get, c, 2, get, getl);
+}
+
 /* A hash tag whose slot is slot: the first decimal number that hashes
  * there (a few thousand tries on average). */
 static void slot_tag(int slot, char *out, size_t cap) {
@@ -620,10 +704,12 @@ static void send_marker_check(struct rconn *c) {
     c->node->next_marker_ms = loop_now_ms() + (soon ? 200 : LOSSGUARD_PERIOD_MS);
 }
 
-/* May the master evict (memguard.h), and its persistence and replicas
- * (lossguard.h): asked first on every new command connection, and again
- * every MEMGUARD_PERIOD_MS. */
+/* Which key layout the master holds (layout.h), may it evict
+ * (memguard.h), and its persistence and replicas (lossguard.h): asked
+ * first on every new command connection, and again every
+ * MEMGUARD_PERIOD_MS. */
 static void send_memory_check(struct rconn *c) {
+    send_layout_check(c);
     const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
     size_t lens[4] = {4, 6, 11, 11};
     redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);
@@ -640,7 +726,8 @@ static void on_client_id(redisAsyncContext *ac, void *r, void *privdata) {
     socklen_t len = sizeof sa;
     char ip[INET6_ADDRSTRLEN] = "";
     int port = 0;
-    if (getsockname(c->fd, (struct sockaddr *)&sa, &len) == 0) {
+    int fd = c->link ? redis_tls_socket(c->link) : c->fd; /* the real socket */
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
         if (sa.ss_family == AF_INET) {
             struct sockaddr_in *in = (struct sockaddr_in *)&sa;
             inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
@@ -735,6 +822,11 @@ static void set_master(const char *host, int port) {
         return;
     }
     log_info("redis: sentinel names %s:%d as master '%s'", host, port, self->cfg.sentinel_master);
+    /* A re-ask still pending was about the old master (its refused
+     * connects): carried out now, it would drop the new master's fresh
+     * connections and fail what they carry (seen a second after a
+     * failover). */
+    self->reresolve = 0;
     snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
     snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
     n->cmd.port = n->sub.port = port;
@@ -820,7 +912,8 @@ static void reconnect_if_up_elsewhere(struct rconn *c) {
 static void flush_output(struct rconn *c) {
     if (c->ac && c->connected && c->want_write) {
         redisAsyncHandleWrite(c->ac);
-        if (c->ac && c->want_write) ev_update(c, c->events | EPOLLOUT);
+        if (c->ac && c->want_write) ev_update(c, c->wanted | EPOLLOUT);
+        if (c->link) redis_tls_flush(c->link); /* on to Redis now, not next turn */
     }
 }
 
@@ -878,6 +971,7 @@ static void conn_turn(struct rconn *c, int64_t now) {
                 &self->cfg.sentinels[self->sentinel_i % self->cfg.nsentinels];
             snprintf(c->host, sizeof c->host, "%s", e->host);
             c->port = e->port;
+            c->tls = e->tls;
         } else if (self->cfg.nsentinels && !self->master_known) {
             return; /* wait until a sentinel names the master */
         } else if (self->cluster && c->node && c == &c->node->sub &&
@@ -890,6 +984,11 @@ static void conn_turn(struct rconn *c, int64_t now) {
             reconnect_if_up_elsewhere(c);
         return;
     }
+    if (c->link_failed) {
+        if (!c->connected) connect_failed(c);
+        connection_drop(c, c->link_why);
+        return;
+    }
     if (c->auth_refused) {
         c->auth_refused = 0;
         connection_drop(c, "Redis refused AUTH (see the gateway's log)");
@@ -897,6 +996,11 @@ static void conn_turn(struct rconn *c, int64_t now) {
         return;
     }
     if (!c->connected && now - c->connecting_since > self->cfg.redis_timeout_ms) {
+        if (c->link && redis_tls_expire(c->link, self->cfg.redis_timeout_ms, c->link_why,
+                                        sizeof c->link_why)) {
+            connection_drop(c, c->link_why); /* redis_tls.c logged it, once */
+            return;
+        }
         log_warn("redis: %s connection to %s:%d timed out", c->what, c->host, c->port);
         connection_drop(c, "Redis did not accept the connection in time");
         return;
@@ -1176,7 +1280,7 @@ void redis_set_prelude(int argc, const char *const *argv, const size_t *lens) {
 
 /* A node of the instance's table, new (its connections start on the next
  * turn, or at once when an op needs it); its index, or -1 when full. */
-static int node_add(struct redis *r, const char *host, int port) {
+static int node_add(struct redis *r, const char *host, int port, int tls) {
     if (r->nnodes == REDIS_MAX_NODES) return -1;
     struct node *n = &r->node[r->nnodes];
     n->pending.next = n->pending.prev = &n->pending;
@@ -1187,6 +1291,7 @@ static int node_add(struct redis *r, const char *host, int port) {
     snprintf(n->cmd.host, sizeof n->cmd.host, "%s", host);
     snprintf(n->sub.host, sizeof n->sub.host, "%s", host);
     n->cmd.port = n->sub.port = port;
+    n->cmd.tls = n->sub.tls = tls;
     return r->nnodes++;
 }
 
@@ -1208,9 +1313,11 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     if (r->cluster) {
         cluster_channels(cfg->key_prefix);
         for (int i = 0; i < cfg->ncluster; i++)
-            node_add(r, cfg->cluster[i].host, cfg->cluster[i].port);
+            node_add(r, cfg->cluster[i].host, cfg->cluster[i].port, cfg->cluster[i].tls);
     } else {
-        for (int i = 0; i < cfg->nnodes; i++) node_add(r, cfg->nodes[i].host, cfg->nodes[i].port);
+        for (int i = 0; i < cfg->nnodes; i++)
+            node_add(r, cfg->nodes[i].host, cfg->nodes[i].port,
+                     cfg->nsentinels ? cfg->sentinel_master_tls : cfg->nodes[i].tls);
     }
     r->sen = (struct rconn){.what = "sentinel", .fd = -1, .backoff_ms = 100, .on_up = sen_up};
     return r;

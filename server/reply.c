@@ -42,6 +42,7 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_REDIS_OUT_OF_MEMORY] = {"redis_out_of_memory", 503, "Redis is out of memory"          },
     [CODE_REDIS_MAY_EVICT] = {"redis_may_evict",     503, "Redis may evict locks"           },
     [CODE_REDIS_DATA_LOST] = {"redis_data_lost",     503, "Redis lost its data"             },
+    [CODE_LAYOUT_UNSUPPORTED] = {"layout_unsupported",  503, "Redis key layout not understood" },
     [CODE_ORIGIN_FORBIDDEN] = {"origin_forbidden",    403, "Origin not allowed"              },
     [CODE_RATE_LIMITED] = {"rate_limited",        429, "Too many requests for this key"  },
     [CODE_QUOTA_EXCEEDED] = {"quota_exceeded",      429, "This key holds its limit"        },

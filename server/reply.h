@@ -45,6 +45,7 @@ enum gw_code {
     CODE_REDIS_OUT_OF_MEMORY, /* safety (#28) */
     CODE_REDIS_MAY_EVICT,
     CODE_REDIS_DATA_LOST,
+    CODE_LAYOUT_UNSUPPORTED,
     CODE_ORIGIN_FORBIDDEN,  /* browsers (origin.h) */
     CODE_RATE_LIMITED,      /* a key's requests_per_second (quota.h) */
     CODE_QUOTA_EXCEEDED,    /* a key's holds_at_once (handlers/quota_holds.h) */

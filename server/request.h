@@ -14,6 +14,7 @@
 #define HTTP_MAX_WORKERS 64
 
 struct MHD_Connection;
+struct gw_stream;
 struct cJSON;
 
 struct gw_header {
@@ -60,6 +61,8 @@ struct gw_request {
     struct gw_header headers[HTTP_MAX_HEADERS]; /* extra response headers */
     int nheaders;                               /* used entries of headers */
     int sent;                                   /* the reply was handed to libmicrohttpd */
+    int shut_before_reply;                      /* the client had sent its FIN (or reset)
+                                                   when the reply was handed over */
     int query_decoded;                          /* http_query decoded the arguments' values */
     int throttled;                              /* suspended before its handler until
                                                    the client reads (http.c): 1, or 2
@@ -68,6 +71,8 @@ struct gw_request {
                                                    connection is drained at the end (drain.h) */
     int cors;                                   /* from a --cors-origin page: 1, its
                                                    preflight: 2 (CORS headers go out) */
+    struct gw_stream *stream;                   /* an answer that goes on (http.h,
+                                                   http_stream_open), NULL else */
     /* Set by the HTTP layer; reply.c calls it when the reply is complete
      * (it sends the reply now if the handler is still running, or resumes
      * the suspended connection).  NULL: nobody to tell (unit tests). */

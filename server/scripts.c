@@ -35,6 +35,7 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_SESSION_BIND, "session_bind.lua", session_bind_lua),
     SCRIPT(SCRIPT_SESSION_SLOT, "session_slot.lua", session_slot_lua),
     SCRIPT(SCRIPT_LIVENESS, "liveness.lua", liveness_lua),
+    SCRIPT(SCRIPT_PROCLAIM, "proclaim.lua", proclaim_lua),
     SCRIPT(SCRIPT_QUOTA, "quota.lua", quota_lua),
 };
 

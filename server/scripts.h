@@ -42,6 +42,7 @@ enum script_id {
     SCRIPT_SESSION_BIND, /* cluster mode: a hold's side in its session's slot */
     SCRIPT_SESSION_SLOT, /* cluster mode: a session's holds in one slot */
     SCRIPT_LIVENESS,     /* cluster mode: a gateway alive in a slot (liveness.c) */
+    SCRIPT_PROCLAIM,     /* an election's leader changes its value (elections.c) */
     SCRIPT_QUOTA,        /* a key's ledger of holds (handlers/quota_holds.c) */
     SCRIPT_COUNT
 };
@@ -54,7 +55,7 @@ struct script {
 };
 
 /* Computes every script's SHA-1; call once before the Redis layer starts.
- * keycheck (tests only, Redis Cluster mode): every script but the
+ * keycheck (tests only, every mode): every script but the
  * listings starts with lua/keycheck.lua, which makes a script's access to
  * a key it did not declare an error. */
 void scripts_init(int keycheck);

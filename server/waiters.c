@@ -180,6 +180,8 @@ void waiters_park(struct waiter *w, int64_t wake_ms) {
     }
 }
 
+int waiters_parked(const struct waiter *w) { return w->parked; }
+
 void waiters_unpark(struct waiter *w) {
     if (!w->parked) return;
     w->parked = 0;

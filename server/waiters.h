@@ -62,6 +62,9 @@ void waiters_park(struct waiter *w, int64_t wake_ms);
 /* Takes w out (before replying to it); safe if it is not parked. */
 void waiters_unpark(struct waiter *w);
 
+/* 1 while w is parked. */
+int waiters_parked(const struct waiter *w);
+
 /* A release message "KIND:NAME" arrived. */
 void waiters_on_release(const char *key, size_t len);
 

@@ -14,6 +14,9 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+# Gateways stop at once unless a suite asks for the rolling restart's
+# delay (--shutdown-delay-ms, default 5 s; tests/rolling).
+os.environ.setdefault("LOCKGATE_SHUTDOWN_DELAY_MS", "0")
 
 
 class Count:

@@ -32,6 +32,10 @@ run_suite() {
 }
 
 export BUILD
+# Every gateway any suite starts (the C harness sets it too; this covers
+# the docs and flags checks) runs its scripts behind lua/keycheck.lua: a
+# script touching a key it did not declare fails (server/scripts.h).
+export LOCKGATE_TEST_KEYCHECK=${LOCKGATE_TEST_KEYCHECK-1}
 
 # No call circle between the project's files (nm over the objects just
 # built: scripts/callcycles.py), in a second.
@@ -49,18 +53,21 @@ done
 # acted on: tests/docs/check_docs.py, tests/flags/check_flags.py.  What
 # deploy/ ships (the systemd unit, the Prometheus alerts) and /metrics,
 # checked with systemd-analyze and promtool: tests/deploy/check_deploy.py
-# (a second; the first run fetches promtool, scripts/promtool.sh).
-for s in tests/docs/check_docs.py tests/flags/check_flags.py tests/deploy/check_deploy.py; do
+# (a second; the first run fetches promtool, scripts/promtool.sh).  A
+# rolling restart of two gateways behind HAProxy under load, in about 10 s:
+# tests/rolling/check_rolling.py.
+for s in tests/docs/check_docs.py tests/flags/check_flags.py tests/deploy/check_deploy.py \
+    tests/rolling/check_rolling.py; do
     echo "== $(basename "$s" .py)"
     run_suite "$s"
 done
 
-# The lock, semaphore, waiting, wake-up, fair, id, session, operator and quota suites once more against a
+# The lock, semaphore, waiting, wake-up, fair, id, session, operator, quota and layout suites once more against a
 # Redis Cluster (3 masters, one replica each): the harness starts one when
 # LOCKGATE_TEST_CLUSTER is set and points the gateways at it.  CLUSTER_SUITES
 # overrides the list ("" skips them).
 cluster_start=$SECONDS
-for s in ${CLUSTER_SUITES-test_locks test_wait test_wake test_mutex test_ids test_sessions test_ops test_quota}; do
+for s in ${CLUSTER_SUITES-test_locks test_wait test_wake test_mutex test_ids test_sessions test_ops test_quota test_layout}; do
     t="$BUILD/tests/$s"
     [ -x "$t" ] || continue
     echo "== $s (cluster)"

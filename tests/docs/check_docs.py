@@ -138,12 +138,13 @@ def matches(want, got):
 
 
 # Each block starts from an empty Redis, but for the id marks and era, and
-# the gateway's marker key: a Redis that loses those is a Redis that lost
+# the gateway's marker and layout keys: a Redis that loses those is a Redis that lost
 # data (docs/ids.md, docs/redis-modes.md), which the gateway, kept between
 # blocks, rightly meets with 503 ids_behind, or redis_data_lost once its
 # marker check (every 10 s) falls after a block's start.
 EMPTY_BUT_IDS = ("for _, k in ipairs(redis.call('KEYS', '*')) do "
                  "if not string.find(k, ':id:', 1, true) and k:sub(-7) ~= ':marker' "
+                 "and k:sub(-7) ~= ':layout' "
                  "then redis.call('DEL', k) end end")
 
 

@@ -52,6 +52,15 @@ DELEGATED = {
     "--id-jump-s": "test_idloss.c",  # every loss case; test_ids.c sets it by LOCKGATE_ID_JUMP_S
     "--accept-eviction-risk": "test_safety.c",
     "--max-lease-ms": "test_safety.c",
+    "--stream-heartbeat-ms": "test_streams.c",  # heartbeats counted, and the silent host
+    "--stream-user-timeout-ms": "test_streams.c",  # the silent host cut off
+    "--value": "test_elections.c",  # lockctl elect
+    "--redis-tls-ca": "test_redis_tls.c",
+    "--redis-tls-cert": "test_redis_tls.c",
+    "--redis-tls-key": "test_redis_tls.c",
+    "--redis-tls-server-name": "test_redis_tls.c",
+    "--redis-tls-insecure": "test_redis_tls.c",
+    "--sentinel-master-tls": "test_redis_tls.c",
 }
 
 
@@ -297,13 +306,38 @@ def lockgate_flags(srv, rport):
     done.add("--id-namespaces")
 
     port, p, log, ok = srv.gateway("--liveness-ttl-ms", "900", redis_port=rport)
-    keys = re.findall(r"lockgate:gw:\S+", redis_cmd(rport, "KEYS", "lockgate:gw:*"))
-    mine = [k for k in keys if f"127.0.0.1:{port}" in redis_cmd(rport, "GET", k)]
-    ttls = [int(re.search(r":(-?\d+)", redis_cmd(rport, "PTTL", k)).group(1)) for k in mine]
-    check(ok and ttls and all(0 < t <= 900 for t in ttls),
-          f"--liveness-ttl-ms 900: the liveness key's TTL ({ttls})")
+    # Its field of the liveness hash (lockgate:gw) holds the end of its
+    # liveness, Redis's clock in ms: at most 900 ms ahead of Redis's now.
+    gid = re.search(r"liveness: gateway id (\S+),", open(log).read())
+    left = []
+    if gid:
+        end = re.findall(r"\r\n(\d+)\r\n", redis_cmd(rport, "HGET", "lockgate:gw", gid.group(1)))
+        now = re.findall(r"\r\n(\d+)\r\n", redis_cmd(rport, "TIME"))
+        if end and len(now) == 2:
+            left = [int(end[0]) - (int(now[0]) * 1000 + int(now[1]) // 1000)]
+    check(ok and left and all(0 < t <= 900 for t in left),
+          f"--liveness-ttl-ms 900: the gateway's liveness left in Redis ({left})")
     srv.stop(p)
     done.add("--liveness-ttl-ms")
+
+    # SIGTERM: /readyz fails at once, requests are still served for the
+    # delay, then the gateway exits (tests/rolling runs it behind HAProxy).
+    port, p, log, ok = srv.gateway("--shutdown-delay-ms", "800", redis_port=rport)
+    t = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    left = wait_for(lambda: http(port, "GET", "/readyz")[0] == 503, 5)
+    ready_code = http(port, "GET", "/readyz")[2]
+    served = http(port, "POST", "/v1/locks/flags-leaving")
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    took = time.monotonic() - t
+    check(ok and left and "shutting_down" in ready_code and served[0] == 201
+          and served[1].get("Connection", "").lower() == "close" and 0.75 <= took < 6,
+          f"--shutdown-delay-ms 800: /readyz 503 ({ready_code[:80]}), a lock still granted "
+          f"({served[0]}, Connection: {served[1].get('Connection')}), exit after {took:.2f} s")
+    done.add("--shutdown-delay-ms")
 
     # No replica: an acquire is given back and answered 503 once the WAIT
     # times out, after --replica-ack-timeout-ms.

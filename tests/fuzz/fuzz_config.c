@@ -2,7 +2,8 @@
  * one value for each parser, then as a command line (words split at NUL
  * or newline) for config_load, and as a Redis password file's content
  * (secret_parse).  Every result is a setting or a one-line
- * reason, never a crash. */
+ * reason, never a crash; TLS (rediss://) is on exactly when the URL or
+ * endpoint says so. */
 #include "server/config.h"
 #include "server/secret.h"
 #include "tests/fuzz/fuzz.h"
@@ -19,8 +20,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&cfg, 0, sizeof cfg);
     if (config_parse_listen(&cfg, s) == 0)
         assert(cfg.listen_port >= 0 && cfg.listen_port <= 65535 && cfg.listen_host[0]);
-    if (config_parse_redis_url(&cfg, s) == 0) assert(cfg.redis_host[0] && cfg.redis_port > 0);
-    if (config_parse_endpoint(&e, s) == 0) assert(e.port > 0);
+    if (config_parse_redis_url(&cfg, s) == 0) {
+        assert(cfg.redis_host[0] && cfg.redis_port > 0);
+        assert(cfg.redis_tls == (strncmp(s, "rediss://", 9) == 0)); /* TLS only if asked */
+    }
+    if (config_parse_endpoint(&e, s) == 0) {
+        assert(e.port > 0 && !strpbrk(e.host, "@/"));
+        assert(e.tls == (strncmp(s, "rediss://", 9) == 0));
+    }
     (void)config_parse_epoch(s, &epoch);
     char pw[SECRET_MAX];
     const char *why = NULL;

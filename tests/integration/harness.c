@@ -53,10 +53,16 @@ static void harness_init(void) {
     static int done;
     if (done) return;
     done = 1;
-    /* Every gateway a test starts in Redis Cluster mode runs its scripts
-     * behind lua/keycheck.lua: a script touching a key it did not declare
-     * fails (503), whatever slot is migrating (server/scripts.h). */
+    /* Every gateway a test starts, in every mode (single, Sentinel,
+     * quorum, Redis Cluster), runs its scripts behind lua/keycheck.lua: a
+     * script touching a key it did not declare fails (503), whatever slot
+     * is migrating and whether or not Redis would have let it
+     * (server/scripts.h). */
     setenv("LOCKGATE_TEST_KEYCHECK", "1", 0);
+    /* A stop is immediate unless a test asks for the delay a rolling
+     * restart needs (--shutdown-delay-ms, default 5 s): every suite stops
+     * its gateways with SIGTERM. */
+    setenv("LOCKGATE_SHUTDOWN_DELAY_MS", "0", 0);
     atexit(cleanup);
     signal(SIGABRT, on_fatal);
     signal(SIGSEGV, on_fatal);
@@ -815,6 +821,30 @@ static void relay_close(struct h_relay *r, int i) {
     r->a[i] = r->b[i] = -1;
 }
 
+/* Whether buf[0..len) contains s. */
+static int contains(const char *buf, size_t len, const char *s) {
+    size_t n = strlen(s);
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(buf + i, s, n) == 0) return 1;
+    return 0;
+}
+
+/* The relay's connection to its target (small_rcvbuf: set before
+ * connecting, so that the window it advertises is small from the start). */
+static int relay_connect(struct h_relay *r) {
+    if (!r->small_rcvbuf) return h_connect(r->target);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)r->target),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static void *relay_main(void *arg) {
     struct h_relay *r = arg;
     static __thread char buf[65536];
@@ -841,7 +871,7 @@ static void *relay_main(void *arg) {
             if (!p[k].revents) continue;
             if (idx[k] < 0) {
                 int c = accept(r->listen_fd, NULL, NULL);
-                int t = c >= 0 ? h_connect(r->target) : -1;
+                int t = c >= 0 ? relay_connect(r) : -1;
                 int slot = -1;
                 for (int i = 0; i < r->n && slot < 0; i++)
                     if (r->a[i] < 0 && !r->held[i]) slot = i;
@@ -858,6 +888,12 @@ static void *relay_main(void *arg) {
                 to = idx[k] % 2 ? r->a[i] : r->b[i];
             if (r->held[i] || r->a[i] < 0) continue;
             ssize_t got = read(from, buf, sizeof buf);
+            const char *on = r->hold_on;
+            if (got > 0 && on && from == r->a[i] && contains(buf, (size_t)got, on)) {
+                r->held[i] = 1; /* these bytes are lost, and the connection held */
+                r->hold_on = NULL;
+                continue;
+            }
             if (got <= 0 || write(to, buf, (size_t)got) != got) relay_close(r, i);
         }
     }
@@ -882,6 +918,8 @@ int h_relay_start(struct h_relay *r, int target_port) {
     }
     return pthread_create(&r->th, NULL, relay_main, r) == 0 ? 0 : -1;
 }
+
+void h_relay_hold_on(struct h_relay *r, const char *s) { r->hold_on = s; }
 
 void h_relay_hold(struct h_relay *r) {
     r->hold = 1;

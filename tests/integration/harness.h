@@ -198,7 +198,10 @@ long h_client_do(struct h_client *cl, const char *method, int port, const char *
  * their bytes are neither read nor passed on, and are lost when the relay
  * or an end closes.  h_relay_retarget closes every connection it has and
  * sends new ones to another port (a virtual address moved after a
- * promotion).  Connections made after either are forwarded as usual. */
+ * promotion).  Connections made after either are forwarded as usual.
+ * h_relay_hold_on(r, s): the first bytes a client sends that contain s
+ * (one read's worth: a command as the client wrote it) are not passed on,
+ * and that connection is held as h_relay_hold holds it; once. */
 #define H_RELAY_MAX 64
 struct h_relay {
     int listen_fd, port;
@@ -207,10 +210,18 @@ struct h_relay {
     int held[H_RELAY_MAX];
     int n;
     volatile int hold, drop, stop;
+    /* h_relay_hold_on's s, NULL once it was seen */
+    const char *volatile hold_on;
+    /* set before connections come: the relay's socket to the target takes
+     * the least receive buffer, so that once held it stops taking the
+     * target's bytes after ~1 KiB (its TCP window closes), as a host gone
+     * silent soon does */
+    int small_rcvbuf;
     pthread_t th;
 };
 int h_relay_start(struct h_relay *r, int target_port);
 void h_relay_hold(struct h_relay *r);
+void h_relay_hold_on(struct h_relay *r, const char *s);
 void h_relay_retarget(struct h_relay *r, int target_port);
 void h_relay_stop(struct h_relay *r);
 

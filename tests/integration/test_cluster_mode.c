@@ -233,7 +233,7 @@ static void test_ready_and_spread(void) {
         struct h_redis n = h_cluster_node(&cl, i);
         const char *role = h_redis_cli(&n, "ROLE");
         if (!role || strncmp(role, "master", 6) != 0) continue;
-        /* Only these locks exist yet (and each master's marker key). */
+        /* Only these locks exist yet (and the marker and layout keys). */
         const char *k = h_redis_cli(&n, "EVAL \"return #redis.call('KEYS', 'lockgate:lock:*')\" 0");
         keys[masters] = k ? atoi(k) : 0;
         total += keys[masters++];
@@ -1067,11 +1067,11 @@ static void test_session_replica_ack(void) {
     char cmd[200];
     snprintf(cmd, sizeof cmd, "HLEN lockgate:session:{%s}", sess);
     long long fields = -1;
-    for (int i = 0; i < 50 && fields != 5 + 6; i++, h_sleep_ms(20)) {
+    for (int i = 0; i < 50 && fields != 4 + 6; i++, h_sleep_ms(20)) {
         const char *out = h_redis_cli(&cl, cmd);
         fields = out ? atoll(out) : -1;
     }
-    CHECK_EQ_INT(fields, 5 + 6); /* e t d o h, and the six held */
+    CHECK_EQ_INT(fields, 4 + 6); /* e t d o, and the six held */
     r = h_http("PATCH", g.port, loc, NULL, "{\"ttl_ms\":20000}", NULL);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(h_jint(&r, "holds"), 6);

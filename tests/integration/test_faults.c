@@ -14,7 +14,9 @@
  *   6. Redis down when the gateway starts: it starts, answers 503 at once,
  *      and serves once Redis comes up.
  *   7. Waiters: a client gone mid-wait is dropped and never takes the lock;
- *      SIGTERM answers a waiter 503 shutting_down and exits 0.
+ *      SIGTERM answers a waiter 503 shutting_down and exits 0.  With
+ *      --shutdown-delay-ms, /readyz fails at once and requests are still
+ *      served for the delay, then the parked waiter gets its 503.
  *
  * Each scenario has its own redis-server and gateways. */
 #include "tests/integration/harness.h"
@@ -847,6 +849,71 @@ static void test_sigterm_with_waiter(void) {
     h_redis_stop(&redis);
 }
 
+/* SIGTERM with --shutdown-delay-ms: /readyz fails at once, while requests
+ * are still served for the delay (a new lock, a waiter granted by a
+ * release), each answer closing its connection; then the waiter still
+ * parked gets 503 shutting_down with Retry-After, and the gateway exits 0. */
+static void test_sigterm_delay_serves_first(void) {
+    struct h_redis redis;
+    struct h_gw gw = {0};
+    if (redis_up(&redis, 0) < 0 || gw_up(&gw, &redis, "--shutdown-delay-ms 1500") < 0) {
+        CHECK(0);
+        return;
+    }
+    char tok_a[64];
+    struct h_resp r =
+        h_http("POST", gw.port, "/v1/locks/delay-a", NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(tok_a, sizeof tok_a, "%s", h_token(&r));
+    h_resp_free(&r);
+    r = h_http("POST", gw.port, "/v1/locks/delay-b", NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct posted w[2] = {
+        {&gw, "/v1/locks/delay-a", "{\"wait_ms\":20000}", {0}, 0},
+        {&gw, "/v1/locks/delay-b", "{\"wait_ms\":20000}", {0}, 0},
+    };
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, posted_main, &w[i]);
+    long long waiting = 0;
+    for (long long end = h_now_ms() + 5000; h_now_ms() < end && waiting < 2; h_sleep_ms(10))
+        waiting = metric(&gw, "lockgate_waiting_requests");
+    CHECK_EQ_INT(waiting, 2);
+
+    long long t0 = h_now_ms();
+    kill(gw.pid, SIGTERM);
+    long long unready = -1;
+    for (long long end = t0 + 1000; h_now_ms() < end && unready < 0; h_sleep_ms(5)) {
+        r = h_http("GET", gw.port, "/readyz", NULL, NULL, NULL);
+        if (r.status == 503 && strcmp(h_jcode(&r), "shutting_down") == 0) unready = h_now_ms() - t0;
+        h_resp_free(&r);
+    }
+    CHECK(unready >= 0 && unready < 500);
+    /* Still served: a new lock, and the waiter on a name released now. */
+    r = h_http("POST", gw.port, "/v1/locks/delay-c", NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK_EQ_STR(h_header(&r, "Connection"), "close");
+    h_resp_free(&r);
+    r = h_http("DELETE", gw.port, "/v1/locks/delay-a", tok_a, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    pthread_join(th[0], NULL);
+    CHECK_EQ_INT(w[0].r.status, 201);
+    CHECK(w[0].t_done - t0 < 1500);
+    /* The other waits out the delay, then gets 503 with Retry-After. */
+    pthread_join(th[1], NULL);
+    long long took = w[1].t_done - t0;
+    fprintf(stderr, "  /readyz 503 after %lld ms; the parked waiter answered %ld after %lld ms\n",
+            unready, w[1].r.status, took);
+    CHECK_EQ_INT(w[1].r.status, 503);
+    CHECK_EQ_STR(h_jcode(&w[1].r), "shutting_down");
+    CHECK_EQ_STR(h_header(&w[1].r, "Retry-After"), "1");
+    CHECK(took >= 1450 && took < 1500 + 1500);
+    stop_clean(&gw);
+    for (int i = 0; i < 2; i++) h_resp_free(&w[i].r);
+    h_redis_stop(&redis);
+}
+
 int main(void) {
     long long t0 = h_now_ms();
     RUN(test_redis_killed_and_restarted);
@@ -861,6 +928,7 @@ int main(void) {
     RUN(test_redis_down_at_start);
     RUN(test_client_gone_mid_wait);
     RUN(test_sigterm_with_waiter);
+    RUN(test_sigterm_delay_serves_first);
     fprintf(stderr, "  (%.1f s)\n", (h_now_ms() - t0) / 1000.0);
     return check_summary("faults");
 }

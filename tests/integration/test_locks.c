@@ -611,6 +611,27 @@ static void test_redis_auth_db_prefix(void) {
     h_redis_kill(&r);
 }
 
+/* Every test gateway runs its scripts behind lua/keycheck.lua, in every
+ * mode (harness.c, server/scripts.h): a script that touches a key it did
+ * not declare fails at once, so any test that leads a script there fails.
+ * Shown here with the one such read left in the scripts: a session-bound
+ * record written by a version before sessions' leases were carried by
+ * their holds (its lease end the far-future SESSION_EXP: _layout.lua)
+ * sends load() to its session's key, which no caller declares. */
+static void test_undeclared_key_refused(void) {
+    h_redis_cli(&redis,
+                "EVAL \"redis.call('HSET', KEYS[1], 'x', "
+                "struct.pack('<sI4I7I6I4', 'Legacy0000000000000000', 1, 5, 140737488355328, 0) "
+                ".. struct.pack('<I6I4', 0, 0) .. '\\0s' .. 'Sess000000000000000000')\" 1 "
+                "'lockgate:lock:{kc-legacy}'");
+    struct h_resp r = h_http("POST", gw.port, "/v1/locks/kc-legacy", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 503);
+    if (!strstr(r.body, "undeclared key lockgate:session:{Sess")) fprintf(stderr, "  %s\n", r.body);
+    CHECK(strstr(r.body, "undeclared key lockgate:session:{Sess") != NULL);
+    h_resp_free(&r);
+    h_redis_cli(&redis, "DEL 'lockgate:lock:{kc-legacy}'");
+}
+
 int main(void) {
     if (h_redis_start(&redis, 1, NULL) < 0 || h_gw_start(&gw, &redis, NULL) < 0) return 2;
     RUN(test_acquire_new);
@@ -631,6 +652,7 @@ int main(void) {
     RUN(test_holder_from_before_x);
     RUN(test_stale_marks_dropped);
     RUN(test_release_expiry);
+    RUN(test_undeclared_key_refused);
     RUN(test_fence_survives_redis_restart);
     RUN_NOT_CLUSTER(test_redis_auth_db_prefix);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0);

@@ -381,11 +381,67 @@ static void test_proxy_timeout_504(void) {
     }
 }
 
+/* Reads fd until its bytes so far contain needle: 0, or -1 after
+ * timeout_ms or at the end of the stream. */
+static int read_until(int fd, const char *needle, int timeout_ms) {
+    static char buf[16384];
+    size_t len = 0;
+    for (long long end = h_now_ms() + timeout_ms; h_now_ms() < end;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
+        if (n <= 0) return -1;
+        len += (size_t)n;
+        buf[len] = '\0';
+        if (strstr(buf, needle)) return 0;
+        if (len > sizeof buf / 2) { /* keep the tail */
+            memmove(buf, buf + len - 256, 256);
+            len = 256;
+        }
+    }
+    return -1;
+}
+
+/* A hold bound to its connection (Accept: text/event-stream) through each
+ * proxy: the grant comes through at once (nginx unbuffered by the
+ * gateway's X-Accel-Buffering: no), heartbeats too, and a client that
+ * leaves releases it once the proxy closes its connection to the gateway:
+ * nginx at once (it watches its client), HAProxy when it next forwards
+ * bytes, a heartbeat (this gateway's: 200 ms). */
+static void test_proxy_stream_hold(void) {
+    for (int i = 0; i < 2; i++) {
+        const char *what = i == 0 ? "nginx" : "haproxy";
+        char name[64], req[512], path[96];
+        snprintf(name, sizeof name, "proxy-stream-%s", what);
+        snprintf(path, sizeof path, "/v1/locks/%s", name);
+        int fd = h_connect(i == 0 ? nginx_port : haproxy_port);
+        int n = snprintf(req, sizeof req,
+                         "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+                         "Content-Length: 2\r\n\r\n{}",
+                         path);
+        CHECK(write(fd, req, (size_t)n) == n);
+        CHECK_EQ_INT(read_until(fd, "event: granted", 5000), 0);
+        CHECK_EQ_INT(read_until(fd, "\n:\n", 2000), 0); /* a heartbeat came through */
+        CHECK_EQ_INT(status_of(name), 200);
+        long long t0 = h_now_ms();
+        close(fd);
+        long long freed = -1;
+        for (long long end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(5))
+            if (status_of(name) == 404) {
+                freed = h_now_ms() - t0;
+                break;
+            }
+        printf("  (%s: a stream hold released %lld ms after its client left)\n", what, freed);
+        CHECK(freed >= 0 && freed < 2000);
+    }
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-proxy-XXXXXX");
     if (!mkdtemp(dir)) return 1;
-    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, NULL) < 0) return 1;
+    if (h_redis_start(&redis, 0, NULL) < 0 || h_gw_up(&gw, &redis, "--stream-heartbeat-ms 200") < 0)
+        return 1;
     if (start_nginx() < 0 || start_haproxy() < 0) {
         fprintf(stderr, "proxy: nginx or haproxy did not start (scripts/deps.sh installs them)\n");
         return 1;
@@ -397,6 +453,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_proxy_wait_granted_through_both);
     RUN_SOME(test_proxy_client_leaves_mid_wait);
     RUN_SOME(test_proxy_timeout_504);
+    RUN_SOME(test_proxy_stream_hold);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     char rm[128];

@@ -70,6 +70,10 @@ async function waitPort(port, ms) {
   throw new Error("port " + port + " did not open");
 }
 
+// The gateways stop at once when the test ends (no rolling-restart delay,
+// --shutdown-delay-ms).
+process.env.LOCKGATE_SHUTDOWN_DELAY_MS = process.env.LOCKGATE_SHUTDOWN_DELAY_MS || "0";
+
 function start(cmd, args, log) {
   const out = fs.openSync(log, "w");
   const p = spawn(cmd, args, { stdio: ["ignore", out, out] });

@@ -71,7 +71,6 @@ static void test_config_redis_url(void) {
         "",
         "127.0.0.1:6379",
         "http://h:6379",
-        "rediss://h",
         "redis:/h",
         "redis://",
         "redis://:6379",
@@ -324,9 +323,92 @@ static void test_config_password_source(void) {
     CHECK_EQ_STR(c.redis_user, "app");
 }
 
+/* rediss:// (TLS) wherever a Redis URL or endpoint is taken, and the
+ * TLS settings with their defaults. */
+static void test_config_redis_tls(void) {
+    struct gw_config c;
+    memset(&c, 0, sizeof c);
+    CHECK_EQ_INT(config_parse_redis_url(&c, "rediss://u:p%40w@redis.example:6380/2"), 0);
+    CHECK_EQ_INT(c.redis_tls, 1);
+    CHECK_EQ_STR(c.redis_user, "u");
+    CHECK_EQ_STR(c.redis_password, "p@w");
+    CHECK_EQ_STR(c.redis_host, "redis.example");
+    CHECK_EQ_INT(c.redis_port, 6380);
+    CHECK_EQ_INT(c.redis_db, 2);
+    CHECK_EQ_INT(config_parse_redis_url(&c, "redis://h"), 0);
+    CHECK_EQ_INT(c.redis_tls, 0);
+    const char *bad[] = {"redisss://h", "rediss:/h", "rediss://", "REDISS://h", "tls://h"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_EQ_INT(config_parse_redis_url(&c, bad[i]), -1);
+
+    struct gw_endpoint e;
+    CHECK_EQ_INT(config_parse_endpoint(&e, "rediss://10.0.0.1:26380"), 0);
+    CHECK_EQ_STR(e.host, "10.0.0.1");
+    CHECK_EQ_INT(e.port, 26380);
+    CHECK_EQ_INT(e.tls, 1);
+    CHECK_EQ_INT(config_parse_endpoint(&e, "h:1"), 0);
+    CHECK_EQ_INT(e.tls, 0);
+    CHECK_EQ_INT(config_parse_endpoint(&e, "rediss://u:p@h:1"), -1); /* no login there */
+
+    char err[256] = "";
+    unsetenv("LOCKGATE_REDIS");
+    char *single[] = {"lockgate",
+                      "--redis",
+                      "rediss://h:6380",
+                      "--redis-tls-ca",
+                      "/ca.pem",
+                      "--redis-tls-server-name",
+                      "redis.example",
+                      "--redis-tls-insecure",
+                      NULL};
+    CHECK_EQ_INT(config_load(&c, 8, single, err, sizeof err), 0);
+    CHECK_EQ_INT(c.nodes[0].tls, 1);
+    CHECK_EQ_STR(c.redis_tls_ca, "/ca.pem");
+    CHECK_EQ_STR(c.redis_tls_server_name, "redis.example");
+    CHECK_EQ_INT(c.redis_tls_insecure, 1);
+    char *quorum[] = {"lockgate", "--redis", "rediss://a:1,redis://b:2,rediss://c:3", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, quorum, err, sizeof err), 0);
+    CHECK(c.nodes[0].tls && !c.nodes[1].tls && c.nodes[2].tls);
+    char *seeds[] = {"lockgate", "--redis-cluster", "rediss://a:1,rediss://b:2", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, seeds, err, sizeof err), 0);
+    CHECK(c.cluster[0].tls && c.cluster[1].tls);
+    char *mixed[] = {"lockgate", "--redis-cluster", "rediss://a:1,b:2", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, mixed, err, sizeof err), -1);
+    CHECK(strstr(err, "one scheme") != NULL);
+    /* Sentinel: the master as the sentinels, unless said otherwise. */
+    char *sen_tls[] = {"lockgate",   "--sentinel",   "rediss://a:1",
+                       "--sentinel", "rediss://b:2", NULL};
+    CHECK_EQ_INT(config_load(&c, 5, sen_tls, err, sizeof err), 0);
+    CHECK(c.sentinels[0].tls && c.sentinels[1].tls && c.sentinel_master_tls == 1);
+    char *sen_plain[] = {"lockgate", "--sentinel", "a:1", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, sen_plain, err, sizeof err), 0);
+    CHECK_EQ_INT(c.sentinel_master_tls, 0);
+    char *sen_set[] = {"lockgate", "--sentinel", "rediss://a:1", "--sentinel-master-tls",
+                       "0",        NULL};
+    CHECK_EQ_INT(config_load(&c, 5, sen_set, err, sizeof err), 0);
+    CHECK_EQ_INT(c.sentinel_master_tls, 0);
+    char *sen_bad[] = {"lockgate", "--sentinel-master-tls", "2", NULL};
+    CHECK_EQ_INT(config_load(&c, 3, sen_bad, err, sizeof err), -1);
+    /* The environment twins. */
+    setenv("LOCKGATE_REDIS_TLS_INSECURE", "1", 1);
+    setenv("LOCKGATE_REDIS_TLS_CERT", "/c.pem", 1);
+    setenv("LOCKGATE_REDIS_TLS_KEY", "/c.key", 1);
+    char *none[] = {"lockgate", NULL};
+    CHECK_EQ_INT(config_load(&c, 1, none, err, sizeof err), 0);
+    CHECK_EQ_INT(c.redis_tls_insecure, 1);
+    CHECK_EQ_STR(c.redis_tls_cert, "/c.pem");
+    CHECK_EQ_STR(c.redis_tls_key, "/c.key");
+    setenv("LOCKGATE_REDIS_TLS_INSECURE", "yes", 1);
+    CHECK_EQ_INT(config_load(&c, 1, none, err, sizeof err), -1);
+    unsetenv("LOCKGATE_REDIS_TLS_INSECURE");
+    unsetenv("LOCKGATE_REDIS_TLS_CERT");
+    unsetenv("LOCKGATE_REDIS_TLS_KEY");
+}
+
 int main(void) {
     RUN(test_config_cors_origin);
     RUN(test_config_redis_url);
+    RUN(test_config_redis_tls);
     RUN(test_config_password_source);
     RUN(test_config_listen);
     RUN(test_config_epoch);

@@ -47,6 +47,7 @@ static const struct {
     {CODE_REDIS_OUT_OF_MEMORY, "redis_out_of_memory", 503},
     {CODE_REDIS_MAY_EVICT,     "redis_may_evict",     503},
     {CODE_REDIS_DATA_LOST,     "redis_data_lost",     503},
+    {CODE_LAYOUT_UNSUPPORTED,  "layout_unsupported",  503},
     {CODE_ORIGIN_FORBIDDEN,    "origin_forbidden",    403},
     {CODE_RATE_LIMITED,        "rate_limited",        429},
     {CODE_QUOTA_EXCEEDED,      "quota_exceeded",      429},
@@ -78,7 +79,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 36);
+    CHECK_EQ_INT(CODE_COUNT, 37);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);

@@ -1,0 +1,282 @@
+/* stream_session.c -- see stream_session.h.
+ *
+ * Each worker keeps its own sessions (thread-local: a stream hold lives on
+ * its worker's thread), so nothing here is shared or locked.  A session's
+ * renewal timer is a waiter (waiters.h) parked on a key nobody publishes:
+ * its timer wakes it, and the gateway's stop (waiters_give_up_all) ends
+ * it, which releases what it still carries at once. */
+#include "handlers/stream_session.h"
+#include "common/alloc.h"
+#include "common/token.h"
+#include "handlers/backend.h"
+#include "handlers/session_ref.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/redis.h"
+#include "server/waiters.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum ss_state { SS_MAKING, SS_LIVE, SS_ENDED };
+
+struct stream_session {
+    struct waiter timer;           /* its renewal timer (first) */
+    char token[TOKEN_NEW_LEN + 1]; /* the session's token */
+    long long ttl_ms;              /* its ttl, as its streams asked */
+    enum ss_state state;           /* made, live, or ended (being let go) */
+    struct ss_member *members;     /* the stream holds it carries */
+    int calls;                     /* Redis calls under way (it is freed after) */
+    int64_t end_ms;                /* monotonic: its end as of the last renewal
+                                      Redis took (sent before then) */
+    int64_t sent_ms;               /* when the call under way was sent */
+    struct stream_session *next;   /* the worker's sessions */
+};
+
+/* Nobody publishes this key: only the timer wakes a session's waiter. */
+static const char TIMER_KEY[] = "~stream-session";
+
+static _Thread_local struct stream_session *sessions;
+
+/* ---- Redis -------------------------------------------------------------------- */
+
+static long long verdict_of(const struct redis_result *res) {
+    const redisReply *r = res->ok ? res->reply : NULL;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return -100;
+    return r->element[0]->integer;
+}
+
+/* Quorum mode: 1 when a quorum said 1, -1 when a quorum answered and fewer
+ * than that said 1, else -100 (not enough answers). */
+static long long quorum_verdict(const struct redis_result *res, int n) {
+    int ok = 0, answered = 0;
+    for (int i = 0; i < n; i++) {
+        long long v = verdict_of(&res[i]);
+        if (v == -100) continue;
+        answered++;
+        if (v == 1) ok++;
+    }
+    if (ok >= redis_quorum()) return 1;
+    return answered >= redis_quorum() ? -1 : -100;
+}
+
+typedef void (*ss_done)(struct stream_session *ss, long long verdict);
+
+struct ss_call {
+    struct stream_session *ss;
+    ss_done done;
+};
+
+static void maybe_free(struct stream_session *ss);
+
+static void call_one(void *arg, const struct redis_result *res) {
+    struct ss_call *c = arg;
+    c->ss->calls--;
+    c->done(c->ss, verdict_of(res));
+    maybe_free(c->ss);
+    free(c);
+}
+
+static void call_all(void *arg, const struct redis_result *res, int n) {
+    struct ss_call *c = arg;
+    c->ss->calls--;
+    c->done(c->ss, quorum_verdict(res, n));
+    maybe_free(c->ss);
+    free(c);
+}
+
+/* script on ss's key with up to 4 arguments; done gets the verdict. */
+static void ss_run(struct stream_session *ss, enum script_id id, int nargs, const char **args,
+                   ss_done done) {
+    char key[GW_PREFIX_MAX + TOKEN_MAX_LEN + 16];
+    session_key(ss->token, key, sizeof key);
+    const char *argv[5] = {key};
+    size_t lens[5] = {strlen(key)};
+    for (int i = 0; i < nargs; i++) {
+        argv[i + 1] = args[i];
+        lens[i + 1] = strlen(args[i]);
+    }
+    struct ss_call *c = alloc_check(calloc(1, sizeof *c));
+    c->ss = ss;
+    c->done = done;
+    ss->calls++;
+    ss->sent_ms = loop_now_ms();
+    backend->eval(id, 1, nargs + 1, argv, lens, call_one, call_all, c);
+}
+
+/* ---- the session's life ------------------------------------------------------- */
+
+static void unlink_session(struct stream_session *ss) {
+    for (struct stream_session **p = &sessions; *p; p = &(*p)->next)
+        if (*p == ss) {
+            *p = ss->next;
+            return;
+        }
+}
+
+static void maybe_free(struct stream_session *ss) {
+    if (ss->state != SS_ENDED || ss->calls || ss->members) return;
+    waiters_unpark(&ss->timer);
+    free(ss);
+}
+
+static void ended(struct stream_session *ss, long long verdict) {}
+
+/* Ends ss in Redis (its holds released, their waiters woken), whatever it
+ * still carries; members are told nothing (the caller tells them). */
+static void end_session(struct stream_session *ss) {
+    if (ss->state == SS_ENDED) return;
+    int made = ss->state == SS_LIVE;
+    ss->state = SS_ENDED;
+    unlink_session(ss);
+    waiters_unpark(&ss->timer);
+    if (made) {
+        const char *args[3] = {redis_release_channel(), "0", ""};
+        ss_run(ss, SCRIPT_SESSION_END, 3, args, ended);
+    }
+}
+
+/* Every member is told that its session is gone, and taken out. */
+static void lose_members(struct stream_session *ss, const char *reason) {
+    while (ss->members) {
+        struct ss_member *m = ss->members;
+        ss->members = m->next;
+        if (ss->members) ss->members->prev = NULL;
+        m->ss = NULL;
+        m->prev = m->next = NULL;
+        m->lost(m, reason);
+    }
+}
+
+static void park_timer(struct stream_session *ss, int64_t wake_ms) {
+    ss->timer.seen_seq = waiters_release_seq();
+    waiters_park(&ss->timer, wake_ms);
+}
+
+/* Renewed every third of the ttl; after a failure, again soon (a tenth of
+ * the ttl, at most a second) until the end passes. */
+static int64_t renew_interval(const struct stream_session *ss) { return ss->ttl_ms / 3; }
+static int64_t retry_interval(const struct stream_session *ss) {
+    return ss->ttl_ms / 10 < 1000 ? ss->ttl_ms / 10 : 1000;
+}
+
+static void renewed(struct stream_session *ss, long long verdict) {
+    if (ss->state != SS_LIVE) return;
+    int64_t now = loop_now_ms();
+    if (verdict == 1) {
+        ss->end_ms = ss->sent_ms + ss->ttl_ms;
+        park_timer(ss, now + renew_interval(ss));
+        return;
+    }
+    if (verdict == -100 && now + retry_interval(ss) < ss->end_ms) {
+        log_warn("streams: renewing the session of %lld ms failed; trying again", ss->ttl_ms);
+        park_timer(ss, now + retry_interval(ss));
+        return;
+    }
+    const char *reason = verdict == -100
+                             ? "renewal_failed: no renewal reached Redis before the lease ended"
+                             : "session_lost: Redis no longer has the hold's session (it lost its "
+                               "data, or a renewal came after the lease ended)";
+    log_warn("streams: the session of %lld ms is lost (%s)", ss->ttl_ms, reason);
+    end_session(ss);
+    lose_members(ss, reason);
+}
+
+static void on_timer(struct waiter *w) {
+    struct stream_session *ss = (struct stream_session *)w;
+    if (ss->state != SS_LIVE) return;
+    if (ss->calls) { /* a renewal is under way: it parks the timer */
+        return;
+    }
+    const char *args[3] = {"0", "0", ""};
+    ss_run(ss, SCRIPT_SESSION_RENEW, 3, args, renewed);
+}
+
+/* The gateway stops: the session ends now, its holds released. */
+static void on_timer_give_up(struct waiter *w, int client_gone) {
+    struct stream_session *ss = (struct stream_session *)w;
+    end_session(ss);
+    lose_members(ss, "shutting_down: the gateway is stopping");
+    maybe_free(ss);
+}
+
+static void created(struct stream_session *ss, long long verdict) {
+    if (ss->state != SS_MAKING) return;
+    if (verdict != 1) {
+        end_session(ss);
+        while (ss->members) {
+            struct ss_member *m = ss->members;
+            ss->members = m->next;
+            m->ss = NULL;
+            m->prev = m->next = NULL;
+            m->ready(m, NULL,
+                     verdict == -100 ? "Redis did not answer" : "the session could not be made");
+        }
+        return;
+    }
+    ss->state = SS_LIVE;
+    ss->end_ms = ss->sent_ms + ss->ttl_ms;
+    park_timer(ss, loop_now_ms() + renew_interval(ss));
+    /* ready may take a member out (its client left), and the last one out
+     * ends the session: walk a copy. */
+    int n = 0;
+    for (struct ss_member *m = ss->members; m; m = m->next) n++;
+    struct ss_member **all = alloc_check(calloc((size_t)n + 1, sizeof *all));
+    n = 0;
+    for (struct ss_member *m = ss->members; m; m = m->next) all[n++] = m;
+    ss->calls++; /* kept while the members are told */
+    for (int i = 0; i < n; i++) all[i]->ready(all[i], ss->token, NULL);
+    ss->calls--;
+    free(all);
+    if (!ss->members) end_session(ss);
+}
+
+static struct stream_session *session_new(long long ttl_ms) {
+    struct stream_session *ss = alloc_check(calloc(1, sizeof *ss));
+    token_new(ss->token);
+    ss->ttl_ms = ttl_ms;
+    ss->timer.key = TIMER_KEY;
+    ss->timer.watch = 1;
+    ss->timer.fd = -1;
+    ss->timer.retry = on_timer;
+    ss->timer.give_up = on_timer_give_up;
+    ss->next = sessions;
+    sessions = ss;
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%lld", ttl_ms);
+    const char *args[4] = {ttl, "0", "lockgate-streams", ""};
+    ss_run(ss, SCRIPT_SESSION_CREATE, 4, args, created);
+    return ss;
+}
+
+/* ---- members ------------------------------------------------------------------ */
+
+void stream_session_join(struct ss_member *m, long long ttl_ms) {
+    struct stream_session *ss = sessions;
+    while (ss && ss->ttl_ms != ttl_ms) ss = ss->next;
+    if (!ss) ss = session_new(ttl_ms);
+    m->ss = ss;
+    m->prev = NULL;
+    m->next = ss->members;
+    if (m->next) m->next->prev = m;
+    ss->members = m;
+    if (ss->state == SS_LIVE) m->ready(m, ss->token, NULL);
+}
+
+void stream_session_leave(struct ss_member *m) {
+    struct stream_session *ss = m->ss;
+    if (!ss) return;
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        ss->members = m->next;
+    if (m->next) m->next->prev = m->prev;
+    m->ss = NULL;
+    m->prev = m->next = NULL;
+    if (!ss->members && ss->state == SS_LIVE) end_session(ss);
+    maybe_free(ss);
+}

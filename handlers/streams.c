@@ -1,0 +1,357 @@
+/* streams.c -- see streams.h.
+ *
+ * A stream hold is an ordinary acquisition (holds.c) bound to its
+ * worker's session for its ttl (stream_session.c), whose waiting and grant
+ * holds.c hands here instead of answering (hold_stream_ops).  Once granted,
+ * the acquisition's own waiter is parked again as a watcher of the name
+ * (waiters.h): it watches the client's socket for a hang-up, and is woken
+ * by each announced change of the name (a forced release announces itself
+ * always: lua/force.lua), when it asks Redis whether its token still
+ * holds (extend.lua answers "bound to a session" for a live bound hold,
+ * and changes nothing).  Nothing is sent to Redis per stream while nothing
+ * happens: heartbeats are written by the gateway, renewal is the
+ * session's. */
+#include "handlers/streams.h"
+#include "common/alloc.h"
+#include "handlers/backend.h"
+#include "handlers/handlers.h"
+#include "handlers/holds.h"
+#include "handlers/quota_holds.h"
+#include "handlers/stream_session.h"
+#include "handlers/verdict.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/reply.h"
+#include "server/waiters.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char SSE[] = "text/event-stream";
+
+/* A held stream's watcher wakes for announcements only: its timer is this
+ * far off (re-armed when it comes). */
+#define STREAM_WATCH_MS (3600 * 1000)
+/* A probe Redis did not answer is tried again after this. */
+#define STREAM_PROBE_RETRY_MS 1000
+
+struct stream_hold {
+    struct ss_member m;              /* its place in its session (first) */
+    struct hold_call *hc;            /* the acquisition; its waiter watches the hold */
+    struct gw_request *req;          /* the request it answers */
+    int held;                        /* granted: the hold lives while the stream does */
+    int ended;                       /* the request is completed (or being) */
+    int calls;                       /* Redis calls under way that name it */
+    int orphan;                      /* hc was freed: the last call's answer frees it */
+    struct stream_hold *prev, *next; /* the worker's open streams (heartbeats) */
+    int listed;                      /* in that list */
+    int quota_left;                  /* its holds_at_once entry was dropped */
+    const char *granted_event;       /* "granted", or "elected" */
+    size_t name_skip;                /* bytes of req->name the events leave out */
+};
+
+/* ---- heartbeats: one timer per worker for all its streams ------------------------- */
+
+struct ticker {
+    struct waiter w;          /* its timer (first) */
+    struct stream_hold *head; /* the worker's open streams */
+};
+
+static _Thread_local struct ticker ticker;
+static const char TICKER_KEY[] = "~stream-heartbeat";
+
+static void tick(struct waiter *w);
+static void tick_give_up(struct waiter *w, int client_gone) {}
+
+static void ticker_arm(void) {
+    if (waiters_parked(&ticker.w) || !ticker.head) return;
+    ticker.w.key = TICKER_KEY;
+    ticker.w.watch = 1;
+    ticker.w.fd = -1;
+    ticker.w.retry = tick;
+    ticker.w.give_up = tick_give_up;
+    ticker.w.seen_seq = waiters_release_seq();
+    waiters_park(&ticker.w, loop_now_ms() + handlers_config()->stream_heartbeat_ms);
+}
+
+/* A comment line on every open stream: proxies see bytes, and a host that
+ * no longer acknowledges them meets its socket's TCP_USER_TIMEOUT. */
+static void tick(struct waiter *w) {
+    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next)
+        http_stream_write(sh->req, ":\n", 2);
+    ticker_arm();
+}
+
+static void list_add(struct stream_hold *sh) {
+    if (sh->listed) return;
+    sh->listed = 1;
+    sh->prev = NULL;
+    sh->next = ticker.head;
+    if (sh->next) sh->next->prev = sh;
+    ticker.head = sh;
+    ticker_arm();
+}
+
+static void list_remove(struct stream_hold *sh) {
+    if (!sh->listed) return;
+    sh->listed = 0;
+    if (sh->prev)
+        sh->prev->next = sh->next;
+    else
+        ticker.head = sh->next;
+    if (sh->next) sh->next->prev = sh->prev;
+    if (!ticker.head) waiters_unpark(&ticker.w);
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+static void on_gone(struct gw_request *req);
+static void quota_leave(struct stream_hold *sh);
+
+static void event(struct stream_hold *sh, const char *name, cJSON *data) {
+    if (!http_stream_opened(sh->req)) {
+        http_stream_open(sh->req, on_gone, handlers_config()->stream_user_timeout_ms);
+        list_add(sh);
+    }
+    char *json = alloc_check(cJSON_PrintUnformatted(data));
+    cJSON_Delete(data);
+    char head[64];
+    int n = snprintf(head, sizeof head, "event: %s\ndata: ", name);
+    http_stream_write(sh->req, head, (size_t)n);
+    http_stream_write(sh->req, json, strlen(json));
+    http_stream_write(sh->req, "\n\n", 2);
+    free(json);
+}
+
+/* The request is completed; sh may be freed by the time this returns. */
+static void end_stream(struct stream_hold *sh) {
+    if (sh->ended) return;
+    sh->ended = 1;
+    list_remove(sh);
+    stream_session_leave(&sh->m);
+    waiters_unpark(&sh->hc->w);
+    if (http_stream_opened(sh->req))
+        http_stream_end(sh->req);
+    else
+        reply_problem(sh->req, CODE_LOCK_BUSY, "the client went away");
+}
+
+static void lose(struct stream_hold *sh, const char *reason) {
+    if (sh->ended) return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", sh->req->name + sh->name_skip);
+    cJSON_AddStringToObject(o, "token", sh->req->token);
+    cJSON_AddStringToObject(o, "reason", reason);
+    event(sh, "lost", o);
+    if (sh->held) quota_leave(sh);
+    metrics_inc(M_STREAM_LOST, 1);
+    log_info("streams: '%s' lost: %s", sh->req->name, reason);
+    end_stream(sh);
+}
+
+/* ---- the held phase ------------------------------------------------------------------ */
+
+/* Its key's holds_at_once ledger (quota_holds.h) no longer counts it. */
+static void quota_leave(struct stream_hold *sh) {
+    struct hold_call *hc = sh->hc;
+    if (!hc->quota || !hc->quota_member || sh->quota_left) return;
+    sh->quota_left = 1;
+    const char *m[1] = {hc->quota_member};
+    quota_holds_drop(sh->req->key_id, 1, m);
+}
+
+static void release_hold(struct stream_hold *sh) {
+    hold_give_back(sh->req); /* release.lua with its token: the next waiter is woken */
+    metrics_inc(M_LOCK_RELEASED, 1);
+    quota_leave(sh);
+}
+
+/* The client left (client_gone), or the gateway stops. */
+static void held_give_up(struct waiter *w, int client_gone) {
+    struct hold_call *hc = (struct hold_call *)w;
+    struct stream_hold *sh = hc->stream_arg;
+    if (sh->ended) return;
+    release_hold(sh);
+    if (client_gone)
+        end_stream(sh);
+    else
+        lose(sh, "shutting_down: the gateway is stopping; the hold was released");
+}
+
+static void held_wake(struct waiter *w);
+
+static void watch_hold(struct stream_hold *sh, int64_t wake_ms) {
+    struct hold_call *hc = sh->hc;
+    hc->w.watch = 1;
+    hc->w.fair = 0;
+    hc->w.retry = held_wake;
+    hc->w.give_up = held_give_up;
+    hc->w.seen_seq = waiters_release_seq();
+    if (park_request(sh->req, &hc->w, wake_ms) < 0) held_give_up(&hc->w, 1);
+}
+
+static void free_hold(struct stream_hold *sh) { free(sh); }
+
+static void probe_done(void *arg, const struct redis_result *res) {
+    struct stream_hold *sh = arg;
+    sh->calls--;
+    if (sh->orphan) {
+        if (!sh->calls) free_hold(sh);
+        return;
+    }
+    if (sh->ended) return;
+    if (http_client_gone(sh->req)) {
+        held_give_up(&sh->hc->w, 1);
+        return;
+    }
+    long long v[6] = {0};
+    const char *err;
+    long long verdict = verdict_parse(res, v, 6, &err);
+    if (verdict == VERDICT_SESSION_BOUND) { /* still held, by its session */
+        watch_hold(sh, loop_now_ms() + STREAM_WATCH_MS);
+    } else if (verdict == VERDICT_ERROR) {
+        watch_hold(sh, loop_now_ms() + STREAM_PROBE_RETRY_MS);
+    } else {
+        lose(sh, "released: the hold ended without this stream (a forced release, a release "
+                 "or resignation with its token, or its lease ran out)");
+    }
+}
+
+/* Its name changed (or its timer came): does its token still hold? */
+static void held_wake(struct waiter *w) {
+    struct hold_call *hc = (struct hold_call *)w;
+    struct stream_hold *sh = hc->stream_arg;
+    if (sh->ended) return;
+    struct hold_keys k;
+    hold_keys(sh->req->name, hc->kind == HOLD_PERMIT, &k);
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%lld", hc->ttl_ms);
+    const char *argv[] = {k.hash, sh->req->token, ttl};
+    size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sh->calls++;
+    backend->extend(3, argv, lens, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, probe_done, sh);
+}
+
+/* ---- holds.c's hooks ------------------------------------------------------------------ */
+
+static const char *busy_state(long long why) {
+    return why == 3 ? "queued" : why == 2 ? "lock_delay" : "held";
+}
+
+static void on_waiting(struct hold_call *hc, long long retry_after_ms, long long why) {
+    struct stream_hold *sh = hc->stream_arg;
+    int64_t now = loop_now_ms();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", sh->req->name + sh->name_skip);
+    cJSON_AddStringToObject(o, "state", busy_state(why));
+    json_add_int(o, "waited_ms", now - hc->start_ms);
+    json_add_int(o, "wait_left_ms", hc->deadline_ms > now ? hc->deadline_ms - now : 0);
+    json_add_int(o, "retry_after_ms", retry_after_ms);
+    event(sh, "waiting", o);
+}
+
+static void on_granted(struct hold_call *hc, long long verdict, cJSON *body) {
+    struct stream_hold *sh = hc->stream_arg;
+    if (http_client_gone(sh->req)) { /* nobody to hold it for */
+        cJSON_Delete(body);
+        if (hold_gives_back(hc, verdict)) release_hold(sh);
+        end_stream(sh);
+        return;
+    }
+    sh->held = 1;
+    event(sh, sh->granted_event, body);
+    watch_hold(sh, loop_now_ms() + STREAM_WATCH_MS);
+}
+
+static void on_free(struct hold_call *hc) {
+    struct stream_hold *sh = hc->stream_arg;
+    waiters_unpark(&hc->w);
+    list_remove(sh);
+    stream_session_leave(&sh->m);
+    if (sh->calls)
+        sh->orphan = 1;
+    else
+        free_hold(sh);
+}
+
+static const struct hold_stream_ops ops = {
+    .waiting = on_waiting,
+    .granted = on_granted,
+    .free = on_free,
+};
+
+/* libmicrohttpd closed the connection (a write failed): as a hang-up. */
+static void on_gone(struct gw_request *req) {
+    struct hold_call *hc = req->ctx;
+    struct stream_hold *sh = hc->stream_arg;
+    if (sh->ended || !waiters_parked(&hc->w)) return; /* an answer under way acts on it */
+    waiters_unpark(&hc->w);
+    hc->w.give_up(&hc->w, 1);
+}
+
+/* ---- the session, then the acquisition ----------------------------------------------- */
+
+static void session_lost(struct ss_member *m, const char *reason) {
+    struct stream_hold *sh = (struct stream_hold *)m;
+    if (sh->held) lose(sh, reason);
+    /* Still waiting: its next attempt finds the session ended and says so. */
+}
+
+static void session_ready(struct ss_member *m, const char *token, const char *why) {
+    struct stream_hold *sh = (struct stream_hold *)m;
+    struct gw_request *req = sh->req;
+    if (!token) {
+        reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: the stream session: %s", why);
+        return;
+    }
+    if (http_client_gone(req)) {
+        sh->ended = 1;
+        stream_session_leave(&sh->m);
+        reply_problem(req, CODE_LOCK_BUSY, "the client went away");
+        return;
+    }
+    sh->hc->session = alloc_check(strdup(token));
+    hold_acquire(req, sh->hc);
+}
+
+int stream_asked(const struct gw_request *req) { return req->media && !strcmp(req->media, SSE); }
+
+void stream_hold_start(struct gw_request *req, struct hold_call *hc) {
+    stream_hold_start_as(req, hc, "granted", 0);
+}
+
+void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const char *granted_event,
+                          size_t name_skip) {
+    req->ctx = hc;
+    req->ctx_free = hold_call_free;
+    if (backend->per_slot) {
+        reply_problem(req, CODE_NOT_IMPLEMENTED,
+                      "holds bound to their connection (text/event-stream) are not available in "
+                      "Redis Cluster mode");
+        return;
+    }
+    if (http_header(req, "Session")) {
+        reply_problem(req, CODE_INVALID_REQUEST,
+                      "a hold bound to its connection (text/event-stream) cannot also be bound "
+                      "to a session");
+        return;
+    }
+    struct stream_hold *sh = alloc_check(calloc(1, sizeof *sh));
+    sh->hc = hc;
+    sh->req = req;
+    sh->granted_event = granted_event;
+    sh->name_skip = name_skip;
+    sh->m.ready = session_ready;
+    sh->m.lost = session_lost;
+    hc->stream = &ops;
+    hc->stream_arg = sh;
+    metrics_inc(M_STREAM_HOLDS, 1);
+    stream_session_join(&sh->m, hc->ttl_ms);
+}

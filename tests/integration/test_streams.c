@@ -1,0 +1,405 @@
+/* test_streams.c -- issue 33: holds bound to their connection (POST with
+ * Accept: text/event-stream, handlers/streams.c), held by plain curl as the
+ * docs show it.  Each way a stream hold ends is checked: its curl killed
+ * (released, the next waiter granted within 1 s), its host gone silent (a
+ * relay that stops taking bytes: cut off by TCP_USER_TIMEOUT and released),
+ * its gateway killed (released after ttl_ms, not before two thirds of it),
+ * a forced release (`event: lost`).  Also: the stream's headers, waiting
+ * events, heartbeats, and that renewal is one session per worker and ttl,
+ * whatever the number of streams.
+ *
+ * Every wait is for an event (a line in curl's output, the lock's state),
+ * never a fixed sleep.  `build/tests/test_streams NAME` runs the tests
+ * whose names contain NAME. */
+#include "tests/integration/harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct h_redis redis;
+static struct h_gw gw;
+static char dir[64];
+
+/* Starts curl holding (or waiting for) NAME through port, its output in
+ * out (a file under dir).  exec: the pid is curl's own, for kill -9. */
+static pid_t hold(int port, const char *path, const char *body, const char *out, int headers) {
+    char cmd[1024], file[128];
+    snprintf(file, sizeof file, "%s/%s", dir, out);
+    snprintf(cmd, sizeof cmd,
+             "exec curl -sN %s -H 'Accept: text/event-stream' -X POST "
+             "http://127.0.0.1:%d%s -d '%s' > %s 2>&1",
+             headers ? "-i" : "", port, path, body, file);
+    return h_spawn(cmd, NULL);
+}
+
+/* Milliseconds until the file out contains needle, or -1 after timeout_ms. */
+static long long wait_for(const char *out, const char *needle, int timeout_ms) {
+    char file[128];
+    snprintf(file, sizeof file, "%s/%s", dir, out);
+    long long t0 = h_now_ms();
+    while (h_now_ms() - t0 < timeout_ms) {
+        FILE *f = fopen(file, "r");
+        if (f) {
+            char buf[16384];
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            if (strstr(buf, needle)) return h_now_ms() - t0;
+        }
+        h_sleep_ms(2);
+    }
+    return -1;
+}
+
+static long long count_in(const char *out, const char *needle) {
+    char file[128], buf[65536];
+    snprintf(file, sizeof file, "%s/%s", dir, out);
+    FILE *f = fopen(file, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    long long c = 0;
+    for (const char *p = buf; (p = strstr(p, needle)); p += strlen(needle)) c++;
+    return c;
+}
+
+/* Milliseconds until nobody holds the lock (GET answers 404), or -1. */
+static long long wait_free(int port, const char *name, int timeout_ms) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    long long t0 = h_now_ms();
+    while (h_now_ms() - t0 < timeout_ms) {
+        struct h_resp r = h_http("GET", port, path, NULL, NULL, NULL);
+        long st = r.status;
+        h_resp_free(&r);
+        if (st == 404) return h_now_ms() - t0;
+        h_sleep_ms(5);
+    }
+    return -1;
+}
+
+static void reap(pid_t pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* The curl idiom holds the lock; killed with -9, the hold is released at
+ * once and the next waiter (a stream too) is granted within 1 s. */
+static void test_kill_releases_within_1s(void) {
+    pid_t a = hold(gw.port, "/v1/locks/kill", "{\"ttl_ms\":20000}", "kill-a", 1);
+    CHECK(wait_for("kill-a", "event: granted", 5000) >= 0);
+    CHECK(wait_for("kill-a", "X-Accel-Buffering: no", 10) >= 0);
+    CHECK(wait_for("kill-a", "Content-Type: text/event-stream", 10) >= 0);
+    pid_t b = hold(gw.port, "/v1/locks/kill", "{\"wait_ms\":30000}", "kill-b", 0);
+    CHECK(wait_for("kill-b", "event: waiting", 5000) >= 0);
+    CHECK(wait_for("kill-b", "\"state\":\"held\"", 10) >= 0);
+    long long t0 = h_now_ms();
+    kill(a, SIGKILL);
+    long long waited = wait_for("kill-b", "event: granted", 5000);
+    fprintf(stderr, "    kill -9 of the holder's curl: next stream granted after %lld ms\n",
+            waited < 0 ? -1 : h_now_ms() - t0);
+    CHECK(waited >= 0 && waited < 1000);
+    waitpid(a, NULL, 0);
+    reap(b);
+    CHECK(wait_free(gw.port, "kill", 2000) >= 0);
+}
+
+/* Heartbeats (comment lines) come at --stream-heartbeat-ms while held. */
+static void test_heartbeats(void) {
+    pid_t a = hold(gw.port, "/v1/locks/beat", "{}", "beat", 0);
+    CHECK(wait_for("beat", "event: granted", 5000) >= 0);
+    /* 5 comment lines at 100 ms: within 2 s, well before the 60 s of idle
+     * after which libmicrohttpd would close the connection. */
+    long long t0 = h_now_ms();
+    while (count_in("beat", "\n:\n") < 5 && h_now_ms() - t0 < 2000) h_sleep_ms(10);
+    CHECK(count_in("beat", "\n:\n") >= 5);
+    reap(a);
+    CHECK(wait_free(gw.port, "beat", 2000) >= 0);
+}
+
+/* An operator's forced release: the holder's stream says `event: lost`
+ * (with the reason) and ends, so curl exits. */
+static void test_forced_release_lost(void) {
+    pid_t a = hold(gw.port, "/v1/locks/forced", "{}", "forced", 0);
+    CHECK(wait_for("forced", "event: granted", 5000) >= 0);
+    struct h_resp r = h_http("DELETE", gw.port, "/v1/locks/forced?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    long long t = wait_for("forced", "event: lost", 2000);
+    fprintf(stderr, "    forced release: event: lost after %lld ms\n", t);
+    CHECK(t >= 0 && t < 1000);
+    CHECK(wait_for("forced", "\"reason\":\"released", 10) >= 0);
+    int status = 0;
+    long long t0 = h_now_ms();
+    while (waitpid(a, &status, WNOHANG) == 0 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
+    CHECK(h_now_ms() - t0 < 2000); /* the stream ended: curl left by itself */
+    kill(a, SIGKILL);
+    waitpid(a, NULL, WNOHANG);
+}
+
+/* Renewal does not grow with streams: 20 stream holds of one ttl live on
+ * at most one session per worker, and the holds outlive several ttls. */
+static void test_one_session_per_ttl(void) {
+    pid_t p[20];
+    char out[32], path[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(out, sizeof out, "many-%d", i);
+        snprintf(path, sizeof path, "/v1/locks/many-%d", i);
+        p[i] = hold(gw.port, path, "{\"ttl_ms\":600}", out, 0);
+    }
+    for (int i = 0; i < 20; i++) {
+        snprintf(out, sizeof out, "many-%d", i);
+        CHECK(wait_for(out, "event: granted", 5000) >= 0);
+    }
+    const char *n = h_redis_cli(&redis, "eval \"return #redis.call('keys', "
+                                        "'lockgate:session:*')\" 0");
+    CHECK(n && atoi(n) >= 1 && atoi(n) <= 2); /* two workers */
+    /* Three ttls later every hold is still there (the sessions renewed). */
+    long long t0 = h_now_ms();
+    while (h_now_ms() - t0 < 1800) {
+        struct h_resp r = h_http("GET", gw.port, "/v1/locks/many-7", NULL, NULL, NULL);
+        CHECK_EQ_INT(r.status, 200);
+        h_resp_free(&r);
+        h_sleep_ms(100);
+    }
+    for (int i = 0; i < 20; i++) reap(p[i]);
+    CHECK(wait_free(gw.port, "many-19", 2000) >= 0);
+    /* The last stream out ends its session. */
+    t0 = h_now_ms();
+    while (h_now_ms() - t0 < 2000) {
+        n = h_redis_cli(&redis, "eval \"return #redis.call('keys', 'lockgate:session:*')\" 0");
+        if (n && atoi(n) == 0) break;
+        h_sleep_ms(10);
+    }
+    CHECK(n && atoi(n) == 0);
+}
+
+/* The client's host goes silent: a relay that stops forwarding, with a
+ * small receive buffer, so that the gateway's heartbeats soon meet a
+ * closed window; TCP_USER_TIMEOUT then cuts the connection and the hold
+ * is released.  (On loopback the relay's kernel acknowledges until its
+ * buffer is full, about 1 KiB of heartbeats; a host really gone
+ * acknowledges nothing, and the bound is heartbeat + user timeout.) */
+static void test_silent_host(void) {
+    struct h_gw g = {0};
+    if (h_gw_up(&g, &redis, "--stream-heartbeat-ms 20 --stream-user-timeout-ms 300") < 0) {
+        CHECK(0);
+        return;
+    }
+    struct h_relay relay;
+    CHECK_EQ_INT(h_relay_start(&relay, g.port), 0);
+    relay.small_rcvbuf = 1;
+    pid_t a = hold(relay.port, "/v1/locks/silent", "{\"ttl_ms\":60000}", "silent", 0);
+    CHECK(wait_for("silent", "event: granted", 5000) >= 0);
+    h_relay_hold(&relay);
+    long long t = wait_free(g.port, "silent", 15000);
+    fprintf(stderr, "    silent host (relay held): released after %lld ms\n", t);
+    CHECK(t >= 0);
+    reap(a);
+    h_relay_stop(&relay);
+    h_gw_stop(&g, 5000);
+}
+
+/* The gateway dies: nobody renews its session, and the hold ends with it,
+ * ttl_ms after the last renewal (between two thirds of ttl_ms and ttl_ms
+ * after the kill): another gateway's waiter gets it then. */
+static void test_gateway_killed(void) {
+    struct h_gw g = {0}, g2 = {0};
+    if (h_gw_up(&g, &redis, NULL) < 0 || h_gw_up(&g2, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a = hold(g.port, "/v1/locks/gwdead", "{\"ttl_ms\":1500}", "gwdead", 0);
+    CHECK(wait_for("gwdead", "event: granted", 5000) >= 0);
+    long long t0 = h_now_ms();
+    h_gw_kill(&g);
+    struct h_resp r = h_http("POST", g2.port, "/v1/locks/gwdead", NULL, "{\"wait_ms\":5000}", NULL);
+    long long t = h_now_ms() - t0;
+    fprintf(stderr, "    gateway killed: ttl 1500 ms, released after %lld ms\n", t);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(t >= 900 && t <= 1900);
+    h_resp_free(&r);
+    reap(a);
+    h_gw_stop(&g2, 5000);
+}
+
+/* A semaphore permit as a stream; an error before anything was streamed
+ * is an ordinary HTTP answer (here 400), and a wait that runs out after
+ * the stream opened ends it with `event: error`. */
+static void test_semaphore_and_errors(void) {
+    pid_t a = hold(gw.port, "/v1/semaphores/pool", "{\"limit\":1}", "sem-a", 0);
+    CHECK(wait_for("sem-a", "event: granted", 5000) >= 0);
+    CHECK(wait_for("sem-a", "\"limit\":1", 10) >= 0);
+    pid_t b = hold(gw.port, "/v1/semaphores/pool", "{\"limit\":1,\"wait_ms\":300}", "sem-b", 0);
+    CHECK(wait_for("sem-b", "event: waiting", 5000) >= 0);
+    CHECK(wait_for("sem-b", "event: error", 5000) >= 0);
+    CHECK(wait_for("sem-b", "lock_busy", 10) >= 0);
+    reap(a);
+    reap(b);
+    struct h_resp r = h_http("POST", gw.port, "/v1/locks/bad", NULL, "{\"ttl_ms\":-5}",
+                             "Accept: text/event-stream");
+    CHECK_EQ_INT(r.status, 400);
+    h_resp_free(&r);
+}
+
+/* The hold lost under the stream: Redis loses its data (FLUSHALL: the
+ * session's key is gone, the next renewal says so: `event: lost`,
+ * session_lost), and Redis gone for longer than the lease (no renewal
+ * reaches it before the end: renewal_failed).  A Redis of its own. */
+static void test_redis_loss_lost(void) {
+    struct h_redis r2;
+    struct h_gw g = {0};
+    if (h_redis_start(&r2, 0, NULL) < 0 || h_gw_up(&g, &r2, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a = hold(g.port, "/v1/locks/flushed", "{\"ttl_ms\":600}", "flushed", 0);
+    CHECK(wait_for("flushed", "event: granted", 5000) >= 0);
+    CHECK(h_redis_cli(&r2, "FLUSHALL") != NULL);
+    long long t = wait_for("flushed", "event: lost", 3000);
+    fprintf(stderr, "    FLUSHALL: event: lost after %lld ms (ttl 600 ms)\n", t);
+    CHECK(t >= 0);
+    CHECK(wait_for("flushed", "session_lost", 10) >= 0);
+    reap(a);
+    a = hold(g.port, "/v1/locks/cut", "{\"ttl_ms\":600}", "cut", 0);
+    CHECK(wait_for("cut", "event: granted", 5000) >= 0);
+    h_redis_kill(&r2);
+    t = wait_for("cut", "event: lost", 5000);
+    fprintf(stderr, "    Redis killed: event: lost after %lld ms (ttl 600 ms)\n", t);
+    CHECK(t >= 0);
+    CHECK(wait_for("cut", "renewal_failed", 10) >= 0);
+    reap(a);
+    h_gw_stop(&g, 5000);
+    h_redis_stop(&r2);
+}
+
+/* Quorum mode (three masters): the stream's session lives on a quorum,
+ * kill -9 of its curl releases (the next stream is granted within 1 s),
+ * and a forced release is `event: lost`. */
+static void test_quorum_mode(void) {
+    struct h_redis m[3];
+    struct h_gw g = {0};
+    char flags[256];
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) {
+        if (h_redis_start(&m[i], 0, NULL) < 0) {
+            CHECK(0);
+            return;
+        }
+        if (i)
+            len += (size_t)snprintf(flags + len, sizeof flags - len,
+                                    "--redis redis://127.0.0.1:%d ", m[i].port);
+    }
+    if (h_gw_up(&g, &m[0], flags) < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a = hold(g.port, "/v1/locks/q", "{}", "q-a", 0);
+    CHECK(wait_for("q-a", "event: granted", 5000) >= 0);
+    pid_t b = hold(g.port, "/v1/locks/q", "{\"wait_ms\":10000}", "q-b", 0);
+    CHECK(wait_for("q-b", "event: waiting", 5000) >= 0);
+    long long t0 = h_now_ms();
+    kill(a, SIGKILL);
+    long long t = wait_for("q-b", "event: granted", 5000);
+    fprintf(stderr, "    quorum mode, kill -9: next stream granted after %lld ms\n",
+            t < 0 ? -1 : h_now_ms() - t0);
+    CHECK(t >= 0 && t < 1000);
+    waitpid(a, NULL, 0);
+    struct h_resp r = h_http("DELETE", g.port, "/v1/locks/q?force=true", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK(wait_for("q-b", "event: lost", 2000) >= 0);
+    reap(b);
+    h_gw_stop(&g, 5000);
+    for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
+}
+
+/* GET with Accept: text/event-stream: a state event at each change, its
+ * id the watch index; resumed with Last-Event-ID: nothing repeated when
+ * it is current, a gap event then the state when it is not. */
+static void test_watch_stream(void) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "exec curl -sN -H 'Accept: text/event-stream' http://127.0.0.1:%d/v1/locks/watched "
+             "> %s/watch-a 2>&1",
+             gw.port, dir);
+    pid_t a = h_spawn(cmd, NULL);
+    CHECK(wait_for("watch-a", "id: 0\nevent: state\ndata: {\"name\":\"watched\",\"holders\":0}",
+                   5000) >= 0);
+    struct h_resp r = h_http("POST", gw.port, "/v1/locks/watched", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    long long fence = h_jint(&r, "fence");
+    char token[64], want[64];
+    snprintf(token, sizeof token, "%s", h_token(&r));
+    h_resp_free(&r);
+    snprintf(want, sizeof want, "id: %lld\nevent: state", fence);
+    CHECK(wait_for("watch-a", want, 2000) >= 0);
+    r = h_http("DELETE", gw.port, "/v1/locks/watched", token, NULL, NULL);
+    h_resp_free(&r);
+    CHECK(count_in("watch-a", "event: state") >= 2);
+    long long t0 = h_now_ms();
+    while (count_in("watch-a", "event: state") < 3 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
+    CHECK_EQ_INT(count_in("watch-a", "event: state"), 3); /* free, held, free */
+    reap(a);
+    /* Resumed at the current id (0: free): the next event is the next change. */
+    snprintf(cmd, sizeof cmd,
+             "exec curl -sN -H 'Accept: text/event-stream' -H 'Last-Event-ID: 0' "
+             "http://127.0.0.1:%d/v1/locks/watched > %s/watch-b 2>&1",
+             gw.port, dir);
+    pid_t b = h_spawn(cmd, NULL);
+    /* Two heartbeats: the stream has read the state at least twice, and
+     * sent nothing (the id was current). */
+    long long t1 = h_now_ms();
+    while (count_in("watch-b", ":\n") < 2 && h_now_ms() - t1 < 3000) h_sleep_ms(5);
+    CHECK(count_in("watch-b", ":\n") >= 2);
+    CHECK_EQ_INT(count_in("watch-b", "event:"), 0);
+    r = h_http("POST", gw.port, "/v1/locks/watched", NULL, "{}", NULL);
+    fence = h_jint(&r, "fence");
+    h_resp_free(&r);
+    snprintf(want, sizeof want, "id: %lld\nevent: state", fence);
+    CHECK(wait_for("watch-b", want, 2000) >= 0);
+    CHECK_EQ_INT(count_in("watch-b", "event: state"), 1);
+    CHECK_EQ_INT(count_in("watch-b", "event: gap"), 0);
+    reap(b);
+    /* Resumed at an id that is gone: a gap, then the current state. */
+    snprintf(cmd, sizeof cmd,
+             "exec curl -sN -H 'Accept: text/event-stream' -H 'Last-Event-ID: 12345' "
+             "http://127.0.0.1:%d/v1/locks/watched > %s/watch-c 2>&1",
+             gw.port, dir);
+    pid_t c = h_spawn(cmd, NULL);
+    CHECK(wait_for("watch-c", want, 2000) >= 0);
+    CHECK(wait_for("watch-c", "event: gap", 10) >= 0);
+    reap(c);
+}
+
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
+    snprintf(dir, sizeof dir, "/tmp/lockgate-streams-XXXXXX");
+    if (!mkdtemp(dir)) return 2;
+    if (h_redis_start(&redis, 0, NULL) < 0 ||
+        h_gw_up(&gw, &redis, "--workers 2 --stream-heartbeat-ms 100") < 0)
+        return 2;
+    long long t0 = h_now_ms();
+    RUN_SOME(test_kill_releases_within_1s);
+    RUN_SOME(test_heartbeats);
+    RUN_SOME(test_forced_release_lost);
+    RUN_SOME(test_one_session_per_ttl);
+    RUN_SOME(test_semaphore_and_errors);
+    RUN_SOME(test_watch_stream);
+    RUN_SOME(test_redis_loss_lost);
+    RUN_SOME(test_quorum_mode);
+    RUN_SOME(test_silent_host);
+    RUN_SOME(test_gateway_killed);
+    fprintf(stderr, "    streams suite: %lld ms\n", h_now_ms() - t0);
+    CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0); /* a clean stop (no leak under the sanitizers) */
+    h_redis_stop(&redis);
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    if (system(rm) != 0) fprintf(stderr, "    could not remove %s\n", dir);
+    return check_summary("streams");
+}
