@@ -58,17 +58,20 @@ struct session_hold {
 };
 
 struct session_fan {
-    struct gw_request *req; /* answered by finish once all calls answered */
-    char op;                /* session_slot.lua's op: p, r or c */
-    int n;                  /* holds */
-    struct session_hold *h; /* sorted by slot */
-    int pending;            /* calls not yet answered */
-    int failed;             /* calls Redis did not answer (or WAITs short of replicas) */
-    long long acted;        /* holds the scripts acted on */
-    char err[160];          /* the first failure */
-    char skey[SKEY_MAX];    /* the session's key, for the clean-up */
-    cJSON *body;            /* the caller's, handed to finish */
+    struct gw_request *req;        /* answered by finish once all calls answered (or ctx's) */
+    void *ctx;                     /* sessions_fan_ctx's caller, for finish_ctx */
+    char token[TOKEN_MAX_LEN + 1]; /* the session's token */
+    char op;                       /* session_slot.lua's op: p, r or c */
+    int n;                         /* holds */
+    struct session_hold *h;        /* sorted by slot */
+    int pending;                   /* calls not yet answered */
+    int failed;                    /* calls Redis did not answer (or WAITs short of replicas) */
+    long long acted;               /* holds the scripts acted on */
+    char err[160];                 /* the first failure */
+    char skey[SKEY_MAX];           /* the session's key, for the clean-up */
+    cJSON *body;                   /* the caller's, handed to finish */
     void (*finish)(struct gw_request *, const struct session_fan *, cJSON *);
+    void (*finish_ctx)(void *, const struct session_fan *, cJSON *);
 };
 
 struct fan_call {
@@ -133,7 +136,10 @@ static void forget_gone(struct session_fan *f) {
 }
 
 static void fan_finish(struct session_fan *f) {
-    f->finish(f->req, f, f->body);
+    if (f->finish_ctx)
+        f->finish_ctx(f->ctx, f, f->body);
+    else
+        f->finish(f->req, f, f->body);
     forget_gone(f);
     fan_free(f);
 }
@@ -204,7 +210,7 @@ static void fan_send(struct session_fan *f, int first, int count, const char *ar
     for (int i = 0; i < count; i++) av[i] = f->h[first + i].key;
     av[count] = op;
     av[count + 1] = f->op == 'r' ? redis_release_channel_for(f->h[first].key) : arg;
-    av[count + 2] = f->req->token;
+    av[count + 2] = f->token;
     for (int i = 0; i < count; i++) av[count + 3 + i] = f->h[first + i].token;
     for (size_t i = 0; i < n; i++) lens[i] = strlen(av[i]);
     struct fan_call *c = alloc_check(malloc(sizeof *c));
@@ -232,15 +238,34 @@ static int listed(const struct session_fan *f, const redisReply *what, const red
     return 0;
 }
 
+static void fan_start(struct session_fan *f, const struct redis_result *results, int n,
+                      size_t first, char op, long long arg, cJSON *body);
+
 void sessions_fan(struct gw_request *req, const struct redis_result *results, int n, size_t first,
                   char op, long long arg, cJSON *body,
                   void (*finish)(struct gw_request *, const struct session_fan *, cJSON *)) {
     struct session_fan *f = alloc_check(calloc(1, sizeof *f));
     f->req = req;
+    f->finish = finish;
+    snprintf(f->token, sizeof f->token, "%s", req->token);
+    fan_start(f, results, n, first, op, arg, body);
+}
+
+void sessions_fan_ctx(const char *token, void *ctx, const struct redis_result *results, int n,
+                      size_t first, char op, long long arg, cJSON *body,
+                      void (*finish)(void *ctx, const struct session_fan *, cJSON *)) {
+    struct session_fan *f = alloc_check(calloc(1, sizeof *f));
+    f->ctx = ctx;
+    f->finish_ctx = finish;
+    snprintf(f->token, sizeof f->token, "%s", token);
+    fan_start(f, results, n, first, op, arg, body);
+}
+
+static void fan_start(struct session_fan *f, const struct redis_result *results, int n,
+                      size_t first, char op, long long arg, cJSON *body) {
     f->op = op;
     f->body = body;
-    f->finish = finish;
-    session_key(req->token, f->skey, sizeof f->skey);
+    session_key(f->token, f->skey, sizeof f->skey);
     size_t cap = 0;
     for (int m = 0; m < n; m++)
         if (verdict_ok(&results[m]) && results[m].reply->element[0]->integer == 1 &&

@@ -39,4 +39,11 @@ void sessions_fan(struct gw_request *req, const struct redis_result *results, in
                   void (*finish)(struct gw_request *req, const struct session_fan *f,
                                  struct cJSON *body));
 
+/* The same for a session no request names (stream_session.c: the session
+ * that carries a worker's stream holds): token is the session's, and
+ * finish gets ctx instead of a request. */
+void sessions_fan_ctx(const char *token, void *ctx, const struct redis_result *results, int n,
+                      size_t first, char op, long long arg, struct cJSON *body,
+                      void (*finish)(void *ctx, const struct session_fan *f, struct cJSON *body));
+
 #endif

@@ -10,6 +10,7 @@
 #include "common/token.h"
 #include "handlers/backend.h"
 #include "handlers/session_ref.h"
+#include "handlers/sessions_fan.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/redis.h"
@@ -66,9 +67,14 @@ static long long quorum_verdict(const struct redis_result *res, int n) {
 
 typedef void (*ss_done)(struct stream_session *ss, long long verdict);
 
+/* Or, for the renewal, every master's answer (n: one outside quorum mode):
+ * its list of holds is what the fan-out pushes (sessions_fan.h). */
+typedef void (*ss_answered)(struct stream_session *ss, const struct redis_result *res, int n);
+
 struct ss_call {
     struct stream_session *ss;
     ss_done done;
+    ss_answered answered; /* instead of done when set */
 };
 
 static void maybe_free(struct stream_session *ss);
@@ -76,7 +82,10 @@ static void maybe_free(struct stream_session *ss);
 static void call_one(void *arg, const struct redis_result *res) {
     struct ss_call *c = arg;
     c->ss->calls--;
-    c->done(c->ss, verdict_of(res));
+    if (c->answered)
+        c->answered(c->ss, res, 1);
+    else
+        c->done(c->ss, verdict_of(res));
     maybe_free(c->ss);
     free(c);
 }
@@ -84,14 +93,17 @@ static void call_one(void *arg, const struct redis_result *res) {
 static void call_all(void *arg, const struct redis_result *res, int n) {
     struct ss_call *c = arg;
     c->ss->calls--;
-    c->done(c->ss, quorum_verdict(res, n));
+    if (c->answered)
+        c->answered(c->ss, res, n);
+    else
+        c->done(c->ss, quorum_verdict(res, n));
     maybe_free(c->ss);
     free(c);
 }
 
 /* script on ss's key with up to 4 arguments; done gets the verdict. */
-static void ss_run(struct stream_session *ss, enum script_id id, int nargs, const char **args,
-                   ss_done done) {
+static void ss_run_answered(struct stream_session *ss, enum script_id id, int nargs,
+                            const char **args, ss_done done, ss_answered answered) {
     char key[GW_PREFIX_MAX + TOKEN_MAX_LEN + 16];
     session_key(ss->token, key, sizeof key);
     const char *argv[5] = {key};
@@ -103,9 +115,15 @@ static void ss_run(struct stream_session *ss, enum script_id id, int nargs, cons
     struct ss_call *c = alloc_check(calloc(1, sizeof *c));
     c->ss = ss;
     c->done = done;
+    c->answered = answered;
     ss->calls++;
     ss->sent_ms = loop_now_ms();
     backend->eval(id, 1, nargs + 1, argv, lens, call_one, call_all, c);
+}
+
+static void ss_run(struct stream_session *ss, enum script_id id, int nargs, const char **args,
+                   ss_done done) {
+    ss_run_answered(ss, id, nargs, args, done, NULL);
 }
 
 /* ---- the session's life ------------------------------------------------------- */
@@ -186,6 +204,30 @@ static void renewed(struct stream_session *ss, long long verdict) {
     lose_members(ss, reason);
 }
 
+/* The holds have the new end (or some call failed: they may end at the
+ * old one, so it counts as a renewal that did not reach Redis). */
+static void pushed(void *ctx, const struct session_fan *f, struct cJSON *body) {
+    struct stream_session *ss = ctx;
+    ss->calls--;
+    renewed(ss, session_fan_failed(f) ? -100 : 1);
+    maybe_free(ss);
+}
+
+/* session_renew.lua moved the session's end and listed its holds; each
+ * hold carries the session's lease in its own hash (lua/_holders.lua,
+ * "sessions"), so the new end is pushed to them (session_slot.lua p, one
+ * call per hundred holds, sessions_fan.c).  The renewal counts from when
+ * session_renew.lua was sent: the holds' ends are set later, never sooner. */
+static void renew_answered(struct stream_session *ss, const struct redis_result *res, int n) {
+    long long verdict = n > 1 ? quorum_verdict(res, n) : verdict_of(res);
+    if (verdict != 1 || ss->state != SS_LIVE) {
+        renewed(ss, verdict);
+        return;
+    }
+    ss->calls++; /* the fan-out, until pushed */
+    sessions_fan_ctx(ss->token, ss, res, n, 3, 'p', ss->ttl_ms, NULL, pushed);
+}
+
 static void on_timer(struct waiter *w) {
     struct stream_session *ss = (struct stream_session *)w;
     if (ss->state != SS_LIVE) return;
@@ -193,7 +235,7 @@ static void on_timer(struct waiter *w) {
         return;
     }
     const char *args[3] = {"0", "0", ""};
-    ss_run(ss, SCRIPT_SESSION_RENEW, 3, args, renewed);
+    ss_run_answered(ss, SCRIPT_SESSION_RENEW, 3, args, NULL, renew_answered);
 }
 
 /* The gateway stops: the session ends now, its holds released. */

@@ -1,11 +1,14 @@
 /* stream_session.h -- the sessions that carry a worker's stream holds
- * (handlers/streams.c): renewal that does not grow with streams.
+ * (handlers/streams.c): one session per worker and ttl, renewed for all.
  *
  * A hold bound to its connection has no lease of its own: it is bound to
  * a session (lua/session_*.lua) that the worker owns, one per ttl_ms its
  * streams asked for, renewed every third of that ttl while it carries
- * streams.  So renewing N stream holds of one ttl is one session_renew.lua
- * call per worker per interval, whatever N: O(1) in Redis, not O(holds).
+ * streams.  Each hold carries its session's lease in its own hash (key
+ * layout 2, lua/_holders.lua "sessions"), so a renewal is session_renew.lua
+ * on the session's key, then session_slot.lua pushing the new end to the
+ * holds it lists, a hundred a call (sessions_fan.h): O(holds) in Redis per
+ * interval, not the O(1) issue 33 asks for (bench/RESULTS.md).
  * If the gateway dies, nobody renews and the session, with every hold it
  * carries, ends ttl_ms after its last renewal, as a lease would.  A session
  * that carries nothing more is ended (session_end.lua).
@@ -13,9 +16,8 @@
  * A member is told when its session is lost: Redis no longer has it (it
  * lost its data, or a renewal came after the end), or no renewal reached
  * Redis before the end.  Single Redis, Sentinel and quorum mode (the
- * backend's eval: every master, a quorum decides); not Redis Cluster,
- * where a session's holds carry its lease themselves (sessions_cluster.c)
- * and a renewal would cost O(holds). */
+ * backend's eval: every master, a quorum decides); not Redis Cluster
+ * (streams.c answers 501 there). */
 #ifndef LOCKGATE_STREAM_SESSION_H
 #define LOCKGATE_STREAM_SESSION_H
 

@@ -142,8 +142,10 @@ static void test_forced_release_lost(void) {
     waitpid(a, NULL, WNOHANG);
 }
 
-/* Renewal does not grow with streams: 20 stream holds of one ttl live on
- * at most one session per worker, and the holds outlive several ttls. */
+/* 20 stream holds of one ttl live on at most one session per worker, and
+ * the holds outlive several ttls: the session's renewal reaches each hold,
+ * which carries the session's lease in its own hash (key layout 2, #34:
+ * before this was pushed to them, they ended with the first ttl: 404). */
 static void test_one_session_per_ttl(void) {
     pid_t p[20];
     char out[32], path[64];
@@ -278,9 +280,10 @@ static void test_redis_loss_lost(void) {
     h_redis_stop(&r2);
 }
 
-/* Quorum mode (three masters): the stream's session lives on a quorum,
- * kill -9 of its curl releases (the next stream is granted within 1 s),
- * and a forced release is `event: lost`. */
+/* Quorum mode (three masters): the stream's session lives on a quorum and
+ * its renewal reaches the hold on every master (a hold of ttl 600 ms still
+ * stands three ttls later), kill -9 of its curl releases (the next stream
+ * is granted within 1 s), and a forced release is `event: lost`. */
 static void test_quorum_mode(void) {
     struct h_redis m[3];
     struct h_gw g = {0};
@@ -299,10 +302,16 @@ static void test_quorum_mode(void) {
         CHECK(0);
         return;
     }
-    pid_t a = hold(g.port, "/v1/locks/q", "{}", "q-a", 0);
+    pid_t a = hold(g.port, "/v1/locks/q", "{\"ttl_ms\":600}", "q-a", 0);
     CHECK(wait_for("q-a", "event: granted", 5000) >= 0);
     pid_t b = hold(g.port, "/v1/locks/q", "{\"wait_ms\":10000}", "q-b", 0);
     CHECK(wait_for("q-b", "event: waiting", 5000) >= 0);
+    for (long long t1 = h_now_ms(); h_now_ms() - t1 < 1800; h_sleep_ms(100)) {
+        struct h_resp r = h_http("GET", g.port, "/v1/locks/q", NULL, NULL, NULL);
+        CHECK_EQ_INT(r.status, 200);
+        h_resp_free(&r);
+    }
+    CHECK(wait_for("q-b", "event: granted", 10) < 0);
     long long t0 = h_now_ms();
     kill(a, SIGKILL);
     long long t = wait_for("q-b", "event: granted", 5000);
