@@ -425,13 +425,8 @@ static void test_fences_across_majorities(void) {
  * gets a lower one.  Answered after the raise, the first grant is refused
  * (503, given back), and no answered fence is ever followed by a lower one. */
 static void test_fence_raise_lost(void) {
-    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
     char shim[256];
-    if (build[0] == '/')
-        snprintf(shim, sizeof shim, "%s/tests/timeshift.so", build);
-    else
-        snprintf(shim, sizeof shim, "%s/%s/tests/timeshift.so", getenv("PWD") ? getenv("PWD") : ".",
-                 build);
+    h_timeshift_shim(shim, sizeof shim);
     struct h_redis ahead, b, c;
     struct h_relay rb, rc;
     setenv("LD_PRELOAD", shim, 1);
