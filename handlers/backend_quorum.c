@@ -164,7 +164,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
     long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
     long long cause = BUSY_QUEUED, dropped = 0; /* held beats queued; one waiter counts once */
-    int nbusy = 0, ended = 0, unbound = 0;
+    int nbusy = 0, ended = 0, unbound = 0, abstained = 0;
     const char *err = "no Redis master answered";
     for (int i = 0; i < n; i++) {
         long long v[5] = {0};
@@ -176,7 +176,13 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         }
         answered++;
         if (hold_acquire_dropped(&res[i]) > dropped) dropped = hold_acquire_dropped(&res[i]);
-        if (verdict > 0) {
+        if (verdict > 0 && redis_node_lost(i, NULL)) {
+            /* It lost its data less than the longest lease ago: it may
+             * grant what another still holds by a lease it forgot
+             * (server/lossguard.h).  Its grant does not count; a failed
+             * round gives it back with the others'. */
+            abstained++;
+        } else if (verdict > 0) {
             granted++;
             reentered |= verdict == VERDICT_REENTERED;
             if (v[1] > fence) fence = v[1];
@@ -249,7 +255,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
      * 503, holds.c undoes it there (undo.h); if it tries again, its own
      * attempt is found there (acquire.lua). */
     rb->left = 1;
-    for (int i = 0; granted > 0 && i < n; i++) {
+    for (int i = 0; granted + abstained > 0 && i < n; i++) {
         long long v[5];
         const char *e;
         if (verdict_parse_acquire(&res[i], hc->ttl_ms, v, &e) > 0) {

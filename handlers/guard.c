@@ -3,6 +3,8 @@
 #include "server/layout.h"
 #include "server/lossguard.h"
 #include "server/memguard.h"
+#include "server/redis.h"
+#include "server/request.h"
 #include "server/reply.h"
 #include "handlers/handlers.h"
 #include "server/body.h"
@@ -21,20 +23,45 @@ static int refuse(struct gw_request *req, const char *what) {
     return 1;
 }
 
-/* A master lost its data: until the longest lease has run out since. */
-static int lost(struct gw_request *req) {
-    int64_t left;
-    if (!lossguard_refusing(&left)) return 0;
-    char why[300] = "a Redis master lost its data", secs[24];
-    lossguard_describe(why, sizeof why);
+static void refuse_lost(struct gw_request *req, int64_t left, const char *why) {
+    char secs[24];
     snprintf(secs, sizeof secs, "%lld", (long long)((left + 999) / 1000));
     reply_header(req, "Retry-After", secs);
     reply_problem(req, CODE_REDIS_DATA_LOST, "%s", why);
+}
+
+/* A master lost its data: until the longest lease has run out since.
+ * Every grant (one master, or too few quorum masters left), or in Cluster
+ * mode those of name, whose master it was. */
+static int lost(struct gw_request *req, const char *name) {
+    int64_t left;
+    char why[400] = "a Redis master lost its data", who[80];
+    if (lossguard_refusing(&left)) {
+        lossguard_describe(why, sizeof why);
+        refuse_lost(req, left, why);
+        return 1;
+    }
+    if (!redis_name_lost(name, &left, who, sizeof who)) return 0;
+    snprintf(why, sizeof why,
+             "Redis master %s, which serves '%s', lost its data: no lock is granted there for "
+             "%lld ms more",
+             who, name, (long long)left);
+    refuse_lost(req, left, why);
     return 1;
 }
 
+int guard_lost_for(const char *name, int64_t *left_ms) {
+    return lossguard_refusing(left_ms) || redis_name_lost(name, left_ms, NULL, 0);
+}
+
 int guard_grant_or_reply(struct gw_request *req) {
-    if (lost(req)) return 1;
+    if (lost(req, req->name)) return 1;
+    return memguard_refusing() ? refuse(req, "lock, permit or session") : 0;
+}
+
+int guard_names_or_reply(struct gw_request *req, char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (lost(req, names[i])) return 1;
     return memguard_refusing() ? refuse(req, "lock, permit or session") : 0;
 }
 

@@ -6,11 +6,21 @@
 #ifndef LOCKGATE_GUARD_H
 #define LOCKGATE_GUARD_H
 
+#include <stdint.h>
+
 struct gw_request;
 
 /* Locks, semaphores, sessions and multi-locks: 1 when refused (then req was
- * answered 503 redis_may_evict), 0 to go on. */
+ * answered 503 redis_may_evict or redis_data_lost), 0 to go on.  In Redis
+ * Cluster mode a loss holds off only the names of the master that lost
+ * its data: req->name's here. */
 int guard_grant_or_reply(struct gw_request *req);
+/* The same for a multi-lock's names (every one's master, in Cluster mode). */
+int guard_names_or_reply(struct gw_request *req, char *const *names, int n);
+/* Whether grants on name are held off by a data loss now (every grant, or
+ * in Cluster mode name's master's), and *left_ms how long still: for a
+ * grant whose answer came after the loss was noticed. */
+int guard_lost_for(const char *name, int64_t *left_ms);
 /* The same for ids: refused only under an allkeys-* policy (not after a
  * data loss: ids jump ahead by themselves, docs/ids.md). */
 int guard_ids_or_reply(struct gw_request *req);

@@ -224,11 +224,13 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         }
         hold_leave_queue(hc);
         /* The attempt may have run, or may still run: undo it (undo.h).
-         * A session-bound hold is listed in its session too. */
-        if ((hc->own_token || hc->attempt_id[0]) && !hc->session && !redis_error_is_reply(err)) {
+         * A session-bound hold lives by its session, not by ttl_ms: one
+         * that Redis could not renew for the longest lease has ended. */
+        if ((hc->own_token || hc->attempt_id[0]) && !redis_error_is_reply(err)) {
             struct hold_keys k;
             hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-            undo_hold(k.hash, k.message, req->token, hc->attempt_id, hc->ttl_ms);
+            undo_hold(k.hash, k.message, req->token, hc->attempt_id,
+                      hc->session ? guard_max_lease_ms() : hc->ttl_ms);
         }
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
@@ -296,6 +298,26 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
         }
         metrics_inc(M_WAIT_TIMEOUTS, 1);
         reply_problem(req, CODE_LOCK_BUSY, "the client went away while waiting");
+        return;
+    }
+    /* A loss found after the request passed the guard: on a new
+     * connection the marker's answer comes just before the answers of
+     * what the connection carried (redis.c, cmd_up), so a grant that ran
+     * on a master that had just forgotten every lease is given back here
+     * rather than answered (quorum mode: its votes were judged).  A
+     * waiting request whose wait outlasts the hold-off waits it out. */
+    int64_t held_off;
+    if (verdict == VERDICT_GRANTED && !backend->fans_out && guard_lost_for(req->name, &held_off)) {
+        hold_give_back(req);
+        metrics_inc(M_GIVEN_BACK, 1);
+        int64_t again = now + held_off;
+        if (hc->wait_ms > 0 && again < hc->deadline_ms) {
+            hc->waited = 1;
+            if (park_request(req, &hc->w, again) < 0) on_give_up(&hc->w, 1);
+            return;
+        }
+        hold_leave_queue(hc);
+        guard_grant_or_reply(req); /* answers 503 redis_data_lost */
         return;
     }
     if (hc->quota) { /* its entry counts as long as the lease (a session's: its end) */

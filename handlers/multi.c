@@ -32,6 +32,8 @@
 #include "common/token.h"
 #include "handlers/backend.h"
 #include "handlers/guard.h"
+#include "handlers/holds.h"
+#include "handlers/undo.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "handlers/quota_holds.h"
@@ -67,27 +69,31 @@ struct multi_waiter {
 
 /* One request, alive from the handler to the reply, across waits. */
 struct multi_call {
-    struct gw_request *req;                 /* the request it answers */
-    int n;                                  /* names */
-    char **names;                           /* the names, as given */
-    char **wkeys;                           /* "lock:NAME", what releases announce */
-    struct multi_waiter *ws;                /* n waiters */
-    char kind;                              /* 'x' exclusive, 's' shared */
-    int fair;                               /* queue in Redis on every name */
-    int waited;                             /* parked at least once */
-    int queued;                             /* an attempt went with its waiter id */
-    int parking;                            /* inside park_all: a retry waits for it */
-    int retry_pending;                      /* a retry came while parking */
-    int backoff_ms;                         /* parked through a Redis outage: last pause */
-    long long ttl_ms;                       /* lease length */
-    long long wait_ms;                      /* how long it may wait, 0 = try once */
-    int64_t start_ms;                       /* arrival (monotonic) */
-    int64_t deadline_ms;                    /* start + wait_ms */
-    int64_t attempt_ms;                     /* when the current attempt was sent */
-    uint64_t seen_seq;                      /* waiters_release_seq() before the attempt */
-    char waiter_id[LIVENESS_WAITER_ID_MAX]; /* its id in the fair queues */
-    int live_slot[MULTI_MAX];               /* per group: liveness_waiter_join's answer */
-    char *owner;                            /* "" for none */
+    struct gw_request *req;                  /* the request it answers */
+    int n;                                   /* names */
+    char **names;                            /* the names, as given */
+    char **wkeys;                            /* "lock:NAME", what releases announce */
+    struct multi_waiter *ws;                 /* n waiters */
+    char kind;                               /* 'x' exclusive, 's' shared */
+    int fair;                                /* queue in Redis on every name */
+    int waited;                              /* parked at least once */
+    int queued;                              /* an attempt went with its waiter id */
+    int parking;                             /* inside park_all: a retry waits for it */
+    int retry_pending;                       /* a retry came while parking */
+    int backoff_ms;                          /* parked through a Redis outage: last pause */
+    long long ttl_ms;                        /* lease length */
+    long long wait_ms;                       /* how long it may wait, 0 = try once */
+    int64_t start_ms;                        /* arrival (monotonic) */
+    int64_t deadline_ms;                     /* start + wait_ms */
+    int64_t attempt_ms;                      /* when the current attempt was sent */
+    uint64_t seen_seq;                       /* waiters_release_seq() before the attempt */
+    char waiter_id[LIVENESS_WAITER_ID_MAX];  /* its id in the fair queues */
+    char attempt_id[LIVENESS_WAITER_ID_MAX]; /* its id in every holder record it makes
+                                                (multi_acquire.lua ARGV 10): its retry
+                                                finds its own grant, and an undo or a
+                                                give-back takes exactly what it took */
+    int live_slot[MULTI_MAX];                /* per group: liveness_waiter_join's answer */
+    char *owner;                             /* "" for none */
     struct grant {
         long long fence;  /* its fence */
         long long count;  /* its re-entry count */
@@ -263,11 +269,14 @@ static void ignore_all(void *arg, const struct redis_result *res, int n) {}
 
 /* Releases one level of every name of the first `groups` groups, newest
  * first, answers unread (a give-back).  One level is exactly what an
- * attempt added: a new hold ends, a re-entered one goes back down. */
+ * attempt added: a new hold ends, a re-entered one goes back down.  Only
+ * where this request's attempt id says it added it (multi_release.lua
+ * ARGV 3): a quorum master the attempt did not reach keeps what the token
+ * held before, and a give-back never takes a level twice. */
 static void give_back(struct multi_call *mc, int groups) {
-    const char *args[2] = {mc->req->token, ""};
+    const char *args[3] = {mc->req->token, "", mc->attempt_id};
     for (int g = groups - 1; g >= 0; g--)
-        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, ignore_one, ignore_all, NULL);
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 3, args, 1, ignore_one, ignore_all, NULL);
 }
 
 static void give_back_done(void *arg, const struct redis_result *res) {
@@ -281,11 +290,11 @@ static void give_back_done(void *arg, const struct redis_result *res) {
  * and nothing is held while the request waits.  Per-slot backends only
  * (one master per group: no quorum to reduce). */
 static void give_back_then(struct multi_call *mc, int groups, void (*then)(struct multi_call *)) {
-    const char *args[2] = {mc->req->token, ""};
+    const char *args[3] = {mc->req->token, "", mc->attempt_id};
     mc->then = then;
     mc->pending = groups;
     for (int g = groups - 1; g >= 0; g--)
-        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 2, args, 1, give_back_done, ignore_all, mc);
+        run_group(mc, g, SCRIPT_MULTI_RELEASE, 0, 3, args, 1, give_back_done, ignore_all, mc);
 }
 
 static void release_undelivered(struct gw_request *req) {
@@ -402,6 +411,25 @@ static void park_all(struct multi_call *mc, int64_t wake) {
  * name's granted ttl for its own (see grant_or_retry). */
 static void reply_granted(struct multi_call *mc, long long ttl, long long spent) {
     struct gw_request *req = mc->req;
+    /* A loss found after the request passed the guard (holds.c, the
+     * same): what this attempt took is given back, by its id; a waiting
+     * request whose wait outlasts the hold-off waits it out. */
+    int64_t held_off = 0, left;
+    for (int i = 0; !backend->fans_out && i < mc->n; i++)
+        if (guard_lost_for(mc->names[i], &left) && left > held_off) held_off = left;
+    if (held_off > 0) {
+        give_back(mc, mc->ngroups);
+        metrics_inc(M_GIVEN_BACK, 1);
+        int64_t again = loop_now_ms() + held_off;
+        if (mc->wait_ms > 0 && again < mc->deadline_ms) {
+            mc->waited = 1;
+            park_all(mc, again);
+            return;
+        }
+        leave_queues(mc);
+        guard_names_or_reply(req, mc->names, mc->n); /* answers 503 redis_data_lost */
+        return;
+    }
     reply_header(req, "Lock-Token", req->token);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "token", req->token);
@@ -482,6 +510,20 @@ static void ack_done(void *arg, const struct redis_result *res) {
     grant_or_retry(mc, 1);
 }
 
+/* The request is answered 503 after a timeout or a lost connection: its
+ * last attempt may have run, or may still run, on any group's master (in
+ * quorum mode on any master).  Each name is undone by itself, by the
+ * attempt's id (undo.h): release.lua takes only the level this request's
+ * attempt took there, once, so a name it never reached, or one already
+ * given back, is left as it is ("nothing"). */
+static void undo_attempt(struct multi_call *mc) {
+    for (int i = 0; i < mc->n; i++) {
+        struct hold_keys k;
+        hold_keys(mc->names[i], 0, &k);
+        undo_hold(k.hash, k.message, mc->req->token, mc->attempt_id, mc->ttl_ms);
+    }
+}
+
 /* One attempt's outcome: verdict 1 (granted: mc->granted filled; quorum
  * mode: a its validity, each name's ttl already its own),
  * 0 (busy: retry, busy index), -3 (mode, index), -100 (err). */
@@ -498,6 +540,7 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
             return;
         }
         leave_queues(mc);
+        if (err && !redis_error_is_reply(err)) undo_attempt(mc);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err ? err : "unexpected answer");
         return;
     }
@@ -672,7 +715,7 @@ static void fence_raise(struct multi_call *mc, long long validity) {
 
 static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
     struct multi_call *mc = arg;
-    int q = redis_quorum(), granted = 0, answered = 0, mismatch = 0, nbusy = 0;
+    int q = redis_quorum(), granted = 0, answered = 0, mismatch = 0, nbusy = 0, abstained = 0;
     long long ttl = -1, retry = 1, busy_i = 0, mode_i = 0;
     const char *err = "no Redis master answered";
     memset(mc->granted, 0, sizeof mc->granted);
@@ -685,7 +728,9 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         }
         answered++;
         const redisReply *r = res[i].reply;
-        if (v == 1) {
+        if (v == 1 && redis_node_lost(i, NULL)) {
+            abstained++; /* lost its data: its grant does not count (backend_quorum.c) */
+        } else if (v == 1) {
             granted++;
             if (ttl < 0 || elem(r, 1) < ttl) ttl = elem(r, 1);
             for (int k = 0; k < mc->n; k++) {
@@ -714,7 +759,7 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         fence_raise(mc, validity);
         return;
     }
-    if (granted > 0) give_back(mc, 1);
+    if (granted + abstained > 0) give_back(mc, 1);
     if (answered < q) {
         char why[160];
         snprintf(why, sizeof why, "only %d of %d Redis masters answered (%s)", answered, n, err);
@@ -739,17 +784,18 @@ static void send_group(struct multi_call *mc) {
     snprintf(ttl, sizeof ttl, "%lld", mc->ttl_ms);
     snprintf(left, sizeof left, "%lld", wait_left);
     if (mc->fair && mc->wait_ms > 0) mc->queued = 1;
-    const char *args[9] = {mc->req->token,
-                           ttl,
-                           mc->owner,
-                           kind,
-                           mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
-                           left,
-                           mc->fair ? "1" : "0",
-                           "",
-                           mc->arrival};
-    run_group(mc, mc->taken, SCRIPT_MULTI_ACQUIRE, 1, 9, args, 7, acquire_done, quorum_acquire_done,
-              mc);
+    const char *args[10] = {mc->req->token,
+                            ttl,
+                            mc->owner,
+                            kind,
+                            mc->fair && mc->wait_ms > 0 ? mc->waiter_id : "",
+                            left,
+                            mc->fair ? "1" : "0",
+                            "",
+                            mc->arrival,
+                            mc->attempt_id};
+    run_group(mc, mc->taken, SCRIPT_MULTI_ACQUIRE, 1, 10, args, 7, acquire_done,
+              quorum_acquire_done, mc);
 }
 
 static void send_attempt(struct multi_call *mc);
@@ -826,7 +872,7 @@ void multi_acquire(struct gw_request *req) {
         return;
     }
     struct multi_call *mc = names_or_reply(req);
-    if (!mc || guard_grant_or_reply(req)) return;
+    if (!mc || guard_names_or_reply(req, mc->names, mc->n)) return;
     if (!has_token) token_issue(req);
     free(mc->owner);
     mc->owner = alloc_copy(owner ? owner : "", owner ? strlen(owner) : 0);
@@ -850,6 +896,7 @@ void multi_acquire(struct gw_request *req) {
         for (int g = 0; g < mc->ngroups; g++) /* a name's slot is its hash's */
             mc->live_slot[g] = liveness_waiter_join(group_name(mc, g));
     }
+    liveness_waiter_id(mc->attempt_id);
     attempt(mc);
 }
 

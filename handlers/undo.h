@@ -15,9 +15,13 @@
  * earlier grant is answered, never re-entered: acquire.lua), so one
  * release undoes exactly it.  A client's token may hold levels of its own:
  * its attempts carry an id, and the undo releases only the level that id
- * took.  Session-bound holds are not undone here (their session lists
- * them): they end with the session.  Every Redis mode (in quorum mode on
- * each master by itself), locks, shared locks and permits.  Counted in lockgate_undo_started_total
+ * took.  A session-bound hold is undone the same way (release.lua takes
+ * it off its session), bounded by --max-lease-ms, past which a session
+ * Redis could not renew has ended.  A multi-lock group is undone name by
+ * name with its attempt's id (multi.c): each name's record says whether
+ * that attempt took a level there.  Every Redis mode (in quorum mode on
+ * each master by itself), locks, shared locks, permits, multi-locks and
+ * session-bound holds.  Counted in lockgate_undo_started_total
  * and, as each settles, lockgate_undo_given_back_total, _nothing_total or
  * _expired_total; logged by name, never with a token. */
 #ifndef LOCKGATE_UNDO_H

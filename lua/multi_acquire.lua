@@ -7,7 +7,9 @@
 --          hash (_holders.lua, queue_head; in Redis Cluster the slot's)
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
---          9 arrival (optional; '' or absent: this call's clock, in us)
+--          9 arrival ('' or absent: this call's clock, in us), 10 attempt:
+--          the request's id ('' or absent: none), kept on every name it
+--          takes (as acquire.lua ARGV 15)
 -- New holders are announced to watchers, and a shared grant that leaves
 -- room passes the wake-up on (save_ttl: _holders.lua, THE RULE).
 -- Returns  {1, ttl_ms, fence_1, count_1, ttl_1, fence_2, count_2, ttl_2, ...}
@@ -20,6 +22,11 @@
 --                                 as acquire.lua's, i the first busy name,
 --                                 arrival the score a fair waiter queued with
 --          {-3, i}                the token holds name i in the other mode
+-- A request that tries again (its earlier attempt's answer was lost to a
+-- timeout or a dropped connection) and finds that attempt's grant on every
+-- name gets that grant again, counts unchanged: its own attempt is never a
+-- re-entry.  The gateway undoes an attempt whose answer it never learned
+-- by that id (multi_release.lua ARGV 3, release.lua ARGV 4).
 --
 -- While busy it holds nothing, so two multi-locks over overlapping sets
 -- never deadlock.  A waiter marks every busy name (w), so a release of any
@@ -40,6 +47,7 @@ local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
 local arrival, given = now_us, ARGV[9] and ARGV[9] ~= ''
 if given then arrival = ARGV[9] + 0 end
 local n = (#KEYS - #KEYS % 3) / 3
+local attempt = ARGV[10] or ''
 live_channel = ARGV[8]
 
 -- A fair waiter's place in name i's queue, until its wait ends.
@@ -60,10 +68,36 @@ if given and fair and wait_left > 0 then
 end
 
 local sts, busy_for, why, first_busy = {}, -1, 1, 0
+local own = attempt ~= ''
 for i = 1, n do
   local hk = KEYS[3 * i - 2]
   local st = load(hk)
   sts[i] = st
+  local h = st.holders[token]
+  if not (h and h.attempt and string.sub(h.attempt, 1, -2) == attempt) then own = false end
+end
+
+-- This request's own earlier attempt took every name: its grant, again.
+if own then
+  local out, least = {1, ttl}, ttl
+  for i = 1, n do
+    if waiter ~= '' then -- a given arrival may have queued it again above
+      redis.call('ZREM', KEYS[3 * i - 1], waiter)
+      redis.call('HDEL', KEYS[3 * i], waiter)
+    end
+    local h = sts[i].holders[token]
+    local left = remaining(h.exp)
+    if left < least then least = left end
+    out[#out + 1] = h.fence
+    out[#out + 1] = h.count
+    out[#out + 1] = left
+  end
+  out[2] = least
+  return out
+end
+
+for i = 1, n do
+  local st = sts[i]
   local me = st.holders[token]
   local b, bw = -1, 1
   if me then
@@ -115,10 +149,12 @@ for i = 1, n do
   local h = st.holders[token]
   if h then
     h.count = h.count + 1
+    h.attempt = attempt ~= '' and attempt .. 'r' or nil
     if not h.session then h.exp = cap_exp(h, ttl) end
     put(hk, st, token, h, st.mode)
   else
     h = {count = 1, fence = now_us, exp = exp, ttl = ttl, hold = 0, delay = 0, owner = owner}
+    if attempt ~= '' then h.attempt = attempt .. 'g' end
     if h.fence <= st.lastfence then h.fence = st.lastfence + 1 end
     st.lastfence = h.fence
     st.holders[token] = h

@@ -3,7 +3,9 @@
 -- level of re-entry each, as release.lua.  (The layout: _holders.lua.)
 --
 -- KEYS     the names' hashes
--- ARGV     1 token, 2 channel
+-- ARGV     1 token, 2 channel[, 3 attempt: release only the levels the
+--          request attempt ARGV 3 took (multi_acquire.lua ARGV 10), once;
+--          else {-1, i}: the gateway giving back or undoing that attempt]
 -- Returns  {1, released}   released: how many holds ended (count 0)
 --          {-1, i}         nobody holds name i: nothing was released
 --          {-2, i}         name i is held, but not by this token
@@ -17,12 +19,16 @@ for i = 1, #KEYS do
   local st = load(KEYS[i])
   local me, why = holder_of(st, token)
   if not me then return {why, i} end
+  if ARGV[3] and not (me.attempt and string.sub(me.attempt, 1, -2) == ARGV[3]) then
+    return {-1, i}
+  end
   sts[i] = st
 end
 local ended = 0
 for i = 1, #KEYS do
   local st, hk = sts[i], KEYS[i]
   local me = st.holders[token]
+  if ARGV[3] then me.attempt = nil end
   me.count = me.count - 1
   if me.count > 0 and st.mode ~= 'p' then
     put(hk, st, token, me, st.mode)

@@ -1,6 +1,7 @@
-/* lossguard.c -- see lossguard.h.  The hold-off's end is one atomic
- * (monotonic ms); the text of the last loss and the masters already warned
- * about sit under a mutex, written rarely. */
+/* lossguard.c -- see lossguard.h.  Each master held off is a row of a
+ * small table (its address, until when) under a mutex, written rarely;
+ * the latest end of any row is one atomic, so the question asked on every
+ * grant costs one atomic read while nothing is held off. */
 #include "server/lossguard.h"
 #include "server/log.h"
 #include "server/loop.h"
@@ -12,54 +13,75 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LOSSGUARD_MASTERS 64 /* masters held off at once (the Redis layer's node table) */
+
 static long long max_lease;
-static int holds_off;              /* one master is the whole truth (single, Sentinel) */
-static atomic_llong holdoff_until; /* loop_now_ms() until which grants are refused */
+static enum lossguard_scope scope;
+static int nmasters, need;     /* quorum mode: masters, and how many must grant */
+static atomic_llong any_until; /* loop_now_ms() until which some master is held off */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static char last_loss[200];                        /* the last loss, for /readyz */
-static char last_marker[LOSSGUARD_MARKER_LEN + 1]; /* the marker that loss left */
-static char warned[16][64];                        /* masters warned about, host:port */
+static struct lost {
+    char who[64];                          /* host:port */
+    char marker[LOSSGUARD_MARKER_LEN + 1]; /* the marker its loss left */
+    long long until;                       /* held off until (loop_now_ms) */
+} lost[LOSSGUARD_MASTERS];
+static int nlost;
+static char warned[16][64]; /* masters warned about, host:port */
 static int nwarned;
 
-void lossguard_init(long long max_lease_ms, int hold_off) {
+void lossguard_init(long long max_lease_ms, enum lossguard_scope s, int masters, int quorum) {
     max_lease = max_lease_ms;
-    holds_off = hold_off;
+    scope = s;
+    nmasters = masters;
+    need = quorum;
+}
+
+/* The row of who, made when missing (the oldest ended one is reused); mu held. */
+static struct lost *row_of(const char *who, long long now) {
+    struct lost *free_row = NULL;
+    for (int i = 0; i < nlost; i++) {
+        if (strcmp(lost[i].who, who) == 0) return &lost[i];
+        if (lost[i].until <= now && !free_row) free_row = &lost[i];
+    }
+    if (!free_row && nlost < LOSSGUARD_MASTERS) free_row = &lost[nlost++];
+    if (!free_row) free_row = &lost[0]; /* 64 masters held off at once: the first gives way */
+    memset(free_row, 0, sizeof *free_row);
+    snprintf(free_row->who, sizeof free_row->who, "%s", who);
+    return free_row;
 }
 
 void lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value) {
-    int lost = seen->marker[0] && (seen->absent || strcmp(seen->marker, value) != 0);
+    int gone = seen->marker[0] && (seen->absent || strcmp(seen->marker, value) != 0);
     snprintf(seen->marker, sizeof seen->marker, "%s", value);
     seen->absent = 0;
-    if (!lost) return;
-    long long until = loop_now_ms() + max_lease;
+    if (!gone) return;
+    long long now = loop_now_ms(), until = now + max_lease;
+    char who[64];
+    snprintf(who, sizeof who, "%s:%d", host, port);
     pthread_mutex_lock(&mu);
     /* Several connections (workers, gateways) notice the same loss: the
-     * marker it left is the same, so it is said and counted once here. */
-    int first = strcmp(last_marker, value) != 0;
+     * marker it left is the same, so it is said, counted and timed once. */
+    struct lost *l = row_of(who, now);
+    int first = strcmp(l->marker, value) != 0;
     if (first) {
-        snprintf(last_marker, sizeof last_marker, "%s", value);
-        snprintf(last_loss, sizeof last_loss,
-                 "Redis master %s:%d lost its data (its marker key was gone)", host, port);
+        snprintf(l->marker, sizeof l->marker, "%s", value);
+        l->until = until;
+        if (atomic_load(&any_until) < until) atomic_store(&any_until, until);
     }
     pthread_mutex_unlock(&mu);
-    if (holds_off && atomic_load(&holdoff_until) < until) atomic_store(&holdoff_until, until);
     if (!first) return;
     metrics_inc(M_REDIS_DATA_LOST, 1);
-    if (!holds_off) {
-        log_error("lossguard: Redis master %s:%d lost its data (its marker key was gone: a "
-                  "restart without persistence or FLUSHALL); in quorum mode the others still "
-                  "decide and its votes still count: keep such a master out for --max-lease-ms "
-                  "(%lld ms) after it comes back empty (Redlock's delayed restart), or run it "
-                  "with AOF",
-                  host, port, max_lease);
-        return;
-    }
-    log_error("lossguard: Redis master %s:%d lost its data (its marker key was gone: a restart "
+    const char *what =
+        scope == LOSSGUARD_ALL ? "no lock, permit, session or multi-lock is granted"
+        : scope == LOSSGUARD_PER_MASTER
+            ? "no lock, permit, session or multi-lock is granted on the slots it serves"
+            : "its votes do not count (it abstains; when more masters abstain than the quorum "
+              "can spare, nothing is granted)";
+    log_error("lossguard: Redis master %s lost its data (its marker key was gone: a restart "
               "without persistence, FLUSHALL, or a failover to an empty replica); every held "
-              "lock there is forgotten, so no lock, permit or session is granted for "
-              "%lld ms (--max-lease-ms), until every lease that could have been running has "
-              "ended",
-              host, port, max_lease);
+              "lock there is forgotten, so %s for %lld ms (--max-lease-ms), until every lease "
+              "that could have been running has ended",
+              who, what, max_lease);
 }
 
 /* The value of "field:" on its own line of an INFO answer, or -1. */
@@ -82,23 +104,87 @@ void lossguard_check_persistence(const char *host, int port, const char *info) {
     pthread_mutex_unlock(&mu);
     if (known) return;
     log_warn("lossguard: Redis master %s has neither AOF persistence nor a replica: a restart "
-             "would forget every held lock (the gateway then refuses grants for --max-lease-ms); "
+             "would forget every held lock (the gateway then holds it off for --max-lease-ms); "
              "run it with appendonly yes",
              me);
 }
 
-int lossguard_refusing(int64_t *retry_after_ms) {
-    long long left = atomic_load(&holdoff_until) - loop_now_ms();
+int lossguard_master_refusing(const char *host, int port, int64_t *retry_after_ms) {
+    long long now = loop_now_ms();
+    if (atomic_load(&any_until) <= now) return 0;
+    char who[64];
+    snprintf(who, sizeof who, "%s:%d", host, port);
+    long long left = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nlost; i++)
+        if (strcmp(lost[i].who, who) == 0) left = lost[i].until - now;
+    pthread_mutex_unlock(&mu);
     if (left <= 0) return 0;
     if (retry_after_ms) *retry_after_ms = left;
     return 1;
 }
 
-int lossguard_describe(char *out, size_t cap) {
-    int64_t left;
-    if (!lossguard_refusing(&left)) return 0;
+static int by_left_desc(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Masters held off now, their time left longest first (into left) and
+ * their names (into names, ", "-separated); mu not held. */
+static int held_off(long long *left, char *names, size_t cap) {
+    long long now = loop_now_ms();
+    int n = 0;
+    size_t len = 0;
+    if (names && cap) names[0] = '\0';
     pthread_mutex_lock(&mu);
-    snprintf(out, cap, "%s: no lock is granted for %lld ms more", last_loss, (long long)left);
+    for (int i = 0; i < nlost; i++) {
+        if (lost[i].until <= now) continue;
+        left[n++] = lost[i].until - now;
+        if (names && len < cap)
+            len += (size_t)snprintf(names + len, cap - len, "%s%s", len ? ", " : "", lost[i].who);
+    }
     pthread_mutex_unlock(&mu);
+    qsort(left, (size_t)n, sizeof *left, by_left_desc);
+    return n;
+}
+
+int lossguard_refusing(int64_t *retry_after_ms) {
+    if (atomic_load(&any_until) <= loop_now_ms() || scope == LOSSGUARD_PER_MASTER) return 0;
+    long long left[LOSSGUARD_MASTERS];
+    int n = held_off(left, NULL, 0);
+    /* One master: its hold-off.  Quorum: grants come back once no more
+     * than N - quorum masters abstain, when the (N - quorum + 1)-th
+     * longest hold-off ends. */
+    int spare = scope == LOSSGUARD_QUORUM ? nmasters - need : 0;
+    if (n <= spare) return 0;
+    if (retry_after_ms) *retry_after_ms = left[spare];
+    return 1;
+}
+
+int lossguard_describe(char *out, size_t cap) {
+    if (atomic_load(&any_until) <= loop_now_ms()) return 0;
+    long long left[LOSSGUARD_MASTERS];
+    char names[400];
+    int n = held_off(left, names, sizeof names);
+    if (n == 0) return 0;
+    if (scope == LOSSGUARD_PER_MASTER) {
+        snprintf(out, cap,
+                 "Redis master(s) %s lost their data: no lock is granted on the slots they serve "
+                 "for %lld ms more",
+                 names, left[0]);
+        return 1;
+    }
+    int64_t wait;
+    if (!lossguard_refusing(&wait)) return 0;
+    if (scope == LOSSGUARD_QUORUM)
+        snprintf(out, cap,
+                 "%d of %d Redis masters lost their data (%s): fewer than a quorum can grant, so "
+                 "no lock is granted for %lld ms more",
+                 n, nmasters, names, (long long)wait);
+    else
+        snprintf(out, cap,
+                 "Redis master %s lost its data (its marker key was gone): no lock is granted for "
+                 "%lld ms more",
+                 names, (long long)wait);
     return 1;
 }

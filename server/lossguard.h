@@ -5,23 +5,29 @@
  * gateway that finds it missing sets it (SETNX, a fresh random value each
  * time, so each loss leaves a value of its own), and every
  * gateway reads it on each new command connection and every
- * MEMGUARD_PERIOD_MS (redis.c sends, this file reads).  A connection that
+ * LOSSGUARD_PERIOD_MS (redis.c sends, this file reads).  A connection that
  * has seen a master's marker and then finds it missing or changed knows
  * the master lost its data: a restart without persistence, FLUSHALL, a
  * failover to a replica that was empty.  (A failover that loses only the
  * last writes keeps the marker: that is what --min-replicas-ack is for.)
- * Not in Redis Cluster mode (a key without a hash tag lives on one master
- * only).
+ * In Redis Cluster mode every master has its own marker, in the first
+ * slot it serves (<prefix>marker{TAG}, TAG a hash tag of that slot), and
+ * what was seen of it is kept per slot, so a failover to an empty replica,
+ * which serves the same slots, is noticed too.
  *
  * On a loss: an error line and lockgate_redis_data_lost_total (once per
  * loss, whichever connection notices first), and for --max-lease-ms from
- * then (no lease, session or extension is granted for longer) lock,
- * semaphore, session and multi-lock grants are refused with 503
- * redis_data_lost and a Retry-After, and /readyz says so.  Not in quorum
- * mode: there a minority losing its data is what the others' votes are
- * for, and holding every grant off would turn one master's restart into
- * an outage; the loss is said and counted, and keeping that master out
- * for the longest lease (Redlock's delayed restart) stays the operator's.
+ * then (no lease, session or extension is granted for longer) that
+ * master is held off:
+ *   - one master (single, Sentinel): lock, semaphore, session and
+ *     multi-lock grants are refused with 503 redis_data_lost and a
+ *     Retry-After, and /readyz says so;
+ *   - Redis Cluster: the same, for names whose slot that master serves
+ *     (and sessions whose key it holds); /readyz names it;
+ *   - quorum: that master abstains: a grant it answers is not counted
+ *     (handlers/backend_quorum.c, multi.c), so one of five restarting
+ *     empty is no outage; when more than N - quorum masters abstain no
+ *     grant can be had, and grants are refused as with one master.
  *
  * At start (each master's first INFO), a master with neither AOF nor a
  * replica gets a warning: a restart would forget every held lock. */
@@ -32,17 +38,24 @@
 #include <stdint.h>
 
 #define LOSSGUARD_MARKER_LEN 24
+#define LOSSGUARD_PERIOD_MS  1000 /* how often each connection reads its master's marker */
 
-/* What one connection's node last read of its marker. */
+/* What one master's marker was last read as. */
 struct lossguard_seen {
     char marker[LOSSGUARD_MARKER_LEN + 1]; /* "" before the first read */
     int absent;                            /* the SETNX just set it */
 };
 
-/* Before the workers start: the longest lease, and whether a loss holds
- * grants off (1 with one master; 0 in quorum mode, where a loss is only
- * said and counted). */
-void lossguard_init(long long max_lease_ms, int hold_off);
+/* How a loss holds grants off (see above). */
+enum lossguard_scope {
+    LOSSGUARD_ALL,       /* one master: every grant */
+    LOSSGUARD_QUORUM,    /* that master's votes; every grant past N - quorum of them */
+    LOSSGUARD_PER_MASTER /* Redis Cluster: grants on that master's slots */
+};
+
+/* Before the workers start: the longest lease, the scope, and (quorum)
+ * how many masters there are and how many must grant. */
+void lossguard_init(long long max_lease_ms, enum lossguard_scope scope, int masters, int quorum);
 
 /* The marker read on a connection to host:port (absent: this read's SETNX
  * set it, so it had been missing). */
@@ -52,9 +65,16 @@ void lossguard_note(struct lossguard_seen *seen, const char *host, int port, con
  * without AOF and without replicas. */
 void lossguard_check_persistence(const char *host, int port, const char *info);
 
-/* Grants refused now; *retry_after_ms is how long still. */
+/* Every grant refused now (one master, or too many quorum masters held
+ * off); *retry_after_ms is how long still. */
 int lossguard_refusing(int64_t *retry_after_ms);
-/* The last loss, for /readyz; 0 when none is in force. */
+/* The master host:port is held off now (quorum: abstains; Cluster: its
+ * slots' grants are refused); *retry_after_ms how long still.  Cheap when
+ * no master is held off (one atomic read). */
+int lossguard_master_refusing(const char *host, int port, int64_t *retry_after_ms);
+/* What is held off, for /readyz and problem details: every grant, or in
+ * Cluster mode any master; 0 when nothing is (or, in quorum mode, while
+ * enough masters remain to grant). */
 int lossguard_describe(char *out, size_t cap);
 
 #endif

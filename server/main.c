@@ -122,7 +122,11 @@ int main(int argc, char **argv) {
     ids_init(&cfg);
     liveness_init(&cfg);
     memguard_init(cfg.accept_eviction_risk);
-    lossguard_init(cfg.max_lease_ms, cfg.nnodes < 3);
+    lossguard_init(cfg.max_lease_ms,
+                   cfg.ncluster      ? LOSSGUARD_PER_MASTER
+                   : cfg.nnodes >= 3 ? LOSSGUARD_QUORUM
+                                     : LOSSGUARD_ALL,
+                   cfg.nnodes, cfg.quorum);
     if (workers_start(&cfg) < 0) return 1;
     if (cfg.nsentinels)
         log_info("lockgate listening on %s:%d, Redis master '%s'%s from %d sentinel(s)%s, "

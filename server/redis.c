@@ -105,14 +105,17 @@ struct rconn {
 
 /* One Redis master: one node, or one of the quorum's. */
 struct node {
-    struct rconn cmd;           /* commands */
-    struct rconn sub;           /* SUBSCRIBE to the release channel */
-    struct redis_op pending;    /* sentinel of the sent, unanswered list */
-    int ssub_pending;           /* cluster mode: SSUBSCRIBEs not confirmed yet */
-    struct memguard_seen mem;   /* whether cmd's master may evict (memguard.h) */
-    struct lossguard_seen loss; /* its marker key as last read (lossguard.h) */
-    struct layout_seen layout;  /* its layout version as last read (layout.h) */
-    int64_t next_mem_check_ms;  /* when cmd asks INFO memory again */
+    struct rconn cmd;               /* commands */
+    struct rconn sub;               /* SUBSCRIBE to the release channel */
+    struct redis_op pending;        /* sentinel of the sent, unanswered list */
+    int ssub_pending;               /* cluster mode: SSUBSCRIBEs not confirmed yet */
+    struct memguard_seen mem;       /* whether cmd's master may evict (memguard.h) */
+    struct lossguard_seen loss;     /* its marker key as last read (lossguard.h) */
+    struct lossguard_seen *loss_at; /* what cmd's marker reads update: loss, or in
+                                       cluster mode its marker slot's (slot_seen) */
+    struct layout_seen layout;      /* its layout version as last read (layout.h) */
+    int64_t next_mem_check_ms;      /* when cmd asks INFO memory again */
+    int64_t next_marker_ms;         /* when cmd reads the marker again */
 };
 
 #define REDIS_MAX_NODES 64 /* quorum masters, or every cluster node ever seen */
@@ -147,12 +150,18 @@ struct redis {
     int master_known;                                /* Sentinel mode: cmd/sub may connect */
     int reresolve;                                   /* Sentinel mode: ask for the master again */
     int64_t next_reask_ms;                           /* Sentinel mode: no re-ask before this */
-    char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
-    char alive_channel[GW_PREFIX_MAX + 16];          /* "<prefix>alive": liveness probes */
-    const char *fail_reason;                         /* why outstanding commands are failing */
-    int subscribe;                                   /* keeps a pub/sub connection per node */
-    int stopping;                                    /* redis_fail_all ran: commands fail at once */
-    struct redis_op *failed;                         /* commands to fail at the turn's end */
+    struct {
+        int slot;                           /* a master's marker slot (lossguard.h) */
+        struct lossguard_seen seen;         /* what was read of it, whichever node served it */
+    } slot_seen[REDIS_MAX_NODES];           /* cluster mode: per marker slot, so that a
+                                       failover to an empty replica is seen */
+    int nslot_seen;                         /* used entries of slot_seen */
+    char channel[GW_PREFIX_MAX + 16];       /* "<prefix>released" */
+    char alive_channel[GW_PREFIX_MAX + 16]; /* "<prefix>alive": liveness probes */
+    const char *fail_reason;                /* why outstanding commands are failing */
+    int subscribe;                          /* keeps a pub/sub connection per node */
+    int stopping;                           /* redis_fail_all ran: commands fail at once */
+    struct redis_op *failed;                /* commands to fail at the turn's end */
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
@@ -605,15 +614,15 @@ static void on_memory_info(redisAsyncContext *ac, void *r, void *privdata) {
 static void on_marker_setnx(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
     struct rconn *c = privdata;
-    if (reply && reply->type == REDIS_REPLY_INTEGER && c->node)
-        c->node->loss.absent = reply->integer == 1;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && c->node && c->node->loss_at)
+        c->node->loss_at->absent = reply->integer == 1;
 }
 
 static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
     struct rconn *c = privdata;
-    if (reply && reply->type == REDIS_REPLY_STRING && c->node)
-        lossguard_note(&c->node->loss, c->host, c->port, reply->str);
+    if (reply && reply->type == REDIS_REPLY_STRING && c->node && c->node->loss_at)
+        lossguard_note(c->node->loss_at, c->host, c->port, reply->str);
 }
 
 /* The layout version (layout.h): set if missing, then read.  In cluster
@@ -638,18 +647,50 @@ static void send_layout_check(struct rconn *c) {
     redisAsyncCommandArgv(c->ac, on_layout_get, c, 2, get, getl);
 }
 
-/* What every new command connection asks first, and again every
- * MEMGUARD_PERIOD_MS: may the master evict, did it lose its data, and
- * which key layout does it hold?  (Not the marker in cluster mode: a key
- * without a tag lives on one master.) */
-static void send_memory_check(struct rconn *c) {
-    send_layout_check(c);
-    const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
-    size_t lens[4] = {4, 6, 11, 11};
-    redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);
-    if (!self->cluster) {
-        char key[GW_PREFIX_MAX + 16];
+/* A hash tag whose slot is slot: the first decimal number that hashes
+ * there (a few thousand tries on average). */
+static void slot_tag(int slot, char *out, size_t cap) {
+    for (unsigned k = 0; k < (1u << 24); k++) {
+        int n = snprintf(out, cap, "%u", k);
+        if (cluster_key_slot(out, (size_t)n) == slot) return;
+    }
+    snprintf(out, cap, "0");
+}
+
+/* Cluster mode: node i's marker key, in the first slot it serves, and
+ * where what is read of it is kept (per slot: the replica promoted in its
+ * place serves the same slots and is compared with what its predecessor
+ * showed); NULL while the map names no slot of it. */
+static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
+    int slot = -1;
+    for (int s = 0; s < CLUSTER_SLOTS && slot < 0; s++)
+        if (self->map.owner[s] == i) slot = s;
+    if (slot < 0) return NULL;
+    char tag[16];
+    slot_tag(slot, tag, sizeof tag);
+    snprintf(key, cap, "%smarker{%s}", self->cfg.key_prefix, tag);
+    for (int k = 0; k < self->nslot_seen; k++)
+        if (self->slot_seen[k].slot == slot) return &self->slot_seen[k].seen;
+    int k = self->nslot_seen < REDIS_MAX_NODES ? self->nslot_seen++ : REDIS_MAX_NODES - 1;
+    memset(&self->slot_seen[k], 0, sizeof self->slot_seen[k]);
+    self->slot_seen[k].slot = slot;
+    return &self->slot_seen[k].seen;
+}
+
+/* Did the master lose its data?  Asked first on every new command
+ * connection, and again every LOSSGUARD_PERIOD_MS (two small commands: a
+ * FLUSHALL is seen within about a second).  In cluster mode each master's
+ * marker lives in a slot it serves (cluster_marker); until the map names
+ * one, it is asked again 200 ms later. */
+static void send_marker_check(struct rconn *c) {
+    char key[GW_PREFIX_MAX + 32];
+    if (self->cluster)
+        c->node->loss_at = cluster_marker((int)(c->node - self->node), key, sizeof key);
+    else {
         snprintf(key, sizeof key, "%smarker", self->cfg.key_prefix);
+        c->node->loss_at = &c->node->loss;
+    }
+    if (c->node->loss_at) {
         char fresh[TOKEN_NEW_LEN + 1]; /* one per write: each loss leaves its own */
         token_new(fresh);
         const char *set[3] = {"SETNX", key, fresh};
@@ -659,6 +700,19 @@ static void send_memory_check(struct rconn *c) {
         size_t getl[2] = {3, strlen(key)};
         redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
     }
+    int soon = self->cluster && !c->node->loss_at && self->nmasters == 0;
+    c->node->next_marker_ms = loop_now_ms() + (soon ? 200 : LOSSGUARD_PERIOD_MS);
+}
+
+/* Which key layout the master holds (layout.h), may it evict
+ * (memguard.h), and its persistence and replicas (lossguard.h): asked
+ * first on every new command connection, and again every
+ * MEMGUARD_PERIOD_MS. */
+static void send_memory_check(struct rconn *c) {
+    send_layout_check(c);
+    const char *argv[4] = {"INFO", "memory", "persistence", "replication"};
+    size_t lens[4] = {4, 6, 11, 11};
+    redisAsyncCommandArgv(c->ac, on_memory_info, c, 4, argv, lens);
     c->node->next_mem_check_ms = loop_now_ms() + MEMGUARD_PERIOD_MS;
 }
 
@@ -715,6 +769,7 @@ static void cmd_up(struct rconn *c) {
         redisAsyncCommandArgv(c->ac, on_client_id, c, 2, argv, lens);
     }
     send_memory_check(c); /* before any grant this connection carries is answered */
+    send_marker_check(c);
     for (int i = 0; i < SCRIPT_COUNT; i++) send_script_load(c, i);
     if (prelude)
         redisAsyncCommandArgv(c->ac, on_reply, NULL, prelude->argc, prelude->argv, prelude->lens);
@@ -993,6 +1048,7 @@ static void redis_loop_turn(int64_t now) {
         }
         if (n->cmd.ac && n->cmd.connected && now >= n->next_mem_check_ms)
             send_memory_check(&n->cmd);
+        if (n->cmd.ac && n->cmd.connected && now >= n->next_marker_ms) send_marker_check(&n->cmd);
         conn_turn(&n->cmd, now);
         if (self->subscribe) conn_turn(&n->sub, now);
     }
@@ -1174,6 +1230,22 @@ int redis_error_is_reply(const char *why) {
 }
 
 int redis_nodes(void) { return settings->nnodes; }
+
+int redis_node_lost(int i, int64_t *retry_after_ms) {
+    if (!self || i < 0 || i >= self->nnodes) return 0;
+    return lossguard_master_refusing(self->node[i].cmd.host, self->node[i].cmd.port,
+                                     retry_after_ms);
+}
+
+int redis_name_lost(const char *name, int64_t *retry_after_ms, char *who, size_t cap) {
+    if (!self || !self->cluster || !name) return 0;
+    int owner = self->map.owner[cluster_key_slot(name, strlen(name))];
+    if (owner < 0) return 0;
+    const struct rconn *c = &self->node[owner].cmd;
+    if (!lossguard_master_refusing(c->host, c->port, retry_after_ms)) return 0;
+    if (who) snprintf(who, cap, "%s:%d", c->host, c->port);
+    return 1;
+}
 int redis_quorum(void) { return settings->nnodes == 1 ? 1 : settings->quorum; }
 
 void redis_command(int argc, const char *const *argv, const size_t *lens, redis_cb cb, void *arg) {

@@ -125,6 +125,14 @@ void redis_eval_at_master(int k, enum script_id id, int nargs, const char *const
 
 /* Quorum mode: how many masters, and how many must agree (1 and 1 else). */
 int redis_nodes(void);
+/* Quorum mode: master i lost its data less than --max-lease-ms ago and
+ * abstains (server/lossguard.h); *retry_after_ms how long still. */
+int redis_node_lost(int i, int64_t *retry_after_ms);
+/* Cluster mode: the master serving name's slot (a hash tag's: lock and
+ * semaphore keys put the name in one) lost its data less than
+ * --max-lease-ms ago; who gets its host:port.  0 outside Cluster mode,
+ * where lossguard_refusing covers every name. */
+int redis_name_lost(const char *name, int64_t *retry_after_ms, char *who, size_t cap);
 int redis_quorum(void);
 
 /* Quorum mode: the same script on every master.  cb gets every master's

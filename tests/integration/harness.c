@@ -958,3 +958,11 @@ int h_log_count(struct h_gw *g, const char *needle) {
     if (f) fclose(f);
     return n;
 }
+
+void h_timeshift_shim(char *out, size_t cap) {
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    if (build[0] == '/')
+        snprintf(out, cap, "%s/tests/timeshift.so", build);
+    else
+        snprintf(out, cap, "%s/%s/tests/timeshift.so", getenv("PWD") ? getenv("PWD") : ".", build);
+}

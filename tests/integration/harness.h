@@ -59,6 +59,10 @@ int h_cluster_mode(void);
  * the suites in VALKEY_SUITES so; the harness then checks each server it
  * starts is Valkey).  Sentinels stay redis-sentinel. */
 const char *h_server(void);
+/* The path of the clock-shifting shim (timeshift.so, LD_PRELOAD into
+ * redis-server) of this build: $BUILD/tests/, relative to $PWD unless
+ * $BUILD is absolute. */
+void h_timeshift_shim(char *out, size_t cap);
 /* RUN, except in cluster mode, where the test is reported skipped: for
  * tests of what a cluster refuses at start or cannot do by design (a
  * database other than 0, one node's SCRIPT FLUSH). */

@@ -525,7 +525,7 @@ static long long cpu_ms(pid_t pid) {
 
 static long long cmdstat_calls(const char *cmd) {
     char field[64];
-    snprintf(field, sizeof field, "cmdstat_%s", cmd);
+    snprintf(field, sizeof field, "cmdstat_%s:", cmd); /* "set:", not "setnx:" */
     const char *v = h_redis_cli(&redis, "info commandstats");
     const char *p = v ? strstr(v, field) : NULL;
     if (!p || !(p = strstr(p, "calls="))) return 0;
@@ -543,8 +543,8 @@ static struct window measure(struct h_gw *a, int ms) {
      * each on its own period that no waiter changes, so a window catches
      * one round of it or none: INFO (this function's own, and the memory
      * policy, server/memguard.h, every 10 s), SETNX and GET (the data-loss
-     * marker, server/lossguard.h, and the layout version, server/layout.h,
-     * every 10 s), PING and SUBSCRIBE (the
+     * marker, server/lossguard.h, every 1 s; the layout version,
+     * server/layout.h, every 10 s), PING and SUBSCRIBE (the
      * liveness probe of an idle connection, server/redis.c, every 1 s). */
     static const char *const chore[] = {"info", "setnx", "get", "ping", "subscribe"};
     long long chores0 = 0;

@@ -326,10 +326,8 @@ static void test_replication_loss_acked(void) {
 
 /* Case 3: Sentinel, the replica's clock 3 s behind, writes lost. */
 static void test_sentinel_failover_clock_behind(void) {
-    const char *build = getenv("BUILD");
     char shim[256];
-    snprintf(shim, sizeof shim, "%s/%s/tests/timeshift.so", getenv("PWD") ? getenv("PWD") : ".",
-             build ? build : "build");
+    h_timeshift_shim(shim, sizeof shim);
     struct h_redis master, replica, via_rep, sen[3];
     struct h_relay rep;
     CHECK_EQ_INT(h_redis_start(&master, 0, NULL), 0);

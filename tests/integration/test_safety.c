@@ -344,24 +344,29 @@ static void test_full_redis_lets_holders_go(void) {
 
 #define UNDO_BOUND_MS 1500 /* the target is 1 s; margin for a loaded machine */
 
+/* inspect: the names' paths to look at, separated by spaces. */
 static void stall_during_acquire(struct h_gw *g, const char *path, const char *body,
-                                 const char *inspect, long long *took) {
+                                 const char *hdr, const char *inspect, long long *took) {
     CHECK(h_freeze(redis.pid) == 0);
-    struct h_resp r = h_http("POST", g->port, path, NULL, body, NULL);
+    struct h_resp r = h_http("POST", g->port, path, NULL, body, hdr);
     CHECK_EQ_INT(r.status, 503);
     h_resp_free(&r);
     kill(redis.pid, SIGCONT);
     long long t0 = h_now_ms();
     /* The attempt ran once Redis resumed, or was killed with its
-     * connection; either way the name is free soon after. */
-    long st = 0;
-    char code[48];
-    for (long long end = t0 + 10000; h_now_ms() < end; h_sleep_ms(5)) {
-        st = call_code("GET", inspect, NULL, NULL, NULL, code, sizeof code);
-        if (st == 404) break;
+     * connection; either way the names are free soon after. */
+    char paths[256], *save = NULL;
+    snprintf(paths, sizeof paths, "%s", inspect);
+    for (char *one = strtok_r(paths, " ", &save); one; one = strtok_r(NULL, " ", &save)) {
+        long st = 0;
+        char code[48];
+        for (long long end = t0 + 10000; h_now_ms() < end; h_sleep_ms(5)) {
+            st = call_code("GET", one, NULL, NULL, NULL, code, sizeof code);
+            if (st == 404) break;
+        }
+        CHECK_EQ_INT(st, 404);
     }
     *took = h_now_ms() - t0;
-    CHECK_EQ_INT(st, 404);
 }
 
 static void test_stall_during_acquire(void) {
@@ -370,31 +375,44 @@ static void test_stall_during_acquire(void) {
         CHECK(!"gateway did not start");
         return;
     }
+    /* A session-bound hold lives by its session: made before the stall. */
+    struct h_resp r = h_http("POST", g.port, "/v1/sessions", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char shdr[200];
+    snprintf(shdr, sizeof shdr, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
     struct {
-        const char *path, *body, *inspect;
+        const char *path, *body, *hdr, *inspect;
     } cases[] = {
-        {"/v1/locks/stall-a",      "{\"ttl_ms\":60000}",                 "/v1/locks/stall-a"     },
-        {"/v1/locks/stall-s",      "{\"ttl_ms\":60000,\"shared\":true}", "/v1/locks/stall-s"     },
-        {"/v1/semaphores/stall-p", "{\"ttl_ms\":60000,\"limit\":1}",     "/v1/semaphores/stall-p"},
+        {"/v1/locks/stall-a",      "{\"ttl_ms\":60000}",                                       NULL, "/v1/locks/stall-a"},
+        {"/v1/locks/stall-s",      "{\"ttl_ms\":60000,\"shared\":true}",                       NULL, "/v1/locks/stall-s"},
+        {"/v1/semaphores/stall-p", "{\"ttl_ms\":60000,\"limit\":1}",                           NULL,
+         "/v1/semaphores/stall-p"                                                                                       },
+        {"/v1/locks",              "{\"ttl_ms\":60000,\"names\":[\"stall-m1\",\"stall-m2\"]}", NULL,
+         "/v1/locks/stall-m1 /v1/locks/stall-m2"                                                                        },
+        {"/v1/locks/stall-b",      "{}",                                                       shdr, "/v1/locks/stall-b"},
     };
     long long worst = 0;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         long long took = 0;
-        stall_during_acquire(&g, cases[i].path, cases[i].body, cases[i].inspect, &took);
+        stall_during_acquire(&g, cases[i].path, cases[i].body, cases[i].hdr, cases[i].inspect,
+                             &took);
         if (took > worst) worst = took;
         CHECK(took <= UNDO_BOUND_MS);
     }
     fprintf(stderr, "  undo: names free at most %lld ms after Redis resumed\n", worst);
-    /* Counted: every failed attempt settled, none left to its lease. */
+    /* Counted: every failed attempt settled (the multi-lock's name by
+     * name), none left to its lease. */
     for (long long end = h_now_ms() + 5000; h_metric(&g, "lockgate_undo_given_back_total") +
                                                     h_metric(&g, "lockgate_undo_nothing_total") <
-                                                3 &&
+                                                6 &&
                                             h_now_ms() < end;)
         h_sleep_ms(10);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_started_total"), 3);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_started_total"), 6);
     CHECK_EQ_INT(h_metric(&g, "lockgate_undo_given_back_total") +
                      h_metric(&g, "lockgate_undo_nothing_total"),
-                 3);
+                 6);
     CHECK_EQ_INT(h_metric(&g, "lockgate_undo_expired_total"), 0);
     /* Never a token in the log. */
     CHECK_EQ_INT(file_count(g.log, "Lock-Token"), 0);
@@ -411,12 +429,14 @@ struct post_call {
     long status;
     long long count;
     char token[128];
+    long long done_ms; /* when the answer came */
 };
 
 static void *post_main(void *arg) {
     struct post_call *c = arg;
     struct h_resp r = h_http("POST", c->port, c->path, NULL, c->body, NULL);
     c->status = r.status;
+    c->done_ms = h_now_ms();
     c->count = h_jint(&r, "count");
     snprintf(c->token, sizeof c->token, "%s",
              h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
@@ -466,6 +486,69 @@ static void test_stall_during_wakeup(void) {
     CHECK(r.body && strstr(r.body, "\"released\":true") != NULL);
     h_resp_free(&r);
     CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-w", NULL, NULL, NULL, code, sizeof code), 404);
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+}
+
+/* The same for a multi-lock group: the waiter's retry finds its own
+ * attempt's grant and answers it, 201 with every count 1, never a
+ * re-entry (multi_acquire.lua ARGV 10). */
+struct multi_post {
+    pthread_t th;
+    int port;
+    long status;
+    char body[2048];
+    char token[128];
+};
+
+static void *multi_post_main(void *arg) {
+    struct multi_post *c = arg;
+    struct h_resp r = h_http("POST", c->port, "/v1/locks", NULL,
+                             "{\"names\":[\"stall-mw1\",\"stall-mw2\"],\"ttl_ms\":60000,"
+                             "\"wait_ms\":20000}",
+                             NULL);
+    c->status = r.status;
+    snprintf(c->body, sizeof c->body, "%s", r.body ? r.body : "");
+    snprintf(c->token, sizeof c->token, "%s",
+             h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
+    h_resp_free(&r);
+    return NULL;
+}
+
+static void test_stall_during_multi_wakeup(void) {
+    struct h_gw g = {0};
+    if (h_gw_up(&g, &redis, "--workers 1 --redis-timeout-ms 500 --liveness-ttl-ms 300000") < 0) {
+        CHECK(!"gateway did not start");
+        return;
+    }
+    char code[48];
+    struct h_resp r =
+        h_http("POST", g.port, "/v1/locks/stall-mw1", NULL, "{\"ttl_ms\":1500}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct multi_post w = {.port = g.port};
+    pthread_create(&w.th, NULL, multi_post_main, &w);
+    for (long long end = h_now_ms() + 5000;
+         h_metric(&g, "lockgate_waits_total") != 1 && h_now_ms() < end;)
+        h_sleep_ms(2);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_waits_total"), 1);
+    /* Redis stops; the holder's lease ends; the waiter's attempt is held
+     * past the command timeout, runs when Redis resumes, and the waiter
+     * tries again. */
+    int dropped = file_count(g.log, "gave no answer");
+    CHECK(h_freeze(redis.pid) == 0);
+    CHECK(log_wait(&g, "gave no answer", dropped, 10000));
+    kill(redis.pid, SIGCONT);
+    pthread_join(w.th, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(strstr(w.body, "\"count\":1") != NULL);
+    CHECK(strstr(w.body, "\"count\":2") == NULL);
+    /* One release frees both: no hidden level is left. */
+    r = h_http("DELETE", g.port, "/v1/locks", w.token, "{\"names\":[\"stall-mw1\",\"stall-mw2\"]}",
+               NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-mw1", NULL, NULL, NULL, code, sizeof code), 404);
+    CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-mw2", NULL, NULL, NULL, code, sizeof code), 404);
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
 }
 
@@ -622,8 +705,21 @@ static void test_data_loss_holds_off(void) {
     CHECK_EQ_INT(r.status, 201);
     long long f1 = h_jint(&r, "fence");
     h_resp_free(&r);
+    /* A waiter on another held lock: its retry after the loss is granted
+     * by the empty Redis, given back, and it waits out the hold-off. */
+    r = h_http("POST", g.port, "/v1/locks/dl-w", NULL, "{\"ttl_ms\":1000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    struct post_call w = {.port = g.port};
+    snprintf(w.path, sizeof w.path, "/v1/locks/dl-w");
+    snprintf(w.body, sizeof w.body, "{\"ttl_ms\":2000,\"wait_ms\":15000}");
+    pthread_create(&w.th, NULL, post_main, &w);
+    for (long long end = h_now_ms() + 5000;
+         h_metric(&g, "lockgate_waiting_requests") != 1 && h_now_ms() < end;)
+        h_sleep_ms(2);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_waiting_requests"), 1);
 
-    /* A restart without persistence while the lock is held. */
+    /* A restart without persistence while the locks are held. */
     h_redis_kill(&r2);
     CHECK_EQ_INT(h_redis_restart(&r2, NULL), 0);
     CHECK(log_wait(&g, "lost its data", 0, 10000));
@@ -645,10 +741,19 @@ static void test_data_loss_holds_off(void) {
     CHECK(at - seen >= MAX_LEASE_MS - 300); /* the log line came after the noticing */
     CHECK(f2 > f1);
     CHECK(readyz_wait(&g, "", detail, sizeof detail, 2000));
+    pthread_join(w.th, NULL);
+    long long waited = w.done_ms - seen;
+    fprintf(stderr, "  the waiter: %ld, done %lld ms after the loss was logged\n", w.status,
+            waited);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(waited >= MAX_LEASE_MS - 300);
 
-    /* FLUSHALL: noticed by the periodic check. */
+    /* FLUSHALL: noticed by the periodic check, every second. */
+    long long flushed = h_now_ms();
     h_redis_cli(&r2, "FLUSHALL");
     CHECK(log_wait(&g, "lost its data", 1, 15000));
+    fprintf(stderr, "  FLUSHALL noticed after %lld ms\n", h_now_ms() - flushed);
+    CHECK(h_now_ms() - flushed <= 1000 + 500); /* LOSSGUARD_PERIOD_MS, and margin */
     CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/dl-2", NULL, "{}", code, sizeof code, NULL, 0),
                  503);
     CHECK_EQ_STR(code, "redis_data_lost");
@@ -703,6 +808,65 @@ static void test_evicting_policy_after_failover(void) {
     if (master.pid) h_redis_stop(&master);
 }
 
+/* A Sentinel failover to a replica that had lost what its master held
+ * (here: made writable and flushed by itself before the failover): the
+ * gateway finds the marker gone on the new master, and holds grants off
+ * for --max-lease-ms, naming it in /readyz. */
+static void test_failover_to_empty_replica(void) {
+    struct h_redis master, replica, sen[3];
+    memset(sen, 0, sizeof sen);
+    if (h_redis_start(&master, 0, NULL) < 0 || h_replica_start(&replica, &master) < 0) {
+        CHECK(!"master and replica did not start");
+        return;
+    }
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_start(&sen[i], &master, "empty", 2, 1000, 3000) == 0;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_wait_ready(&sen[i], "empty", 2, 1, 20000) == 0;
+    CHECK(ok);
+    struct h_gw g = {0};
+    char flags[300], code[48], detail[300];
+    snprintf(flags, sizeof flags,
+             "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d "
+             "--sentinel-master empty --workers 2 --max-lease-ms 60000",
+             sen[0].port, sen[1].port, sen[2].port);
+    if (ok && h_gw_up(&g, &master, flags) == 0) {
+        CHECK(readyz_wait(&g, "", detail, sizeof detail, 10000));
+        CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/fe", NULL, "{\"ttl_ms\":60000}", code,
+                             sizeof code, NULL, 0),
+                     201);
+        /* The replica had the marker and the lock, then lost them. */
+        const char *e = NULL;
+        for (long long end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(20))
+            if ((e = h_redis_cli(&replica, "EXISTS lockgate:lock:{fe}")) && strcmp(e, "1") == 0)
+                break;
+        CHECK_EQ_STR(h_redis_cli(&replica, "EXISTS lockgate:marker"), "1");
+        h_redis_cli(&replica, "CONFIG SET replica-read-only no");
+        h_redis_cli(&replica, "FLUSHALL");
+        CHECK_EQ_STR(h_redis_cli(&replica, "EXISTS lockgate:marker"), "0");
+        h_redis_kill(&master);
+        /* The gateway follows the failover and finds the marker gone. */
+        CHECK(readyz_wait(&g, "redis_data_lost", detail, sizeof detail, 30000));
+        char port[16];
+        snprintf(port, sizeof port, ":%d", replica.port);
+        CHECK(strstr(detail, port) != NULL);
+        struct h_resp r = h_http("POST", g.port, "/v1/locks/fe", NULL, "{}", NULL);
+        CHECK_EQ_INT(r.status, 503);
+        CHECK_EQ_STR(h_jcode(&r) ? h_jcode(&r) : "", "redis_data_lost");
+        CHECK(h_header(&r, "Retry-After") != NULL);
+        h_resp_free(&r);
+        CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), 1);
+        CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+    } else {
+        CHECK(!"gateway in Sentinel mode did not start");
+    }
+    for (int i = 0; i < 3; i++)
+        if (sen[i].pid) h_redis_stop(&sen[i]);
+    h_redis_stop(&replica);
+    if (master.pid) h_redis_stop(&master);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN); /* a FIFO whose reader died */
@@ -716,8 +880,10 @@ int main(int argc, char **argv) {
         RUN_SOME(test_full_redis_lets_holders_go);
         RUN_SOME(test_stall_during_acquire);
         RUN_SOME(test_stall_during_wakeup);
+        RUN_SOME(test_stall_during_multi_wakeup);
         RUN_SOME(test_data_loss_holds_off);
         RUN_SOME(test_evicting_policy_after_failover);
+        RUN_SOME(test_failover_to_empty_replica);
     }
     RUN_SOME(test_evicting_policy_refused);
     h_gw_stop(&gw, 5000);
