@@ -310,29 +310,6 @@ static struct leader_state read_state(const struct redis_result *res) {
     return s;
 }
 
-/* Quorum mode: a leader when a quorum of masters says so (the highest
- * fence's answer stands), else none; too few answers: a failure. */
-static const struct redis_result *pick_quorum(const struct redis_result *res, int n) {
-    const struct redis_result *held = NULL, *free_ = NULL, *failed = NULL;
-    int nheld = 0, answered = 0;
-    for (int i = 0; i < n; i++) {
-        long long v = first_int(&res[i]);
-        if (v == -100) {
-            failed = &res[i];
-            continue;
-        }
-        answered++;
-        if (v == 1) {
-            nheld++;
-            if (!held || int_at(&res[i], 3) > int_at(held, 3)) held = &res[i];
-        } else {
-            free_ = &res[i];
-        }
-    }
-    if (answered < redis_quorum()) return failed;
-    return nheld >= redis_quorum() ? held : free_ ? free_ : held;
-}
-
 static cJSON *leader_json(const struct gw_request *req, const struct leader_state *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", shown(req));
@@ -364,7 +341,7 @@ static void leader_done(void *arg, const struct redis_result *res) {
 }
 
 static void leader_all_done(void *arg, const struct redis_result *res, int n) {
-    leader_done(arg, pick_quorum(res, n));
+    leader_done(arg, verdict_pick_inspect(res, n, redis_quorum()));
 }
 
 /* What an observer sent last (state_stream.h calls observed after each read). */

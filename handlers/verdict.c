@@ -44,3 +44,32 @@ long long verdict_parse_acquire(const struct redis_result *res, long long ttl_ms
     if (verdict > 0) verdict = verdict_parse(res, v, 5, err);
     return verdict;
 }
+
+static long long inspect_at(const struct redis_result *res, size_t i) {
+    const redisReply *r = res->ok ? res->reply : NULL;
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
+                   r->element[i]->type == REDIS_REPLY_INTEGER
+               ? r->element[i]->integer
+               : VERDICT_ERROR;
+}
+
+const struct redis_result *verdict_pick_inspect(const struct redis_result *res, int n, int quorum) {
+    const struct redis_result *held = NULL, *free_ = NULL, *failed = NULL;
+    int nheld = 0, answered = 0;
+    for (int i = 0; i < n; i++) {
+        long long v = inspect_at(&res[i], 0);
+        if (v == VERDICT_ERROR) {
+            failed = &res[i];
+            continue;
+        }
+        answered++;
+        if (v == VERDICT_GRANTED) {
+            nheld++;
+            if (!held || inspect_at(&res[i], 3) > inspect_at(held, 3)) held = &res[i];
+        } else {
+            free_ = &res[i];
+        }
+    }
+    if (answered < quorum) return failed;
+    return nheld >= quorum ? held : free_ ? free_ : held;
+}

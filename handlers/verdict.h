@@ -40,5 +40,11 @@ long long verdict_parse(const struct redis_result *res, long long *v, size_t n, 
  * lease asked for, which its fast path's bare fence stands for. */
 long long verdict_parse_acquire(const struct redis_result *res, long long ttl_ms, long long *v,
                                 const char **err);
+/* Quorum mode: which of every master's inspect.lua answers ({1, holders,
+ * count, fence, ...} or {-1}, or a failure) stands for them.  Held when a
+ * quorum of masters says so: the held answer with the highest fence, the
+ * first (in --redis order) on a tie.  Else a free answer (a held one when
+ * none is free).  Fewer than quorum answers: a failed one. */
+const struct redis_result *verdict_pick_inspect(const struct redis_result *res, int n, int quorum);
 
 #endif

@@ -1,5 +1,6 @@
 /* watch.c -- see watch.h. */
 #include "handlers/watch.h"
+#include "handlers/verdict.h"
 #include "common/alloc.h"
 #include "common/decimal.h"
 #include "handlers/backend.h"
@@ -87,27 +88,7 @@ static void watch_done(void *arg, const struct redis_result *res) {
  * the same master's index is the one compared every time.  Too few
  * answers: GET's 503. */
 static void watch_all_done(void *arg, const struct redis_result *res, int n) {
-    const struct redis_result *held = NULL, *free_ = NULL, *failed = NULL;
-    int nheld = 0, answered = 0;
-    for (int i = 0; i < n; i++) {
-        long long v = elem(&res[i], 0);
-        if (v == -100) {
-            failed = &res[i];
-            continue;
-        }
-        answered++;
-        if (v == 1) {
-            nheld++;
-            if (!held || elem(&res[i], 3) > elem(held, 3)) held = &res[i];
-        } else {
-            free_ = &res[i];
-        }
-    }
-    if (answered < redis_quorum()) {
-        watch_done(arg, failed);
-        return;
-    }
-    watch_done(arg, nheld >= redis_quorum() ? held : free_ ? free_ : held);
+    watch_done(arg, verdict_pick_inspect(res, n, redis_quorum()));
 }
 
 static void attempt(struct watch_call *wc) {
