@@ -604,7 +604,10 @@ static void test_many_waiters(void) {
     long long renewals = 2 * (WINDOW_MS / (TTL_MS / 3) + 1);
     /* The renewals are the only scripts: parked waiters send nothing. */
     CHECK(busy.evalsha <= renewals);
-    CHECK(busy.other <= idle.other + 4);
+    /* Parked waiters send nothing: 3,000 of them sending anything would
+     * add thousands.  The margin is for what no waiter drives and the
+     * chores above do not name (a clean-clone CI run: idle 85, busy 90). */
+    CHECK(busy.other <= idle.other + idle.other / 10 + 10);
     CHECK(busy.cpu <= idle.cpu + 200);
     /* In batches: 3,000 hang-ups in one loop turn could keep the loop
      * (under ASan) from reading Redis's answers for longer than
