@@ -371,13 +371,10 @@ static void quota_taken(void *arg, enum quota_verdict v, int added, long long re
     if (v == QUOTA_OVER) {
         hold_leave_queue(hc);
         auth_count_holds_refused(req->key_id);
-        char after[24];
-        snprintf(after, sizeof after, "%lld", (retry_ms + 999) / 1000);
-        reply_header(req, "Retry-After", after);
-        reply_problem(req, CODE_QUOTA_EXCEEDED,
-                      "key '%s' has %u holds at once, its holds_at_once, across all gateways; "
-                      "release one (or wait %lld ms, when the first lease ends)",
-                      req->key_id, hc->quota, retry_ms);
+        reply_problem_with(req, CODE_QUOTA_EXCEEDED, busy_extra(req, retry_ms),
+                           "key '%s' has %u holds at once, its holds_at_once, across all gateways; "
+                           "release one (or wait %lld ms, when the first lease ends)",
+                           req->key_id, hc->quota, retry_ms);
         return;
     }
     /* An entry an earlier attempt made stays this request's to drop: that

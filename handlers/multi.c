@@ -814,14 +814,11 @@ static void quota_taken(void *arg, enum quota_verdict v, int added, long long re
     if (v == QUOTA_OVER) {
         leave_queues(mc);
         auth_count_holds_refused(req->key_id);
-        char after[24];
-        snprintf(after, sizeof after, "%lld", (retry_ms + 999) / 1000);
-        reply_header(req, "Retry-After", after);
-        reply_problem(req, CODE_QUOTA_EXCEEDED,
-                      "key '%s' would hold more than its holds_at_once, %u, across all "
-                      "gateways with these %d names; release some (or wait %lld ms, when the "
-                      "first lease ends)",
-                      req->key_id, mc->quota, mc->n, retry_ms);
+        reply_problem_with(req, CODE_QUOTA_EXCEEDED, busy_extra(req, retry_ms),
+                           "key '%s' would hold more than its holds_at_once, %u, across all "
+                           "gateways with these %d names; release some (or wait %lld ms, when the "
+                           "first lease ends)",
+                           req->key_id, mc->quota, mc->n, retry_ms);
         return;
     }
     mc->quota_added = mc->quota_added || added > 0; /* as holds.c's quota_taken */
