@@ -950,14 +950,16 @@ int h_wait_ready(int port, int timeout_ms) {
     return -1;
 }
 
-int h_log_count(struct h_gw *g, const char *needle) {
-    FILE *f = fopen(g->log, "r");
-    char line[1024];
+int h_file_count(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
     int n = 0;
     while (f && fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
     if (f) fclose(f);
     return n;
 }
+
+int h_log_count(struct h_gw *g, const char *needle) { return h_file_count(g->log, needle); }
 
 void h_timeshift_shim(char *out, size_t cap) {
     const char *build = getenv("BUILD") ? getenv("BUILD") : "build";

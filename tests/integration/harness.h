@@ -237,4 +237,6 @@ long long h_metric(struct h_gw *g, const char *name);
 int h_wait_ready(int port, int timeout_ms);
 /* How many lines of the gateway's log contain needle. */
 int h_log_count(struct h_gw *g, const char *needle);
+/* The lines of the file at path that contain needle (0 when it is missing). */
+int h_file_count(const char *path, const char *needle);
 #endif

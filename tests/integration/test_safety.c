@@ -50,17 +50,6 @@ static struct h_gw gw;
 static const char *build_dir(void) { return getenv("BUILD") ? getenv("BUILD") : "build"; }
 
 /* Lines of a file that contain needle. */
-static int file_count(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, needle)) n++;
-    fclose(f);
-    return n;
-}
-
 /* ---- configuration refused at start --------------------------------------------- */
 
 /* Runs the gateway with flags; out gets its stderr, returns its exit status. */
@@ -127,7 +116,7 @@ static void *fifo_feed_main(void *arg) {
         /* A reread opens the FIFO anew only after the first read closed
          * it: wait for the line that announces it. */
         for (long long end = h_now_ms() + 20000;
-             i > 0 && !file_count(ff->log, "SIGHUP received") && h_now_ms() < end;)
+             i > 0 && !h_file_count(ff->log, "SIGHUP received") && h_now_ms() < end;)
             h_sleep_ms(5);
         int fd = fifo_writer(ff->path);
         if (fd < 0) break;
@@ -205,9 +194,9 @@ static void signal_at_start(int sig) {
          * worker answered /healthz (a clean-clone CI run saw the line 3 ms
          * after the check): wait for it. */
         for (long long end = h_now_ms() + 10000;
-             file_count(log, "auth: reloaded") < 1 && h_now_ms() < end; h_sleep_ms(10)) {}
-        CHECK(file_count(log, "SIGHUP received") == 1);
-        CHECK(file_count(log, "auth: reloaded") == 1);
+             h_file_count(log, "auth: reloaded") < 1 && h_now_ms() < end; h_sleep_ms(10)) {}
+        CHECK(h_file_count(log, "SIGHUP received") == 1);
+        CHECK(h_file_count(log, "auth: reloaded") == 1);
         kill(pid, SIGTERM);
     } else {
         CHECK_EQ_INT(ff.fed, 1);
@@ -215,8 +204,8 @@ static void signal_at_start(int sig) {
     /* SIGTERM (sent at start, or now): a clean stop, exit 0. */
     int st = wait_exit(pid, 15000);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHECK(file_count(log, "SIGTERM received") == 1);
-    CHECK(file_count(log, "lockgate stopped") == 1);
+    CHECK(h_file_count(log, "SIGTERM received") == 1);
+    CHECK(h_file_count(log, "lockgate stopped") == 1);
     if (check_cur_failed) {
         char cmd[256];
         snprintf(cmd, sizeof cmd, "cat %s >&2", log);
@@ -420,7 +409,7 @@ static void test_stall_during_acquire(void) {
                  6);
     CHECK_EQ_INT(h_metric(&g, "lockgate_undo_expired_total"), 0);
     /* Never a token in the log. */
-    CHECK_EQ_INT(file_count(g.log, "Lock-Token"), 0);
+    CHECK_EQ_INT(h_file_count(g.log, "Lock-Token"), 0);
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
 }
 
@@ -452,7 +441,7 @@ static void *post_main(void *arg) {
 /* Waits until the gateway's log has more than n lines with needle. */
 static int log_wait(struct h_gw *g, const char *needle, int n, int ms) {
     for (long long end = h_now_ms() + ms; h_now_ms() < end; h_sleep_ms(5))
-        if (file_count(g->log, needle) > n) return 1;
+        if (h_file_count(g->log, needle) > n) return 1;
     return 0;
 }
 
@@ -478,7 +467,7 @@ static void test_stall_during_wakeup(void) {
     CHECK_EQ_INT(h_metric(&g, "lockgate_waiting_requests"), 1);
     /* Redis stops; the holder's lease ends; the waiter wakes and sends its
      * attempt, which Redis holds past the command timeout. */
-    int dropped = file_count(g.log, "gave no answer");
+    int dropped = h_file_count(g.log, "gave no answer");
     CHECK(h_freeze(redis.pid) == 0);
     CHECK(log_wait(&g, "gave no answer", dropped, 10000));
     kill(redis.pid, SIGCONT);
@@ -539,7 +528,7 @@ static void test_stall_during_multi_wakeup(void) {
     /* Redis stops; the holder's lease ends; the waiter's attempt is held
      * past the command timeout, runs when Redis resumes, and the waiter
      * tries again. */
-    int dropped = file_count(g.log, "gave no answer");
+    int dropped = h_file_count(g.log, "gave no answer");
     CHECK(h_freeze(redis.pid) == 0);
     CHECK(log_wait(&g, "gave no answer", dropped, 10000));
     kill(redis.pid, SIGCONT);
@@ -642,7 +631,7 @@ static void test_evicting_policy_refused(void) {
     /* Accepting the risk: said at start, and grants go on. */
     struct h_gw a = {0};
     if (h_gw_up(&a, &redis, "--accept-eviction-risk 1") == 0) {
-        CHECK(file_count(a.log, "--accept-eviction-risk 1") >= 1);
+        CHECK(h_file_count(a.log, "--accept-eviction-risk 1") >= 1);
         CHECK(readyz_wait(&a, "", detail, sizeof detail, 10000));
         CHECK(log_wait(&a, "memguard: Redis master", 0, 5000));
         CHECK_EQ_INT(
