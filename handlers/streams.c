@@ -331,12 +331,6 @@ void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const ch
                           size_t name_skip) {
     req->ctx = hc;
     req->ctx_free = hold_call_free;
-    if (backend->per_slot) {
-        reply_problem(req, CODE_NOT_IMPLEMENTED,
-                      "holds bound to their connection (text/event-stream) are not available in "
-                      "Redis Cluster mode");
-        return;
-    }
     if (http_header(req, "Session")) {
         reply_problem(req, CODE_INVALID_REQUEST,
                       "a hold bound to its connection (text/event-stream) cannot also be bound "
