@@ -8,7 +8,8 @@
  *     least two of the three holds lie on another); a semaphore too;
  *   - renewal: holds of ttl 600 ms on every master outlive several ttls
  *     (the worker's session is pushed to each hold's slot); a forced
- *     release through the other gateway is `event: lost` at once;
+ *     release through the other gateway is `event: lost` at once; a
+ *     gateway killed: its hold ends within ttl_ms;
  *   - a watch stream on B sees every grant and release made through A, in
  *     order, and resumes with Last-Event-ID without missing or repeating;
  *   - an election: two candidates on two gateways, the leader's curl
@@ -242,6 +243,32 @@ static void test_renewal_and_lost(void) {
     }
 }
 
+/* The gateway dies: nobody renews its session, and the hold ends with the
+ * lease its session's last renewal pushed to the hold's own slot (the
+ * session's key, on whichever master, is not needed for that): between two
+ * thirds of ttl_ms and ttl_ms after the kill, a waiter on B gets it. */
+static void test_gateway_killed(void) {
+    struct h_gw gc = {0};
+    if (h_gw_up(&gc, &cl, "--workers 1") < 0 || h_wait_ready(gc.port, 10000) < 0) {
+        CHECK(0);
+        return;
+    }
+    char name[32], path[64];
+    name_on_master("gwdead", 1, name, sizeof name);
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    pid_t a = sse("POST", gc.port, path, "{\"ttl_ms\":1500}", NULL, "gwdead");
+    CHECK(wait_for("gwdead", "event: granted", 5000) >= 0);
+    long long t0 = h_now_ms();
+    h_gw_kill(&gc);
+    struct h_resp r = h_http("POST", gb.port, path, NULL, "{\"wait_ms\":5000}", NULL);
+    long long t = h_now_ms() - t0;
+    fprintf(stderr, "    gateway killed: ttl 1500 ms, released after %lld ms\n", t);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(t >= 900 && t <= 1900);
+    h_resp_free(&r);
+    reap(a);
+}
+
 /* ---- watch streams ----------------------------------------------------------------- */
 
 /* One acquire and its release of path through port; the grant's fence. */
@@ -390,6 +417,7 @@ int main(int argc, char **argv) {
     }
     RUN_SOME(test_kill_releases_across_masters);
     RUN_SOME(test_renewal_and_lost);
+    RUN_SOME(test_gateway_killed);
     RUN_SOME(test_watch_resume);
     RUN_SOME(test_election_failover);
     CHECK_EQ_INT(h_gw_stop(&ga, 5000), 0); /* a clean stop (no leak under the sanitizers) */
