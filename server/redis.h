@@ -56,9 +56,10 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
  * waiters there (and keeps the subscription until the connection or the
  * slot moves).  redis_interest: the waiters of key ("KIND:NAME") start
  * (on 1) or stop (on 0) on the calling worker; returns the key's slot, -1
- * outside cluster mode and for a key without a kind (nothing announces it).  on_slot_subscribed is called once a subscription
- * made for a slot's first waiters is confirmed: a release may have been
- * missed before it, so those waiters try again. */
+ * outside cluster mode and for a key without a kind (nothing announces
+ * it).  on_slot_subscribed is called once a subscription made for a
+ * slot's first waiters is confirmed: a release may have been missed before
+ * it, so those waiters try again. */
 int redis_interest(const char *key, int on);
 void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
 
