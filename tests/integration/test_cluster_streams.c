@@ -7,7 +7,8 @@
  *     granted within 1 s (the session's key lies on one master, so at
  *     least two of the three holds lie on another); a semaphore too;
  *   - renewal: holds of ttl 600 ms on every master outlive several ttls
- *     (the worker's session is pushed to each hold's slot); a forced
+ *     (the worker's session is pushed to each hold's slot), and no gateway
+ *     subscribes to a slot's releases for the stream code's timers; a forced
  *     release through the other gateway is `event: lost` at once; a
  *     gateway killed: its hold ends within ttl_ms; a gateway stopped: its
  *     holds are released at once;
