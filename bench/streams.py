@@ -11,6 +11,9 @@ replicas) instead of one redis-server, and Redis's figures are the sum
 over the three: what the same stream holds cost there, where a renewal
 reaches the holds one script call per hash slot they use.
 
+STREAMS_GW_FLAGS adds flags to the gateway's command line (split on
+spaces), e.g. STREAMS_GW_FLAGS='--connection-memory-kib 3'.
+
 Starts its own redis-server (no persistence) and gateway (--workers 2, the
 default --stream-heartbeat-ms 15000) on free loopback ports in a temporary
 directory, opens N connections that each POST /v1/locks/stream-<i> with
@@ -170,7 +173,8 @@ def main():
         rports, redis_flags = start_redis(d, mode == "cluster", procs)
         log = open(os.path.join(d, "gw.log"), "w")
         g = subprocess.Popen([os.path.join(BUILD, "lockgate"), "--listen", f"{HOST}:{gport}",
-                              *redis_flags, "--workers", "2", "--log-level", "warn"], stderr=log)
+                              *redis_flags, "--workers", "2", "--log-level", "warn",
+                              *os.environ.get("STREAMS_GW_FLAGS", "").split()], stderr=log)
         procs.append(g)
         while subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
                               f"http://{HOST}:{gport}/readyz"], capture_output=True,
