@@ -8,7 +8,7 @@
 --          queue_head).  In Redis Cluster the session's key is in another
 --          slot and is never declared here.  The Redis layer appends the
 --          marker key to KEYS and its value to ARGV (_marker.lua, which
---          takes both off first).
+--          takes the value off first).
 -- ARGV     short form, the common case (exclusive, no owner, max-hold,
 --          lock-delay or waiting): 1 token, 2 ttl_ms[, 3 channel: Redis
 --          Cluster mode's shard channel, which cannot be derived]
@@ -81,8 +81,7 @@ if short then
     if exp + delay <= now then last = fence end
   end
   if last >= 0 then
-    local moved = marker_moved(token)
-    if moved then return {-8, moved} end
+--@include _marker_check.lua
     local fence = now_us
     if fence <= last then fence = last + 1 end
     redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, token, 1, fence, now + ttl + 1, ttl))
@@ -185,8 +184,7 @@ if busy_for >= 0 then
 end
 
 -- A fresh hold: not on a master that lost its data unnoticed (_marker.lua).
-local moved = marker_moved(token)
-if moved then return {-8, moved} end
+--@include _marker_check.lua
 
 if waiter ~= '' then
   redis.call('ZREM', KEYS[2], waiter)

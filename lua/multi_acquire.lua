@@ -5,8 +5,8 @@
 -- KEYS     per name i: 3i-2 its hash, 3i-1 its queue zset, 3i its queue
 --          deadlines hash (as acquire.lua's KEYS); then the liveness
 --          hash (_holders.lua, queue_head; in Redis Cluster the slot's),
---          then the marker key the Redis layer appends (_marker.lua, which
---          takes it and its value, the last ARGV, off)
+--          then the marker key the Redis layer appends (_marker.lua; its
+--          value is the last ARGV, taken off there)
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
 --          9 arrival ('' or absent: this call's clock, in us), 10 attempt:
@@ -144,12 +144,10 @@ end
 
 -- Fresh holds: not on a master that lost its data unnoticed (_marker.lua).
 -- A call that only re-enters adds no holder and reads nothing more.
-for i = 1, n do
-  if not sts[i].holders[token] then
-    local moved = marker_moved(token)
-    if moved then return {-8, moved} end
-    break
-  end
+local fresh = false
+for i = 1, n do fresh = fresh or not sts[i].holders[token] end
+if fresh then
+--@include _marker_check.lua
 end
 
 local out = {1, ttl}
