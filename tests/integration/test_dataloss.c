@@ -102,6 +102,71 @@ static void test_flushall_single(void) {
     h_redis_stop(&r);
 }
 
+/* Two gateways on one Redis: the second to ask is refused too, not only
+ * the first (whose script set a new marker: a check of the marker's
+ * existence alone would pass the second). */
+static void test_flushall_two_gateways(void) {
+    struct h_redis r;
+    struct h_gw a = {0}, b = {0};
+    if (h_redis_start(&r, 0, NULL) < 0 || h_gw_up(&a, &r, "--max-lease-ms 1000") < 0 ||
+        h_gw_up(&b, &r, "--max-lease-ms 1000") < 0) {
+        CHECK(!"redis or gateways did not start");
+        return;
+    }
+    char code[48];
+    CHECK_EQ_INT(ask(&a, "POST", "/v1/locks/fm2", "{\"ttl_ms\":1000}", code, sizeof code), 201);
+    h_redis_cli(&r, "FLUSHALL");
+    CHECK_EQ_INT(ask(&a, "POST", "/v1/locks/fm2", "{\"ttl_ms\":1000}", code, sizeof code), 503);
+    CHECK_EQ_STR(code, "redis_data_lost");
+    CHECK_EQ_INT(ask(&b, "POST", "/v1/locks/fm2", "{\"ttl_ms\":1000}", code, sizeof code), 503);
+    CHECK_EQ_STR(code, "redis_data_lost");
+    CHECK(readyz_names_loss(&b));
+    CHECK_EQ_INT(h_metric(&b, "lockgate_redis_data_lost_total"), 1);
+    CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
+    CHECK_EQ_INT(h_gw_stop(&b, 6000), 0);
+    h_redis_stop(&r);
+}
+
+/* acquire.lua called as the Redis layer calls it: only a fresh grant
+ * reads the marker.  A re-entry and a busy answer go on with a stale
+ * value; an empty one (nothing read yet) checks nothing; a missing marker
+ * is set, to a value of the script's own, and answered. */
+static void test_script_reads_marker_on_fresh_grants_only(void) {
+    struct h_redis r;
+    if (h_redis_start(&r, 0, NULL) < 0) {
+        CHECK(!"redis did not start");
+        return;
+    }
+    const char *build = getenv("BUILD");
+    char cmd[640], sha[64], out[256];
+    snprintf(cmd, sizeof cmd, "SCRIPT LOAD \"$(cat %s/gen/lua/acquire.lua)\"",
+             build ? build : "build");
+    snprintf(sha, sizeof sha, "%s", h_redis_cli(&r, cmd));
+    CHECK_EQ_INT((int)strlen(sha), 40);
+    h_redis_cli(&r, "SET lockgate:marker m1");
+    /* name, token, marker value -> the answer, a line per word */
+#define ACQ(name, tok, seen)                                                                \
+    (snprintf(cmd, sizeof cmd,                                                              \
+              "EVALSHA %s 5 lockgate:lock:{%s} lockgate:lock:{%s}:q lockgate:lock:{%s}:qd " \
+              "lockgate:gw lockgate:marker %s 60000 '%s'",                                  \
+              sha, name, name, name, tok, seen),                                            \
+     snprintf(out, sizeof out, "%s", h_redis_cli(&r, cmd)), out)
+    CHECK(atoll(ACQ("s1", "tokA", "m1")) > 0);       /* the marker as read: granted */
+    CHECK_EQ_STR(ACQ("s2", "tokA", "m0"), "-8\nm1"); /* another value: refused */
+    CHECK(atoll(ACQ("s2", "tokA", "")) > 0);         /* nothing read yet: granted */
+    CHECK(atoll(ACQ("s1", "tokA", "m0")) == 2);      /* a re-entry: {2, ...} */
+    CHECK(atoll(ACQ("s1", "tokB", "m0")) == 0);      /* busy: {0, ...} */
+    h_redis_cli(&r, "DEL lockgate:marker");
+    CHECK(strncmp(ACQ("s3", "tokC1234", "m1"), "-8\n", 3) == 0); /* missing: set, refused */
+    char now[64];
+    snprintf(now, sizeof now, "%s", h_redis_cli(&r, "GET lockgate:marker"));
+    CHECK_EQ_STR(out + 3, now);
+    CHECK(strlen(now) <= 24 && strstr(now, "tokC123") != NULL);
+    CHECK(atoll(ACQ("s3", "tokC1234", now)) > 0); /* the new value: granted */
+#undef ACQ
+    h_redis_stop(&r);
+}
+
 static void test_flushall_quorum(void) {
     struct h_redis m[3];
     struct h_gw g = {0};
@@ -133,7 +198,9 @@ int main(int argc, char **argv) {
     /* Against a Cluster the script cannot read a master's marker from
      * another slot (README, the bound in Cluster mode): nothing runs. */
     if (!h_cluster_mode()) {
+        RUN_SOME(test_script_reads_marker_on_fresh_grants_only);
         RUN_SOME(test_flushall_single);
+        RUN_SOME(test_flushall_two_gateways);
         RUN_SOME(test_flushall_quorum);
     }
     return check_summary("dataloss");
