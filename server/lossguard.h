@@ -33,9 +33,14 @@
  * layer sends each the value its connection last read (redis.c,
  * marker_fill), and a fresh grant on a master whose marker differs is
  * refused and noted here like a read, so a FLUSHALL on a connection that
- * stays up grants nothing in the second before the next read (not in
- * Redis Cluster mode, where a master's marker is in another slot than
- * most of its names: there the periodic read is the bound).
+ * stays up grants nothing in the second before the next read.  In Redis
+ * Cluster mode a script reads keys of its own slot only, so what it checks
+ * is a marker of that slot, <prefix>slotmark{TAG} (redis.c, "slot
+ * markers"): a refusal there is noted with lossguard_note_slot.  One loss
+ * is seen there through many keys (each slot's marker, the master's), so
+ * in that mode a loss noticed on a master already held off, through
+ * something read before the hold-off began, is that same loss: counted
+ * and timed once.
  *
  * At start (each master's first INFO), a master with neither AOF nor a
  * replica gets a warning: a restart would forget every held lock. */
@@ -52,6 +57,7 @@
 struct lossguard_seen {
     char marker[LOSSGUARD_MARKER_LEN + 1]; /* "" before the first read */
     int absent;                            /* the SETNX just set it */
+    long long read_ms;                     /* when it was last read (loop_now_ms), 0 never */
 };
 
 /* How a loss holds grants off (see above). */
@@ -66,8 +72,13 @@ enum lossguard_scope {
 void lossguard_init(long long max_lease_ms, enum lossguard_scope scope, int masters, int quorum);
 
 /* The marker read on a connection to host:port (absent: this read's SETNX
- * set it, so it had been missing). */
-void lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value);
+ * set it, so it had been missing).  1 when it shows a loss (the marker
+ * seen before is gone or changed; counted or not), else 0. */
+int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value);
+/* Redis Cluster mode: a grant script on host:port found its slot's marker
+ * gone or changed since this gateway learnt it (lua/_marker.lua): that
+ * master lost its data, unless it is held off already (the same loss). */
+void lossguard_note_slot(const char *host, int port);
 
 /* A master's INFO persistence and replication: warns once per master
  * without AOF and without replicas. */
