@@ -24,7 +24,6 @@ static struct lost {
     char who[64];                          /* host:port */
     char marker[LOSSGUARD_MARKER_LEN + 1]; /* the marker its loss left */
     long long until;                       /* held off until (loop_now_ms) */
-    long long noticed;                     /* when the loss was noticed (loop_now_ms) */
 } lost[LOSSGUARD_MASTERS];
 static int nlost;
 static char warned[16][64]; /* masters warned about, host:port */
@@ -51,25 +50,33 @@ static struct lost *row_of(const char *who, long long now) {
     return free_row;
 }
 
-/* Counts, logs and starts the hold-off of a loss on who (host:port),
- * unless it is one already noticed; mu not held.  value: the marker it
- * left ("" unknown: a slot's marker), read_ms: when what showed it had
- * been read before (0: a slot's marker, learnt before any hold-off). */
-static int note_loss(const char *who, const char *value, long long read_ms) {
+/* Counts and starts the hold-off of a loss on who (host:port), unless it
+ * is one already noticed; 1 when it is new.  value: the marker the loss
+ * left, or "" for a slot's marker (Redis Cluster: its value says nothing
+ * of the master's); mu not held. */
+static int note_loss(const char *who, const char *value) {
     long long now = loop_now_ms(), until = now + max_lease;
     pthread_mutex_lock(&mu);
     /* Several connections (workers, gateways) notice the same loss: the
      * marker it left is the same, so it is said, counted and timed once.
-     * Redis Cluster: one loss shows through many keys (every slot's marker
-     * and the master's) whose new values differ; on a master held off
-     * already, what was read before the hold-off began shows that loss. */
+     * Redis Cluster: one loss shows through many keys, every slot's
+     * marker and the master's.  A slot's is a new loss unless the master
+     * is held off; the master's marker read after a slot's showed the
+     * loss (redis.c reads it at once) is that loss, and the value it left
+     * is kept for the reads that follow. */
     struct lost *l = row_of(who, now);
-    int first = value[0] ? strcmp(l->marker, value) != 0 : 1;
-    if (scope == LOSSGUARD_PER_MASTER && l->until > now && read_ms <= l->noticed) first = 0;
+    int first;
+    if (!value[0]) {
+        first = l->until <= now;
+    } else if (!l->marker[0] && l->until > now) {
+        first = 0;
+        snprintf(l->marker, sizeof l->marker, "%s", value);
+    } else {
+        first = strcmp(l->marker, value) != 0;
+    }
     if (first) {
         snprintf(l->marker, sizeof l->marker, "%s", value);
         l->until = until;
-        l->noticed = now;
         if (atomic_load(&any_until) < until) atomic_store(&any_until, until);
     }
     pthread_mutex_unlock(&mu);
@@ -93,21 +100,19 @@ static void log_loss(const char *who) {
 
 int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value) {
     int gone = seen->marker[0] && (seen->absent || strcmp(seen->marker, value) != 0);
-    long long read_before = seen->read_ms;
     snprintf(seen->marker, sizeof seen->marker, "%s", value);
     seen->absent = 0;
-    seen->read_ms = loop_now_ms();
     if (!gone) return 0;
     char who[64];
     snprintf(who, sizeof who, "%s:%d", host, port);
-    if (note_loss(who, value, read_before)) log_loss(who);
+    if (note_loss(who, value)) log_loss(who);
     return 1;
 }
 
 void lossguard_note_slot(const char *host, int port) {
     char who[64];
     snprintf(who, sizeof who, "%s:%d", host, port);
-    if (note_loss(who, "", 0)) log_loss(who);
+    if (note_loss(who, "")) log_loss(who);
 }
 
 /* The value of "field:" on its own line of an INFO answer, or -1. */

@@ -37,10 +37,10 @@
  * Cluster mode a script reads keys of its own slot only, so what it checks
  * is a marker of that slot, <prefix>slotmark{TAG} (redis.c, "slot
  * markers"): a refusal there is noted with lossguard_note_slot.  One loss
- * is seen there through many keys (each slot's marker, the master's), so
- * in that mode a loss noticed on a master already held off, through
- * something read before the hold-off began, is that same loss: counted
- * and timed once.
+ * is seen there through many keys (every slot's marker, the master's): a
+ * slot's refusal while the master is held off is that loss, and so is the
+ * master's marker read right after it (its value then identifies the loss
+ * for every read that follows, as in the other modes).
  *
  * At start (each master's first INFO), a master with neither AOF nor a
  * replica gets a warning: a restart would forget every held lock. */
@@ -57,7 +57,6 @@
 struct lossguard_seen {
     char marker[LOSSGUARD_MARKER_LEN + 1]; /* "" before the first read */
     int absent;                            /* the SETNX just set it */
-    long long read_ms;                     /* when it was last read (loop_now_ms), 0 never */
 };
 
 /* How a loss holds grants off (see above). */

@@ -279,6 +279,7 @@ static void slot_marker_key(int slot, char *out, size_t cap);
 static int slot_marker_park(struct redis_op *op, struct node *n);
 static void slot_marks_forget(struct node *n);
 static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value);
+static void send_marker_check(struct rconn *c);
 
 /* A grant script's marker words (lua/_marker.lua), for the master it goes
  * to now: its marker key and the value this instance last read there, so
@@ -359,9 +360,12 @@ static void marker_refusal(struct node *n, const redisReply *reply) {
         reply->element[0]->integer != REDIS_MARKER_MOVED ||
         reply->element[1]->type != REDIS_REPLY_STRING)
         return;
-    if (self->cluster) { /* a slot's marker: every slot of that master is learnt anew */
+    if (self->cluster) {
+        /* A slot's marker: every slot of that master is learnt anew, and
+         * its own marker read now (what value the loss left there). */
         slot_marks_forget(n);
         lossguard_note_slot(n->cmd.host, n->cmd.port);
+        if (n->cmd.ac && n->cmd.connected) send_marker_check(&n->cmd);
         return;
     }
     lossguard_note(&n->loss, n->cmd.host, n->cmd.port, reply->element[1]->str);
