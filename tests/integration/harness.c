@@ -894,6 +894,10 @@ static void *relay_main(void *arg) {
                 r->hold_on = NULL;
                 continue;
             }
+            for (int w = 0; got > 0 && from == r->a[i] && w < H_RELAY_WATCH; w++) {
+                const char *s = r->watch[w];
+                if (s && contains(buf, (size_t)got, s)) r->watched[w]++;
+            }
             if (got <= 0 || write(to, buf, (size_t)got) != got) relay_close(r, i);
         }
     }
@@ -920,6 +924,11 @@ int h_relay_start(struct h_relay *r, int target_port) {
 }
 
 void h_relay_hold_on(struct h_relay *r, const char *s) { r->hold_on = s; }
+
+void h_relay_watch(struct h_relay *r, int k, const char *s) {
+    r->watched[k] = 0;
+    r->watch[k] = s;
+}
 
 void h_relay_hold(struct h_relay *r) {
     r->hold = 1;

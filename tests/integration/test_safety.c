@@ -424,6 +424,8 @@ struct post_call {
     long long count;
     char token[128];
     long long done_ms; /* when the answer came */
+    char code[48];     /* its problem code, "" for none */
+    int retry_after;   /* it had a Retry-After header */
 };
 
 static void *post_main(void *arg) {
@@ -432,6 +434,8 @@ static void *post_main(void *arg) {
     c->status = r.status;
     c->done_ms = h_now_ms();
     c->count = h_jint(&r, "count");
+    snprintf(c->code, sizeof c->code, "%s", h_jcode(&r) ? h_jcode(&r) : "");
+    c->retry_after = h_header(&r, "Retry-After") != NULL;
     snprintf(c->token, sizeof c->token, "%s",
              h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
     h_resp_free(&r);
@@ -756,6 +760,86 @@ static void test_data_loss_holds_off(void) {
     h_redis_stop(&r2);
 }
 
+/* A grant whose answer comes after the loss was noticed, for a request
+ * that does not wait (holds.c and multi.c: the grant is given back, and
+ * the request answered 503 redis_data_lost).  The gateway reaches its
+ * master through a relay; the relay is moved to another Redis, empty and
+ * stopped, so that the gateway's new connection carries its marker read
+ * first and the acquires after it, all held in the stopped Redis's
+ * socket: the requests passed the guard (no loss known yet), and once
+ * the Redis runs, the marker's answer (a loss) comes before the grants'.
+ * A lock and a multi-lock group. */
+static void test_data_loss_late_grant(void) {
+    struct h_redis r1, r2;
+    struct h_relay relay;
+    struct h_gw g = {0};
+    memset(&r2, 0, sizeof r2);
+    if (h_redis_start(&r1, 0, NULL) < 0 || h_relay_start(&relay, r1.port) < 0) {
+        CHECK(!"redis or relay did not start");
+        return;
+    }
+    struct h_redis via = r1; /* the gateway's Redis: the relay */
+    via.port = relay.port;
+    if (h_gw_up(&g, &via, "--workers 1 --max-lease-ms 3000") < 0 ||
+        h_redis_start(&r2, 0, NULL) < 0) {
+        CHECK(!"gateway or second redis did not start");
+        goto out;
+    }
+    /* A grant: the gateway has seen the master's marker. */
+    struct h_resp r = h_http("POST", g.port, "/v1/locks/late-held", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    CHECK_EQ_STR(h_redis_cli(&r1, "EXISTS lockgate:marker"), "1");
+    /* The master is now an empty Redis, stopped: every connection the
+     * gateway had is made again (the worker's and the ids' own). */
+    int ups = h_log_count(&g, "command connection up"), was = ups;
+    CHECK(h_freeze(r2.pid) == 0);
+    h_relay_retarget(&relay, r2.port);
+    for (long long end = h_now_ms() + 10000; h_now_ms() < end && ups < 2 * was; h_sleep_ms(5))
+        ups = h_log_count(&g, "command connection up");
+    CHECK_EQ_INT(ups, 2 * was);
+    h_relay_watch(&relay, 0, "lock:{late-a}");
+    h_relay_watch(&relay, 1, "lock:{late-m1}");
+    struct post_call one = {.port = g.port}, multi = {.port = g.port};
+    snprintf(one.path, sizeof one.path, "/v1/locks/late-a");
+    snprintf(one.body, sizeof one.body, "{\"ttl_ms\":2000}");
+    snprintf(multi.path, sizeof multi.path, "/v1/locks");
+    snprintf(multi.body, sizeof multi.body,
+             "{\"ttl_ms\":2000,\"names\":[\"late-m1\",\"late-m2\"]}");
+    pthread_create(&one.th, NULL, post_main, &one);
+    pthread_create(&multi.th, NULL, post_main, &multi);
+    for (long long end = h_now_ms() + 5000;
+         (!relay.watched[0] || !relay.watched[1]) && h_now_ms() < end;)
+        h_sleep_ms(2);
+    CHECK(relay.watched[0] && relay.watched[1]); /* both left, behind the marker read */
+    kill(r2.pid, SIGCONT);
+    pthread_join(one.th, NULL);
+    pthread_join(multi.th, NULL);
+    CHECK_EQ_INT(one.status, 503);
+    CHECK_EQ_STR(one.code, "redis_data_lost");
+    CHECK(one.retry_after);
+    CHECK_EQ_INT(multi.status, 503);
+    CHECK_EQ_STR(multi.code, "redis_data_lost");
+    CHECK(multi.retry_after);
+    /* They were granted, and given back: nothing is held. */
+    CHECK_EQ_INT(h_metric(&g, "lockgate_given_back_total"), 2);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), 1);
+    const char *paths[] = {"/v1/locks/late-a", "/v1/locks/late-m1", "/v1/locks/late-m2"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        char code[48];
+        long st = 0;
+        for (long long end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(10))
+            if ((st = gw_code(&g, "GET", paths[i], NULL, NULL, code, sizeof code, NULL, 0)) == 404)
+                break;
+        CHECK_EQ_INT(st, 404);
+    }
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+out:
+    h_relay_stop(&relay);
+    if (r2.pid) h_redis_stop(&r2);
+    h_redis_stop(&r1);
+}
+
 /* A Sentinel failover to a replica whose policy may evict: found on the
  * connection to the new master. */
 static void test_evicting_policy_after_failover(void) {
@@ -876,6 +960,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_stall_during_wakeup);
         RUN_SOME(test_stall_during_multi_wakeup);
         RUN_SOME(test_data_loss_holds_off);
+        RUN_SOME(test_data_loss_late_grant);
         RUN_SOME(test_evicting_policy_after_failover);
         RUN_SOME(test_failover_to_empty_replica);
     }
