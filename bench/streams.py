@@ -7,6 +7,9 @@ With a third argument `waiters`, the same N connections are plain waiting
 requests instead (POST with wait_ms 120000 on one held lock, counted parked
 by lockgate_waiting_requests): what a parked request costs, for comparison.
 
+STREAMS_GW_FLAGS adds flags to the gateway's command line (split on
+spaces), e.g. STREAMS_GW_FLAGS='--connection-memory-kib 3'.
+
 Starts its own redis-server (no persistence) and gateway (--workers 2, the
 default --stream-heartbeat-ms 15000) on free loopback ports in a temporary
 directory, opens N connections that each POST /v1/locks/stream-<i> with
@@ -108,7 +111,8 @@ def main():
         log = open(os.path.join(d, "gw.log"), "w")
         g = subprocess.Popen([os.path.join(BUILD, "lockgate"), "--listen", f"{HOST}:{gport}",
                               "--redis", f"redis://{HOST}:{rport}", "--workers", "2",
-                              "--log-level", "warn"], stderr=log)
+                              "--log-level", "warn"] + os.environ.get("STREAMS_GW_FLAGS", "").split(),
+                             stderr=log)
         procs.append(g)
         while True:
             try:

@@ -82,8 +82,7 @@ static void ticker_arm(void) {
 /* A comment line on every open stream: proxies see bytes, and a host that
  * no longer acknowledges them meets its socket's TCP_USER_TIMEOUT. */
 static void tick(struct waiter *w) {
-    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next)
-        http_stream_write(sh->req, ":\n", 2);
+    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next) http_stream_comment(sh->req);
     ticker_arm();
 }
 

@@ -122,6 +122,29 @@ static void test_heartbeats(void) {
     CHECK(wait_free(gw.port, "beat", 2000) >= 0);
 }
 
+/* An HTTP/1.0 client gets the stream unchunked, ended by the close, read
+ * through the response's own block (http.c, stream_queue: an HTTP/1.1
+ * stream's response has a 1-byte block it never uses): the grant, then
+ * heartbeats, as an HTTP/1.1 client does. */
+static void test_http10_stream(void) {
+    char cmd[1024], file[128];
+    snprintf(file, sizeof file, "%s/h10", dir);
+    snprintf(cmd, sizeof cmd,
+             "exec curl -sN -i --http1.0 -H 'Accept: text/event-stream' -X POST "
+             "http://127.0.0.1:%d/v1/locks/h10 -d '{}' > %s 2>&1",
+             gw.port, file);
+    pid_t a = h_spawn(cmd, NULL);
+    CHECK(wait_for("h10", "event: granted", 5000) >= 0);
+    CHECK(wait_for("h10", "Content-Type: text/event-stream", 10) >= 0);
+    CHECK(wait_for("h10", "\"token\":", 10) >= 0);
+    long long t0 = h_now_ms();
+    while (count_in("h10", "\n:\n") < 3 && h_now_ms() - t0 < 2000) h_sleep_ms(10);
+    CHECK(count_in("h10", "\n:\n") >= 3);
+    CHECK_EQ_INT((int)count_in("h10", "Transfer-Encoding"), 0);
+    reap(a);
+    CHECK(wait_free(gw.port, "h10", 2000) >= 0);
+}
+
 /* An operator's forced release: the holder's stream says `event: lost`
  * (with the reason) and ends, so curl exits. */
 static void test_forced_release_lost(void) {
@@ -516,6 +539,7 @@ int main(int argc, char **argv) {
     long long t0 = h_now_ms();
     RUN_SOME(test_kill_releases_within_1s);
     RUN_SOME(test_heartbeats);
+    RUN_SOME(test_http10_stream);
     RUN_SOME(test_forced_release_lost);
     RUN_SOME(test_one_session_per_ttl);
     RUN_SOME(test_semaphore_and_errors);
