@@ -115,6 +115,29 @@ void lossguard_note_slot(const char *host, int port) {
     if (note_loss(who, "")) log_loss(who);
 }
 
+void lossguard_learn(const char *host, int port, const char *marker, long long left_ms) {
+    if (left_ms <= 0) return;
+    long long now = loop_now_ms(), until = now + left_ms;
+    char who[64];
+    snprintf(who, sizeof who, "%s:%d", host, port);
+    pthread_mutex_lock(&mu);
+    struct lost *l = row_of(who, now);
+    int held = l->until > now;
+    if (!held) snprintf(l->marker, sizeof l->marker, "%s", marker);
+    if (l->until < until) { /* the noticing gateway's write lands after its own start */
+        l->until = until;
+        if (atomic_load(&any_until) < until) atomic_store(&any_until, until);
+    }
+    pthread_mutex_unlock(&mu);
+    if (held) return;
+    metrics_inc(M_REDIS_HOLDOFF_LEARNT, 1);
+    log_warn("lossguard: Redis master %s is held off for %lld ms more: a gateway (another one, "
+             "or this one before a restart) noticed it lost its data, and recorded the "
+             "hold-off in Redis; no lock is granted there before every lease that could have "
+             "been running has ended",
+             who, left_ms);
+}
+
 /* The value of "field:" on its own line of an INFO answer, or -1. */
 static long long info_int(const char *info, const char *field) {
     size_t n = strlen(field);

@@ -42,6 +42,18 @@
  * master's marker read right after it (its value then identifies the loss
  * for every read that follows, as in the other modes).
  *
+ * The hold-off is recorded in Redis too, so that it survives the gateway
+ * that noticed it: every loss noticed (a marker read, or a grant script's
+ * refusal) writes <prefix>holdoff on that master (in Redis Cluster
+ * <prefix>holdoff{TAG}, the master marker's TAG: the same slot) through
+ * lua/holdoff.lua: its value the hold-off's end in Redis's clock, expiring
+ * then, only ever moved later.  Every marker read also reads its PTTL (the
+ * same round trip), and a hold-off found there is kept here as if noticed
+ * (lossguard_learn): so a gateway started after the loss, which never read
+ * the old marker, and one restarted during its own hold-off refuse what
+ * the others refuse, until the same end.  Redis's clock, not the
+ * gateways', times it.
+ *
  * At start (each master's first INFO), a master with neither AOF nor a
  * replica gets a warning: a restart would forget every held lock. */
 #ifndef LOCKGATE_LOSSGUARD_H
@@ -78,6 +90,13 @@ int lossguard_note(struct lossguard_seen *seen, const char *host, int port, cons
  * gone or changed since this gateway learnt it (lua/_marker.lua): that
  * master lost its data, unless it is held off already (the same loss). */
 void lossguard_note_slot(const char *host, int port);
+
+/* A hold-off of host:port found in Redis (<prefix>holdoff), left_ms still
+ * to run: kept as a loss noticed here would be (a later end wins), and,
+ * when this gateway was not holding that master off, logged once and
+ * counted (lockgate_redis_holdoff_learnt_total).  marker: the master's
+ * marker as just read, so a later loss (another value) is told apart. */
+void lossguard_learn(const char *host, int port, const char *marker, long long left_ms);
 
 /* A master's INFO persistence and replication: warns once per master
  * without AOF and without replicas. */

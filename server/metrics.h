@@ -32,6 +32,7 @@ enum metric_counter {
     M_UNDO_NOTHING,        /* of those, nothing had been granted */
     M_UNDO_EXPIRED,        /* of those, not settled before the lease ended */
     M_REDIS_DATA_LOST,     /* masters found to have lost their data (lossguard.h) */
+    M_REDIS_HOLDOFF_LEARNT, /* a loss's hold-off learnt from Redis, not noticed here */
     M_ORIGIN_REFUSED,      /* 403 origin_forbidden: a browser page of a foreign origin */
     M_SLOW_CLOSED,         /* connections cut off by a header or body deadline (conns.h) */
     M_ACCEPT_REFUSED,      /* connections not accepted: descriptors, or the connection limit */

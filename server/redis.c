@@ -280,6 +280,9 @@ static int slot_marker_park(struct redis_op *op, struct node *n);
 static void slot_marks_forget(struct node *n);
 static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value);
 static void send_marker_check(struct rconn *c);
+static void holdoff_write(struct node *n);
+static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const char *const *argv,
+                                const size_t *lens, redis_cb cb, void *arg);
 
 /* A grant script's marker words (lua/_marker.lua), for the master it goes
  * to now: its marker key and the value this instance last read there, so
@@ -368,7 +371,8 @@ static void marker_refusal(struct node *n, const redisReply *reply) {
         if (n->cmd.ac && n->cmd.connected) send_marker_check(&n->cmd);
         return;
     }
-    lossguard_note(&n->loss, n->cmd.host, n->cmd.port, reply->element[1]->str);
+    if (lossguard_note(&n->loss, n->cmd.host, n->cmd.port, reply->element[1]->str))
+        holdoff_write(n);
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -761,6 +765,7 @@ static int seen_slot(const struct lossguard_seen *seen) {
  * master's slots forgotten. */
 static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value) {
     int lost = lossguard_note(seen, c->host, c->port, value);
+    if (lost) holdoff_write(c->node);
     if (!self->cluster) return;
     marker_base_io(seen_slot(seen), NULL, value);
     if (lost) slot_marks_forget(c->node);
@@ -790,6 +795,56 @@ static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
     return &self->slot_seen[k].seen;
 }
 
+/* Node n's hold-off key (lossguard.h): "<prefix>holdoff", in cluster
+ * mode "<prefix>holdoff{TAG}" with its marker's TAG (the first slot it
+ * serves, so the same slot as the marker); 0 while the map names no slot
+ * of it. */
+static int holdoff_key(struct node *n, char *out, size_t cap) {
+    if (!self->cluster) {
+        snprintf(out, cap, "%sholdoff", self->cfg.key_prefix);
+        return 1;
+    }
+    int i = (int)(n - self->node), slot = -1;
+    for (int s = 0; s < CLUSTER_SLOTS && slot < 0; s++)
+        if (self->map.owner[s] == i) slot = s;
+    if (slot < 0) return 0;
+    char tag[16];
+    slot_tag(slot, tag, sizeof tag);
+    snprintf(out, cap, "%sholdoff{%s}", self->cfg.key_prefix, tag);
+    return 1;
+}
+
+static void on_holdoff_written(void *arg, const struct redis_result *res) {
+    struct node *n = arg;
+    if (!res->ok)
+        log_warn("lossguard: the hold-off of %s:%d was not recorded in Redis (%s): gateways "
+                 "started during it will not know it",
+                 n->cmd.host, n->cmd.port, res->error);
+}
+
+/* A loss noticed on node n: its hold-off recorded in Redis
+ * (lua/holdoff.lua), for the gateways that cannot notice it themselves. */
+static void holdoff_write(struct node *n) {
+    char key[GW_PREFIX_MAX + 32], ms[24];
+    if (!holdoff_key(n, key, sizeof key)) return;
+    snprintf(ms, sizeof ms, "%lld", self->cfg.max_lease_ms);
+    const char *argv[2] = {key, ms};
+    size_t lens[2] = {strlen(key), strlen(ms)};
+    struct redis_op *op = eval_op(SCRIPT_HOLDOFF, 1, 2, argv, lens, on_holdoff_written, n);
+    op->node = (int)(n - self->node);
+    op_send(op);
+}
+
+/* The hold-off key's PTTL, read with the marker: a hold-off some gateway
+ * recorded (lossguard_learn). */
+static void on_holdoff_pttl(redisAsyncContext *ac, void *r, void *privdata) {
+    redisReply *reply = r;
+    struct rconn *c = privdata;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0 && c->node &&
+        c->node->loss_at)
+        lossguard_learn(c->host, c->port, c->node->loss_at->marker, reply->integer);
+}
+
 /* Did the master lose its data?  Asked first on every new command
  * connection, and again every LOSSGUARD_PERIOD_MS (two small commands: a
  * FLUSHALL is seen within about a second).  In cluster mode each master's
@@ -812,6 +867,12 @@ static void send_marker_check(struct rconn *c) {
         const char *get[2] = {"GET", key};
         size_t getl[2] = {3, strlen(key)};
         redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
+        char hkey[GW_PREFIX_MAX + 32];
+        if (holdoff_key(c->node, hkey, sizeof hkey)) {
+            const char *pttl[2] = {"PTTL", hkey};
+            size_t pttll[2] = {4, strlen(hkey)};
+            redisAsyncCommandArgv(c->ac, on_holdoff_pttl, c, 2, pttl, pttll);
+        }
     }
     int soon = self->cluster && !c->node->loss_at && self->nmasters == 0;
     c->node->next_marker_ms = loop_now_ms() + (soon ? 200 : LOSSGUARD_PERIOD_MS);

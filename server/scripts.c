@@ -40,6 +40,7 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_PROCLAIM, "proclaim.lua", proclaim_lua),
     SCRIPT(SCRIPT_QUOTA, "quota.lua", quota_lua),
     SCRIPT(SCRIPT_WATCH_LOG, "watch_log.lua", watch_log_lua),
+    SCRIPT(SCRIPT_HOLDOFF, "holdoff.lua", holdoff_lua),
 };
 
 /* s with keycheck.lua in front, after its first line when that is a

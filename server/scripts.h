@@ -45,6 +45,7 @@ enum script_id {
     SCRIPT_PROCLAIM,     /* an election's leader changes its value (elections.c) */
     SCRIPT_QUOTA,        /* a key's ledger of holds (handlers/quota_holds.c) */
     SCRIPT_WATCH_LOG,    /* an event stream reads a name's change log (state_stream.c) */
+    SCRIPT_HOLDOFF,      /* a data loss's hold-off recorded in Redis (lossguard.h) */
     SCRIPT_COUNT
 };
 

@@ -133,6 +133,95 @@ static void test_flushall_two_gateways(void) {
     h_redis_stop(&r);
 }
 
+/* Polls until g's log has a line with needle: 1, or 0 after timeout_ms. */
+static int wait_log(struct h_gw *g, const char *needle, int timeout_ms) {
+    for (long long end = h_now_ms() + timeout_ms; h_now_ms() < end; h_sleep_ms(10))
+        if (h_log_count(g, needle) > 0) return 1;
+    return 0;
+}
+
+/* Polls until Redis's answer to cmd is want: 1, or 0 after timeout_ms. */
+static int wait_redis(struct h_redis *r, const char *cmd, const char *want, int timeout_ms) {
+    for (long long end = h_now_ms() + timeout_ms; h_now_ms() < end; h_sleep_ms(10)) {
+        const char *got = h_redis_cli(r, cmd);
+        if (got && strcmp(got, want) == 0) return 1;
+    }
+    return 0;
+}
+
+#define LEARNT "is held off for" /* lossguard_learn's log line */
+
+/* The hold-off survives the gateway that noticed the loss (it is
+ * recorded in Redis, <prefix>holdoff): a gateway started after the
+ * FLUSHALL, which never read the old marker, refuses the lock the running
+ * one holds off, with Retry-After, until the same end; so does the noticing
+ * gateway restarted during its own hold-off; then both grant, and the key
+ * is gone (it expires with the hold-off).  --max-lease-ms 2000. */
+static void test_holdoff_outlives_gateways(void) {
+    struct h_redis r;
+    struct h_gw a = {0}, b = {0};
+    const char *flags = "--max-lease-ms 2000";
+    if (h_redis_start(&r, 0, NULL) < 0 || h_gw_up(&a, &r, flags) < 0) {
+        CHECK(!"redis or gateway did not start");
+        return;
+    }
+    char code[48];
+    const char *body = "{\"ttl_ms\":2000}";
+    CHECK_EQ_INT(ask(&a, "POST", "/v1/locks/ho", body, code, sizeof code), 201);
+    h_redis_cli(&r, "FLUSHALL");
+    CHECK_EQ_INT(ask(&a, "POST", "/v1/locks/ho", body, code, sizeof code), 503);
+    long long noticed = h_now_ms();
+    CHECK_EQ_STR(code, "redis_data_lost");
+    CHECK(wait_redis(&r, "EXISTS lockgate:holdoff", "1", 2000));
+
+    /* 1. A gateway started after the loss. */
+    if (h_gw_up(&b, &r, flags) < 0) {
+        CHECK(!"gateway B did not start");
+    } else {
+        CHECK(wait_log(&b, LEARNT, 3000));
+        long st = ask(&b, "POST", "/v1/locks/ho", body, code, sizeof code);
+        fprintf(stderr, "  a gateway started after the loss: %ld %s, %lld ms after it was noticed\n",
+                st, code, h_now_ms() - noticed);
+        CHECK_EQ_INT(st, 503);
+        CHECK_EQ_STR(code, "redis_data_lost");
+        CHECK(readyz_names_loss(&b));
+        CHECK_EQ_INT(h_metric(&b, "lockgate_redis_holdoff_learnt_total"), 1);
+        CHECK_EQ_INT(h_metric(&b, "lockgate_redis_data_lost_total"), 0);
+    }
+
+    /* 2. The noticing gateway restarted during its hold-off. */
+    CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
+    if (h_gw_up(&a, &r, flags) < 0) {
+        CHECK(!"gateway A did not start again");
+    } else {
+        CHECK(wait_log(&a, LEARNT, 3000));
+        long st = ask(&a, "POST", "/v1/locks/ho", body, code, sizeof code);
+        fprintf(stderr, "  the noticing gateway restarted: %ld %s, %lld ms after the loss\n", st,
+                code, h_now_ms() - noticed);
+        CHECK_EQ_INT(st, 503);
+        CHECK_EQ_STR(code, "redis_data_lost");
+    }
+
+    /* 3. The hold-off ends for both at once (Redis's clock), not before;
+     * then the lock is granted and the key has expired. */
+    struct h_gw *gw[2] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        if (gw[i]->pid <= 0) continue;
+        CHECK_EQ_INT(h_wait_ready(gw[i]->port, 5000), 0);
+        long long over = h_now_ms() - noticed;
+        fprintf(stderr, "  gateway %c ready again %lld ms after the loss was noticed\n",
+                i ? 'B' : 'A', over);
+        CHECK(over >= 2000 - 50);
+        CHECK_EQ_INT(ask(gw[i], "POST", i ? "/v1/locks/ho" : "/v1/locks/ho-a", body, code,
+                         sizeof code),
+                     201);
+    }
+    CHECK(wait_redis(&r, "EXISTS lockgate:holdoff", "0", 1000));
+    if (a.pid > 0) CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
+    if (b.pid > 0) CHECK_EQ_INT(h_gw_stop(&b, 6000), 0);
+    h_redis_stop(&r);
+}
+
 /* acquire.lua called as the Redis layer calls it: only a fresh grant
  * reads the marker.  A re-entry and a busy answer go on with a stale
  * value; an empty one (nothing read yet) checks nothing; a missing marker
@@ -309,6 +398,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_script_reads_marker_on_fresh_grants_only);
         RUN_SOME(test_flushall_single);
         RUN_SOME(test_flushall_two_gateways);
+        RUN_SOME(test_holdoff_outlives_gateways);
         RUN_SOME(test_flushall_quorum);
     }
     RUN_SOME(test_flushall_cluster); /* a cluster of its own */
