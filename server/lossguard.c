@@ -122,9 +122,19 @@ void lossguard_learn(const char *host, int port, const char *marker, long long l
     snprintf(who, sizeof who, "%s:%d", host, port);
     pthread_mutex_lock(&mu);
     struct lost *l = row_of(who, now);
-    int held = l->until > now;
+    /* Held off here already: kept to Redis's end, silently (another
+     * gateway's --max-lease-ms may be longer).  A hold-off of the same loss
+     * (its marker) that ended here: this gateway noticed it and timed it
+     * from its own notice, which came before the write to Redis (so
+     * Redis's end is a few ms later); it is not taken up again, so
+     * /readyz does not flap back for those ms. */
+    int held = l->until > now, ended = !held && marker[0] && strcmp(l->marker, marker) == 0;
+    if (ended) {
+        pthread_mutex_unlock(&mu);
+        return;
+    }
     if (!held) snprintf(l->marker, sizeof l->marker, "%s", marker);
-    if (l->until < until) { /* the noticing gateway's write lands after its own start */
+    if (l->until < until) {
         l->until = until;
         if (atomic_load(&any_until) < until) atomic_store(&any_until, until);
     }

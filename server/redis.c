@@ -280,7 +280,7 @@ static int slot_marker_park(struct redis_op *op, struct node *n);
 static void slot_marks_forget(struct node *n);
 static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value);
 static void send_marker_check(struct rconn *c);
-static void holdoff_write(struct node *n);
+static void holdoff_write(struct node *n, const char *marker);
 static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const char *const *argv,
                                 const size_t *lens, redis_cb cb, void *arg);
 
@@ -372,7 +372,7 @@ static void marker_refusal(struct node *n, const redisReply *reply) {
         return;
     }
     if (lossguard_note(&n->loss, n->cmd.host, n->cmd.port, reply->element[1]->str))
-        holdoff_write(n);
+        holdoff_write(n, reply->element[1]->str);
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -765,7 +765,7 @@ static int seen_slot(const struct lossguard_seen *seen) {
  * master's slots forgotten. */
 static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value) {
     int lost = lossguard_note(seen, c->host, c->port, value);
-    if (lost) holdoff_write(c->node);
+    if (lost) holdoff_write(c->node, value);
     if (!self->cluster) return;
     marker_base_io(seen_slot(seen), NULL, value);
     if (lost) slot_marks_forget(c->node);
@@ -814,23 +814,31 @@ static int holdoff_key(struct node *n, char *out, size_t cap) {
     return 1;
 }
 
+/* The write's answer is the hold-off left in Redis: kept here too, so this
+ * gateway's end is never before the one every other gateway learns (its
+ * own was timed from its notice, a round trip before Redis's). */
 static void on_holdoff_written(void *arg, const struct redis_result *res) {
     struct node *n = arg;
+    if (res->ok && res->reply->type == REDIS_REPLY_INTEGER && res->reply->integer > 0)
+        lossguard_learn(n->cmd.host, n->cmd.port, n->loss_at ? n->loss_at->marker : "",
+                        res->reply->integer);
     if (!res->ok)
         log_warn("lossguard: the hold-off of %s:%d was not recorded in Redis (%s): gateways "
                  "started during it will not know it",
                  n->cmd.host, n->cmd.port, res->error);
 }
 
-/* A loss noticed on node n: its hold-off recorded in Redis
- * (lua/holdoff.lua), for the gateways that cannot notice it themselves. */
-static void holdoff_write(struct node *n) {
+/* A loss noticed on node n (marker: the value it left there, which names
+ * it): its hold-off recorded in Redis (lua/holdoff.lua), for the gateways
+ * that cannot notice it themselves.  Every connection that notices writes
+ * (the script times one loss from its first notice). */
+static void holdoff_write(struct node *n, const char *marker) {
     char key[GW_PREFIX_MAX + 32], ms[24];
     if (!holdoff_key(n, key, sizeof key)) return;
     snprintf(ms, sizeof ms, "%lld", self->cfg.max_lease_ms);
-    const char *argv[2] = {key, ms};
-    size_t lens[2] = {strlen(key), strlen(ms)};
-    struct redis_op *op = eval_op(SCRIPT_HOLDOFF, 1, 2, argv, lens, on_holdoff_written, n);
+    const char *argv[3] = {key, ms, marker};
+    size_t lens[3] = {strlen(key), strlen(ms), strlen(marker)};
+    struct redis_op *op = eval_op(SCRIPT_HOLDOFF, 1, 3, argv, lens, on_holdoff_written, n);
     op->node = (int)(n - self->node);
     op_send(op);
 }
