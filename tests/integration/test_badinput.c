@@ -518,18 +518,17 @@ struct band_kind {
 };
 
 static const struct band_kind band_kinds[] = {
-    {"plain acquire", 0, "POST /v1/locks/band-plain-", "Origin: http://app.example\r\n", "{}",
-     "\x01", 201},
-    {"stream hold", 0, "POST /v1/locks/band-stream-",
-     "Origin: http://app.example\r\nAccept: text/event-stream\r\n", "{}", "event: ", 200},
-    {"preflight", 0, "OPTIONS /v1/locks/band-pre-",
+    {"plain acquire",  0, "POST /v1/locks/band-plain-",  "Origin: http://app.example\r\n",       "{}",
+     "\x01",                                                                                                      201},
+    {"stream hold",    0, "POST /v1/locks/band-stream-",
+     "Origin: http://app.example\r\nAccept: text/event-stream\r\n",                              "{}", "event: ", 200},
+    {"preflight",      0, "OPTIONS /v1/locks/band-pre-",
      "Origin: http://app.example\r\nAccess-Control-Request-Method: POST\r\n"
-     "Access-Control-Request-Headers: lock-token, content-type\r\n",
-     NULL, "\x01", 204},
-    {"redirect", 0, "GET /ui?n=", "", NULL, "\x01", 301},
+     "Access-Control-Request-Headers: lock-token, content-type\r\n",                             NULL, "\x01",    204},
+    {"redirect",       0, "GET /ui?n=",                  "",                                     NULL, "\x01",    301},
     {"refused origin", 0, "POST /v1/locks/band-origin-", "Origin: http://elsewhere.example\r\n",
-     "{}", "\x01", 403},
-    {"no key", 1, "POST /v1/locks/band-key-", "Origin: http://app.example\r\n", "{}", "\x01", 401},
+     "{}",                                                                                             "\x01",    403},
+    {"no key",         1, "POST /v1/locks/band-key-",    "Origin: http://app.example\r\n",       "{}", "\x01",    401},
 };
 
 /* One request of kind k with pad bytes of X-Pad on a new connection:
@@ -537,8 +536,9 @@ static const struct band_kind band_kinds[] = {
 static int band_answered(int port, const struct band_kind *k, int kib, int pad) {
     size_t cap = (size_t)pad + 1024;
     char *req = malloc(cap), out[8192];
-    int o = snprintf(req, cap, "%s%d-%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sX-Pad: ",
-                     k->head, kib, pad, k->fields);
+    int o =
+        snprintf(req, cap, "%s%d-%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sX-Pad: ", k->head,
+                 kib, pad, k->fields);
     memset(req + o, 'a', (size_t)pad);
     o += pad;
     if (k->body)
