@@ -32,6 +32,7 @@
 
 _Static_assert(sizeof((struct hold_call *)0)->waiter_id >= LIVENESS_WAITER_ID_MAX,
                "a waiter id fits");
+_Static_assert(GW_MAX_NODES <= 32, "a quorum's masters fit hold_call's unsure");
 
 
 /* The name sits in a hash tag, so all keys of one lock share a Redis
@@ -199,6 +200,7 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
     if (hc->reshape) o = hc->reshape(hc, o);
+    hc->unsure = 0;   /* what the masters that did not answer may grant is the client's */
     if (hc->stream) { /* its stream gives it back if its client is gone */
         hc->stream->granted(hc, verdict, o);
         return;
@@ -212,6 +214,29 @@ void hold_fail(struct hold_call *hc, const char *why) {
     reply_problem(hc->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", why);
 }
 
+/* Grants on the name are held off by a data loss (server/lossguard.h),
+ * and this attempt holds nothing: a waiting request whose wait outlasts
+ * the hold-off waits it out, any other is answered 503 redis_data_lost. */
+static void held_lost(struct hold_call *hc, int64_t now) {
+    struct gw_request *req = hc->req;
+    int64_t held_off = 0;
+    if (guard_lost_for(req->name, &held_off) && hc->wait_ms > 0 &&
+        now + held_off < hc->deadline_ms) {
+        hc->waited = 1;
+        if (park_request(req, &hc->w, now + held_off) < 0) on_give_up(&hc->w, 1);
+        return;
+    }
+    hold_leave_queue(hc);
+    guard_lost_reply(req, &req->name, 1);
+}
+
+/* How long an undo of hc's attempt may have to wait for Redis: its lease.
+ * A session-bound hold lives by its session, not by ttl_ms: one that
+ * Redis could not renew for the longest lease has ended. */
+static long long undo_lease_ms(const struct hold_call *hc) {
+    return hc->session ? guard_max_lease_ms() : hc->ttl_ms;
+}
+
 /* Acts on one attempt's outcome: reply, or park the request to try again. */
 void hold_attempt_done(struct hold_call *hc, long long verdict, const long long *v,
                        const char *err) {
@@ -223,14 +248,12 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             return;
         }
         hold_leave_queue(hc);
-        /* The attempt may have run, or may still run: undo it (undo.h).
-         * A session-bound hold lives by its session, not by ttl_ms: one
-         * that Redis could not renew for the longest lease has ended. */
+        /* The attempt may have run, or may still run: undo it (undo.h). */
         if ((hc->own_token || hc->attempt_id[0]) && !redis_error_is_reply(err)) {
             struct hold_keys k;
             hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-            undo_hold(k.hash, k.message, req->token, hc->attempt_id,
-                      hc->session ? guard_max_lease_ms() : hc->ttl_ms);
+            undo_hold(k.hash, k.message, req->token, hc->attempt_id, undo_lease_ms(hc));
+            hc->unsure = 0; /* undone on every master */
         }
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
@@ -265,6 +288,17 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     if (verdict == VERDICT_LIMIT_MISMATCH) {
         reply_problem(req, CODE_LIMIT_MISMATCH, "semaphore '%s' is in use with limit %lld",
                       req->name, v[1]);
+        return;
+    }
+    /* The script refused a fresh grant on a master that lost its data
+     * since this gateway last read its marker (a FLUSHALL on a connection
+     * that stays up; the Redis layer has noted the loss).  Quorum mode: a
+     * round that failed while more masters are held off than the quorum
+     * can spare is that loss too, not a busy lock. */
+    int64_t held_off;
+    if (verdict == VERDICT_DATA_LOST ||
+        (verdict == VERDICT_BUSY && backend->fans_out && guard_lost_for(req->name, &held_off))) {
+        held_lost(hc, now);
         return;
     }
     if (verdict == VERDICT_BUSY) {
@@ -306,18 +340,10 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
      * on a master that had just forgotten every lease is given back here
      * rather than answered (quorum mode: its votes were judged).  A
      * waiting request whose wait outlasts the hold-off waits it out. */
-    int64_t held_off;
     if (verdict == VERDICT_GRANTED && !backend->fans_out && guard_lost_for(req->name, &held_off)) {
         hold_give_back(req);
         metrics_inc(M_GIVEN_BACK, 1);
-        int64_t again = now + held_off;
-        if (hc->wait_ms > 0 && again < hc->deadline_ms) {
-            hc->waited = 1;
-            if (park_request(req, &hc->w, again) < 0) on_give_up(&hc->w, 1);
-            return;
-        }
-        hold_leave_queue(hc);
-        guard_grant_or_reply(req); /* answers 503 redis_data_lost */
+        held_lost(hc, now);
         return;
     }
     if (hc->quota) { /* its entry counts as long as the lease (a session's: its end) */
@@ -524,8 +550,23 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
     return hc;
 }
 
+/* The request ends without a grant while some quorum masters never
+ * answered its last attempt, though a quorum of others did (409, a
+ * session or mode mismatch, the client gone): what those may have
+ * granted, or grant once they resume, is undone there. */
+static void undo_unsure(struct hold_call *hc) {
+    struct gw_request *req = hc->req;
+    if (!req || !req->token || !(hc->own_token || hc->attempt_id[0])) return;
+    struct hold_keys k;
+    hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+    for (int i = 0; i < GW_MAX_NODES; i++)
+        if (hc->unsure & (1u << i))
+            undo_hold_at(i, k.hash, k.message, req->token, hc->attempt_id, undo_lease_ms(hc));
+}
+
 void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    if (hc->unsure) undo_unsure(hc);
     if (hc->stream) hc->stream->free(hc);
     if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);

@@ -34,6 +34,7 @@
 #include "handlers/guard.h"
 #include "handlers/holds.h"
 #include "handlers/undo.h"
+#include "handlers/verdict.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "handlers/quota_holds.h"
@@ -127,10 +128,20 @@ struct multi_call {
     uint32_t quota;                    /* the key's holds_at_once, 0: none (quota_holds.h) */
     char **qmembers;                   /* n entries in its ledger when quota, else NULL */
     int quota_added;                   /* this attempt's take entered some: drop if no grant */
+    uint32_t unsure;                   /* quorum: masters that did not answer its last attempt
+                                          though it may have run (as holds.h's): undone there
+                                          if the request ends without a grant (multi_free) */
 };
+
+static void undo_attempt_at(struct multi_call *mc, int node);
 
 static void multi_free(void *ctx) {
     struct multi_call *mc = ctx;
+    /* Ended without a grant while some quorum masters never answered its
+     * last attempt, though a quorum of others did (409, a mode mismatch,
+     * the client gone): what those may have granted is undone there. */
+    for (int i = 0; mc->unsure && i < GW_MAX_NODES; i++)
+        if (mc->unsure & (1u << i)) undo_attempt_at(mc, i);
     if (mc->waiter_id[0])
         for (int g = 0; g < mc->ngroups; g++) liveness_waiter_leave(mc->live_slot[g]);
     for (int i = 0; i < mc->n; i++) {
@@ -407,6 +418,29 @@ static void park_all(struct multi_call *mc, int64_t wake) {
     }
 }
 
+/* The longest hold-off a data loss puts on any of mc's names now (0: none;
+ * server/lossguard.h). */
+static int64_t lost_for(struct multi_call *mc) {
+    int64_t held_off = 0, left;
+    for (int i = 0; i < mc->n; i++)
+        if (guard_lost_for(mc->names[i], &left) && left > held_off) held_off = left;
+    return held_off;
+}
+
+/* Grants on mc's names are held off by a data loss and the attempt holds
+ * nothing (any grant given back): a waiting request whose wait outlasts
+ * the hold-off waits it out, any other is answered 503 redis_data_lost. */
+static void held_lost(struct multi_call *mc) {
+    int64_t again = loop_now_ms() + lost_for(mc);
+    if (mc->wait_ms > 0 && again < mc->deadline_ms) {
+        mc->waited = 1;
+        park_all(mc, again);
+        return;
+    }
+    leave_queues(mc);
+    guard_lost_reply(mc->req, mc->names, mc->n); /* answers 503 redis_data_lost */
+}
+
 /* ttl: the smallest real remaining lease; spent: what to take off each
  * name's granted ttl for its own (see grant_or_retry). */
 static void reply_granted(struct multi_call *mc, long long ttl, long long spent) {
@@ -414,22 +448,13 @@ static void reply_granted(struct multi_call *mc, long long ttl, long long spent)
     /* A loss found after the request passed the guard (holds.c, the
      * same): what this attempt took is given back, by its id; a waiting
      * request whose wait outlasts the hold-off waits it out. */
-    int64_t held_off = 0, left;
-    for (int i = 0; !backend->fans_out && i < mc->n; i++)
-        if (guard_lost_for(mc->names[i], &left) && left > held_off) held_off = left;
-    if (held_off > 0) {
+    if (!backend->fans_out && lost_for(mc) > 0) {
         give_back(mc, mc->ngroups);
         metrics_inc(M_GIVEN_BACK, 1);
-        int64_t again = loop_now_ms() + held_off;
-        if (mc->wait_ms > 0 && again < mc->deadline_ms) {
-            mc->waited = 1;
-            park_all(mc, again);
-            return;
-        }
-        leave_queues(mc);
-        guard_names_or_reply(req, mc->names, mc->n); /* answers 503 redis_data_lost */
+        held_lost(mc);
         return;
     }
+    mc->unsure = 0; /* what the masters that did not answer may grant is the client's */
     reply_header(req, "Lock-Token", req->token);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "token", req->token);
@@ -522,6 +547,16 @@ static void undo_attempt(struct multi_call *mc) {
         hold_keys(mc->names[i], 0, &k);
         undo_hold(k.hash, k.message, mc->req->token, mc->attempt_id, mc->ttl_ms);
     }
+    mc->unsure = 0; /* undone on every master */
+}
+
+/* The same on quorum master node alone. */
+static void undo_attempt_at(struct multi_call *mc, int node) {
+    for (int i = 0; i < mc->n; i++) {
+        struct hold_keys k;
+        hold_keys(mc->names[i], 0, &k);
+        undo_hold_at(node, k.hash, k.message, mc->req->token, mc->attempt_id, mc->ttl_ms);
+    }
 }
 
 /* One attempt's outcome: verdict 1 (granted: mc->granted filled; quorum
@@ -556,6 +591,14 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
     }
     int64_t now = loop_now_ms();
     if (mc->waited && verdict != 0) metrics_observe_wait((now - mc->start_ms) * 1000);
+    /* A script refused a fresh grant on a master that lost its data since
+     * this gateway last read its marker (the Redis layer noted the loss);
+     * quorum mode: a round that failed while more masters are held off
+     * than the quorum can spare (holds.c, the same). */
+    if (verdict == VERDICT_DATA_LOST || (verdict == 0 && backend->fans_out && lost_for(mc) > 0)) {
+        held_lost(mc);
+        return;
+    }
     if (verdict == -3) {
         leave_queues(mc);
         reply_problem(req, CODE_MODE_MISMATCH, "this token holds lock '%s' in the other mode",
@@ -722,6 +765,12 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     for (int k = 0; k < mc->n; k++) mc->granted[k].ttl = -1;
     for (int i = 0; i < n; i++) {
         long long v = verdict_of(&res[i]);
+        /* As holds.c's quorum round (backend_quorum.c): a master whose
+         * answer did not come may grant yet. */
+        if (res[i].maybe_ran)
+            mc->unsure |= 1u << i;
+        else if (res[i].ok || redis_error_is_reply(res[i].error))
+            mc->unsure &= ~(1u << i);
         if (v == -100) {
             if (!res[i].ok) err = res[i].error;
             continue;

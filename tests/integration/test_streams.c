@@ -275,11 +275,14 @@ static void test_semaphore_and_errors(void) {
 /* The hold lost under the stream: Redis loses its data (FLUSHALL: the
  * session's key is gone, the next renewal says so: `event: lost`,
  * session_lost), and Redis gone for longer than the lease (no renewal
- * reaches it before the end: renewal_failed).  A Redis of its own. */
+ * reaches it before the end: renewal_failed).  A Redis of its own.  The
+ * FLUSHALL holds grants off for --max-lease-ms (server/lossguard.h; the
+ * next grant's script refuses at once): 1 s here, waited out before the
+ * second hold. */
 static void test_redis_loss_lost(void) {
     struct h_redis r2;
     struct h_gw g = {0};
-    if (h_redis_start(&r2, 0, NULL) < 0 || h_gw_up(&g, &r2, NULL) < 0) {
+    if (h_redis_start(&r2, 0, NULL) < 0 || h_gw_up(&g, &r2, "--max-lease-ms 1000") < 0) {
         CHECK(0);
         return;
     }
@@ -291,6 +294,13 @@ static void test_redis_loss_lost(void) {
     CHECK(t >= 0);
     CHECK(wait_for("flushed", "session_lost", 10) >= 0);
     reap(a);
+    /* The loss noticed (by the periodic marker read, within a second),
+     * then its hold-off ended. */
+    for (long long end = h_now_ms() + 3000;
+         h_log_count(&g, "lost its data (its marker") < 1 && h_now_ms() < end;)
+        h_sleep_ms(10);
+    CHECK_EQ_INT(h_log_count(&g, "lost its data (its marker"), 1);
+    CHECK_EQ_INT(h_wait_ready(g.port, 5000), 0);
     a = hold(g.port, "/v1/locks/cut", "{\"ttl_ms\":600}", "cut", 0);
     CHECK(wait_for("cut", "event: granted", 5000) >= 0);
     h_redis_kill(&r2);
