@@ -504,15 +504,21 @@ static int output_queued(struct MHD_Connection *conn) {
  * socket here, and the connection is closed and drained (drain.h).  Over
  * TLS the bytes would have to go through the session, so the connection
  * is only closed. */
-/* Writes an answer to fd past libmicrohttpd (status: e.g. "413 Payload
- * Too Large"), with Connection: close; 1 when all of it went. */
+/* The head of an answer written past libmicrohttpd (status: e.g. "413
+ * Payload Too Large"), with Connection: close, into head; its length. */
+static int head_past_mhd(char *head, size_t cap, const char *status, const char *content_type,
+                         size_t len) {
+    return snprintf(head, cap,
+                    "HTTP/1.1 %s\r\nContent-Type: %s\r\n"
+                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                    status, content_type, len);
+}
+
+/* Writes an answer to fd past libmicrohttpd; 1 when all of it went. */
 static int write_past_mhd(int fd, const char *status, const char *content_type, const char *body,
                           size_t len) {
     char head[256];
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 %s\r\nContent-Type: %s\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                     status, content_type, len);
+    int n = head_past_mhd(head, sizeof head, status, content_type, len);
     struct iovec iov[2] = {
         {head,         (size_t)n},
         {(char *)body, len      }
@@ -545,18 +551,28 @@ static _Thread_local int head_did_not_fit;
  * the room): instead of a close without a word, the 431 goes to the
  * socket past libmicrohttpd, and the connection is drained.  A grant in
  * the unsent answer is given back as for any undelivered one.  Over TLS
- * the bytes would have to go through the session: the connection is only
- * closed. */
+ * it goes through the connection's session, as one record (tls.h), and
+ * the connection is closed without a drain. */
 static void answer_head_did_not_fit(struct MHD_Connection *conn) {
+    static const char status[] = "431 Request Header Fields Too Large";
+    static const char type[] = "application/problem+json";
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (tls_enabled() || !ci) return;
+    if (!ci) return;
     char *body = problem_body(CODE_HEADERS_TOO_LARGE, NULL,
                               "the answer's headers do not fit what the request's line and "
                               "headers left of the connection's buffer (--connection-memory-kib)");
-    if (write_past_mhd(ci->connect_fd, "431 Request Header Fields Too Large",
-                       "application/problem+json", body, strlen(body)))
+    size_t len = strlen(body);
+    if (tls_enabled()) {
+        char answer[1024];
+        int n = head_past_mhd(answer, sizeof answer, status, type, len);
+        if (n > 0 && (size_t)n + len <= sizeof answer) {
+            memcpy(answer + n, body, len);
+            tls_write_past_mhd(conn, answer, (size_t)n + len);
+        }
+    } else if (write_past_mhd(ci->connect_fd, status, type, body, len)) {
         drain_start(ci->connect_fd);
+    }
     free(body);
 }
 
