@@ -30,7 +30,12 @@ mark), and Redis memory per held lock beside Redisson's RLock layout.
   bench/redis_cost.py --paths [--gen DIR] [-n N] [--only SUBSTRING]
   bench/redis_cost.py --cluster [...]  the same on a cluster-enabled Redis (one node
              serving every slot), lockgate's cluster forms (the shard channel
-             passed): what Redis Cluster itself adds, to lockgate and to Redisson
+             passed; the grant scripts get their slot's marker key and value,
+             as the Redis layer sends them once it has learnt the slot, and
+             every slot marker is set first): what Redis Cluster itself adds,
+             to lockgate and to Redisson
+  --cluster-unchecked  with --cluster: the grant calls as before slot markers
+             (the call's first key again and an empty value: nothing read)
 
   --gen DIR  the generated scripts (default build/gen/lua)
   --ab DIR   a second set of generated scripts (an older build) measured in
@@ -66,6 +71,45 @@ MARKER = "Mk3kZr8TqM2xWv9yLp0AbC"  # <prefix>marker as a gateway read it (lua/_m
 
 
 CLUSTER = False  # --cluster: a cluster-enabled Redis, the gateway's cluster forms
+UNCHECKED = False  # --cluster-unchecked: the cluster grant calls without a slot marker
+
+
+def crc16(data):
+    """CRC16/XMODEM, as Redis Cluster hashes keys (server/cluster.c)."""
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def slot_tags():
+    """Each slot's tag, as cluster_slot_tag makes them: base-36 counting (least
+    significant digit first), the first tag that lands in each slot."""
+    tags, n, digits = {}, 0, "0123456789abcdefghijklmnopqrstuvwxyz"
+    while len(tags) < 16384:
+        v, t = n, ""
+        while True:
+            t += digits[v % 36]
+            if v < 36:
+                break
+            v //= 36
+        tags.setdefault(crc16(t.encode()) & 16383, t)
+        n += 1
+    return tags
+
+
+TAGS = None
+
+
+def slot_marker(k):
+    """The slot marker key of key k's slot (<prefix>slotmark{tag})."""
+    global TAGS
+    TAGS = TAGS or slot_tags()
+    tag = k[k.index("{") + 1:k.index("}")]
+    return "lockgate:slotmark{%s}" % TAGS[crc16(tag.encode()) & 16383]
 
 
 def resp(*args):
@@ -109,9 +153,15 @@ class Redis:
             self.cli("cluster", "addslotsrange", "0", "16383")
             for _ in range(600):
                 if "cluster_state:ok" in self.cli("cluster", "info"):
-                    return
+                    break
                 time.sleep(0.05)
-            raise SystemExit("cluster did not come up")
+            else:
+                raise SystemExit("cluster did not come up")
+            # every slot's marker, as learnt (outside EVALSHA: not counted)
+            global TAGS
+            TAGS = TAGS or slot_tags()
+            self.pipe(b"".join(resp("SET", "lockgate:slotmark{%s}" % t, MARKER)
+                               for t in TAGS.values()))
 
     def cli(self, *args):
         r = subprocess.run(["redis-cli", "-p", str(self.port), *args],
@@ -160,22 +210,24 @@ def acq_keys(k, src):
     liveness became a declared hash), the liveness hash its queue's head is
     judged by (lockgate:gw, or the slot's lockgate:gw{tag} in cluster mode),
     and for scripts that check the marker (lua/_marker.lua) the marker key
-    the Redis layer appends (in cluster mode the call's first key again)."""
+    the Redis layer appends (in cluster mode the slot's marker; with
+    --cluster-unchecked the call's first key again)."""
     if "'gw' .. tag" not in src:
         keys = (k, k + ":q", k + ":qd")
     else:
         live = "lockgate:gw{%s}" % k[k.index("{") + 1:-1] if CLUSTER else "lockgate:gw"
         keys = (k, k + ":q", k + ":qd", live)
     if "MARKER_KEY" in src:
-        keys += (k if CLUSTER else "lockgate:marker",)
+        keys += ((k if UNCHECKED else slot_marker(k)) if CLUSTER else "lockgate:marker",)
     return (len(keys),) + keys
 
 
 def acq_resp(sha, k, src, *args):
     """An acquire.lua call: KEYS as acq_keys, then args, then (scripts that
     check the marker) the value the gateway last read: MARKER, which every
-    server here holds (Redis.__init__); empty in cluster mode, as sent."""
-    marker = ("" if CLUSTER else MARKER,) if "MARKER_KEY" in src else ()
+    server here holds (Redis.__init__; in cluster mode every slot's marker);
+    empty with --cluster-unchecked, as sent before slot markers."""
+    marker = ("" if CLUSTER and UNCHECKED else MARKER,) if "MARKER_KEY" in src else ()
     return resp("EVALSHA", sha, *acq_keys(k, src), *args, *marker)
 
 
@@ -360,9 +412,11 @@ def main():
     ap.add_argument("--only", default=None, help="--paths: only the paths whose label holds one of these ('|' between)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--cluster", action="store_true")
+    ap.add_argument("--cluster-unchecked", action="store_true")
     o = ap.parse_args()
-    global CLUSTER
+    global CLUSTER, UNCHECKED
     CLUSTER = o.cluster
+    UNCHECKED = o.cluster_unchecked
     if o.paths:
         print("| path (callgrind, %d names) | Redis instructions inside EVALSHA per call |" % o.n)
         print("|---|---:|")

@@ -8,9 +8,12 @@
 -- the last ARGV (server/redis.c, marker_fill).  The value is taken off
 -- ARGV here, so the optional trailing arguments keep their places; the
 -- key stays last in KEYS, where nothing counts it (a name's keys come
--- first, and the liveness hash is found by name).  An empty value (the
--- gateway has not read the marker yet; Redis Cluster mode, where the key
--- is the call's first key again) checks nothing.
+-- first, and the liveness hash is found by name).  In Redis Cluster mode
+-- the key is a marker of the call's own slot (<prefix>slotmark{TAG}: a
+-- script reads keys of its slot only) and the value what the gateway
+-- learnt there (server/redis_cluster.inc, "slot markers").  An empty value
+-- (the gateway has not read the marker yet, or could not learn the slot's)
+-- checks nothing.
 --
 -- _marker_check.lua is the check itself, included inline where a fresh
 -- hold is about to be created (a local function would be made on every

@@ -29,6 +29,36 @@ int cluster_key_slot(const char *key, size_t len) {
     return cluster_crc16(key, len) & (CLUSTER_SLOTS - 1);
 }
 
+/* Base-36 counting lands in every one of the 16,384 slots within a few
+ * hundred thousand CRCs (about 2 ms, once); no tag is longer than 4
+ * characters (tests/unit/test_cluster.c checks every one). */
+const char *cluster_slot_tag(int slot) {
+    static char(*tags)[8];
+    if (!tags) {
+        char(*t)[8] = calloc(CLUSTER_SLOTS, sizeof *t);
+        if (!t) {
+            fprintf(stderr, "out of memory\n");
+            abort();
+        }
+        int left = CLUSTER_SLOTS;
+        for (unsigned n = 0; left > 0; n++) {
+            char tag[8];
+            int len = 0;
+            for (unsigned v = n;; v /= 36) {
+                tag[len++] = "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36];
+                if (v < 36) break;
+            }
+            tag[len] = '\0';
+            int s = cluster_crc16(tag, (size_t)len) & (CLUSTER_SLOTS - 1);
+            if (t[s][0]) continue;
+            memcpy(t[s], tag, (size_t)len + 1);
+            left--;
+        }
+        tags = t;
+    }
+    return tags[slot];
+}
+
 /* Insertion sort, stable: at most 64 keys (MULTI_MAX), each slot computed
  * once. */
 int cluster_group_by_slot(const char *const *keys, int n, int *order, int *gstart) {

@@ -19,6 +19,15 @@ uint16_t cluster_crc16(const void *buf, size_t len);
  * key, modulo 16384. */
 int cluster_key_slot(const char *key, size_t len);
 
+/* A short hash tag (base 36, at most 4 characters) whose slot is slot:
+ * "{tag}" hashes there.  The same table for every caller and every run
+ * (the first tag counting up from 0 that lands in each slot), made on the
+ * first call: call it once before threads share it (redis_new does).
+ * Redis Cluster mode's per-slot keys and channels are named with it: the
+ * shard channels (<prefix>released{tag}) and the slot markers
+ * (<prefix>slotmark{tag}, server/lossguard.h). */
+const char *cluster_slot_tag(int slot);
+
 /* Orders n keys for taking them slot by slot (multi-lock in cluster mode):
  * order[] gets the key indices by ascending slot, so any two requests take
  * the slots they share in the same order, and within a slot in the given

@@ -50,26 +50,40 @@ static struct lost *row_of(const char *who, long long now) {
     return free_row;
 }
 
-void lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value) {
-    int gone = seen->marker[0] && (seen->absent || strcmp(seen->marker, value) != 0);
-    snprintf(seen->marker, sizeof seen->marker, "%s", value);
-    seen->absent = 0;
-    if (!gone) return;
+/* Counts and starts the hold-off of a loss on who (host:port), unless it
+ * is one already noticed; 1 when it is new.  value: the marker the loss
+ * left, or "" for a slot's marker (Redis Cluster: its value says nothing
+ * of the master's); mu not held. */
+static int note_loss(const char *who, const char *value) {
     long long now = loop_now_ms(), until = now + max_lease;
-    char who[64];
-    snprintf(who, sizeof who, "%s:%d", host, port);
     pthread_mutex_lock(&mu);
     /* Several connections (workers, gateways) notice the same loss: the
-     * marker it left is the same, so it is said, counted and timed once. */
+     * marker it left is the same, so it is said, counted and timed once.
+     * Redis Cluster: one loss shows through many keys, every slot's
+     * marker and the master's.  A slot's is a new loss unless the master
+     * is held off; the master's marker read after a slot's showed the
+     * loss (redis.c reads it at once) is that loss, and the value it left
+     * is kept for the reads that follow. */
     struct lost *l = row_of(who, now);
-    int first = strcmp(l->marker, value) != 0;
+    int first;
+    if (!value[0]) {
+        first = l->until <= now;
+    } else if (!l->marker[0] && l->until > now) {
+        first = 0;
+        snprintf(l->marker, sizeof l->marker, "%s", value);
+    } else {
+        first = strcmp(l->marker, value) != 0;
+    }
     if (first) {
         snprintf(l->marker, sizeof l->marker, "%s", value);
         l->until = until;
         if (atomic_load(&any_until) < until) atomic_store(&any_until, until);
     }
     pthread_mutex_unlock(&mu);
-    if (!first) return;
+    return first;
+}
+
+static void log_loss(const char *who) {
     metrics_inc(M_REDIS_DATA_LOST, 1);
     const char *what =
         scope == LOSSGUARD_ALL ? "no lock, permit, session or multi-lock is granted"
@@ -82,6 +96,23 @@ void lossguard_note(struct lossguard_seen *seen, const char *host, int port, con
               "lock there is forgotten, so %s for %lld ms (--max-lease-ms), until every lease "
               "that could have been running has ended",
               who, what, max_lease);
+}
+
+int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value) {
+    int gone = seen->marker[0] && (seen->absent || strcmp(seen->marker, value) != 0);
+    snprintf(seen->marker, sizeof seen->marker, "%s", value);
+    seen->absent = 0;
+    if (!gone) return 0;
+    char who[64];
+    snprintf(who, sizeof who, "%s:%d", host, port);
+    if (note_loss(who, value)) log_loss(who);
+    return 1;
+}
+
+void lossguard_note_slot(const char *host, int port) {
+    char who[64];
+    snprintf(who, sizeof who, "%s:%d", host, port);
+    if (note_loss(who, "")) log_loss(who);
 }
 
 /* The value of "field:" on its own line of an INFO answer, or -1. */

@@ -33,9 +33,14 @@
  * layer sends each the value its connection last read (redis.c,
  * marker_fill), and a fresh grant on a master whose marker differs is
  * refused and noted here like a read, so a FLUSHALL on a connection that
- * stays up grants nothing in the second before the next read (not in
- * Redis Cluster mode, where a master's marker is in another slot than
- * most of its names: there the periodic read is the bound).
+ * stays up grants nothing in the second before the next read.  In Redis
+ * Cluster mode a script reads keys of its own slot only, so what it checks
+ * is a marker of that slot, <prefix>slotmark{TAG} (redis.c, "slot
+ * markers"): a refusal there is noted with lossguard_note_slot.  One loss
+ * is seen there through many keys (every slot's marker, the master's): a
+ * slot's refusal while the master is held off is that loss, and so is the
+ * master's marker read right after it (its value then identifies the loss
+ * for every read that follows, as in the other modes).
  *
  * At start (each master's first INFO), a master with neither AOF nor a
  * replica gets a warning: a restart would forget every held lock. */
@@ -66,8 +71,13 @@ enum lossguard_scope {
 void lossguard_init(long long max_lease_ms, enum lossguard_scope scope, int masters, int quorum);
 
 /* The marker read on a connection to host:port (absent: this read's SETNX
- * set it, so it had been missing). */
-void lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value);
+ * set it, so it had been missing).  1 when it shows a loss (the marker
+ * seen before is gone or changed; counted or not), else 0. */
+int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value);
+/* Redis Cluster mode: a grant script on host:port found its slot's marker
+ * gone or changed since this gateway learnt it (lua/_marker.lua): that
+ * master lost its data, unless it is held off already (the same loss). */
+void lossguard_note_slot(const char *host, int port);
 
 /* A master's INFO persistence and replication: warns once per master
  * without AOF and without replicas. */

@@ -27,6 +27,7 @@
 #include "server/secret.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
@@ -61,6 +62,8 @@ struct redis_op {
     int marker_at;                /* a grant script: its word that is the marker key (the
                                      value last read there is the last word), filled as it
                                      is sent (marker_fill); 0: none */
+    int learn_tried;              /* cluster mode: its slot's marker was asked for (slot
+                                     markers): if still unknown, it goes unchecked */
     const char *why;              /* why it fails, on the failed list */
     char numkeys[16];             /* EVALSHA's key count, as text */
 };
@@ -154,18 +157,25 @@ struct redis {
     int reresolve;                                   /* Sentinel mode: ask for the master again */
     int64_t next_reask_ms;                           /* Sentinel mode: no re-ask before this */
     struct {
-        int slot;                           /* a master's marker slot (lossguard.h) */
-        struct lossguard_seen seen;         /* what was read of it, whichever node served it */
-    } slot_seen[REDIS_MAX_NODES];           /* cluster mode: per marker slot, so that a
+        int slot;                                /* a master's marker slot (lossguard.h) */
+        struct lossguard_seen seen;              /* what was read of it, whichever node served it */
+    } slot_seen[REDIS_MAX_NODES];                /* cluster mode: per marker slot, so that a
                                        failover to an empty replica is seen */
-    int nslot_seen;                         /* used entries of slot_seen */
-    char channel[GW_PREFIX_MAX + 16];       /* "<prefix>released" */
-    char alive_channel[GW_PREFIX_MAX + 16]; /* "<prefix>alive": liveness probes */
-    char marker_key[GW_PREFIX_MAX + 16];    /* "<prefix>marker" (lossguard.h) */
-    const char *fail_reason;                /* why outstanding commands are failing */
-    int subscribe;                          /* keeps a pub/sub connection per node */
-    int stopping;                           /* redis_fail_all ran: commands fail at once */
-    struct redis_op *failed;                /* commands to fail at the turn's end */
+    int nslot_seen;                              /* used entries of slot_seen */
+    char (*slot_mark)[LOSSGUARD_MARKER_LEN + 1]; /* cluster mode: each slot's marker as
+                                                    learnt (slot markers), "" unknown */
+    unsigned char *slot_learning;                /* cluster mode: a slot's marker is being
+                                                    asked for */
+    struct redis_op parked;                      /* cluster mode: grants waiting for their
+                                                    slot's marker (sentinel) */
+    char slot_key[GW_PREFIX_MAX + 24];           /* the slot marker key marker_fill sent last */
+    char channel[GW_PREFIX_MAX + 16];            /* "<prefix>released" */
+    char alive_channel[GW_PREFIX_MAX + 16];      /* "<prefix>alive": liveness probes */
+    char marker_key[GW_PREFIX_MAX + 16];         /* "<prefix>marker" (lossguard.h) */
+    const char *fail_reason;                     /* why outstanding commands are failing */
+    int subscribe;                               /* keeps a pub/sub connection per node */
+    int stopping;                                /* redis_fail_all ran: commands fail at once */
+    struct redis_op *failed;                     /* commands to fail at the turn's end */
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
@@ -265,21 +275,27 @@ static void fail_queued(void) {
  * happens once per loop turn, for everything appended in that turn. */
 static int cluster_route(struct redis_op *op);
 static void cluster_connect_now(struct node *n);
+static void slot_marker_key(int slot, char *out, size_t cap);
+static int slot_marker_park(struct redis_op *op, struct node *n);
+static void slot_marks_forget(struct node *n);
+static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value);
+static void send_marker_check(struct rconn *c);
 
 /* A grant script's marker words (lua/_marker.lua), for the master it goes
  * to now: its marker key and the value this instance last read there, so
  * that a master that lost its data since is refused a fresh grant by the
  * script itself, not only at the next periodic read.  Filled again on
- * every send (a NOSCRIPT retry, a redirect).  Redis Cluster mode checks
- * nothing: a script reads keys of its own slot only, and a master's
- * marker lives in one slot of the many it serves (cluster_marker), so the
- * key is the call's first key again and the value empty (README, the
- * bound in Cluster mode). */
+ * every send (a NOSCRIPT retry, a redirect).  Redis Cluster mode: a
+ * script reads keys of its own slot only, so the key is its slot's marker
+ * and the value the one this instance learnt there ("" while unknown:
+ * nothing checked; see "slot markers" in redis_cluster.inc). */
 static void marker_fill(struct redis_op *op, struct node *n) {
     int last = op->argc - 1;
     if (self->cluster) {
-        op->argv[op->marker_at] = op->argv[3], op->lens[op->marker_at] = op->lens[3];
-        op->argv[last] = "", op->lens[last] = 0;
+        slot_marker_key(op->slot, self->slot_key, sizeof self->slot_key);
+        op->argv[op->marker_at] = self->slot_key, op->lens[op->marker_at] = strlen(self->slot_key);
+        const char *v = self->slot_mark[op->slot];
+        op->argv[last] = v, op->lens[last] = strlen(v);
         return;
     }
     op->argv[op->marker_at] = self->marker_key;
@@ -292,8 +308,9 @@ static void op_send(struct redis_op *op) {
     if (op->slot == -2) op->slot = self->cluster ? cluster_key_slot(op->argv[3], op->lens[3]) : -1;
     if (self->cluster && cluster_route(op) < 0) return;
     struct node *n = &self->node[op->node];
-    if (op->marker_at) marker_fill(op, n);
     if (self->cluster) cluster_connect_now(n);
+    if (op->marker_at && self->cluster && slot_marker_park(op, n)) return;
+    if (op->marker_at) marker_fill(op, n);
     if (!n->cmd.ac) reconnect_if_up_elsewhere(&n->cmd);
     if (!n->cmd.ac) {
         op_fail_later(op, "Redis is not connected");
@@ -343,6 +360,14 @@ static void marker_refusal(struct node *n, const redisReply *reply) {
         reply->element[0]->integer != REDIS_MARKER_MOVED ||
         reply->element[1]->type != REDIS_REPLY_STRING)
         return;
+    if (self->cluster) {
+        /* A slot's marker: every slot of that master is learnt anew, and
+         * its own marker read now (what value the loss left there). */
+        slot_marks_forget(n);
+        lossguard_note_slot(n->cmd.host, n->cmd.port);
+        if (n->cmd.ac && n->cmd.connected) send_marker_check(&n->cmd);
+        return;
+    }
     lossguard_note(&n->loss, n->cmd.host, n->cmd.port, reply->element[1]->str);
 }
 
@@ -662,7 +687,7 @@ static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
     struct rconn *c = privdata;
     if (reply && reply->type == REDIS_REPLY_STRING && c->node && c->node->loss_at)
-        lossguard_note(c->node->loss_at, c->host, c->port, reply->str);
+        marker_read(c, c->node->loss_at, reply->str);
 }
 
 /* The layout version (layout.h): set if missing, then read.  In cluster
@@ -697,10 +722,55 @@ static void slot_tag(int slot, char *out, size_t cap) {
     snprintf(out, cap, "0");
 }
 
+/* Cluster mode: what this process read last of each master's marker (by
+ * its slot), whichever instance read it: an instance's first read of a
+ * master is compared with that, not taken as the first knowledge of it
+ * (a worker whose first grant on a master comes after a FLUSHALL the
+ * process had seen the master before). */
+static pthread_mutex_t marker_base_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int slot;                              /* the marker's slot */
+    char marker[LOSSGUARD_MARKER_LEN + 1]; /* its value as read last */
+} marker_base[REDIS_MAX_NODES];
+static int nmarker_base;
+
+static void marker_base_io(int slot, struct lossguard_seen *seen, const char *value) {
+    pthread_mutex_lock(&marker_base_mu);
+    int k = 0;
+    while (k < nmarker_base && marker_base[k].slot != slot) k++;
+    if (k == nmarker_base && value && nmarker_base < REDIS_MAX_NODES)
+        marker_base[nmarker_base++].slot = slot;
+    if (k < nmarker_base) {
+        if (value)
+            snprintf(marker_base[k].marker, sizeof marker_base[k].marker, "%s", value);
+        else if (!seen->marker[0])
+            memcpy(seen->marker, marker_base[k].marker, sizeof seen->marker);
+    }
+    pthread_mutex_unlock(&marker_base_mu);
+}
+
+/* The marker slot whose seen this is (cluster mode), or -1. */
+static int seen_slot(const struct lossguard_seen *seen) {
+    for (int k = 0; k < self->nslot_seen; k++)
+        if (&self->slot_seen[k].seen == seen) return self->slot_seen[k].slot;
+    return -1;
+}
+
+/* A marker read on c: noted (lossguard_note), and in cluster mode kept as
+ * the process's last read and, on a loss, what was learnt of that
+ * master's slots forgotten. */
+static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value) {
+    int lost = lossguard_note(seen, c->host, c->port, value);
+    if (!self->cluster) return;
+    marker_base_io(seen_slot(seen), NULL, value);
+    if (lost) slot_marks_forget(c->node);
+}
+
 /* Cluster mode: node i's marker key, in the first slot it serves, and
  * where what is read of it is kept (per slot: the replica promoted in its
  * place serves the same slots and is compared with what its predecessor
- * showed); NULL while the map names no slot of it. */
+ * showed; an instance's first read, with what another one read before,
+ * marker_base_io); NULL while the map names no slot of it. */
 static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
     int slot = -1;
     for (int s = 0; s < CLUSTER_SLOTS && slot < 0; s++)
@@ -709,11 +779,14 @@ static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
     char tag[16];
     slot_tag(slot, tag, sizeof tag);
     snprintf(key, cap, "%smarker{%s}", self->cfg.key_prefix, tag);
-    for (int k = 0; k < self->nslot_seen; k++)
-        if (self->slot_seen[k].slot == slot) return &self->slot_seen[k].seen;
-    int k = self->nslot_seen < REDIS_MAX_NODES ? self->nslot_seen++ : REDIS_MAX_NODES - 1;
-    memset(&self->slot_seen[k], 0, sizeof self->slot_seen[k]);
-    self->slot_seen[k].slot = slot;
+    int k = 0;
+    while (k < self->nslot_seen && self->slot_seen[k].slot != slot) k++;
+    if (k == self->nslot_seen) {
+        k = self->nslot_seen < REDIS_MAX_NODES ? self->nslot_seen++ : REDIS_MAX_NODES - 1;
+        memset(&self->slot_seen[k], 0, sizeof self->slot_seen[k]);
+        self->slot_seen[k].slot = slot;
+    }
+    marker_base_io(slot, &self->slot_seen[k].seen, NULL);
     return &self->slot_seen[k].seen;
 }
 
@@ -1364,6 +1437,11 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     r->cluster = cfg->ncluster > 0;
     r->nnodes = 0;
     r->delayed.next = r->delayed.prev = &r->delayed;
+    r->parked.next = r->parked.prev = &r->parked;
+    if (r->cluster) { /* pages untouched until their slots are used */
+        r->slot_mark = alloc_check(calloc(CLUSTER_SLOTS, sizeof *r->slot_mark));
+        r->slot_learning = alloc_check(calloc(CLUSTER_SLOTS, 1));
+    }
     cluster_map_clear(&r->map);
     r->uncovered = CLUSTER_SLOTS;
     for (int i = 0; i < CLUSTER_SLOTS; i++) r->sub_at[i] = -1;
@@ -1426,9 +1504,17 @@ void redis_fail_all(void) {
         if (self->node[i].sub.ac) connection_drop(&self->node[i].sub, "the gateway is stopping");
     }
     if (self->sen.ac) connection_drop(&self->sen, "the gateway is stopping");
+    while (self->parked.next != &self->parked) { /* their learning went with its connection */
+        struct redis_op *op = self->parked.next;
+        op->prev->next = op->next;
+        op->next->prev = op->prev;
+        op_fail(op, "the gateway is stopping");
+    }
 }
 
 void redis_free(struct redis *r) {
+    free(r->slot_mark);
+    free(r->slot_learning);
     atomic_fetch_sub(&instances, 1);
     if (r->counted_up) atomic_fetch_sub(&instances_up, 1);
     free(r);

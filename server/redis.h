@@ -87,9 +87,11 @@ void redis_fail_all(void);
 /* EVALSHA script with argv[0..nkeys) as KEYS and argv[nkeys..nargs) as
  * ARGV.  The strings are copied; cb(arg, result) is called once.  A
  * script that grants (scripts.h, marker) gets one more key and argument,
- * its master's marker key and the value last read there (lua/_marker.lua):
- * when it answers {REDIS_MARKER_MOVED, marker} the master lost its data,
- * and the loss is noted (server/lossguard.h) before cb is called. */
+ * its master's marker key and the value last read there (lua/_marker.lua;
+ * in Redis Cluster mode its slot's marker, learnt first when it was not:
+ * redis_cluster.inc, "slot markers"): when it answers {REDIS_MARKER_MOVED,
+ * marker} the master lost its data, and the loss is noted
+ * (server/lossguard.h) before cb is called. */
 #define REDIS_MARKER_MOVED (-8)
 void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
                 const size_t *lens, redis_cb cb, void *arg);

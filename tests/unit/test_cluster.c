@@ -3,6 +3,7 @@
 #include "server/cluster.h"
 #include "tests/check.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int slot(const char *key) { return cluster_key_slot(key, strlen(key)); }
@@ -35,6 +36,27 @@ static void test_hash_tags(void) {
     CHECK_EQ_INT(slot("lockgate:lock:{{t7}.a}"), slot("lockgate:lock:{{t7}.b}"));
     /* Binary-safe: the length counts, not a NUL. */
     CHECK_EQ_INT(cluster_key_slot("a\0b", 3), cluster_crc16("a\0b", 3) & 16383);
+}
+
+/* Every slot's tag (per-slot keys and channels in Cluster mode) hashes to
+ * that slot, alone and as the tag of a key, and is short; no two slots
+ * share one.  Two tags the gateway has always used keep their slots (the
+ * shard channels of gateways already running). */
+static void test_slot_tags(void) {
+    int bad = 0, long_tags = 0, dup = 0;
+    for (int s = 0; s < CLUSTER_SLOTS; s++) {
+        const char *t = cluster_slot_tag(s);
+        char key[32];
+        snprintf(key, sizeof key, "lg:slotmark{%s}", t);
+        bad += slot(t) != s || slot(key) != s || !*t;
+        long_tags += strlen(t) > 4;
+        if (s > 0) dup += strcmp(t, cluster_slot_tag(s - 1)) == 0;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(long_tags, 0);
+    CHECK_EQ_INT(dup, 0);
+    CHECK_EQ_STR(cluster_slot_tag(slot("0")), "0");
+    CHECK_EQ_STR(cluster_slot_tag(slot("a")), "a");
 }
 
 static void test_redirects(void) {
@@ -120,6 +142,7 @@ static void test_group_by_slot(void) {
 int main(void) {
     RUN(test_crc16_and_known_slots);
     RUN(test_hash_tags);
+    RUN(test_slot_tags);
     RUN(test_redirects);
     RUN(test_map_coverage);
     RUN(test_group_by_slot);
