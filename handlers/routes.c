@@ -45,8 +45,8 @@ const struct gw_route gw_routes[] = {
     {.method = "GET",    .path = "/v1/ids/{namespace}/{id}", .handler = ids_decode,         .produces = JSON},
 
     /* Operators (#21): listings, then the status page's files (ui.c). */
-    {.method = "GET",    .path = "/v1/locks",                .handler = listing_locks,      .produces = JSON},
-    {.method = "GET",    .path = "/v1/semaphores",           .handler = listing_semaphores, .produces = JSON},
+    {.method = "GET",    .path = "/v1/locks",                .handler = listing_locks,      .produces = JSON_SSE},
+    {.method = "GET",    .path = "/v1/semaphores",           .handler = listing_semaphores, .produces = JSON_SSE},
     {.method = "GET",    .path = "/v1/ids",                  .handler = listing_ids,        .produces = JSON},
     {.method = "GET",    .path = "/ui",                      .handler = ui_redirect,        .produces = ANY},
     {.method = "GET",    .path = "/ui/",                     .handler = ui_file,            .produces = ANY},

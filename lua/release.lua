@@ -20,8 +20,9 @@ local flat = redis.call('HGETALL', KEYS[1])
 
 -- Fast path: the exclusive holder releases and nobody waits (the hash holds
 -- only x).  Its record is rewritten in place with an empty token, lease end
--- 0 and no lock-delay, keeping the fence: three Redis calls (HGETALL, PTTL,
--- HSET) and a bare integer for an answer.
+-- 0 and no lock-delay, keeping the fence: four Redis calls (HGETALL, PTTL,
+-- PUBSUB NUMPAT, HSET; three in Redis Cluster) and a bare integer for an
+-- answer.
 -- Whether the lease is still running is read from the hash's expiry, not
 -- from TIME: while the hash holds only x and x's hold runs, every writer
 -- (acquire's fast path, save_ttl) has set that expiry to exactly the lease
@@ -44,9 +45,14 @@ if #flat == 2 and flat[1] == 'x' and not ARGV[4] then
                    string.sub(v, pos))
         return {1, count - 1, 1}
       end
-      redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, fence, 0, 0))
-      if left + delay > LINGER_MS then redis.call('PEXPIRE', KEYS[1], FENCE_KEEP_MS) end
-      return 1
+      -- A change of holder: published for prefix streams by the general
+      -- path while some client has a pub/sub pattern (_holders.lua,
+      -- "prefix streams"); never in Redis Cluster (a shard channel, '}').
+      if string.byte(ARGV[2], -1) == 125 or redis.call('PUBSUB', 'NUMPAT') == 0 then
+        redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, fence, 0, 0))
+        if left + delay > LINGER_MS then redis.call('PEXPIRE', KEYS[1], FENCE_KEEP_MS) end
+        return 1
+      end
     end
   end
 end
