@@ -364,7 +364,9 @@ end
 -- each PUBLISH: a change costs one PUBLISH plus a match per pattern, and is
 -- sent only to the gateways watching a prefix it falls under.  While no
 -- client of this Redis has a pattern (PUBSUB NUMPAT is 0, read once a call)
--- nothing is built nor published; the fast paths make the same check.
+-- nothing is built nor published; the fast paths (acquire of a free name,
+-- release by its only holder) make the same check and publish their one
+-- state themselves.
 -- Never in Redis Cluster mode (a shard channel ends in '}'), where
 -- prefix streams are not offered.
 -- The message: "<now_us>-<n>" (the event's id: Redis's clock in us and
@@ -378,13 +380,9 @@ local function prefix_publish(key, st, change)
   if live_channel and string.byte(live_channel, -1) == 125 then return end
   if patterns == nil then patterns = redis.call('PUBSUB', 'NUMPAT') end
   if patterns == 0 then return end
-  local p, k, n = string.match(key, '^(.*)(lock):{([^{]*)}$')
-  if not p then p, k, n = string.match(key, '^(.*)(sem):{([^{]*)}$') end
-  if not p then return end
   published = published + 1
-  redis.call('PUBLISH', p .. 'chg:' .. k .. ':' .. n,
-             int(now_us) .. '-' .. published .. '\0' .. change .. '\0' ..
-             table.concat(state_fields(st, false), '\0'))
+  publish_change(key, int(now_us) .. '-' .. published .. '\0' .. change .. '\0' ..
+                 table.concat(state_fields(st, false), '\0'))
 end
 
 -- Announces what changed since load() (or the last call), by the rule

@@ -33,3 +33,11 @@ local function publish(channel, message)
   end
 end
 
+-- Publishes a change of holder of the name whose hash is key on the name's
+-- own channel, "<prefix>chg:<kind>:<name>", for prefix streams (its
+-- message and when it is sent: _holders.lua, "prefix streams").
+local function publish_change(key, message)
+  local p, k, n = string.match(key, '^(.*)(lock):{([^{]*)}$')
+  if not p then p, k, n = string.match(key, '^(.*)(sem):{([^{]*)}$') end
+  if p then redis.call('PUBLISH', p .. 'chg:' .. k .. ':' .. n, message) end
+end
