@@ -147,7 +147,8 @@ static long long num(const char *s, size_t len) {
 }
 
 /* The payload (id, change, u, holders, count, fence, ttl_ms, kind, limit,
- * index, owner, key_id) as GET's body with the change; id copied out.
+ * index, owner, key_id, the earliest lease's ms left) as GET's body with
+ * the change; id copied out.
  * NULL when it is not such a payload. */
 static cJSON *event_json(const struct event *e, int semaphore, char id[ID_MAX]) {
     const char *f[12];
@@ -545,10 +546,13 @@ static void on_message(void *arg, const char *channel, size_t clen, const char *
     char *copy = alloc_check(malloc(plen + 1));
     memcpy(copy, payload, plen);
     copy[plen] = '\0';
-    const char *fl[7];
-    size_t ll[7];
-    if (fields(copy, plen, fl, ll, 7) == 7)
-        expiry_note(f, name, num(fl[3], ll[3]) > 0 ? num(fl[6], ll[6]) : -1);
+    /* The earliest lease end (the 13th field; older scripts: the longest). */
+    const char *fl[13];
+    size_t ll[13];
+    int nf = fields(copy, plen, fl, ll, 13);
+    if (nf >= 7)
+        expiry_note(f, name,
+                    num(fl[3], ll[3]) > 0 ? num(fl[nf == 13 ? 12 : 6], ll[nf == 13 ? 12 : 6]) : -1);
     pthread_mutex_lock(&mu);
     ring_push(f, name, copy, plen);
     pthread_mutex_unlock(&mu);

@@ -39,7 +39,8 @@
 --         declares, so that no script reads a key it did not declare
 --         (Redis Cluster refuses that while the slot migrates).
 -- Its PEXPIRE covers the longest lease plus its lock-delay, the lock-delay
--- in force and waiters' marks, plus FENCE_KEEP_MS when the name has a fence,
+-- in force and waiters' marks, plus FENCE_KEEP_MS when the name has a fence
+-- (else FOUND_MS, _layout.lua),
 -- so Redis drops an abandoned lock by itself, and a release by the holder
 -- needs no PEXPIRE: the expiry already lies FENCE_KEEP_MS past its lease.
 
@@ -372,7 +373,9 @@ end
 -- The message: "<now_us>-<n>" (the event's id: Redis's clock in us and
 -- the call's count of such messages, so unique per Redis and the same on
 -- every gateway), the change (granted, released, expired, forced,
--- changed: holders both left and joined), then state_fields, joined by NUL.
+-- changed: holders both left and joined), then state_fields, then the time
+-- left until the earliest lease ends (ms; 0: nobody holds it), joined by
+-- NUL.
 local patterns = nil
 local published = 0
 
@@ -381,8 +384,13 @@ local function prefix_publish(key, st, change)
   if patterns == nil then patterns = redis.call('PUBSUB', 'NUMPAT') end
   if patterns == 0 then return end
   published = published + 1
+  local first_end = 0 -- the earliest lease end: when the gateway looks again
+  for _, h in pairs(st.holders) do
+    if first_end == 0 or h.exp < first_end then first_end = h.exp end
+  end
+  if first_end > 0 then first_end = first_end - now - 1 end
   publish_change(key, int(now_us) .. '-' .. published .. '\0' .. change .. '\0' ..
-                 table.concat(state_fields(st, false), '\0'))
+                 table.concat(state_fields(st, false), '\0') .. '\0' .. int(first_end))
 end
 
 -- Announces what changed since load() (or the last call), by the rule
@@ -456,6 +464,12 @@ local function save_ttl(key, st, gone)
   if st.lastfence > 0 then
     if now > target then target = now end
     target = target + FENCE_KEEP_MS
+  elseif target > now then
+    -- No fence (a semaphore): the hash still outlives its last lease by
+    -- FOUND_MS, so that a read at that lease's end (a prefix stream's,
+    -- handlers/prefix_stream.c) finds it ended and announces it, rather
+    -- than finding nothing.
+    target = target + FOUND_MS
   end
   if target <= now then
     redis.call('DEL', key)

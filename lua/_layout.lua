@@ -7,6 +7,10 @@ local FENCE_KEEP_MS = 10000
 -- A release leaves the hash to expire by itself unless that is further off
 -- than this, when it shortens the expiry to FENCE_KEEP_MS (one PEXPIRE).
 local LINGER_MS = 60000
+-- A hash without a fence (a semaphore's) is kept this long after its last
+-- lease ends, so that the read at that end finds the ended lease
+-- (_holders.lua, save_ttl).
+local FOUND_MS = 5000
 -- Records written by versions before session-bound holds carried their
 -- session's lease (_holders.lua, "sessions"): such a holder's lease end is
 -- SESSION_EXP, far past any real time, so the fast paths leave it to

@@ -273,6 +273,21 @@ static void test_prefix_semaphores(void) {
     CHECK(wait_count("sem-a", "event: state", 3, 3000));
     CHECK(in_order("sem-a", want, 3));
     CHECK_EQ_INT(count_in("sem-a", "exclusive"), 0);
+    /* Two permits of 300 and 900 ms: each expiry streamed at its own end
+     * (the gateway looks at the earliest lease's end first). */
+    take(gw[0].port, "/v1/semaphores/ps-2", "{\"limit\":2,\"ttl_ms\":300}", NULL);
+    take(gw[1].port, "/v1/semaphores/ps-2", "{\"limit\":2,\"ttl_ms\":900}", NULL);
+    long long t0 = h_now_ms();
+    CHECK(wait_for("sem-a", "{\"name\":\"ps-2\",\"limit\":2,\"holders\":1,\"ttl_ms\":", 2000) >= 0);
+    CHECK(wait_for("sem-a", "\"holders\":1,\"ttl_ms\":", 10) >= 0);
+    CHECK(wait_count("sem-a", "\"change\":\"expired\"", 1, 2000));
+    long long first = h_now_ms() - t0;
+    CHECK(wait_count("sem-a", "\"change\":\"expired\"", 2, 2000));
+    long long second = h_now_ms() - t0;
+    fprintf(stderr, "    permits of 300 and 900 ms: expiries streamed after %lld and %lld ms\n",
+            first, second);
+    CHECK(first < 800);
+    CHECK(wait_for("sem-a", "{\"name\":\"ps-2\",\"holders\":0,\"change\":\"expired\"}", 10) >= 0);
     reap(a);
 }
 
