@@ -379,10 +379,12 @@ end
 local patterns = nil
 local published = 0
 
-local function prefix_publish(key, st, change)
+local function prefix_publish(key, st, left, joined, ended)
   if live_channel and string.byte(live_channel, -1) == 125 then return end
   if patterns == nil then patterns = redis.call('PUBSUB', 'NUMPAT') end
   if patterns == 0 then return end
+  local change = joined and (left and 'changed' or 'granted') or
+                 (st.loud and 'forced' or (ended and 'released' or 'expired'))
   published = published + 1
   local first_end = 0 -- the earliest lease end: when the gateway looks again
   for _, h in pairs(st.holders) do
@@ -411,11 +413,7 @@ local function announce_changes(key, st)
     announce(key)
   end
   if (left or joined) and st.lg > now then log_change(key, st) end
-  if left or joined then
-    local change = joined and (left and 'changed' or 'granted') or
-                   (st.loud and 'forced' or (ended and 'released' or 'expired'))
-    prefix_publish(key, st, change)
-  end
+  if left or joined then prefix_publish(key, st, left, joined, ended) end
   st.before, st.freed = {}, false
   for t in pairs(st.holders) do st.before[t] = true end
 end
