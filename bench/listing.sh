@@ -36,7 +36,9 @@ n, sha = int(sys.argv[1]), sys.argv[2]
 out = sys.stdout
 for i in range(n):
     k = "lockgate:lock:{bench.%06d}" % i
-    args = ["EVALSHA", sha, "3", k, k + ":q", k + ":qd", "benchtoken%012dxxxxxx" % i, "600000"]
+    # The marker key and value the Redis layer appends ('': nothing checked).
+    args = ["EVALSHA", sha, "4", k, k + ":q", k + ":qd", "lockgate:marker",
+            "benchtoken%012dxxxxxx" % i, "600000", ""]
     out.write("*%d\r\n" % len(args))
     for a in args:
         out.write("$%d\r\n%s\r\n" % (len(a), a))

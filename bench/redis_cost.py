@@ -62,6 +62,7 @@ REDISSON_UNLOCK = (
     "return nil;")
 RSN_ID = "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
 TOKEN = "Bq3kZr8TqM2xWv9yLp0AbC"
+MARKER = "Mk3kZr8TqM2xWv9yLp0AbC"  # <prefix>marker as a gateway read it (lua/_marker.lua)
 
 
 CLUSTER = False  # --cluster: a cluster-enabled Redis, the gateway's cluster forms
@@ -103,6 +104,7 @@ class Redis:
             time.sleep(0.05)
         else:
             raise SystemExit("redis-server did not start")
+        self.cli("set", "lockgate:marker", MARKER)  # outside EVALSHA: not counted
         if cluster:  # a one-node cluster that serves every slot
             self.cli("cluster", "addslotsrange", "0", "16383")
             for _ in range(600):
@@ -156,11 +158,25 @@ def acq_keys(k, src):
     """acquire.lua's numkeys and KEYS as the gateway sends them: the hash, its
     queue and deadlines, and, for scripts that declare it (every mode since
     liveness became a declared hash), the liveness hash its queue's head is
-    judged by (lockgate:gw, or the slot's lockgate:gw{tag} in cluster mode)."""
+    judged by (lockgate:gw, or the slot's lockgate:gw{tag} in cluster mode),
+    and for scripts that check the marker (lua/_marker.lua) the marker key
+    the Redis layer appends (in cluster mode the call's first key again)."""
     if "'gw' .. tag" not in src:
-        return (3, k, k + ":q", k + ":qd")
-    live = "lockgate:gw{%s}" % k[k.index("{") + 1:-1] if CLUSTER else "lockgate:gw"
-    return (4, k, k + ":q", k + ":qd", live)
+        keys = (k, k + ":q", k + ":qd")
+    else:
+        live = "lockgate:gw{%s}" % k[k.index("{") + 1:-1] if CLUSTER else "lockgate:gw"
+        keys = (k, k + ":q", k + ":qd", live)
+    if "MARKER_KEY" in src:
+        keys += (k if CLUSTER else "lockgate:marker",)
+    return (len(keys),) + keys
+
+
+def acq_resp(sha, k, src, *args):
+    """An acquire.lua call: KEYS as acq_keys, then args, then (scripts that
+    check the marker) the value the gateway last read: MARKER, which every
+    server here holds (Redis.__init__); empty in cluster mode, as sent."""
+    marker = ("" if CLUSTER else MARKER,) if "MARKER_KEY" in src else ()
+    return resp("EVALSHA", sha, *acq_keys(k, src), *args, *marker)
 
 
 def lockgate_payloads(r, gen, n, tag):
@@ -174,11 +190,11 @@ def lockgate_payloads(r, gen, n, tag):
     rest = () if short else ("", 0, 0, "x", 0, "", 0, 0, "lockgate:released", "m")
     if CLUSTER:  # the cluster's short form carries the shard channel (its slot's tag)
         chan = lambda k: "lockgate:released{%s}" % k[k.index("{") + 1:-1]
-        a = b"".join(resp("EVALSHA", acq, *acq_keys(k, src), TOKEN, 30000, chan(k))
+        a = b"".join(acq_resp(acq, k, src, TOKEN, 30000, chan(k))
                      for k in names)
         d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, chan(k), "lock:" + k) for k in names)
         return a, d
-    a = b"".join(resp("EVALSHA", acq, *acq_keys(k, src), TOKEN, 30000, *rest)
+    a = b"".join(acq_resp(acq, k, src, TOKEN, 30000, *rest)
                  for k in names)
     d = b"".join(resp("EVALSHA", rel, 1, k, TOKEN, "lockgate:released", "lock:" + k)
                  for k in names)
@@ -256,7 +272,7 @@ def path_costs(gen, n, only=None):
     src = open(os.path.join(gen, "acquire.lua")).read()
 
     def acq(sha, k, tok, *rest):
-        return resp("EVALSHA", sha, *acq_keys(k, src), tok, 30000, *rest)
+        return acq_resp(sha, k, src, tok, 30000, *rest)
 
     long_args = lambda kind, limit, owner="": (owner, 0, 0, kind, limit, "", 0, 0, "ch", "m")
     other = "Zz9kZr8TqM2xWv9yLp0AbC"
@@ -270,10 +286,10 @@ def path_costs(gen, n, only=None):
          lambda s, k: acq(s["acquire"], k, TOKEN)),
         ("acquire, busy, waiting (sets the waiter mark)",
          lambda s, k: acq(s["acquire"], k, other),
-         lambda s, k: resp("EVALSHA", s["acquire"], *acq_keys(k, src), TOKEN, 30000, "",
+         lambda s, k: acq_resp(s["acquire"], k, src, TOKEN, 30000, "",
                            0, 0, "x", 0, "", 5000, 0, "ch", "m")),
         ("acquire, busy, fair waiter (queued)", lambda s, k: acq(s["acquire"], k, other),
-         lambda s, k: resp("EVALSHA", s["acquire"], *acq_keys(k, src), TOKEN, 30000, "",
+         lambda s, k: acq_resp(s["acquire"], k, src, TOKEN, 30000, "",
                            0, 0, "x", 0, "w1", 5000, 1, "ch", "m")),
         ("acquire, shared", None, lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("s", 0))),
         ("acquire, semaphore permit", None,
@@ -288,9 +304,8 @@ def path_costs(gen, n, only=None):
          lambda s, k: acq(s["acquire"], k, TOKEN) + acq(s["acquire"], k, TOKEN),
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
         ("release with a waiter mark (publishes)",
-         lambda s, k: acq(s["acquire"], k, TOKEN) + resp(
-             "EVALSHA", s["acquire"], *acq_keys(k, src), other, 30000, "", 0, 0, "x", 0,
-             "", 5000, 0, "ch", "m"),
+         lambda s, k: acq(s["acquire"], k, TOKEN) + acq_resp(
+             s["acquire"], k, src, other, 30000, "", 0, 0, "x", 0, "", 5000, 0, "ch", "m"),
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
         ("release of a shared hold",
          lambda s, k: acq(s["acquire"], k, TOKEN, *long_args("s", 0)),
@@ -366,7 +381,7 @@ def memory_per_lock(gen, n):
         src = open(os.path.join(gen, "acquire.lua")).read()
         acq = r.cli("script", "load", src).strip()
         names = ["lockgate:lock:{m%d}" % i for i in range(n)]
-        r.pipe(b"".join(resp("EVALSHA", acq, *acq_keys(k, src), TOKEN, 600000)
+        r.pipe(b"".join(acq_resp(acq, k, src, TOKEN, 600000)
                         for k in names))
         ours = statistics.mean(int(r.cli("memory", "usage", k)) for k in names[:1000])
         r.cli("flushall")

@@ -280,19 +280,22 @@ RSS_LOAD=$(status_kib "$GW_PID" VmRSS)
 # The Redis ceiling: the gateway's own acquire script, straight from
 # redis-benchmark, with the gateway's key layout (KEYS: hash, queue, queue
 # deadlines; ARGV in the short form the gateway sends for the common case,
-# as lua/acquire.lua's header lists it: token, ttl_ms).  100,000 calls on random
+# as lua/acquire.lua's header lists it: token, ttl_ms; then the marker key
+# and the value the Redis layer appends, lua/_marker.lua, the marker set
+# first so that every grant reads and compares it).  100,000 calls on random
 # names with a 10-minute TTL leave ~100,000 locks held: Redis memory per
 # held lock is the difference in used_memory divided by them.
 ACQ_SHA=$("${RCLI[@]}" script load "$(cat "$BUILD/gen/lua/acquire.lua")")
 flush
+"${RCLI[@]}" set lockgate:marker Mk3kZr8TqM2xWv9yLp0AbC > /dev/null
 mem0=$(used_memory)
-redis_bench redis_acq EVALSHA "$ACQ_SHA" 3 \
+redis_bench redis_acq EVALSHA "$ACQ_SHA" 4 \
     'lockgate:lock:{__rand_int__}' \
-    'lockgate:lock:{__rand_int__}:q' 'lockgate:lock:{__rand_int__}:qd' \
-    Bq3kZr8TqM2xWv9yLp0AbC 600000
+    'lockgate:lock:{__rand_int__}:q' 'lockgate:lock:{__rand_int__}:qd' lockgate:marker \
+    Bq3kZr8TqM2xWv9yLp0AbC 600000 Mk3kZr8TqM2xWv9yLp0AbC
 mem1=$(used_memory)
 keys=$("${RCLI[@]}" dbsize)
-HELD=$keys
+HELD=$((keys - 1)) # the marker is no lock
 MEM_PER_LOCK=$(calc %.0f "($mem1 - $mem0) / $HELD")
 HASH_BYTES=$(mean_usage 'lockgate:lock:{*}')
 

@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """streams.py -- what N holds bound to their connections cost (issue 33).
 
-  BUILD=build bench/streams.py [N] [WINDOW_S] [waiters]
+  BUILD=build bench/streams.py [N] [WINDOW_S] [waiters|cluster]
 
 With a third argument `waiters`, the same N connections are plain waiting
 requests instead (POST with wait_ms 120000 on one held lock, counted parked
 by lockgate_waiting_requests): what a parked request costs, for comparison.
+With `cluster`, the gateway runs against a Redis Cluster of 3 masters (no
+replicas) instead of one redis-server, and Redis's figures are the sum
+over the three: what the same stream holds cost there, where a renewal
+reaches the holds one script call per hash slot they use.
+
+STREAMS_GW_FLAGS adds flags to the gateway's command line (split on
+spaces), e.g. STREAMS_GW_FLAGS='--connection-memory-kib 3'.
 
 Starts its own redis-server (no persistence) and gateway (--workers 2, the
 default --stream-heartbeat-ms 15000) on free loopback ports in a temporary
@@ -54,13 +61,33 @@ def redis_info(port, section):
     return dict(l.split(":", 1) for l in out.splitlines() if ":" in l and not l.startswith("#"))
 
 
-def redis_cpu(port):
-    i = redis_info(port, "cpu")
-    return float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
+def key_slot(tag):
+    """Redis Cluster's hash slot of a lock named tag (its key's hash tag):
+    CRC16/XMODEM mod 16384."""
+    crc = 0
+    for b in tag.encode():
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc % 16384
 
 
-def redis_commands(port):
-    return int(redis_info(port, "stats")["total_commands_processed"])
+# Every figure below is summed over ports: one redis-server, or each
+# master of the cluster.
+def redis_cpu(ports):
+    total = 0.0
+    for port in ports:
+        i = redis_info(port, "cpu")
+        total += float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
+    return total
+
+
+def redis_commands(ports):
+    return sum(int(redis_info(port, "stats")["total_commands_processed"]) for port in ports)
+
+
+def redis_eval_int(ports, script):
+    return sum(int(redis_cli(port, "EVAL", script, "0").strip() or 0) for port in ports)
 
 
 def proc_cpu_s(pid):
@@ -73,22 +100,64 @@ def rss_mib(pid):
     return int(m.group(1)) / 1024
 
 
-def commandstats(port):
+def commandstats(ports):
     out = {}
-    for k, v in redis_info(port, "commandstats").items():
-        out[k.replace("cmdstat_", "")] = int(re.search(r"calls=(\d+)", v).group(1))
+    for port in ports:
+        for k, v in redis_info(port, "commandstats").items():
+            k = k.replace("cmdstat_", "")
+            out[k] = out.get(k, 0) + int(re.search(r"calls=(\d+)", v).group(1))
     return out
 
 
-def window(rport, gpid, seconds):
-    s0 = commandstats(rport)
-    c0, n0, g0 = redis_cpu(rport), redis_commands(rport), proc_cpu_s(gpid)
+def window(rports, gpid, seconds):
+    s0 = commandstats(rports)
+    c0, n0, g0 = redis_cpu(rports), redis_commands(rports), proc_cpu_s(gpid)
     time.sleep(seconds)
-    c1, n1, g1 = redis_cpu(rport), redis_commands(rport), proc_cpu_s(gpid)
-    s1 = commandstats(rport)
+    c1, n1, g1 = redis_cpu(rports), redis_commands(rports), proc_cpu_s(gpid)
+    s1 = commandstats(rports)
     diff = {k: v - s0.get(k, 0) for k, v in s1.items() if v - s0.get(k, 0) > 0}
     print(f"    commands in the window: {diff}", flush=True)
-    return (c1 - c0) / seconds * 100, n1 - n0 - 2, (g1 - g0) / seconds * 100
+    # Less the INFO calls this reads with (two per port).
+    return (c1 - c0) / seconds * 100, n1 - n0 - 2 * len(rports), (g1 - g0) / seconds * 100
+
+
+def cluster_port():
+    """A free port whose cluster bus port (+10000) is free and valid too."""
+    while True:
+        p = free_port()
+        if p > 55535:
+            continue
+        try:
+            s = socket.socket()
+            s.bind((HOST, p + 10000))
+            s.close()
+            return p
+        except OSError:
+            pass
+
+
+def start_redis(d, cluster, procs):
+    """One redis-server, or a cluster of three masters; their ports, and the
+    gateway's flag for them."""
+    ports = [cluster_port() if cluster else free_port() for _ in range(3 if cluster else 1)]
+    for port in ports:
+        extra = ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"] \
+            if cluster else []
+        procs.append(subprocess.Popen(["redis-server", "--bind", HOST, "--port", str(port),
+                                       "--save", "", "--appendonly", "no", "--dir", d, *extra],
+                                      stdout=subprocess.DEVNULL))
+    for port in ports:
+        while redis_cli(port, "PING").strip() != "PONG":
+            if any(p.poll() is not None for p in procs):
+                sys.exit(f"redis-server on {port} did not start")
+            time.sleep(0.05)
+    if not cluster:
+        return ports, ["--redis", f"redis://{HOST}:{ports[0]}"]
+    subprocess.run(["redis-cli", "--cluster", "create", *[f"{HOST}:{p}" for p in ports],
+                    "--cluster-yes"], capture_output=True, check=True)
+    while not all("cluster_state:ok" in redis_cli(p, "CLUSTER", "INFO") for p in ports):
+        time.sleep(0.1)
+    return ports, ["--redis-cluster", ",".join(f"{HOST}:{p}" for p in ports)]
 
 
 def main():
@@ -96,33 +165,28 @@ def main():
     win = float(sys.argv[2]) if len(sys.argv) > 2 else 30
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    mode = sys.argv[3] if len(sys.argv) > 3 else ""
     d = tempfile.mkdtemp(prefix="lockgate-bench-streams-")
-    rport, gport = free_port(), free_port()
+    gport = free_port()
     procs = []
     try:
-        r = subprocess.Popen(["redis-server", "--port", str(rport), "--save", "", "--appendonly",
-                              "no", "--dir", d], stdout=subprocess.DEVNULL)
-        procs.append(r)
-        while redis_cli(rport, "PING").strip() != "PONG":
-            time.sleep(0.05)
+        rports, redis_flags = start_redis(d, mode == "cluster", procs)
         log = open(os.path.join(d, "gw.log"), "w")
         g = subprocess.Popen([os.path.join(BUILD, "lockgate"), "--listen", f"{HOST}:{gport}",
-                              "--redis", f"redis://{HOST}:{rport}", "--workers", "2",
-                              "--log-level", "warn"], stderr=log)
+                              *redis_flags, "--workers", "2", "--log-level", "warn",
+                              *os.environ.get("STREAMS_GW_FLAGS", "").split()], stderr=log)
         procs.append(g)
-        while True:
-            try:
-                socket.create_connection((HOST, gport)).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        while subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                              f"http://{HOST}:{gport}/readyz"], capture_output=True,
+                             text=True).stdout != "200":
+            time.sleep(0.05)
         time.sleep(1)
-        idle_redis, idle_cmds, idle_gw = window(rport, g.pid, win)
+        idle_redis, idle_cmds, idle_gw = window(rports, g.pid, win)
         print(f"RESULT phase=no-streams window_s={win:g} redis_cpu_pct={idle_redis:.2f} "
               f"redis_commands={idle_cmds} gateway_cpu_pct={idle_gw:.2f} "
               f"gateway_rss_mib={rss_mib(g.pid):.1f}", flush=True)
 
-        if len(sys.argv) > 3 and sys.argv[3] == "waiters":
+        if mode == "waiters":
             held = socket.create_connection((HOST, gport))
             held.sendall(b"POST /v1/locks/w HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
             held.recv(4096)
@@ -174,16 +238,15 @@ def main():
                     sel.unregister(c)
                     bufs[c] = b""
         took = time.monotonic() - t0
-        held = int(redis_cli(rport, "EVAL", "return #redis.call('keys', 'lockgate:lock:*')",
-                             "0").strip() or 0)
-        sessions = int(redis_cli(rport, "EVAL", "return #redis.call('keys', "
-                                 "'lockgate:session:*')", "0").strip() or 0)
+        held = redis_eval_int(rports, "return #redis.call('keys', 'lockgate:lock:*')")
+        sessions = redis_eval_int(rports, "return #redis.call('keys', 'lockgate:session:*')")
+        slots = len({key_slot(f"stream-{i}") for i in range(n)}) if mode == "cluster" else 0
         print(f"RESULT phase=open streams={n} granted={granted} held_in_redis={held} "
-              f"sessions={sessions} open_s={took:.1f} gateway_rss_mib={rss_mib(g.pid):.1f}",
-              flush=True)
+              f"sessions={sessions} slots={slots} open_s={took:.1f} "
+              f"gateway_rss_mib={rss_mib(g.pid):.1f}", flush=True)
         # Heartbeats pile up unread in the kernel otherwise: nobody reads
         # them here, a few bytes each per 15 s, far from any buffer's end.
-        redis_pct, cmds, gw_pct = window(rport, g.pid, win)
+        redis_pct, cmds, gw_pct = window(rports, g.pid, win)
         print(f"RESULT phase=held streams={n} window_s={win:g} redis_cpu_pct={redis_pct:.2f} "
               f"redis_commands={cmds} gateway_cpu_pct={gw_pct:.2f} "
               f"gateway_rss_mib={rss_mib(g.pid):.1f}", flush=True)
@@ -191,10 +254,10 @@ def main():
         for s in socks:
             s.close()
         while time.monotonic() - t1 < 60:
-            left = int(redis_cli(rport, "EVAL", "local n = 0 for _, k in ipairs(redis.call("
-                                 "'keys', 'lockgate:lock:*')) do local x = redis.call('hget', "
-                                 "k, 'x') if x and #struct.unpack('<s', x) > 0 then n = n + 1 end end return n",
-                                 "0").strip() or 0)
+            left = redis_eval_int(rports, "local n = 0 for _, k in ipairs(redis.call("
+                                  "'keys', 'lockgate:lock:*')) do local x = redis.call('hget', "
+                                  "k, 'x') if x and #struct.unpack('<s', x) > 0 then n = n + 1 "
+                                  "end end return n")
             if left == 0:
                 break
             time.sleep(0.1)

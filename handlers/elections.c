@@ -240,9 +240,10 @@ void elections_proclaim(struct gw_request *req) {
     }
     req->ctx = alloc_check(strdup(value));
     req->ctx_free = free;
-    const char *argv[] = {k.hash, req->token, value};
-    size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
-    backend->eval(SCRIPT_PROCLAIM, 1, 3, argv, lens, proclaimed, proclaimed_all, req);
+    const char *argv[] = {k.hash, req->token, value, redis_release_channel_for(k.hash)};
+    size_t lens[4];
+    for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
+    backend->eval(SCRIPT_PROCLAIM, 1, 4, argv, lens, proclaimed, proclaimed_all, req);
 }
 
 /* ---- resign ---------------------------------------------------------------------- */
@@ -391,12 +392,6 @@ static void observe(struct gw_request *req) {
 void elections_leader(struct gw_request *req) {
     if (election_name_or_reply(req)) return;
     if (stream_asked(req)) {
-        if (backend->per_slot) {
-            reply_problem(req, CODE_NOT_IMPLEMENTED,
-                          "observing an election (text/event-stream) is not available in Redis "
-                          "Cluster mode");
-            return;
-        }
         observe(req);
         return;
     }

@@ -212,6 +212,22 @@ void hold_fail(struct hold_call *hc, const char *why) {
     reply_problem(hc->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", why);
 }
 
+/* Grants on the name are held off by a data loss (server/lossguard.h),
+ * and this attempt holds nothing: a waiting request whose wait outlasts
+ * the hold-off waits it out, any other is answered 503 redis_data_lost. */
+static void held_lost(struct hold_call *hc, int64_t now) {
+    struct gw_request *req = hc->req;
+    int64_t held_off = 0;
+    if (guard_lost_for(req->name, &held_off) && hc->wait_ms > 0 &&
+        now + held_off < hc->deadline_ms) {
+        hc->waited = 1;
+        if (park_request(req, &hc->w, now + held_off) < 0) on_give_up(&hc->w, 1);
+        return;
+    }
+    hold_leave_queue(hc);
+    guard_lost_reply(req, &req->name, 1);
+}
+
 /* Acts on one attempt's outcome: reply, or park the request to try again. */
 void hold_attempt_done(struct hold_call *hc, long long verdict, const long long *v,
                        const char *err) {
@@ -267,6 +283,17 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
                       req->name, v[1]);
         return;
     }
+    /* The script refused a fresh grant on a master that lost its data
+     * since this gateway last read its marker (a FLUSHALL on a connection
+     * that stays up; the Redis layer has noted the loss).  Quorum mode: a
+     * round that failed while more masters are held off than the quorum
+     * can spare is that loss too, not a busy lock. */
+    int64_t held_off;
+    if (verdict == VERDICT_DATA_LOST ||
+        (verdict == VERDICT_BUSY && backend->fans_out && guard_lost_for(req->name, &held_off))) {
+        held_lost(hc, now);
+        return;
+    }
     if (verdict == VERDICT_BUSY) {
         if (http_shutting_down() && hc->wait_ms > 0) {
             hold_leave_queue(hc);
@@ -306,18 +333,10 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
      * on a master that had just forgotten every lease is given back here
      * rather than answered (quorum mode: its votes were judged).  A
      * waiting request whose wait outlasts the hold-off waits it out. */
-    int64_t held_off;
     if (verdict == VERDICT_GRANTED && !backend->fans_out && guard_lost_for(req->name, &held_off)) {
         hold_give_back(req);
         metrics_inc(M_GIVEN_BACK, 1);
-        int64_t again = now + held_off;
-        if (hc->wait_ms > 0 && again < hc->deadline_ms) {
-            hc->waited = 1;
-            if (park_request(req, &hc->w, again) < 0) on_give_up(&hc->w, 1);
-            return;
-        }
-        hold_leave_queue(hc);
-        guard_grant_or_reply(req); /* answers 503 redis_data_lost */
+        held_lost(hc, now);
         return;
     }
     if (hc->quota) { /* its entry counts as long as the lease (a session's: its end) */

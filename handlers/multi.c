@@ -34,6 +34,7 @@
 #include "handlers/guard.h"
 #include "handlers/holds.h"
 #include "handlers/undo.h"
+#include "handlers/verdict.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "handlers/quota_holds.h"
@@ -407,6 +408,29 @@ static void park_all(struct multi_call *mc, int64_t wake) {
     }
 }
 
+/* The longest hold-off a data loss puts on any of mc's names now (0: none;
+ * server/lossguard.h). */
+static int64_t lost_for(struct multi_call *mc) {
+    int64_t held_off = 0, left;
+    for (int i = 0; i < mc->n; i++)
+        if (guard_lost_for(mc->names[i], &left) && left > held_off) held_off = left;
+    return held_off;
+}
+
+/* Grants on mc's names are held off by a data loss and the attempt holds
+ * nothing (any grant given back): a waiting request whose wait outlasts
+ * the hold-off waits it out, any other is answered 503 redis_data_lost. */
+static void held_lost(struct multi_call *mc) {
+    int64_t again = loop_now_ms() + lost_for(mc);
+    if (mc->wait_ms > 0 && again < mc->deadline_ms) {
+        mc->waited = 1;
+        park_all(mc, again);
+        return;
+    }
+    leave_queues(mc);
+    guard_lost_reply(mc->req, mc->names, mc->n); /* answers 503 redis_data_lost */
+}
+
 /* ttl: the smallest real remaining lease; spent: what to take off each
  * name's granted ttl for its own (see grant_or_retry). */
 static void reply_granted(struct multi_call *mc, long long ttl, long long spent) {
@@ -414,20 +438,10 @@ static void reply_granted(struct multi_call *mc, long long ttl, long long spent)
     /* A loss found after the request passed the guard (holds.c, the
      * same): what this attempt took is given back, by its id; a waiting
      * request whose wait outlasts the hold-off waits it out. */
-    int64_t held_off = 0, left;
-    for (int i = 0; !backend->fans_out && i < mc->n; i++)
-        if (guard_lost_for(mc->names[i], &left) && left > held_off) held_off = left;
-    if (held_off > 0) {
+    if (!backend->fans_out && lost_for(mc) > 0) {
         give_back(mc, mc->ngroups);
         metrics_inc(M_GIVEN_BACK, 1);
-        int64_t again = loop_now_ms() + held_off;
-        if (mc->wait_ms > 0 && again < mc->deadline_ms) {
-            mc->waited = 1;
-            park_all(mc, again);
-            return;
-        }
-        leave_queues(mc);
-        guard_names_or_reply(req, mc->names, mc->n); /* answers 503 redis_data_lost */
+        held_lost(mc);
         return;
     }
     reply_header(req, "Lock-Token", req->token);
@@ -556,6 +570,14 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
     }
     int64_t now = loop_now_ms();
     if (mc->waited && verdict != 0) metrics_observe_wait((now - mc->start_ms) * 1000);
+    /* A script refused a fresh grant on a master that lost its data since
+     * this gateway last read its marker (the Redis layer noted the loss);
+     * quorum mode: a round that failed while more masters are held off
+     * than the quorum can spare (holds.c, the same). */
+    if (verdict == VERDICT_DATA_LOST || (verdict == 0 && backend->fans_out && lost_for(mc) > 0)) {
+        held_lost(mc);
+        return;
+    }
     if (verdict == -3) {
         leave_queues(mc);
         reply_problem(req, CODE_MODE_MISMATCH, "this token holds lock '%s' in the other mode",

@@ -186,7 +186,7 @@ static void on_wake(struct waiter *w) {
         end(s);
         return;
     }
-    if (http_stream_opened(s->req)) http_stream_write(s->req, ":\n", 2);
+    if (http_stream_opened(s->req)) http_stream_comment(s->req);
     attempt(s);
 }
 

@@ -153,8 +153,10 @@ static void end_session(struct stream_session *ss) {
     unlink_session(ss);
     waiters_unpark(&ss->timer);
     if (made) {
-        const char *args[3] = {redis_release_channel(), "0", ""};
-        ss_run(ss, SCRIPT_SESSION_END, 3, args, ended);
+        /* session_end.lua's one argument: the caller's key id, '' (the
+         * gateway's own session is anyone's). */
+        const char *args[1] = {""};
+        ss_run(ss, SCRIPT_SESSION_END, 1, args, ended);
     }
 }
 
@@ -242,7 +244,7 @@ static void on_timer(struct waiter *w) {
 static void on_timer_give_up(struct waiter *w, int client_gone) {
     struct stream_session *ss = (struct stream_session *)w;
     end_session(ss);
-    lose_members(ss, "shutting_down: the gateway is stopping");
+    lose_members(ss, "shutting_down: the gateway is stopping; the hold was released");
     maybe_free(ss);
 }
 

@@ -15,9 +15,11 @@
  *
  * A member is told when its session is lost: Redis no longer has it (it
  * lost its data, or a renewal came after the end), or no renewal reached
- * Redis before the end.  Single Redis, Sentinel and quorum mode (the
- * backend's eval: every master, a quorum decides); not Redis Cluster
- * (streams.c answers 501 there). */
+ * Redis before the end.  Every mode, through the backend: in quorum mode
+ * the backend's eval goes to every master and a quorum decides; in Redis
+ * Cluster mode the session's key lives in its own slot, a hold is bound to
+ * it by the cluster backend's acquire (sessions_cluster.h), and the fan-out
+ * pushes each renewal slot by slot, whichever masters its holds are on. */
 #ifndef LOCKGATE_STREAM_SESSION_H
 #define LOCKGATE_STREAM_SESSION_H
 

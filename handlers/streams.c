@@ -82,8 +82,7 @@ static void ticker_arm(void) {
 /* A comment line on every open stream: proxies see bytes, and a host that
  * no longer acknowledges them meets its socket's TCP_USER_TIMEOUT. */
 static void tick(struct waiter *w) {
-    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next)
-        http_stream_write(sh->req, ":\n", 2);
+    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next) http_stream_comment(sh->req);
     ticker_arm();
 }
 
@@ -298,10 +297,19 @@ static void on_gone(struct gw_request *req) {
 
 /* ---- the session, then the acquisition ----------------------------------------------- */
 
+/* Its session ended under it: the gateway stops, or Redis lost the session
+ * or no renewal reached it in time.  The hold carries its session's lease
+ * in its own hash (key layout 2), so the session's end does not end it: it
+ * is given back here, or it would outlive its stream by up to ttl_ms (at
+ * a stop, the session's timer, due sooner, is given up before the hold's
+ * own watcher, which lose() then unparks).  A give-back that finds it gone
+ * changes nothing.  Still waiting: its next attempt finds the session
+ * ended and says so. */
 static void session_lost(struct ss_member *m, const char *reason) {
     struct stream_hold *sh = (struct stream_hold *)m;
-    if (sh->held) lose(sh, reason);
-    /* Still waiting: its next attempt finds the session ended and says so. */
+    if (!sh->held) return;
+    hold_give_back(sh->req);
+    lose(sh, reason);
 }
 
 static void session_ready(struct ss_member *m, const char *token, const char *why) {
@@ -331,12 +339,6 @@ void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const ch
                           size_t name_skip) {
     req->ctx = hc;
     req->ctx_free = hold_call_free;
-    if (backend->per_slot) {
-        reply_problem(req, CODE_NOT_IMPLEMENTED,
-                      "holds bound to their connection (text/event-stream) are not available in "
-                      "Redis Cluster mode");
-        return;
-    }
     if (http_header(req, "Session")) {
         reply_problem(req, CODE_INVALID_REQUEST,
                       "a hold bound to its connection (text/event-stream) cannot also be bound "

@@ -5,6 +5,8 @@
 
 #include <hiredis/hiredis.h>
 
+_Static_assert(VERDICT_DATA_LOST == REDIS_MARKER_MOVED, "one answer, named twice");
+
 /* Reads the script's reply: an array whose first n elements are integers
  * (fewer when the first is negative), or a bare integer, which stands for
  * an array of it and zeros (a fast path's answer: building a Lua table

@@ -18,6 +18,9 @@ enum lua_verdict {
     VERDICT_SESSION_BOUND = -5,    /* the hold lives by its session: renew that */
     VERDICT_SESSION_ENDED = -6,    /* the session it was to be bound to has ended */
     VERDICT_SESSION_MISMATCH = -7, /* a re-entry's session is not the hold's */
+    VERDICT_DATA_LOST = -8,        /* a fresh grant refused: the master's marker is not what
+                                      the gateway last read (lua/_marker.lua; the Redis layer
+                                      noted the loss, server/redis.h REDIS_MARKER_MOVED) */
     VERDICT_ERROR = -100,          /* no usable answer (C only) */
 };
 

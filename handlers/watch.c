@@ -142,11 +142,6 @@ static int watch_stream(struct gw_request *req, int semaphore) {
         reply_problem(req, CODE_INVALID_FIELD, "Last-Event-ID must be an id this stream sent");
         return 1;
     }
-    if (backend->per_slot) {
-        reply_problem(req, CODE_NOT_IMPLEMENTED,
-                      "watch streams (text/event-stream) are not available in Redis Cluster mode");
-        return 1;
-    }
     int *w = alloc_check(malloc(sizeof *w));
     *w = semaphore;
     atomic_fetch_add(&in_progress, 1);

@@ -6,7 +6,9 @@
 --          Cluster a session-bound hold's session key (ARGV 13), and last
 --          the liveness hash its queue's head is judged by (_holders.lua,
 --          queue_head).  In Redis Cluster the session's key is in another
---          slot and is never declared here.
+--          slot and is never declared here.  The Redis layer appends the
+--          marker key to KEYS and its value to ARGV (_marker.lua, which
+--          takes the value off first).
 -- ARGV     short form, the common case (exclusive, no owner, max-hold,
 --          lock-delay or waiting): 1 token, 2 ttl_ms[, 3 channel: Redis
 --          Cluster mode's shard channel, which cannot be derived]
@@ -32,6 +34,10 @@
 --          {-3}                                 token holds it in the other mode
 --          {-4, limit}                          semaphore limit differs
 --          {-6}                                 the session has ended
+--          {-8, marker}                         a fresh hold refused: the
+--                                               master's marker is not what
+--                                               the gateway last read (it
+--                                               lost its data: _marker.lua)
 --          {-7}                                 a re-entry whose Session
 --                                               (ARGV 13) is not the hold's:
 --                                               a hold keeps the binding it
@@ -53,6 +59,7 @@
 -- and restarts.
 --@include _layout.lua
 --@include _clock.lua
+--@include _marker.lua
 local token, ttl = ARGV[1], ARGV[2] + 0
 local flat = redis.call('HGETALL', KEYS[1])
 
@@ -75,6 +82,7 @@ if short then
     if exp + delay <= now then last = fence end
   end
   if last >= 0 then
+--@include _marker_check.lua
     local fence = now_us
     if fence <= last then fence = last + 1 end
     redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, token, 1, fence, now + ttl + 1, ttl))
@@ -184,6 +192,9 @@ if busy_for >= 0 then
   local why = queued and 3 or st.dl > now and 2 or 1
   return {0, busy_for, why, queue_dropped}
 end
+
+-- A fresh hold: not on a master that lost its data unnoticed (_marker.lua).
+--@include _marker_check.lua
 
 if waiter ~= '' then
   redis.call('ZREM', KEYS[2], waiter)

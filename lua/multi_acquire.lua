@@ -4,7 +4,9 @@
 --
 -- KEYS     per name i: 3i-2 its hash, 3i-1 its queue zset, 3i its queue
 --          deadlines hash (as acquire.lua's KEYS); then the liveness
---          hash (_holders.lua, queue_head; in Redis Cluster the slot's)
+--          hash (_holders.lua, queue_head; in Redis Cluster the slot's),
+--          then the marker key the Redis layer appends (_marker.lua; its
+--          value is the last ARGV, taken off there)
 -- ARGV     1 token, 2 ttl_ms, 3 owner, 4 kind (x|s), 5 waiter id ('' none),
 --          6 wait_left_ms (0: not waiting), 7 fair (0|1), 8 channel,
 --          9 arrival ('' or absent: this call's clock, in us), 10 attempt:
@@ -22,6 +24,8 @@
 --                                 as acquire.lua's, i the first busy name,
 --                                 arrival the score a fair waiter queued with
 --          {-3, i}                the token holds name i in the other mode
+--          {-8, marker}           nothing taken: the master's marker is not
+--                                 what the gateway last read (_marker.lua)
 -- A request that tries again (its earlier attempt's answer was lost to a
 -- timeout or a dropped connection) and finds that attempt's grant on every
 -- name gets that grant again, counts unchanged: its own attempt is never a
@@ -41,6 +45,7 @@
 -- later call (ARGV 9), so the one order holds across masters too.
 --@include _layout.lua
 --@include _clock.lua
+--@include _marker.lua
 --@include _holders.lua
 local token, ttl, owner, kind = ARGV[1], ARGV[2] + 0, ARGV[3], ARGV[4]
 local waiter, wait_left, fair = ARGV[5], ARGV[6] + 0, ARGV[7] == '1'
@@ -135,6 +140,14 @@ if busy_for >= 0 then
   end
   if busy_for < 1 then busy_for = 1 end
   return {0, busy_for, why, first_busy, arrival}
+end
+
+-- Fresh holds: not on a master that lost its data unnoticed (_marker.lua).
+-- A call that only re-enters adds no holder and reads nothing more.
+local fresh = false
+for i = 1, n do fresh = fresh or not sts[i].holders[token] end
+if fresh then
+--@include _marker_check.lua
 end
 
 local out = {1, ttl}

@@ -8,13 +8,16 @@
 -- log when an event stream reads it (lg).  The lease is left as it is.
 --
 -- KEYS     hash
--- ARGV     1 token, 2 value
+-- ARGV     1 token, 2 value, 3 the name's release channel (in Redis Cluster
+--          mode its slot's shard channel, which the script cannot derive and
+--          the only one gateways listen on there)
 -- Returns  {1, fence}  the value is set; fence is the leader's term
 --          {-1}        nobody holds it (no leader, or its term ended)
 --          {-2}        held, but not by this token
 --@include _layout.lua
 --@include _clock.lua
 --@include _holders.lua
+live_channel = ARGV[3]
 local st = load(KEYS[1])
 local me, why = holder_of(st, ARGV[1])
 if not me then return {why} end

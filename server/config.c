@@ -68,7 +68,8 @@ static void usage(void) {
            "                         gets 414, larger headers 431.  A waiting request keeps\n"
            "                         one, so it sets the\n"
            "                         memory 10,000 waiters take [LOCKGATE_CONNECTION_MEMORY_KIB]\n"
-           "                         (default 4: request headers up to about 3 KiB)\n"
+           "                         (3-1024, default 4: request headers up to about 3 KiB;\n"
+           "                         3: about 2.5 KiB, and 1 KiB less per connection)\n"
            "  --max-lease-ms MS      the longest ttl_ms a lock, permit or session may ask for;\n"
            "                         after a Redis master lost its data no lock is granted\n"
            "                         for this long [LOCKGATE_MAX_LEASE_MS] (default 86400000)\n"
@@ -458,7 +459,7 @@ static int apply(struct gw_config *cfg, int opt, const char *val, char *err, siz
     case 't': ok = parse_int(val, 1, 64, &cfg->threads); break;
     case 'T': ok = parse_int(val, 10, 600000, &cfg->redis_timeout_ms); break;
     case 'm': ok = parse_int(val, 16, 1000000, &cfg->max_connections); break;
-    case 'C': ok = parse_int(val, 4, 1024, &cfg->connection_memory_kib); break;
+    case 'C': ok = parse_int(val, 3, 1024, &cfg->connection_memory_kib); break;
     case 'e': ok = config_parse_epoch(val, &cfg->id_epoch); break;
     case 'N': ok = parse_int(val, IDTABLE_MIN, IDTABLE_MAX, &cfg->id_namespaces); break;
     case 'j': ok = parse_int(val, 1, 3600, &cfg->id_jump_s); break;

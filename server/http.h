@@ -97,6 +97,10 @@ int http_client_gone(struct gw_request *req);
 void http_stream_open(struct gw_request *req, void (*on_gone)(struct gw_request *req),
                       int user_timeout_ms);
 void http_stream_write(struct gw_request *req, const char *data, size_t len);
+/* http_stream_write(req, ":\n", 2), the comment line of a heartbeat, but
+ * taking no memory while nothing else waits to be sent: written to every
+ * idle stream at once, it would otherwise allocate a buffer per stream. */
+void http_stream_comment(struct gw_request *req);
 void http_stream_end(struct gw_request *req);
 /* 1 once http_stream_open was called on req. */
 int http_stream_opened(const struct gw_request *req);

@@ -29,6 +29,14 @@
  *     empty is no outage; when more than N - quorum masters abstain no
  *     grant can be had, and grants are refused as with one master.
  *
+ * The grant scripts check the marker too (lua/_marker.lua): the Redis
+ * layer sends each the value its connection last read (redis.c,
+ * marker_fill), and a fresh grant on a master whose marker differs is
+ * refused and noted here like a read, so a FLUSHALL on a connection that
+ * stays up grants nothing in the second before the next read (not in
+ * Redis Cluster mode, where a master's marker is in another slot than
+ * most of its names: there the periodic read is the bound).
+ *
  * At start (each master's first INFO), a master with neither AOF nor a
  * replica gets a warning: a restart would forget every held lock. */
 #ifndef LOCKGATE_LOSSGUARD_H

@@ -58,6 +58,9 @@ struct redis_op {
     int64_t born_ms;              /* when it was made: its deadline is this plus the
                                      command timeout, across retries */
     int64_t sent_ms;              /* when it was written, for the timeout */
+    int marker_at;                /* a grant script: its word that is the marker key (the
+                                     value last read there is the last word), filled as it
+                                     is sent (marker_fill); 0: none */
     const char *why;              /* why it fails, on the failed list */
     char numkeys[16];             /* EVALSHA's key count, as text */
 };
@@ -158,6 +161,7 @@ struct redis {
     int nslot_seen;                         /* used entries of slot_seen */
     char channel[GW_PREFIX_MAX + 16];       /* "<prefix>released" */
     char alive_channel[GW_PREFIX_MAX + 16]; /* "<prefix>alive": liveness probes */
+    char marker_key[GW_PREFIX_MAX + 16];    /* "<prefix>marker" (lossguard.h) */
     const char *fail_reason;                /* why outstanding commands are failing */
     int subscribe;                          /* keeps a pub/sub connection per node */
     int stopping;                           /* redis_fail_all ran: commands fail at once */
@@ -263,11 +267,33 @@ static void fail_queued(void) {
 static int cluster_route(struct redis_op *op);
 static void cluster_connect_now(struct node *n);
 
+/* A grant script's marker words (lua/_marker.lua), for the master it goes
+ * to now: its marker key and the value this instance last read there, so
+ * that a master that lost its data since is refused a fresh grant by the
+ * script itself, not only at the next periodic read.  Filled again on
+ * every send (a NOSCRIPT retry, a redirect).  Redis Cluster mode checks
+ * nothing: a script reads keys of its own slot only, and a master's
+ * marker lives in one slot of the many it serves (cluster_marker), so the
+ * key is the call's first key again and the value empty (README, the
+ * bound in Cluster mode). */
+static void marker_fill(struct redis_op *op, struct node *n) {
+    int last = op->argc - 1;
+    if (self->cluster) {
+        op->argv[op->marker_at] = op->argv[3], op->lens[op->marker_at] = op->lens[3];
+        op->argv[last] = "", op->lens[last] = 0;
+        return;
+    }
+    op->argv[op->marker_at] = self->marker_key;
+    op->lens[op->marker_at] = strlen(self->marker_key);
+    op->argv[last] = n->loss.marker, op->lens[last] = strlen(n->loss.marker);
+}
+
 static void op_send(struct redis_op *op) {
     if (!op->born_ms) op->born_ms = loop_now_ms();
     if (op->slot == -2) op->slot = self->cluster ? cluster_key_slot(op->argv[3], op->lens[3]) : -1;
     if (self->cluster && cluster_route(op) < 0) return;
     struct node *n = &self->node[op->node];
+    if (op->marker_at) marker_fill(op, n);
     if (self->cluster) cluster_connect_now(n);
     if (!n->cmd.ac) reconnect_if_up_elsewhere(&n->cmd);
     if (!n->cmd.ac) {
@@ -308,6 +334,19 @@ static void send_script_load(struct rconn *c, int id) {
 
 static int cluster_redirect(struct redis_op *op, const char *err);
 
+/* A grant script refused: the master's marker is not what this instance
+ * last read (lua/_marker.lua answers {REDIS_MARKER_MOVED, marker now}).
+ * The loss is noted before the caller sees the answer, as a periodic read
+ * would have noted it, so the caller finds the master held off. */
+static void marker_refusal(struct node *n, const redisReply *reply) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER ||
+        reply->element[0]->integer != REDIS_MARKER_MOVED ||
+        reply->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    lossguard_note(&n->loss, n->cmd.host, n->cmd.port, reply->element[1]->str);
+}
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
     struct redis_op *op = privdata;
@@ -340,6 +379,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         op_fail(op, reply->str);
         return;
     }
+    if (op->marker_at) marker_refusal(&self->node[op->node], reply);
     struct redis_result res = {.ok = 1, .reply = reply, .error = NULL};
     op->cb(op->arg, &res);
     free(op);
@@ -1065,7 +1105,22 @@ static void redis_loop_turn(int64_t now) {
 static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const char *const *argv,
                                 const size_t *lens, redis_cb cb, void *arg) {
     const struct script *s = script_get(id);
-    struct redis_op *op = op_new(3, nargs, argv, lens, cb, arg);
+    struct redis_op *op;
+    if (s->marker) { /* room for the marker key after the keys, its value last */
+        const char **words = alloc_check(malloc((size_t)(nargs + 2) * sizeof *words));
+        size_t *wl = alloc_check(malloc((size_t)(nargs + 2) * sizeof *wl));
+        memcpy(words, argv, (size_t)nkeys * sizeof *words);
+        memcpy(wl, lens, (size_t)nkeys * sizeof *wl);
+        words[nkeys] = words[nargs + 1] = "", wl[nkeys] = wl[nargs + 1] = 0;
+        memcpy(words + nkeys + 1, argv + nkeys, (size_t)(nargs - nkeys) * sizeof *words);
+        memcpy(wl + nkeys + 1, lens + nkeys, (size_t)(nargs - nkeys) * sizeof *wl);
+        op = op_new(3, nargs + 2, words, wl, cb, arg);
+        free(words);
+        free(wl);
+        op->marker_at = 3 + nkeys++;
+    } else {
+        op = op_new(3, nargs, argv, lens, cb, arg);
+    }
     int nk = snprintf(op->numkeys, sizeof op->numkeys, "%d", nkeys);
     op->argv[0] = "EVALSHA";
     op->lens[0] = 7;
@@ -1308,6 +1363,7 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     r->subscribe = subscribe;
     snprintf(r->channel, sizeof r->channel, "%sreleased", cfg->key_prefix);
     snprintf(r->alive_channel, sizeof r->alive_channel, "%salive", cfg->key_prefix);
+    snprintf(r->marker_key, sizeof r->marker_key, "%smarker", cfg->key_prefix);
     r->cluster = cfg->ncluster > 0;
     r->nnodes = 0;
     r->delayed.next = r->delayed.prev = &r->delayed;

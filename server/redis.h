@@ -56,9 +56,10 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
  * waiters there (and keeps the subscription until the connection or the
  * slot moves).  redis_interest: the waiters of key ("KIND:NAME") start
  * (on 1) or stop (on 0) on the calling worker; returns the key's slot, -1
- * outside cluster mode.  on_slot_subscribed is called once a subscription
- * made for a slot's first waiters is confirmed: a release may have been
- * missed before it, so those waiters try again. */
+ * outside cluster mode and for a key without a kind (nothing announces
+ * it).  on_slot_subscribed is called once a subscription made for a
+ * slot's first waiters is confirmed: a release may have been missed before
+ * it, so those waiters try again. */
 int redis_interest(const char *key, int on);
 void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
 
@@ -94,7 +95,12 @@ int redis_stopping(void);
 void redis_fail_all(void);
 
 /* EVALSHA script with argv[0..nkeys) as KEYS and argv[nkeys..nargs) as
- * ARGV.  The strings are copied; cb(arg, result) is called once. */
+ * ARGV.  The strings are copied; cb(arg, result) is called once.  A
+ * script that grants (scripts.h, marker) gets one more key and argument,
+ * its master's marker key and the value last read there (lua/_marker.lua):
+ * when it answers {REDIS_MARKER_MOVED, marker} the master lost its data,
+ * and the loss is noted (server/lossguard.h) before cb is called. */
+#define REDIS_MARKER_MOVED (-8)
 void redis_eval(enum script_id id, int nkeys, int nargs, const char *const *argv,
                 const size_t *lens, redis_cb cb, void *arg);
 

@@ -9,10 +9,12 @@
 
 #include "lua_scripts.h"
 
-#define SCRIPT(id, file, sym) [id] = {file, sym, sizeof sym, ""}
+#define SCRIPT(id, file, sym) [id] = {file, sym, sizeof sym, "", 0}
+/* The scripts that grant a fresh hold check the marker (lua/_marker.lua). */
+#define GRANT(id, file, sym) [id] = {file, sym, sizeof sym, "", 1}
 
 static struct script scripts[SCRIPT_COUNT] = {
-    SCRIPT(SCRIPT_ACQUIRE, "acquire.lua", acquire_lua),
+    GRANT(SCRIPT_ACQUIRE, "acquire.lua", acquire_lua),
     SCRIPT(SCRIPT_EXTEND, "extend.lua", extend_lua),
     SCRIPT(SCRIPT_RELEASE, "release.lua", release_lua),
     SCRIPT(SCRIPT_INSPECT, "inspect.lua", inspect_lua),
@@ -25,7 +27,7 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_SESSION_RENEW, "session_renew.lua", session_renew_lua),
     SCRIPT(SCRIPT_SESSION_READ, "session_read.lua", session_read_lua),
     SCRIPT(SCRIPT_SESSION_END, "session_end.lua", session_end_lua),
-    SCRIPT(SCRIPT_MULTI_ACQUIRE, "multi_acquire.lua", multi_acquire_lua),
+    GRANT(SCRIPT_MULTI_ACQUIRE, "multi_acquire.lua", multi_acquire_lua),
     SCRIPT(SCRIPT_MULTI_RELEASE, "multi_release.lua", multi_release_lua),
     SCRIPT(SCRIPT_MULTI_EXTEND, "multi_extend.lua", multi_extend_lua),
     SCRIPT(SCRIPT_LIST, "list.lua", list_lua),

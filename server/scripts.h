@@ -53,6 +53,8 @@ struct script {
     const unsigned char *src; /* the text, not NUL-terminated */
     size_t len;               /* bytes in src */
     char sha[41];             /* SHA-1 of src in hex, filled by scripts_init */
+    int marker;               /* it grants: the Redis layer appends the master's marker
+                                 key and the value last read there (lua/_marker.lua) */
 };
 
 /* Computes every script's SHA-1; call once before the Redis layer starts.

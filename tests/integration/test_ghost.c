@@ -644,9 +644,12 @@ static void test_short_form_wakes_next(void) {
     h_redis_cli(&redis, "HSET lockgate:lock:{sf}:qd deadgw.1 9999999999999 livegw.1 9999999999999");
     h_redis_cli(&redis, "HSET lockgate:gw livegw 9999999999999");
     h_redis_cli(&redis, "CONFIG RESETSTAT");
+    /* As the Redis layer sends it: the marker key last among the keys, the
+     * value last read there last among the arguments ('': none read,
+     * nothing checked; lua/_marker.lua). */
     snprintf(cmd, sizeof cmd,
-             "EVALSHA %s 4 lockgate:lock:{sf} lockgate:lock:{sf}:q lockgate:lock:{sf}:qd "
-             "lockgate:gw Bq3kZr8TqM2xWv9yLp0AbC 1000",
+             "EVALSHA %s 5 lockgate:lock:{sf} lockgate:lock:{sf}:q lockgate:lock:{sf}:qd "
+             "lockgate:gw lockgate:marker Bq3kZr8TqM2xWv9yLp0AbC 1000 ''",
              sha);
     long long verdict = -1, retry = -1, why = -1, dropped = -1;
     int n =
