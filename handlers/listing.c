@@ -5,7 +5,6 @@
 #include "handlers/backend.h"
 #include "handlers/access.h"
 #include "handlers/handlers.h"
-#include "handlers/prefix_stream.h"
 #include "server/body.h"
 #include "server/http.h"
 #include "server/redis.h"
@@ -377,10 +376,6 @@ static void list(struct gw_request *req, enum listing_what what) {
     list_next(req);
 }
 
-void listing_locks(struct gw_request *req) {
-    if (!prefix_stream_if_asked(req, 0)) list(req, LIST_LOCKS);
-}
-void listing_semaphores(struct gw_request *req) {
-    if (!prefix_stream_if_asked(req, 1)) list(req, LIST_SEMAPHORES);
-}
+void listing_locks(struct gw_request *req) { list(req, LIST_LOCKS); }
+void listing_semaphores(struct gw_request *req) { list(req, LIST_SEMAPHORES); }
 void listing_ids(struct gw_request *req) { list(req, LIST_IDS); }

@@ -692,8 +692,8 @@ static struct feed *feed_get(int semaphore, const char *prefix) {
 
 /* ---- the request ------------------------------------------------------------------- */
 
-int prefix_stream_if_asked(struct gw_request *req, int semaphore) {
-    if (!stream_asked(req)) return 0;
+/* Answers req with the stream over its ?prefix= (or 400 / 501 / 503). */
+static void prefix_stream(struct gw_request *req, int semaphore) {
     pthread_once(&mu_once, mu_init);
     const char *prefix = http_query(req, "prefix"), *last = http_header(req, "Last-Event-ID");
     if (!prefix) prefix = "";
@@ -701,23 +701,23 @@ int prefix_stream_if_asked(struct gw_request *req, int semaphore) {
         reply_problem(req, CODE_INVALID_NAME,
                       "a prefix is up to %d bytes of [A-Za-z0-9._:-] after percent-decoding",
                       NAME_MAX_LEN);
-        return 1;
+        return;
     }
     if (last && (strlen(last) >= ID_MAX || strspn(last, "0123456789-") != strlen(last))) {
         reply_problem(req, CODE_INVALID_FIELD, "Last-Event-ID must be an id this stream sent");
-        return 1;
+        return;
     }
     if (backend->per_slot) {
         reply_problem(req, CODE_NOT_IMPLEMENTED,
                       "prefix streams (text/event-stream) are not available in Redis Cluster mode");
-        return 1;
+        return;
     }
     pthread_mutex_lock(&mu);
     struct feed *f = feed_get(semaphore, prefix);
     if (!f) {
         pthread_mutex_unlock(&mu);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "no Redis pub/sub connection on this worker");
-        return 1;
+        return;
     }
     struct tap *tap = f->taps;
     struct loop *me = loop_self();
@@ -751,5 +751,18 @@ int prefix_stream_if_asked(struct gw_request *req, int semaphore) {
     else
         stream_park(ps);
     pthread_mutex_unlock(&mu);
-    return 1;
+}
+
+void prefix_stream_or_list_locks(struct gw_request *req) {
+    if (stream_asked(req))
+        prefix_stream(req, 0);
+    else
+        listing_locks(req);
+}
+
+void prefix_stream_or_list_semaphores(struct gw_request *req) {
+    if (stream_asked(req))
+        prefix_stream(req, 1);
+    else
+        listing_semaphores(req);
 }

@@ -25,8 +25,10 @@
 
 struct gw_request;
 
-/* 1 when req asked for an event stream (then it is answered: the stream,
- * or 400 / 501 / 503), else 0: the caller lists. */
-int prefix_stream_if_asked(struct gw_request *req, int semaphore);
+/* GET /v1/locks and GET /v1/semaphores: the prefix stream when the client
+ * asked for text/event-stream (or 400 / 501 / 503), else the listing
+ * (listing.c). */
+void prefix_stream_or_list_locks(struct gw_request *req);
+void prefix_stream_or_list_semaphores(struct gw_request *req);
 
 #endif
