@@ -94,7 +94,7 @@ if short then
       local f = string.format('%d', fence)
       publish_change(KEYS[1], string.format('%d', now_us) .. '-1\0granted\0' ..
                      '0\0' .. '1\0' .. '1\0' .. f .. '\0' .. ttl .. '\0' .. '1\0' .. '0\0' ..
-                     f .. '\0\0' .. ttl)
+                     f .. '\0\0\0' .. ttl)
     end
     return fence
   end

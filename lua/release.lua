@@ -54,7 +54,7 @@ if #flat == 2 and flat[1] == 'x' and not ARGV[4] then
         local t = redis.call('TIME')
         publish_change(KEYS[1], t[1] .. string.format('%06d', tonumber(t[2])) ..
                        '-1\0released\0' .. '0\0' .. '0\0' .. '0\0' .. '0\0' .. '0\0' ..
-                       '0\0' .. '0\0' .. '0\0\0' .. '0')
+                       '0\0' .. '0\0' .. '0\0\0\0' .. '0')
       end
       return 1
     end

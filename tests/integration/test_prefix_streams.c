@@ -161,9 +161,8 @@ static void test_prefix_two_gateways(void) {
         long long fence = take(gw[i % 2].port, path, "{}", token);
         snprintf(want[n++], sizeof want[0],
                  "data: {\"name\":\"pj-%d\",\"mode\":\"exclusive\",\"holders\":1,\"count\":1,"
-                 "\"fence\":%lld,",
+                 "\"fence\":%lld,\"ttl_ms\":30000,\"change\":\"granted\"}\n",
                  i % 3, fence);
-        snprintf(want[n++], sizeof want[0], "\"change\":\"granted\"}");
         give_back(gw[(i + 1) % 2].port, path, token);
         snprintf(want[n++], sizeof want[0],
                  "data: {\"name\":\"pj-%d\",\"holders\":0,\"change\":\"released\"}", i % 3);
@@ -177,6 +176,7 @@ static void test_prefix_two_gateways(void) {
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
     snprintf(want[n++], sizeof want[0], "data: {\"name\":\"pj-f\",\"mode\":\"exclusive\"");
+    snprintf(want[n++], sizeof want[0], "\"ttl_ms\":30000,\"change\":\"granted\"}\n");
     snprintf(want[n++], sizeof want[0],
              "data: {\"name\":\"pj-f\",\"holders\":0,\"change\":\"forced\"}");
     take(gw[0].port, "/v1/locks/pj-exp", "{\"ttl_ms\":300}", NULL);
