@@ -7,8 +7,8 @@
  * cut and resumed with Last-Event-ID (on the other gateway) gets exactly
  * what it missed; an id no feed holds gets `event: gap` and the names held
  * now; Redis restarted under a stream: a gap.  Semaphores, the errors, the
- * listing still a listing without the Accept, and the scripts' cost when no
- * client has a pattern (no PUBLISH at all).
+ * listing still a listing without the Accept, and 501 in Redis Cluster
+ * mode.
  *
  * Every wait is for an event (a line in curl's output), never a fixed
  * sleep.  `build/tests/test_prefix_streams NAME` runs the tests whose names
@@ -145,6 +145,22 @@ static void give_back(int port, const char *path, const char *token) {
     struct h_resp r = h_http("DELETE", port, path, token, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
+}
+
+/* While no client of Redis holds a pattern (no prefix stream yet), a
+ * change publishes nothing: the fast paths and the general path (an owner)
+ * ask PUBSUB NUMPAT and stop there. */
+static void test_prefix_nothing_published_unwatched(void) {
+    CHECK_EQ_STR(h_redis_cli(&redis, "PUBSUB NUMPAT"), "0");
+    h_redis_cli(&redis, "CONFIG RESETSTAT");
+    char token[64];
+    for (int i = 0; i < 2; i++) {
+        take(gw[0].port, "/v1/locks/un-1", i ? "{\"owner\":\"o\"}" : "{}", token);
+        give_back(gw[1].port, "/v1/locks/un-1", token);
+    }
+    const char *stats = h_redis_cli(&redis, "INFO commandstats");
+    CHECK(strstr(stats, "cmdstat_pubsub|numpat:calls=") != NULL);
+    CHECK(strstr(stats, "cmdstat_publish:") == NULL);
 }
 
 /* Both gateways stream over pj; 6 grants and releases of pj-0..2 through
@@ -352,6 +368,29 @@ static void test_prefix_pubsub_reconnect(void) {
     reap(a);
 }
 
+/* Redis Cluster mode: a prefix stream is not offered (501
+ * not_implemented, at once); the listing still answers. */
+static void test_prefix_cluster_501(void) {
+    struct h_redis cl;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_cluster_start(&cl, 3, 0), 0);
+    CHECK_EQ_INT(h_gw_up(&g, &cl, "--workers 1"), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
+    struct h_resp r =
+        h_http("GET", g.port, "/v1/locks?prefix=pj", NULL, NULL, "Accept: text/event-stream");
+    CHECK_EQ_INT(r.status, 501);
+    CHECK(strcmp(h_jcode(&r), "not_implemented") == 0);
+    h_resp_free(&r);
+    r = h_http("GET", g.port, "/v1/semaphores?prefix=", NULL, NULL, "Accept: text/event-stream");
+    CHECK_EQ_INT(r.status, 501);
+    h_resp_free(&r);
+    r = h_http("GET", g.port, "/v1/locks?prefix=pj", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_stop(&cl);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-prefix-XXXXXX");
@@ -361,11 +400,13 @@ int main(int argc, char **argv) {
         h_gw_up(&gw[1], &redis, "--workers 2 --stream-heartbeat-ms 200") < 0)
         return 2;
     long long t0 = h_now_ms();
+    RUN_SOME(test_prefix_nothing_published_unwatched);
     RUN_SOME(test_prefix_two_gateways);
     RUN_SOME(test_prefix_resume);
     RUN_SOME(test_prefix_semaphores);
     RUN_SOME(test_prefix_errors);
     RUN_SOME(test_prefix_pubsub_reconnect);
+    RUN_SOME(test_prefix_cluster_501);
     fprintf(stderr, "    prefix streams suite: %lld ms\n", h_now_ms() - t0);
     for (int i = 0; i < 2; i++)
         CHECK_EQ_INT(h_gw_stop(&gw[i], 5000), 0); /* a clean stop (no leak under the sanitizers) */
