@@ -170,6 +170,13 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         long long v[5] = {0};
         const char *e;
         long long verdict = verdict_parse_acquire(&res[i], hc->ttl_ms, v, &e);
+        /* A master whose answer did not come may grant yet: unless a
+         * later attempt's answer settles it there, the request undoes it
+         * there if it ends without a grant (a 409 from the others). */
+        if (res[i].maybe_ran)
+            hc->unsure |= 1u << i;
+        else if (res[i].ok || redis_error_is_reply(res[i].error))
+            hc->unsure &= ~(1u << i); /* answered (one never sent changes nothing) */
         if (verdict == VERDICT_ERROR) {
             err = e;
             continue;
@@ -251,9 +258,10 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
      * on that master alone (a re-entry released everywhere would end the
      * hold on the masters that did not take the level), and answer once
      * they have: whoever the client tells next finds nothing of it.  A
-     * master that did not answer may still grant: if the request answers
-     * 503, holds.c undoes it there (undo.h); if it tries again, its own
-     * attempt is found there (acquire.lua). */
+     * master that did not answer may still grant: if it tries again, its
+     * own attempt is found there (acquire.lua); if the request ends
+     * without a grant (503, or 409 from the masters that answered),
+     * holds.c undoes it there (undo.h, hc->unsure). */
     rb->left = 1;
     for (int i = 0; granted + abstained > 0 && i < n; i++) {
         long long v[5];

@@ -32,6 +32,7 @@
 
 _Static_assert(sizeof((struct hold_call *)0)->waiter_id >= LIVENESS_WAITER_ID_MAX,
                "a waiter id fits");
+_Static_assert(GW_MAX_NODES <= 32, "a quorum's masters fit hold_call's unsure");
 
 
 /* The name sits in a hash tag, so all keys of one lock share a Redis
@@ -199,6 +200,7 @@ static void reply_granted(struct hold_call *hc, long long verdict, const long lo
     json_add_int(o, "ttl_ms", v[3]);
     metrics_inc(verdict == VERDICT_GRANTED ? M_LOCK_ACQUIRED : M_LOCK_REENTERED, 1);
     if (hc->reshape) o = hc->reshape(hc, o);
+    hc->unsure = 0;   /* what the masters that did not answer may grant is the client's */
     if (hc->stream) { /* its stream gives it back if its client is gone */
         hc->stream->granted(hc, verdict, o);
         return;
@@ -228,6 +230,13 @@ static void held_lost(struct hold_call *hc, int64_t now) {
     guard_lost_reply(req, &req->name, 1);
 }
 
+/* How long an undo of hc's attempt may have to wait for Redis: its lease.
+ * A session-bound hold lives by its session, not by ttl_ms: one that
+ * Redis could not renew for the longest lease has ended. */
+static long long undo_lease_ms(const struct hold_call *hc) {
+    return hc->session ? guard_max_lease_ms() : hc->ttl_ms;
+}
+
 /* Acts on one attempt's outcome: reply, or park the request to try again. */
 void hold_attempt_done(struct hold_call *hc, long long verdict, const long long *v,
                        const char *err) {
@@ -239,14 +248,12 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
             return;
         }
         hold_leave_queue(hc);
-        /* The attempt may have run, or may still run: undo it (undo.h).
-         * A session-bound hold lives by its session, not by ttl_ms: one
-         * that Redis could not renew for the longest lease has ended. */
+        /* The attempt may have run, or may still run: undo it (undo.h). */
         if ((hc->own_token || hc->attempt_id[0]) && !redis_error_is_reply(err)) {
             struct hold_keys k;
             hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
-            undo_hold(k.hash, k.message, req->token, hc->attempt_id,
-                      hc->session ? guard_max_lease_ms() : hc->ttl_ms);
+            undo_hold(k.hash, k.message, req->token, hc->attempt_id, undo_lease_ms(hc));
+            hc->unsure = 0; /* undone on every master */
         }
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", err);
         return;
@@ -543,8 +550,23 @@ struct hold_call *hold_call_new(struct gw_request *req, enum hold_kind kind, con
     return hc;
 }
 
+/* The request ends without a grant while some quorum masters never
+ * answered its last attempt, though a quorum of others did (409, a
+ * session or mode mismatch, the client gone): what those may have
+ * granted, or grant once they resume, is undone there. */
+static void undo_unsure(struct hold_call *hc) {
+    struct gw_request *req = hc->req;
+    if (!req || !req->token || !(hc->own_token || hc->attempt_id[0])) return;
+    struct hold_keys k;
+    hold_keys(req->name, hc->kind == HOLD_PERMIT, &k);
+    for (int i = 0; i < GW_MAX_NODES; i++)
+        if (hc->unsure & (1u << i))
+            undo_hold_at(i, k.hash, k.message, req->token, hc->attempt_id, undo_lease_ms(hc));
+}
+
 void hold_call_free(void *ctx) {
     struct hold_call *hc = ctx;
+    if (hc->unsure) undo_unsure(hc);
     if (hc->stream) hc->stream->free(hc);
     if (hc->waiter_id[0]) liveness_waiter_leave(hc->live_slot);
     free(hc->session);

@@ -75,6 +75,10 @@ struct hold_call {
                                 undo releases that level only (undo.h): a waiting
                                 request's, or one with the client's token; "" else */
     int live_slot;           /* what liveness_waiter_join returned */
+    uint32_t unsure;         /* quorum mode: masters (bit i: master i) that did not answer
+                                its last attempt there, though it may have run (a
+                                timeout, a lost connection): if the request ends
+                                without a grant, undone there (hold_call_free) */
     const char *owner;       /* informational, "" for none (after the struct) */
     char *session;           /* Session header: the session it is bound to, or NULL
                                 (malloc'd, freed with it); set before hold_acquire,

@@ -128,10 +128,20 @@ struct multi_call {
     uint32_t quota;                    /* the key's holds_at_once, 0: none (quota_holds.h) */
     char **qmembers;                   /* n entries in its ledger when quota, else NULL */
     int quota_added;                   /* this attempt's take entered some: drop if no grant */
+    uint32_t unsure;                   /* quorum: masters that did not answer its last attempt
+                                          though it may have run (as holds.h's): undone there
+                                          if the request ends without a grant (multi_free) */
 };
+
+static void undo_attempt_at(struct multi_call *mc, int node);
 
 static void multi_free(void *ctx) {
     struct multi_call *mc = ctx;
+    /* Ended without a grant while some quorum masters never answered its
+     * last attempt, though a quorum of others did (409, a mode mismatch,
+     * the client gone): what those may have granted is undone there. */
+    for (int i = 0; mc->unsure && i < GW_MAX_NODES; i++)
+        if (mc->unsure & (1u << i)) undo_attempt_at(mc, i);
     if (mc->waiter_id[0])
         for (int g = 0; g < mc->ngroups; g++) liveness_waiter_leave(mc->live_slot[g]);
     for (int i = 0; i < mc->n; i++) {
@@ -444,6 +454,7 @@ static void reply_granted(struct multi_call *mc, long long ttl, long long spent)
         held_lost(mc);
         return;
     }
+    mc->unsure = 0; /* what the masters that did not answer may grant is the client's */
     reply_header(req, "Lock-Token", req->token);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "token", req->token);
@@ -535,6 +546,16 @@ static void undo_attempt(struct multi_call *mc) {
         struct hold_keys k;
         hold_keys(mc->names[i], 0, &k);
         undo_hold(k.hash, k.message, mc->req->token, mc->attempt_id, mc->ttl_ms);
+    }
+    mc->unsure = 0; /* undone on every master */
+}
+
+/* The same on quorum master node alone. */
+static void undo_attempt_at(struct multi_call *mc, int node) {
+    for (int i = 0; i < mc->n; i++) {
+        struct hold_keys k;
+        hold_keys(mc->names[i], 0, &k);
+        undo_hold_at(node, k.hash, k.message, mc->req->token, mc->attempt_id, mc->ttl_ms);
     }
 }
 
@@ -744,6 +765,12 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     for (int k = 0; k < mc->n; k++) mc->granted[k].ttl = -1;
     for (int i = 0; i < n; i++) {
         long long v = verdict_of(&res[i]);
+        /* As holds.c's quorum round (backend_quorum.c): a master whose
+         * answer did not come may grant yet. */
+        if (res[i].maybe_ran)
+            mc->unsure |= 1u << i;
+        else if (res[i].ok || redis_error_is_reply(res[i].error))
+            mc->unsure &= ~(1u << i);
         if (v == -100) {
             if (!res[i].ok) err = res[i].error;
             continue;

@@ -146,6 +146,11 @@ void undo_hold(const char *hash, const char *message, const char *token, const c
     for (int i = 0; i < redis_nodes(); i++) undo_one(i, hash, message, token, attempt, ttl_ms);
 }
 
+void undo_hold_at(int node, const char *hash, const char *message, const char *token,
+                  const char *attempt, long long ttl_ms) {
+    undo_one(backend->fans_out ? node : -1, hash, message, token, attempt, ttl_ms);
+}
+
 void undo_give_back_at(int node, const char *hash, const char *message, const char *token,
                        const char *attempt, redis_cb done, void *arg) {
     const char *argv[] = {hash, token, redis_release_channel_for(hash), message, attempt};

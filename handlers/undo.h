@@ -40,6 +40,13 @@
 void undo_hold(const char *hash, const char *message, const char *token, const char *attempt,
                long long ttl_ms);
 
+/* The same on master node alone (quorum mode; any other mode: the
+ * backend's master): for a request that ends without a grant while some
+ * masters never answered its last attempt, though others did (a round
+ * answered 409 while a master timed out: holds.c, multi.c). */
+void undo_hold_at(int node, const char *hash, const char *message, const char *token,
+                  const char *attempt, long long ttl_ms);
+
 /* Quorum mode: one level of token's hold on master node alone (what a
  * failed round's attempt took there: a new hold or a re-entry level; the
  * level attempt took when it is not ""); done(arg, ...) gets the answer. */

@@ -232,7 +232,7 @@ static struct redis_op *op_new(int extra, int argc, const char *const *argv, con
 }
 
 static void op_fail(struct redis_op *op, const char *why) {
-    struct redis_result res = {.ok = 0, .reply = NULL, .error = why};
+    struct redis_result res = {.ok = 0, .reply = NULL, .error = why, .maybe_ran = op->sent_ms != 0};
     metrics_inc(M_REDIS_ERRORS, 1);
     op->cb(op->arg, &res);
     free(op);
@@ -1200,6 +1200,7 @@ static void fan_child_done(void *arg, const struct redis_result *res) {
     struct fan_child *ch = arg;
     struct fanout *f = ch->f;
     f->res[ch->i].ok = res->ok;
+    f->res[ch->i].maybe_ran = res->maybe_ran;
     if (res->ok) {
         f->copy[ch->i] = reply_copy(res->reply);
         f->res[ch->i].reply = f->copy[ch->i];

@@ -30,6 +30,9 @@ struct redis_result {
     int ok;                         /* 1: reply is Redis's answer */
     const struct redisReply *reply; /* valid during the callback only */
     const char *error;              /* when !ok: why, for logs and details */
+    int maybe_ran;                  /* when !ok: the command was written before it failed
+                                       (no answer in time, the connection lost): it may
+                                       have run, or may still (undo.h) */
 };
 
 typedef void (*redis_cb)(void *arg, const struct redis_result *res);

@@ -1,4 +1,5 @@
 /* harness.c -- see harness.h. */
+#define _GNU_SOURCE /* accept4: the relay's sockets are close-on-exec */
 #include "tests/integration/harness.h"
 
 #include <arpa/inet.h>
@@ -832,9 +833,9 @@ static int contains(const char *buf, size_t len, const char *s) {
 /* The relay's connection to its target (small_rcvbuf: set before
  * connecting, so that the window it advertises is small from the start). */
 static int relay_connect(struct h_relay *r) {
-    if (!r->small_rcvbuf) return h_connect(r->target);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof one);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) return -1;
+    if (r->small_rcvbuf) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof one);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)r->target),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -870,7 +871,10 @@ static void *relay_main(void *arg) {
         for (int k = 0; k < np; k++) {
             if (!p[k].revents) continue;
             if (idx[k] < 0) {
-                int c = accept(r->listen_fd, NULL, NULL);
+                /* Close-on-exec: a process the test starts later (a
+                 * redis-server) must not keep a relayed connection open
+                 * after the relay closed it. */
+                int c = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
                 int t = c >= 0 ? relay_connect(r) : -1;
                 int slot = -1;
                 for (int i = 0; i < r->n && slot < 0; i++)
@@ -894,6 +898,10 @@ static void *relay_main(void *arg) {
                 r->hold_on = NULL;
                 continue;
             }
+            for (int w = 0; got > 0 && from == r->a[i] && w < H_RELAY_WATCH; w++) {
+                const char *s = r->watch[w];
+                if (s && contains(buf, (size_t)got, s)) r->watched[w]++;
+            }
             if (got <= 0 || write(to, buf, (size_t)got) != got) relay_close(r, i);
         }
     }
@@ -906,7 +914,7 @@ int h_relay_start(struct h_relay *r, int target_port) {
     memset(r, 0, sizeof *r);
     r->target = target_port;
     r->port = h_free_port();
-    r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    r->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(r->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = {.sin_family = AF_INET,
@@ -920,6 +928,11 @@ int h_relay_start(struct h_relay *r, int target_port) {
 }
 
 void h_relay_hold_on(struct h_relay *r, const char *s) { r->hold_on = s; }
+
+void h_relay_watch(struct h_relay *r, int k, const char *s) {
+    r->watched[k] = 0;
+    r->watch[k] = s;
+}
 
 void h_relay_hold(struct h_relay *r) {
     r->hold = 1;

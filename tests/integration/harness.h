@@ -205,8 +205,13 @@ long h_client_do(struct h_client *cl, const char *method, int port, const char *
  * promotion).  Connections made after either are forwarded as usual.
  * h_relay_hold_on(r, s): the first bytes a client sends that contain s
  * (one read's worth: a command as the client wrote it) are not passed on,
- * and that connection is held as h_relay_hold holds it; once. */
-#define H_RELAY_MAX 64
+ * and that connection is held as h_relay_hold holds it; once.
+ * h_relay_watch(r, k, s): from now on r->watched[k] counts the reads from
+ * clients (one read's worth, as with hold_on) that contain s, passed on as
+ * usual: a test learns that a command has left the client (and reached
+ * the target's socket, even a stopped target's). */
+#define H_RELAY_MAX   64
+#define H_RELAY_WATCH 4
 struct h_relay {
     int listen_fd, port;
     volatile int target;
@@ -216,6 +221,8 @@ struct h_relay {
     volatile int hold, drop, stop;
     /* h_relay_hold_on's s, NULL once it was seen */
     const char *volatile hold_on;
+    const char *volatile watch[H_RELAY_WATCH]; /* h_relay_watch's strings, or NULL */
+    volatile int watched[H_RELAY_WATCH];       /* reads that contained each */
     /* set before connections come: the relay's socket to the target takes
      * the least receive buffer, so that once held it stops taking the
      * target's bytes after ~1 KiB (its TCP window closes), as a host gone
@@ -226,6 +233,7 @@ struct h_relay {
 int h_relay_start(struct h_relay *r, int target_port);
 void h_relay_hold(struct h_relay *r);
 void h_relay_hold_on(struct h_relay *r, const char *s);
+void h_relay_watch(struct h_relay *r, int k, const char *s);
 void h_relay_retarget(struct h_relay *r, int target_port);
 void h_relay_stop(struct h_relay *r);
 

@@ -1901,6 +1901,53 @@ static void test_multi_timeout_undone(void) {
     h_gw_stop(&g, 5000);
 }
 
+/* The same for a session-bound hold (issue 28): the session's key and the
+ * lock live on different masters (sessions_cluster.c: the session is read
+ * on its master, then the lock taken on the lock's); the lock's master
+ * stops with the acquire in its socket, the request is answered 503, and
+ * once that master answers again the hold it granted is undone (bounded
+ * by --max-lease-ms, as the hold lives by its session). */
+static void test_session_timeout_undone(void) {
+    struct h_gw g;
+    one_gateway(&g, "--redis-timeout-ms 500");
+    struct h_resp r = h_http("POST", g.port, "/v1/sessions", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char sess[128], shdr[160], id[64], n[3][32];
+    snprintf(sess, sizeof sess, "%s", h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    snprintf(shdr, sizeof shdr, "Session: %s", sess);
+    int sport = 0, port = 0, k = 0;
+    CHECK_EQ_INT(master_of_slot(cluster_key_slot(sess, strlen(sess)), id, sizeof id, &sport), 0);
+    names_on_three("tsu", n);
+    for (k = 0; k < 3; k++) {
+        CHECK_EQ_INT(master_of_slot(cluster_key_slot(n[k], strlen(n[k])), id, sizeof id, &port), 0);
+        if (port != sport) break;
+    }
+    CHECK(k < 3);
+    if (k == 3) k = 0;
+    pid_t pid = 0;
+    for (int i = 0; i < cl.cn; i++)
+        if (cl.cport[i] == port) pid = cl.cpid[i];
+    CHECK(pid > 0);
+    char path[96];
+    snprintf(path, sizeof path, "/v1/locks/%s", n[k]);
+    CHECK_EQ_INT(h_freeze(pid), 0);
+    r = h_http("POST", g.port, path, NULL, "{}", shdr);
+    CHECK_EQ_INT(r.status, 503);
+    h_resp_free(&r);
+    kill(pid, SIGCONT);
+    long long t0 = h_now_ms();
+    long st = 0;
+    for (long long end = t0 + 10000; h_now_ms() < end; h_sleep_ms(10))
+        if ((st = lock_status(g.port, n[k], NULL)) == 404) break;
+    CHECK_EQ_INT(st, 404);
+    fprintf(stderr, "    session-bound hold undone: free %lld ms after the master resumed\n",
+            h_now_ms() - t0);
+    CHECK(h_now_ms() - t0 <= 1500);
+    CHECK(h_metric(&g, "lockgate_undo_started_total") >= 1);
+    h_gw_stop(&g, 5000);
+}
+
 /* A master that lost its data (issue 28): FLUSHALL on the master of n[0],
  * and its connections dropped so the gateway's next one reads its marker.
  * Grants on that master's names are refused with 503 redis_data_lost and
@@ -2157,6 +2204,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_multi_replica_ack);
     RUN_SOME(test_multi_stalled_group);
     RUN_SOME(test_multi_timeout_undone);
+    RUN_SOME(test_session_timeout_undone);
     RUN_SOME(test_routes_while_migrating);
     RUN(test_replica_ack);
     RUN(test_listing);

@@ -8,7 +8,8 @@
  *   - a Redis stall during an acquire (the client gets 503, the script
  *     runs when Redis resumes): the grant is undone, the name is free
  *     within UNDO_BOUND_MS of Redis answering again; a lock, a shared
- *     lock and a semaphore permit;
+ *     lock, a semaphore permit, a multi-lock and a session-bound hold;
+ *     in Sentinel mode too (a multi-lock and a session-bound hold);
  *   - a Redis stall while a waiter's attempt is in Redis's socket: the
  *     attempt runs when Redis resumes, and the waiter's next attempt finds
  *     its own grant: 201 with count 1, never a re-entry;
@@ -22,7 +23,9 @@
  *     FLUSHALL) is noticed: an error line, a count, /readyz 503, and no
  *     lock is granted (503 redis_data_lost, Retry-After) until
  *     --max-lease-ms has passed; fences keep increasing; a master with
- *     neither AOF nor a replica is warned about at start;
+ *     neither AOF nor a replica is warned about at start; a grant (lock,
+ *     multi-lock) answered after the loss was noticed is given back and
+ *     answered 503 redis_data_lost;
  *   - holders can always let go: with Redis full under noeviction,
  *     release, extend, forced release, session end, multi-lock extend and
  *     release and a fair waiter leaving its queue all succeed, and new
@@ -338,14 +341,16 @@ static void test_full_redis_lets_holders_go(void) {
 
 #define UNDO_BOUND_MS 1500 /* the target is 1 s; margin for a loaded machine */
 
-/* inspect: the names' paths to look at, separated by spaces. */
-static void stall_during_acquire(struct h_gw *g, const char *path, const char *body,
+/* The stall of the Redis whose process is pid (the gateway's master),
+ * while g sends an acquire.  inspect: the names' paths to look at,
+ * separated by spaces. */
+static void stall_during_acquire(struct h_gw *g, pid_t pid, const char *path, const char *body,
                                  const char *hdr, const char *inspect, long long *took) {
-    CHECK(h_freeze(redis.pid) == 0);
+    CHECK(h_freeze(pid) == 0);
     struct h_resp r = h_http("POST", g->port, path, NULL, body, hdr);
     CHECK_EQ_INT(r.status, 503);
     h_resp_free(&r);
-    kill(redis.pid, SIGCONT);
+    kill(pid, SIGCONT);
     long long t0 = h_now_ms();
     /* The attempt ran once Redis resumed, or was killed with its
      * connection; either way the names are free soon after. */
@@ -353,9 +358,10 @@ static void stall_during_acquire(struct h_gw *g, const char *path, const char *b
     snprintf(paths, sizeof paths, "%s", inspect);
     for (char *one = strtok_r(paths, " ", &save); one; one = strtok_r(NULL, " ", &save)) {
         long st = 0;
-        char code[48];
         for (long long end = t0 + 10000; h_now_ms() < end; h_sleep_ms(5)) {
-            st = call_code("GET", one, NULL, NULL, NULL, code, sizeof code);
+            struct h_resp got = h_http("GET", g->port, one, NULL, NULL, NULL);
+            st = got.status;
+            h_resp_free(&got);
             if (st == 404) break;
         }
         CHECK_EQ_INT(st, 404);
@@ -390,8 +396,8 @@ static void test_stall_during_acquire(void) {
     long long worst = 0;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         long long took = 0;
-        stall_during_acquire(&g, cases[i].path, cases[i].body, cases[i].hdr, cases[i].inspect,
-                             &took);
+        stall_during_acquire(&g, redis.pid, cases[i].path, cases[i].body, cases[i].hdr,
+                             cases[i].inspect, &took);
         if (took > worst) worst = took;
         CHECK(took <= UNDO_BOUND_MS);
     }
@@ -424,6 +430,8 @@ struct post_call {
     long long count;
     char token[128];
     long long done_ms; /* when the answer came */
+    char code[48];     /* its problem code, "" for none */
+    int retry_after;   /* it had a Retry-After header */
 };
 
 static void *post_main(void *arg) {
@@ -432,6 +440,8 @@ static void *post_main(void *arg) {
     c->status = r.status;
     c->done_ms = h_now_ms();
     c->count = h_jint(&r, "count");
+    snprintf(c->code, sizeof c->code, "%s", h_jcode(&r) ? h_jcode(&r) : "");
+    c->retry_after = h_header(&r, "Retry-After") != NULL;
     snprintf(c->token, sizeof c->token, "%s",
              h_header(&r, "Lock-Token") ? h_header(&r, "Lock-Token") : "");
     h_resp_free(&r);
@@ -756,6 +766,90 @@ static void test_data_loss_holds_off(void) {
     h_redis_stop(&r2);
 }
 
+/* A grant whose answer comes after the loss was noticed, for a request
+ * that does not wait: answered 503 redis_data_lost, nothing left held.  The gateway reaches its
+ * master through a relay; the relay is moved to another Redis, empty and
+ * stopped, so that the gateway's new connection carries its marker read
+ * first and the acquires after it, all held in the stopped Redis's
+ * socket: the requests passed the guard (no loss known yet), and once
+ * the Redis runs, the marker's answer (a loss) comes before the grants'.
+ * A lock and a multi-lock group. */
+static void test_data_loss_late_grant(void) {
+    struct h_redis r1, r2;
+    struct h_relay relay;
+    struct h_gw g = {0};
+    memset(&r2, 0, sizeof r2);
+    if (h_redis_start(&r1, 0, NULL) < 0 || h_relay_start(&relay, r1.port) < 0) {
+        CHECK(!"redis or relay did not start");
+        return;
+    }
+    struct h_redis via = r1; /* the gateway's Redis: the relay */
+    via.port = relay.port;
+    if (h_gw_up(&g, &via, "--workers 1 --max-lease-ms 3000") < 0 ||
+        h_redis_start(&r2, 0, NULL) < 0) {
+        CHECK(!"gateway or second redis did not start");
+        goto out;
+    }
+    /* A grant: the gateway has seen the master's marker. */
+    struct h_resp r = h_http("POST", g.port, "/v1/locks/late-held", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    h_resp_free(&r);
+    CHECK_EQ_STR(h_redis_cli(&r1, "EXISTS lockgate:marker"), "1");
+    /* The master is now an empty Redis, stopped: every connection the
+     * gateway had is made again (the worker's and the ids' own). */
+    int ups = h_log_count(&g, "command connection up"), was = ups;
+    CHECK(h_freeze(r2.pid) == 0);
+    h_relay_retarget(&relay, r2.port);
+    for (long long end = h_now_ms() + 10000; h_now_ms() < end && ups < 2 * was; h_sleep_ms(5))
+        ups = h_log_count(&g, "command connection up");
+    CHECK_EQ_INT(ups, 2 * was);
+    h_relay_watch(&relay, 0, "lock:{late-a}");
+    h_relay_watch(&relay, 1, "lock:{late-m1}");
+    struct post_call one = {.port = g.port}, multi = {.port = g.port};
+    snprintf(one.path, sizeof one.path, "/v1/locks/late-a");
+    snprintf(one.body, sizeof one.body, "{\"ttl_ms\":2000}");
+    snprintf(multi.path, sizeof multi.path, "/v1/locks");
+    snprintf(multi.body, sizeof multi.body,
+             "{\"ttl_ms\":2000,\"names\":[\"late-m1\",\"late-m2\"]}");
+    pthread_create(&one.th, NULL, post_main, &one);
+    pthread_create(&multi.th, NULL, post_main, &multi);
+    for (long long end = h_now_ms() + 5000;
+         (!relay.watched[0] || !relay.watched[1]) && h_now_ms() < end;)
+        h_sleep_ms(2);
+    CHECK(relay.watched[0] && relay.watched[1]); /* both left, behind the marker read */
+    kill(r2.pid, SIGCONT);
+    pthread_join(one.th, NULL);
+    pthread_join(multi.th, NULL);
+    CHECK_EQ_INT(one.status, 503);
+    CHECK_EQ_STR(one.code, "redis_data_lost");
+    CHECK(one.retry_after);
+    CHECK_EQ_INT(multi.status, 503);
+    CHECK_EQ_STR(multi.code, "redis_data_lost");
+    CHECK(multi.retry_after);
+    /* Nothing is held.  The grant scripts check the marker the gateway
+     * last read (lua/_marker_check.lua), so the stopped Redis refused
+     * both grants itself: nothing was granted, nothing had to be given
+     * back.  (Without that check, as in Cluster mode where a script
+     * cannot read another slot's marker, both would be granted and given
+     * back: holds.c and multi.c.) */
+    CHECK_EQ_INT(h_metric(&g, "lockgate_given_back_total"), 0);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), 1);
+    const char *paths[] = {"/v1/locks/late-a", "/v1/locks/late-m1", "/v1/locks/late-m2"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        char code[48];
+        long st = 0;
+        for (long long end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(10))
+            if ((st = gw_code(&g, "GET", paths[i], NULL, NULL, code, sizeof code, NULL, 0)) == 404)
+                break;
+        CHECK_EQ_INT(st, 404);
+    }
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+out:
+    h_relay_stop(&relay);
+    if (r2.pid) h_redis_stop(&r2);
+    h_redis_stop(&r1);
+}
+
 /* A Sentinel failover to a replica whose policy may evict: found on the
  * connection to the new master. */
 static void test_evicting_policy_after_failover(void) {
@@ -802,30 +896,120 @@ static void test_evicting_policy_after_failover(void) {
     if (master.pid) h_redis_stop(&master);
 }
 
+/* ---- Sentinel: a stall, then a failover to an empty replica ------------------------ */
+
+/* A master, its replica and three sentinels watching it as "empty",
+ * started by the first test that needs them and shared (a topology costs
+ * seconds): test_stall_in_sentinel leaves it as it was,
+ * test_failover_to_empty_replica ends it. */
+static struct sentinel_set {
+    struct h_redis master, replica, sen[3];
+    int tried, ok;
+} ss;
+
+static struct sentinel_set *sentinels_up(void) {
+    if (ss.tried) return ss.ok ? &ss : NULL;
+    ss.tried = 1;
+    if (h_redis_start(&ss.master, 0, NULL) < 0 || h_replica_start(&ss.replica, &ss.master) < 0)
+        return NULL;
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_start(&ss.sen[i], &ss.master, "empty", 2, 1000, 3000) == 0;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = h_sentinel_wait_ready(&ss.sen[i], "empty", 2, 1, 20000) == 0;
+    ss.ok = ok;
+    return ok ? &ss : NULL;
+}
+
+static void sentinels_down(void) {
+    for (int i = 0; i < 3; i++)
+        if (ss.sen[i].pid) h_redis_stop(&ss.sen[i]);
+    if (ss.replica.pid) h_redis_stop(&ss.replica);
+    if (ss.master.pid) h_redis_stop(&ss.master);
+    ss.ok = 0;
+}
+
+/* How long the sentinels wait before they call the master down. */
+static void sentinels_down_after(struct sentinel_set *t, int ms) {
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "SENTINEL SET empty down-after-milliseconds %d", ms);
+    for (int i = 0; i < 3; i++) h_redis_cli(&t->sen[i], cmd);
+}
+
+/* The stall during an acquire (test_stall_during_acquire) in Sentinel
+ * mode, for a multi-lock group and a session-bound hold: on the timeout
+ * the gateway asks the sentinels again, they name the same master, and
+ * once it answers what the attempt took is undone.  The sentinels are
+ * told to wait longer than the stall before calling the master down: a
+ * failover would be another test. */
+static void test_stall_in_sentinel(void) {
+    struct sentinel_set *t = sentinels_up();
+    if (!t) {
+        CHECK(!"Sentinel set did not start");
+        return;
+    }
+    sentinels_down_after(t, 30000);
+    struct h_gw g = {0};
+    char flags[400];
+    snprintf(flags, sizeof flags,
+             "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d "
+             "--sentinel-master empty --workers 1 --redis-timeout-ms 500 "
+             "--liveness-ttl-ms 300000",
+             t->sen[0].port, t->sen[1].port, t->sen[2].port);
+    if (h_gw_up(&g, &t->master, flags) < 0 || h_wait_ready(g.port, 10000) < 0) {
+        CHECK(!"gateway in Sentinel mode did not start");
+        sentinels_down_after(t, 1000);
+        return;
+    }
+    struct h_resp r = h_http("POST", g.port, "/v1/sessions", NULL, "{\"ttl_ms\":60000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char shdr[200];
+    snprintf(shdr, sizeof shdr, "Session: %s",
+             h_header(&r, "Session") ? h_header(&r, "Session") : "");
+    h_resp_free(&r);
+    long long took = 0, worst = 0;
+    stall_during_acquire(&g, t->master.pid, "/v1/locks",
+                         "{\"ttl_ms\":60000,\"names\":[\"sstall-m1\",\"sstall-m2\"]}", NULL,
+                         "/v1/locks/sstall-m1 /v1/locks/sstall-m2", &took);
+    CHECK(took <= UNDO_BOUND_MS);
+    worst = took;
+    stall_during_acquire(&g, t->master.pid, "/v1/locks/sstall-b", "{}", shdr, "/v1/locks/sstall-b",
+                         &took);
+    CHECK(took <= UNDO_BOUND_MS);
+    if (took > worst) worst = took;
+    fprintf(stderr, "  Sentinel: names free at most %lld ms after Redis resumed\n", worst);
+    /* Every failed attempt settled: the multi-lock's two names, the hold. */
+    for (long long end = h_now_ms() + 5000; h_metric(&g, "lockgate_undo_given_back_total") +
+                                                    h_metric(&g, "lockgate_undo_nothing_total") <
+                                                3 &&
+                                            h_now_ms() < end;)
+        h_sleep_ms(10);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_started_total"), 3);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_given_back_total") +
+                     h_metric(&g, "lockgate_undo_nothing_total"),
+                 3);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_expired_total"), 0);
+    CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+    sentinels_down_after(t, 1000);
+}
+
 /* A Sentinel failover to a replica that had lost what its master held
  * (here: made writable and flushed by itself before the failover): the
  * gateway finds the marker gone on the new master, and holds grants off
  * for --max-lease-ms, naming it in /readyz. */
 static void test_failover_to_empty_replica(void) {
-    struct h_redis master, replica, sen[3];
-    memset(sen, 0, sizeof sen);
-    if (h_redis_start(&master, 0, NULL) < 0 || h_replica_start(&replica, &master) < 0) {
-        CHECK(!"master and replica did not start");
-        return;
-    }
-    int ok = 1;
-    for (int i = 0; i < 3 && ok; i++)
-        ok = h_sentinel_start(&sen[i], &master, "empty", 2, 1000, 3000) == 0;
-    for (int i = 0; i < 3 && ok; i++)
-        ok = h_sentinel_wait_ready(&sen[i], "empty", 2, 1, 20000) == 0;
-    CHECK(ok);
+    struct sentinel_set *t = sentinels_up();
+    CHECK(t != NULL);
     struct h_gw g = {0};
     char flags[300], code[48], detail[300];
-    snprintf(flags, sizeof flags,
-             "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d "
-             "--sentinel-master empty --workers 2 --max-lease-ms 60000",
-             sen[0].port, sen[1].port, sen[2].port);
-    if (ok && h_gw_up(&g, &master, flags) == 0) {
+    if (t) {
+        snprintf(flags, sizeof flags,
+                 "--sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d --sentinel 127.0.0.1:%d "
+                 "--sentinel-master empty --workers 2 --max-lease-ms 60000",
+                 t->sen[0].port, t->sen[1].port, t->sen[2].port);
+    }
+    if (t && h_gw_up(&g, &t->master, flags) == 0) {
+        struct h_redis *replica = &t->replica;
         CHECK(readyz_wait(&g, "", detail, sizeof detail, 10000));
         CHECK_EQ_INT(gw_code(&g, "POST", "/v1/locks/fe", NULL, "{\"ttl_ms\":60000}", code,
                              sizeof code, NULL, 0),
@@ -833,17 +1017,17 @@ static void test_failover_to_empty_replica(void) {
         /* The replica had the marker and the lock, then lost them. */
         const char *e = NULL;
         for (long long end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(20))
-            if ((e = h_redis_cli(&replica, "EXISTS lockgate:lock:{fe}")) && strcmp(e, "1") == 0)
+            if ((e = h_redis_cli(replica, "EXISTS lockgate:lock:{fe}")) && strcmp(e, "1") == 0)
                 break;
-        CHECK_EQ_STR(h_redis_cli(&replica, "EXISTS lockgate:marker"), "1");
-        h_redis_cli(&replica, "CONFIG SET replica-read-only no");
-        h_redis_cli(&replica, "FLUSHALL");
-        CHECK_EQ_STR(h_redis_cli(&replica, "EXISTS lockgate:marker"), "0");
-        h_redis_kill(&master);
+        CHECK_EQ_STR(h_redis_cli(replica, "EXISTS lockgate:marker"), "1");
+        h_redis_cli(replica, "CONFIG SET replica-read-only no");
+        h_redis_cli(replica, "FLUSHALL");
+        CHECK_EQ_STR(h_redis_cli(replica, "EXISTS lockgate:marker"), "0");
+        h_redis_kill(&t->master);
         /* The gateway follows the failover and finds the marker gone. */
         CHECK(readyz_wait(&g, "redis_data_lost", detail, sizeof detail, 30000));
         char port[16];
-        snprintf(port, sizeof port, ":%d", replica.port);
+        snprintf(port, sizeof port, ":%d", replica->port);
         CHECK(strstr(detail, port) != NULL);
         struct h_resp r = h_http("POST", g.port, "/v1/locks/fe", NULL, "{}", NULL);
         CHECK_EQ_INT(r.status, 503);
@@ -855,10 +1039,7 @@ static void test_failover_to_empty_replica(void) {
     } else {
         CHECK(!"gateway in Sentinel mode did not start");
     }
-    for (int i = 0; i < 3; i++)
-        if (sen[i].pid) h_redis_stop(&sen[i]);
-    h_redis_stop(&replica);
-    if (master.pid) h_redis_stop(&master);
+    sentinels_down();
 }
 
 int main(int argc, char **argv) {
@@ -876,10 +1057,13 @@ int main(int argc, char **argv) {
         RUN_SOME(test_stall_during_wakeup);
         RUN_SOME(test_stall_during_multi_wakeup);
         RUN_SOME(test_data_loss_holds_off);
+        RUN_SOME(test_data_loss_late_grant);
         RUN_SOME(test_evicting_policy_after_failover);
+        RUN_SOME(test_stall_in_sentinel);
         RUN_SOME(test_failover_to_empty_replica);
     }
     RUN_SOME(test_evicting_policy_refused);
+    sentinels_down(); /* when test_failover_to_empty_replica did not run */
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     return check_summary("safety");
