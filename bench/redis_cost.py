@@ -298,6 +298,23 @@ def watched(s, k):
     return resp("HSET", k, "v", 99999999999999, "lg", 99999999999999)
 
 
+def subscribers(r, patterns):
+    """A redis-cli per entry of patterns (each a list of patterns it
+    PSUBSCRIBEs, as a gateway with prefix streams does), once Redis counts
+    them all; they read what is published until they are killed."""
+    procs = [subprocess.Popen(["redis-cli", "-p", str(r.port), "psubscribe", *pats],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for pats in patterns]
+    want = sum(len(set(p)) for p in patterns)
+    for _ in range(600):
+        subs = sum(int(x.split("=")[1]) for x in r.cli("client", "list").split()
+                   if x.startswith("psub="))
+        if subs == want:
+            return procs
+        time.sleep(0.05)
+    raise SystemExit("pattern subscribers did not come up")
+
+
 def path_costs(gen, n, only=None):
     """(label, instructions per call) of each path, each on a server of its own:
     the setup's instructions are counted alone and taken off."""
@@ -352,6 +369,27 @@ def path_costs(gen, n, only=None):
         ("release, watched by an event stream (logs the change)",
          lambda s, k: watched(s, k) + acq(s["acquire"], k, TOKEN),
          lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
+        # Prefix streams (lua/_holders.lua, "prefix streams"): gateways
+        # PSUBSCRIBE <prefix>chg:lock:P*; a change is published on the
+        # name's channel while any pattern exists.  The names here are
+        # lockgate:lock:{pN}: under the prefix "p", not under "zz".
+        ("acquire, fresh name, no pattern anywhere (fast path)", None,
+         lambda s, k: acq(s["acquire"], k, TOKEN)),
+        ("release, no pattern anywhere (fast path)", lambda s, k: acq(s["acquire"], k, TOKEN),
+         lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m")),
+        ("acquire under a streamed prefix (publishes to 1 gateway)", None,
+         lambda s, k: acq(s["acquire"], k, TOKEN), [["lockgate:chg:lock:p*"]]),
+        ("release under a streamed prefix (publishes to 1 gateway)",
+         lambda s, k: acq(s["acquire"], k, TOKEN),
+         lambda s, k: resp("EVALSHA", s["release"], 1, k, TOKEN, "ch", "m"),
+         [["lockgate:chg:lock:p*"]]),
+        ("acquire under a streamed prefix (publishes to 10 gateways)", None,
+         lambda s, k: acq(s["acquire"], k, TOKEN), [["lockgate:chg:lock:p*"]] * 10),
+        ("acquire while 1 other prefix is streamed", None,
+         lambda s, k: acq(s["acquire"], k, TOKEN), [["lockgate:chg:lock:zz*"]]),
+        ("acquire while 10 other prefixes are streamed", None,
+         lambda s, k: acq(s["acquire"], k, TOKEN),
+         [["lockgate:chg:lock:zz%d*" % i for i in range(10)]]),
         ("inspect", lambda s, k: acq(s["acquire"], k, TOKEN),
          lambda s, k: resp("EVALSHA", s["inspect"], 1, k)),
         # A key's holds_at_once ledger (quota.lua): 10 holds already in it.
@@ -365,18 +403,24 @@ def path_costs(gen, n, only=None):
          lambda s, k: quota(s, k, "drop", "lock:h0|" + TOKEN)),
     ]
     out = []
-    for label, setup, measured in cases:
+    for case in cases:
+        label, setup, measured = case[:3]
+        pats = case[3] if len(case) > 3 else []
         if only and not any(o in label for o in only.split("|")):
             continue
         counts = []
         for with_measured in (False, True):
             r = Redis(callgrind=True)
+            subs = subscribers(r, pats)
             shas = {x: script(r, x) for x in ("acquire", "release", "extend", "inspect", "quota")}
             names = ["lockgate:lock:{p%d}" % i for i in range(n)]
             if setup:
                 r.pipe(b"".join(setup(shas, k) for k in names))
             if with_measured:
                 r.pipe(b"".join(measured(shas, k) for k in names))
+            for p in subs:
+                p.kill()
+                p.wait()
             counts.append(r.close())
         out.append((label, (counts[1] - counts[0]) / n))
     return out

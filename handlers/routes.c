@@ -3,6 +3,7 @@
 #include "handlers/routes.h"
 #include "handlers/handlers.h"
 #include "handlers/listing.h"
+#include "handlers/prefix_stream.h"
 #include "handlers/ui.h"
 
 /* The media types a route answers in (accept.h), preferred first. */
@@ -45,8 +46,8 @@ const struct gw_route gw_routes[] = {
     {.method = "GET",    .path = "/v1/ids/{namespace}/{id}", .handler = ids_decode,         .produces = JSON},
 
     /* Operators (#21): listings, then the status page's files (ui.c). */
-    {.method = "GET",    .path = "/v1/locks",                .handler = listing_locks,      .produces = JSON},
-    {.method = "GET",    .path = "/v1/semaphores",           .handler = listing_semaphores, .produces = JSON},
+    {.method = "GET",    .path = "/v1/locks",                .handler = prefix_stream_or_list_locks, .produces = JSON_SSE},
+    {.method = "GET",    .path = "/v1/semaphores",           .handler = prefix_stream_or_list_semaphores, .produces = JSON_SSE},
     {.method = "GET",    .path = "/v1/ids",                  .handler = listing_ids,        .produces = JSON},
     {.method = "GET",    .path = "/ui",                      .handler = ui_redirect,        .produces = ANY},
     {.method = "GET",    .path = "/ui/",                     .handler = ui_file,            .produces = ANY},

@@ -39,7 +39,8 @@
 --         declares, so that no script reads a key it did not declare
 --         (Redis Cluster refuses that while the slot migrates).
 -- Its PEXPIRE covers the longest lease plus its lock-delay, the lock-delay
--- in force and waiters' marks, plus FENCE_KEEP_MS when the name has a fence,
+-- in force and waiters' marks, plus FENCE_KEEP_MS when the name has a fence
+-- (else FOUND_MS, _layout.lua),
 -- so Redis drops an abandoned lock by itself, and a release by the holder
 -- needs no PEXPIRE: the expiry already lies FENCE_KEEP_MS past its lease.
 
@@ -290,7 +291,8 @@ end
 -- lg does (save_ttl).
 local LOG_KEEP = 64
 
-local function log_change(key, st, unlogged)
+-- st as a log entry's fields (below), also a prefix stream's message's.
+local function state_fields(st, unlogged)
   local e = {unlogged and 1 or 0, st.alive, 0, 0, 0, 0, 0, 0, '', ''}
   if st.alive > 0 then
     local first, maxfence, maxexp = nil, 0, 0
@@ -304,6 +306,11 @@ local function log_change(key, st, unlogged)
     e = {e[1], st.alive, first.count, int(maxfence), int(maxexp - now - 1), kind, st.limit,
          int(index_of(st)), first.owner, first.key_id or ''}
   end
+  return e
+end
+
+local function log_change(key, st, unlogged)
+  local e = state_fields(st, unlogged)
   local n = st.lq + 1
   local set = {'HSET', key, 'l' .. n, table.concat(e, '\0'), 'lq', n}
   if st.le == 0 then
@@ -348,12 +355,52 @@ local function announce(key)
   publish(live_channel or (p .. 'released'), k .. ':' .. n)
 end
 
+-- ---- prefix streams -------------------------------------------------------
+-- A prefix stream (GET /v1/locks?prefix=P as an event stream,
+-- handlers/prefix_stream.c) is fed by Redis pub/sub patterns, so that no
+-- script reads a key it does not declare and nothing is written for it:
+-- each change of holder is published, with its state, on the name's own
+-- channel "<prefix>chg:<kind>:<name>", and a gateway with a stream over P
+-- PSUBSCRIBEs "<prefix>chg:<kind>:P*".  Redis matches every pattern against
+-- each PUBLISH: a change costs one PUBLISH plus a match per pattern, and is
+-- sent only to the gateways watching a prefix it falls under.  While no
+-- client of this Redis has a pattern (PUBSUB NUMPAT is 0, read once a call)
+-- nothing is built nor published; the fast paths (acquire of a free name,
+-- release by its only holder) make the same check and publish their one
+-- state themselves.
+-- Never in Redis Cluster mode (a shard channel ends in '}'), where
+-- prefix streams are not offered.
+-- The message: "<now_us>-<n>" (the event's id: Redis's clock in us and
+-- the call's count of such messages, so unique per Redis and the same on
+-- every gateway), the change (granted, released, expired, forced,
+-- changed: holders both left and joined), then state_fields, then the time
+-- left until the earliest lease ends (ms; 0: nobody holds it), joined by
+-- NUL.
+local patterns = nil
+local published = 0
+
+local function prefix_publish(key, st, left, joined, ended)
+  if live_channel and string.byte(live_channel, -1) == 125 then return end
+  if patterns == nil then patterns = redis.call('PUBSUB', 'NUMPAT') end
+  if patterns == 0 then return end
+  local change = joined and (left and 'changed' or 'granted') or
+                 (st.loud and 'forced' or (ended and 'released' or 'expired'))
+  published = published + 1
+  local first_end = 0 -- the earliest lease end: when the gateway looks again
+  for _, h in pairs(st.holders) do
+    if first_end == 0 or h.exp < first_end then first_end = h.exp end
+  end
+  if first_end > 0 then first_end = first_end - now - 1 end
+  publish_change(key, int(now_us) .. '-' .. published .. '\0' .. change .. '\0' ..
+                 table.concat(state_fields(st, false), '\0') .. '\0' .. int(first_end))
+end
+
 -- Announces what changed since load() (or the last call), by the rule
 -- above; called by save_ttl, so every script that writes a hash keeps it.
 local function announce_changes(key, st)
-  local left, joined = st.freed, false
+  local left, joined, ended = st.freed, false, false
   for t in pairs(st.before) do
-    if not st.holders[t] then left = true end
+    if not st.holders[t] then left, ended = true, true end
   end
   for t in pairs(st.holders) do
     if not st.before[t] then joined = true end
@@ -366,6 +413,7 @@ local function announce_changes(key, st)
     announce(key)
   end
   if (left or joined) and st.lg > now then log_change(key, st) end
+  if left or joined then prefix_publish(key, st, left, joined, ended) end
   st.before, st.freed = {}, false
   for t in pairs(st.holders) do st.before[t] = true end
 end
@@ -414,6 +462,12 @@ local function save_ttl(key, st, gone)
   if st.lastfence > 0 then
     if now > target then target = now end
     target = target + FENCE_KEEP_MS
+  elseif target > now then
+    -- No fence (a semaphore): the hash still outlives its last lease by
+    -- FOUND_MS, so that a read at that lease's end (a prefix stream's,
+    -- handlers/prefix_stream.c) finds it ended and announces it, rather
+    -- than finding nothing.
+    target = target + FOUND_MS
   end
   if target <= now then
     redis.call('DEL', key)

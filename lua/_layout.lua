@@ -7,6 +7,10 @@ local FENCE_KEEP_MS = 10000
 -- A release leaves the hash to expire by itself unless that is further off
 -- than this, when it shortens the expiry to FENCE_KEEP_MS (one PEXPIRE).
 local LINGER_MS = 60000
+-- A hash without a fence (a semaphore's) is kept this long after its last
+-- lease ends, so that the read at that end finds the ended lease
+-- (_holders.lua, save_ttl).
+local FOUND_MS = 5000
 -- Records written by versions before session-bound holds carried their
 -- session's lease (_holders.lua, "sessions"): such a holder's lease end is
 -- SESSION_EXP, far past any real time, so the fast paths leave it to
@@ -33,3 +37,11 @@ local function publish(channel, message)
   end
 end
 
+-- Publishes a change of holder of the name whose hash is key on the name's
+-- own channel, "<prefix>chg:<kind>:<name>", for prefix streams (its
+-- message and when it is sent: _holders.lua, "prefix streams").
+local function publish_change(key, message)
+  local p, k, n = string.match(key, '^(.*)(lock):{([^{]*)}$')
+  if not p then p, k, n = string.match(key, '^(.*)(sem):{([^{]*)}$') end
+  if p then redis.call('PUBLISH', p .. 'chg:' .. k .. ':' .. n, message) end
+end

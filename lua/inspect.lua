@@ -11,10 +11,10 @@
 --@include _clock.lua
 --@include _holders.lua
 local st = load(KEYS[1])
-if st.alive == 0 then
-  save_ttl(KEYS[1], st)
-  return {-1}
-end
+-- A lease found ended is a change like any (announced, logged, published
+-- for prefix streams: _holders.lua), also while others still hold it.
+if st.alive == 0 or st.freed then save_ttl(KEYS[1], st) end
+if st.alive == 0 then return {-1} end
 local first = st.holders[st.first]
 return {1, st.alive, first.count, st.maxfence, remaining(st.maxexp), first.owner,
         kind_code[st.mode], st.limit, first.key_id or '', index_of(st)}

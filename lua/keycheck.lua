@@ -11,7 +11,7 @@ local redis = (function(real)
   for _, k in ipairs(KEYS) do declared[k] = true end
   -- Commands that take no key, and those whose every argument is one.
   local keyless = {TIME = true, INFO = true, PUBLISH = true, SPUBLISH = true, PING = true,
-                   SCAN = true}
+                   SCAN = true, PUBSUB = true}
   local all = {DEL = true, EXISTS = true, UNLINK = true, MGET = true, TOUCH = true}
   local function check(cmd, ...)
     local c = string.upper(cmd)

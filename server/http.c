@@ -18,6 +18,7 @@
  * libmicrohttpd and its TCP then resets the connection (delivery.h). */
 #include "server/http.h"
 #include "server/accept.h"
+#include "server/answer_room.h"
 #include "server/mhd_errors.h"
 #include "server/body.h"
 #include "server/conns.h"
@@ -503,27 +504,76 @@ static int output_queued(struct MHD_Connection *conn) {
  * socket here, and the connection is closed and drained (drain.h).  Over
  * TLS the bytes would have to go through the session, so the connection
  * is only closed. */
+/* The head of an answer written past libmicrohttpd (status: e.g. "413
+ * Payload Too Large"), with Connection: close, into head; its length. */
+static int head_past_mhd(char *head, size_t cap, const char *status, const char *content_type,
+                         size_t len) {
+    return snprintf(head, cap,
+                    "HTTP/1.1 %s\r\nContent-Type: %s\r\n"
+                    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                    status, content_type, len);
+}
+
+/* Writes an answer to fd past libmicrohttpd; 1 when all of it went. */
+static int write_past_mhd(int fd, const char *status, const char *content_type, const char *body,
+                          size_t len) {
+    char head[256];
+    int n = head_past_mhd(head, sizeof head, status, content_type, len);
+    struct iovec iov[2] = {
+        {head,         (size_t)n},
+        {(char *)body, len      }
+    };
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+    return sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(n + len);
+}
+
 static enum MHD_Result too_large_midway(struct gw_request *req) {
     req->body_too_large = 1;
     dispatch_early(req);
     reply_problem(req, CODE_PAYLOAD_TOO_LARGE, "the body is over %d bytes", HTTP_BODY_MAX);
     int fd = http_client_fd(req);
     if (tls_enabled() || fd < 0) return MHD_NO;
-    char head[256];
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 413 Payload Too Large\r\nContent-Type: %s\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                     req->content_type, req->resp_len);
-    struct iovec iov[2] = {
-        {head,      (size_t)n    },
-        {req->resp, req->resp_len}
-    };
-    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
-    if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(n + req->resp_len)) {
+    if (write_past_mhd(fd, "413 Payload Too Large", req->content_type, req->resp, req->resp_len)) {
         req->sent = 1;
         req->drain = 1;
     }
     return MHD_NO;
+}
+
+/* libmicrohttpd said it could not write an answer's headers into what the
+ * request left of the connection's buffer (mhd_log), and is closing the
+ * connection: set on its thread, read by on_completed, which it calls
+ * next for that connection. */
+static _Thread_local int head_did_not_fit;
+
+/* The last resort when an answer's headers did not fit after all
+ * (answer_room's estimate fell short, or a pipelined request's bytes took
+ * the room): instead of a close without a word, the 431 goes to the
+ * socket past libmicrohttpd, and the connection is drained.  A grant in
+ * the unsent answer is given back as for any undelivered one.  Over TLS
+ * it goes through the connection's session, as one record (tls.h), and
+ * the connection is closed without a drain. */
+static void answer_head_did_not_fit(struct MHD_Connection *conn) {
+    static const char status[] = "431 Request Header Fields Too Large";
+    static const char type[] = "application/problem+json";
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return;
+    char *body = problem_body(CODE_HEADERS_TOO_LARGE, NULL,
+                              "the answer's headers do not fit what the request's line and "
+                              "headers left of the connection's buffer (--connection-memory-kib)");
+    size_t len = strlen(body);
+    if (tls_enabled()) {
+        char answer[1024];
+        int n = head_past_mhd(answer, sizeof answer, status, type, len);
+        if (n > 0 && (size_t)n + len <= sizeof answer) {
+            memcpy(answer + n, body, len);
+            tls_write_past_mhd(conn, answer, (size_t)n + len);
+        }
+    } else if (write_past_mhd(ci->connect_fd, status, type, body, len)) {
+        drain_start(ci->connect_fd);
+    }
+    free(body);
 }
 
 /* ---- answers that go on (http.h, http_stream_open) ------------------------------- */
@@ -700,6 +750,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req = request_new(conn, url);
         if (!req) return MHD_NO;
         *con_cls = req;
+        size_t left, need;
+        if (answer_room_short(conn, url, &left, &need)) {
+            /* Answered now, before any work: once handled, its answer's
+             * headers would not fit and libmicrohttpd would close the
+             * connection unanswered (answer_room.h).  A 431's own head is
+             * about 170 bytes; if even that does not fit, on_completed
+             * writes it (answer_head_did_not_fit). */
+            dispatch_early(req);
+            req->drain = 1; /* a body it sends is not read: an orderly close */
+            reply_header(req, "Connection", "close");
+            reply_problem(req, CODE_HEADERS_TOO_LARGE,
+                          "the request's line and headers leave %zu bytes of the connection's "
+                          "buffer (--connection-memory-kib) and its answer's headers need %zu",
+                          left, need);
+            return send_reply(req);
+        }
         struct header_scan h = {0};
         MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &h);
         char why[200];
@@ -795,6 +861,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     struct gw_request *req = *con_cls;
+    if (head_did_not_fit) {
+        head_did_not_fit = 0;
+        if (req && toe == MHD_REQUEST_TERMINATED_WITH_ERROR) answer_head_did_not_fit(conn);
+    }
     conn_phase(conn, CONN_NEXT); /* a kept-alive connection's next request */
     if (!req) return;
     *con_cls = NULL;
@@ -846,6 +916,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     if (strstr(buf, "Error accepting connection") || strstr(buf, "reached connection limit") ||
         strstr(buf, "resource limit"))
         not_accepted(buf);
+    else if (strstr(buf, "failed to create") && strstr(buf, "response header"))
+        head_did_not_fit = 1; /* connection.c, MHD_CONNECTION_START_REPLY */
     else
         log_debug("http: %s", buf);
 }
@@ -945,7 +1017,8 @@ static unsigned connection_limit(const struct gw_config *cfg) {
  * request line, headers and response headers.  A waiting request keeps its
  * pool, and the pool's first page is always written (the request is read
  * into it): at 16 KiB 10,000 waiters took 73 MiB, at 4 KiB 64
- * (bench/RESULTS.md); 4 KiB still holds request headers of ~3 KiB. */
+ * (bench/RESULTS.md); 4 KiB still holds request headers of ~3.2 KiB, with
+ * room kept for the answer's headers (answer_room.h). */
 static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct addrinfo *ai,
                                        unsigned limit) {
     unsigned flags =
@@ -956,6 +1029,7 @@ static struct MHD_Daemon *daemon_start(const struct gw_config *cfg, const struct
     peers_init(cfg->max_connections_per_ip);
     origin_init(cfg->cors_origins, cfg->ncors_origins);
     mhd_errors_init((unsigned)cfg->connection_memory_kib * 1024);
+    answer_room_init((size_t)cfg->connection_memory_kib * 1024);
     return MHD_start_daemon(
         flags, (uint16_t)cfg->listen_port, on_accept, &per_ip, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,

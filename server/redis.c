@@ -179,6 +179,7 @@ struct redis {
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
+    struct redis_pattern *patterns; /* kept besides the release channel (redis_patterns.inc) */
 };
 
 /* Cluster mode: each slot's release channel, the same for every instance
@@ -975,6 +976,8 @@ static void on_release_message(redisAsyncContext *ac, void *r, void *privdata) {
 
 static void cluster_sub_up(struct rconn *c);
 
+#include "server/redis_patterns.inc"
+
 static void sub_up(struct rconn *c) {
     if (self->cluster) {
         cluster_sub_up(c);
@@ -984,6 +987,7 @@ static void sub_up(struct rconn *c) {
     size_t lens[2] = {9, strlen(self->channel)};
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
     c->subscribed = 1;
+    patterns_up(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -1584,6 +1588,7 @@ void redis_fail_all(void) {
 void redis_free(struct redis *r) {
     free(r->slot_mark);
     free(r->slot_learning);
+    patterns_free(r);
     atomic_fetch_sub(&instances, 1);
     if (r->counted_up) atomic_fetch_sub(&instances_up, 1);
     free(r);

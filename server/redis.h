@@ -66,6 +66,19 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
 int redis_interest(const char *key, int on);
 void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
 
+/* Outside Redis Cluster: the calling worker's pub/sub connection to the
+ * first master keeps pattern PSUBSCRIBEd (again after each reconnection)
+ * until it is removed; on_message(arg, channel, payload) for each message,
+ * on_confirmed(arg) each time the subscription is (re)made (messages may
+ * have been missed before it).  On the worker's thread.  Returns -1 (and
+ * keeps nothing) in Redis Cluster mode, without a pub/sub connection, or
+ * when the pattern is kept already. */
+typedef void (*redis_pattern_fn)(void *arg, const char *channel, size_t channel_len,
+                                 const char *payload, size_t payload_len);
+int redis_pattern_add(const char *pattern, redis_pattern_fn on_message,
+                      void (*on_confirmed)(void *arg), void *arg);
+void redis_pattern_remove(const char *pattern);
+
 /* fn(arg) is called as each command connection of r is being made, after
  * its AUTH, SELECT, script loads and prelude are queued and before any
  * other command: what it sends goes out first on that connection (cluster

@@ -255,3 +255,11 @@ int tls_client_verified(struct MHD_Connection *conn) {
     if (gnutls_certificate_type_get(s) != GNUTLS_CRT_X509) return 0;
     return gnutls_certificate_verify_peers2(s, &status) == 0 && status == 0;
 }
+
+int tls_write_past_mhd(struct MHD_Connection *conn, const void *data, size_t len) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (!ci || !ci->tls_session) return 0;
+    gnutls_session_t s = (gnutls_session_t)ci->tls_session;
+    return gnutls_record_send(s, data, len) == (ssize_t)len;
+}

@@ -53,4 +53,9 @@ void tls_stop(void);
  * that chains to that CA, else 0.  Without it: always 1. */
 int tls_client_verified(struct MHD_Connection *conn);
 
+/* Writes data into conn's TLS session as one record, past libmicrohttpd
+ * (which then closes the connection without writing more): 1 when all of
+ * it went.  For an answer libmicrohttpd could not write (http.c). */
+int tls_write_past_mhd(struct MHD_Connection *conn, const void *data, size_t len);
+
 #endif

@@ -281,8 +281,13 @@ void waiters_run_due(int64_t now_ms) {
     while (self->heap_len > 0 && self->heap[0]->wake_ms <= now_ms) wake(self->heap[0], 0);
 }
 
+/* Due now rather than woken here: a waiter whose retry parks it again at
+ * once, without a Redis call (a stream's heartbeat timer), would be found
+ * in the heap again and woken for ever, the worker spinning.  Every waiter
+ * parked now is due (all keys 0: still a heap), and the due hook wakes
+ * each once at this turn's end; one parked again gets its new time. */
 void waiters_retry_all(void) {
-    while (self->heap_len > 0) wake(self->heap[0], 0);
+    for (size_t i = 0; i < self->heap_len; i++) self->heap[i]->wake_ms = 0;
 }
 
 /* Due now rather than woken here: waking may free others of the list

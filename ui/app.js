@@ -1,5 +1,5 @@
-// The status page: reads the gateway's own API (listings, force release,
-// /metrics) and nothing else.  No framework, no build step: this file is
+// The status page: reads the gateway's own API (listings and their prefix
+// streams, force release, /metrics) and nothing else.  No framework, no build step: this file is
 // embedded in the binary as it is (handlers/ui.c).
 "use strict";
 
@@ -220,10 +220,90 @@ async function loadMetrics() {
   last = now;
 }
 
+// ---- live: the prefix stream ---------------------------------------------------------
+
+// The held names follow GET /v1/KIND?prefix= as an event stream: each
+// change under the prefix re-reads the page shown (at most one read per
+// SOON_MS).  It is read with fetch, not EventSource, so that the key goes in
+// the Authorization header as on every other call.  When the stream drops
+// (the gateway restarts, the network cuts) it connects again after
+// RETRY_MS with Last-Event-ID, and re-reads the page, for what changed
+// meanwhile.  document.body.dataset.live says "on" or "off".
+const SOON_MS = 200, RETRY_MS = 1000;
+let live = null;
+let soon = null;
+
+function refreshSoon() {
+  if (soon) return;
+  soon = setTimeout(() => { soon = null; refreshHeld(); }, SOON_MS);
+}
+
+function setLive(on) {
+  document.body.dataset.live = on ? "on" : "off";
+  $("live").textContent = on ? "Live" : "Reconnecting\u2026";
+}
+
+// One SSE block: its id is kept for Last-Event-ID; a state or gap event
+// means the page may have changed.
+function onBlock(me, block) {
+  let changed = false;
+  for (const line of block.split("\n")) {
+    if (line.startsWith("id: ")) me.lastId = line.slice(4);
+    else if (line === "event: state" || line === "event: gap") changed = true;
+  }
+  if (changed) refreshSoon();
+}
+
+function startLive() {
+  if (live) live.ctl.abort();
+  const me = { ctl: new AbortController(), kind: state.kind, prefix: state.prefix, lastId: "" };
+  live = me;
+  (async () => {
+    let first = true;
+    while (live === me) {
+      try {
+        const headers = { Accept: "text/event-stream" };
+        const key = sessionStorage.getItem(KEY);
+        if (key) headers.Authorization = "Bearer " + key;
+        if (me.lastId) headers["Last-Event-ID"] = me.lastId;
+        const r = await fetch("/v1/" + me.kind + "?" + query({ prefix: me.prefix }),
+                              { headers, signal: me.ctl.signal });
+        if (r.status === 401) return; // the listing's own 401 asks for a key
+        if (!r.ok) throw new Error(await problem(r));
+        setLive(true);
+        if (!first) refreshSoon();
+        first = false;
+        const reader = r.body.getReader(), dec = new TextDecoder();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += dec.decode(value, { stream: true });
+          for (let i; (i = buf.indexOf("\n\n")) >= 0; buf = buf.slice(i + 2)) onBlock(me, buf.slice(0, i));
+        }
+      } catch (e) {
+        if (live !== me) return;
+      }
+      setLive(false);
+      await new Promise((r) => setTimeout(r, RETRY_MS));
+    }
+  })();
+}
+
 // ---- wiring --------------------------------------------------------------------------
 
 // One refresh at a time; one asked for meanwhile runs right after.
+// refreshHeld: the held names only (a change on the prefix stream).
 let busy = false, again = false;
+async function refreshHeld() {
+  try {
+    await loadHeld();
+    setStatus((state.note ? state.note + " " : "") + "Updated " + new Date().toLocaleTimeString() + ".");
+  } catch (e) {
+    setStatus("Cannot read the gateway: " + e.message, true);
+  }
+}
+
 async function refresh() {
   if (busy) {
     again = true;
@@ -252,6 +332,7 @@ $("filter").addEventListener("submit", (ev) => {
   state.cursors = [""];
   state.page = 0;
   state.note = "";
+  startLive();
   refresh();
 });
 $("next").addEventListener("click", () => {
@@ -266,8 +347,16 @@ $("auth").addEventListener("submit", (ev) => {
   sessionStorage.setItem(KEY, $("key").value);
   $("key").value = "";
   $("auth").hidden = true;
+  startLive();
   refresh();
 });
-// No refresh while the key prompt is open: each would be one more 401.
-setInterval(() => { if ($("auto").checked && !document.hidden && $("auth").hidden) refresh(); }, 2000);
+// The charts and id namespaces are sampled every 2 s (a rate needs
+// samples); the held names follow the prefix stream.  No refresh while the
+// key prompt is open: each would be one more 401.
+setInterval(() => {
+  if (!$("auto").checked || document.hidden || !$("auth").hidden) return;
+  Promise.all([loadIds(), loadMetrics()]).catch((e) => setStatus("Cannot read the gateway: " + e.message, true));
+}, 2000);
+setLive(false);
+startLive();
 refresh();

@@ -468,6 +468,69 @@ static void test_access_ids_listing_filtered(void) {
     CHECK_EQ_INT(l.status, 401);
 }
 
+/* A prefix stream (GET /v1/locks?prefix= as an event stream) shows only
+ * the names the key may read, as a listing does: ro (read on job-) sees
+ * job-ps's changes and not other-ps's; deny (deny on job-) the reverse. */
+static void test_access_prefix_stream_filtered(void) {
+    char cmd[768], file[2][160];
+    const char *auth[2] = {BEARER("ro", SECRET_RO), BEARER("deny", SECRET_DENY)};
+    pid_t pid[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(file[k], sizeof file[k], "%s/pfx-%d", dir, k);
+        snprintf(cmd, sizeof cmd,
+                 "exec curl -isN -H 'Accept: text/event-stream' -H 'Authorization: %s' "
+                 "'http://127.0.0.1:%d/v1/locks?prefix=' > %s 2>&1",
+                 auth[k], gw.port, file[k]);
+        pid[k] = h_spawn(cmd, NULL);
+    }
+    /* A stream's headers come once its first read set the prefix's mark. */
+    for (int k = 0; k < 2; k++) {
+        long long t0 = h_now_ms();
+        int up = 0;
+        while (!up && h_now_ms() - t0 < 5000) {
+            char head[512] = "";
+            FILE *f = fopen(file[k], "r");
+            size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
+            if (f) fclose(f);
+            head[n] = '\0';
+            up = strstr(head, "text/event-stream") != NULL;
+            if (!up) h_sleep_ms(5);
+            if (!up && h_now_ms() - t0 >= 5000) fprintf(stderr, "  stream %d: %s\n", k, head);
+        }
+        CHECK(up);
+    }
+    post_ok("/v1/locks/other-ps", "{\"ttl_ms\": 60000}", BEARER("other", SECRET_OTHER), 201);
+    post_ok("/v1/locks/job-ps", "{\"ttl_ms\": 60000}", BEARER("right", SECRET_RIGHT), 201);
+    post_ok("/v1/locks/zz-ps", "{\"ttl_ms\": 60000}", BEARER("deny", SECRET_DENY), 201);
+    /* zz-ps comes last: once a stream has it (or, for ro, once the
+     * others are logged), it has had every change before it. */
+    char buf[2][8192];
+    for (int k = 0; k < 2; k++) {
+        long long t0 = h_now_ms();
+        buf[k][0] = '\0';
+        while (h_now_ms() - t0 < 3000) {
+            FILE *f = fopen(file[k], "r");
+            size_t n = f ? fread(buf[k], 1, sizeof buf[k] - 1, f) : 0;
+            if (f) fclose(f);
+            buf[k][n] = '\0';
+            if (k == 1 ? strstr(buf[k], "\"zz-ps\"") != NULL : strstr(buf[k], "\"job-ps\"") != NULL)
+                break;
+            h_sleep_ms(5);
+        }
+    }
+    /* ro's stream: job-ps only (after zz-ps was logged, which ro may not read). */
+    CHECK(strstr(buf[0], "\"name\":\"job-ps\"") != NULL);
+    CHECK(strstr(buf[0], "other-ps") == NULL);
+    CHECK(strstr(buf[0], "zz-ps") == NULL);
+    CHECK(strstr(buf[1], "\"name\":\"other-ps\"") != NULL);
+    CHECK(strstr(buf[1], "\"name\":\"zz-ps\"") != NULL);
+    CHECK(strstr(buf[1], "job-ps") == NULL);
+    for (int k = 0; k < 2; k++) {
+        kill(pid[k], SIGKILL);
+        waitpid(pid[k], NULL, 0);
+    }
+}
+
 /* A key that may read nothing lists nothing: 200 and empty pages to the
  * end, not 403 (docs/security.md, openapi listLocks). */
 static void test_access_listing_with_no_read_grant(void) {
@@ -1047,6 +1110,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_access_semaphore_listing_filtered);
     RUN_SOME(test_access_ids_listing_filtered);
     RUN_SOME(test_access_listing_with_no_read_grant);
+    RUN_SOME(test_access_prefix_stream_filtered);
     RUN_SOME(test_access_semaphore_force);
     RUN_SOME(test_access_watch_refused_at_once);
     RUN_SOME(test_access_denial_metrics);

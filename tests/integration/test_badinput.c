@@ -496,6 +496,109 @@ static void test_connection_memory_least(void) {
     CHECK_EQ_INT(h_gw_stop(&small, 6000), 0);
 }
 
+/* Between "served" and libmicrohttpd's own 431 lay a band of request
+ * sizes that got no answer at all: the request fitted the connection's
+ * buffer, its answer's headers no longer did, and libmicrohttpd closed the
+ * connection (at 4 KiB: headers of 3,550 to 3,850 bytes for a plain
+ * acquire, from 3,550 for a stream hold).  Every answer kind -- a plain
+ * acquire and a stream hold, both with a listed Origin's CORS headers, a
+ * preflight, a redirect (Location), a refused Origin (403) and a missing
+ * key (401, WWW-Authenticate) -- is sent with an X-Pad header growing in
+ * steps of 50 bytes over the band and past it, at the least buffer (3 KiB)
+ * and the default (4 KiB): each must be answered, with its own status or
+ * 431 problem+json, and the gateways must serve on. */
+struct band_kind {
+    const char *name;   /* what it is, for failures */
+    int auth;           /* sent to the gateway with --auth-file */
+    const char *head;   /* "METHOD PATH-PREFIX" up to the request's number */
+    const char *fields; /* header fields before X-Pad */
+    const char *body;   /* NULL: no body */
+    const char *needle; /* read until this arrives (or the close) */
+    int want;           /* its status when served */
+};
+
+static const struct band_kind band_kinds[] = {
+    {"plain acquire",  0, "POST /v1/locks/band-plain-",  "Origin: http://app.example\r\n",       "{}",
+     "\x01",                                                                                                      201},
+    {"stream hold",    0, "POST /v1/locks/band-stream-",
+     "Origin: http://app.example\r\nAccept: text/event-stream\r\n",                              "{}", "event: ", 200},
+    {"preflight",      0, "OPTIONS /v1/locks/band-pre-",
+     "Origin: http://app.example\r\nAccess-Control-Request-Method: POST\r\n"
+     "Access-Control-Request-Headers: lock-token, content-type\r\n",                             NULL, "\x01",    204},
+    {"redirect",       0, "GET /ui?n=",                  "",                                     NULL, "\x01",    301},
+    {"refused origin", 0, "POST /v1/locks/band-origin-", "Origin: http://elsewhere.example\r\n",
+     "{}",                                                                                             "\x01",    403},
+    {"no key",         1, "POST /v1/locks/band-key-",    "Origin: http://app.example\r\n",       "{}", "\x01",    401},
+};
+
+/* One request of kind k with pad bytes of X-Pad on a new connection:
+ * 1 when it was answered as it should be, else 0 (said on stderr). */
+static int band_answered(int port, const struct band_kind *k, int kib, int pad) {
+    size_t cap = (size_t)pad + 1024;
+    char *req = malloc(cap), out[8192];
+    int o =
+        snprintf(req, cap, "%s%d-%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sX-Pad: ", k->head,
+                 kib, pad, k->fields);
+    memset(req + o, 'a', (size_t)pad);
+    o += pad;
+    if (k->body)
+        snprintf(req + o, cap - (size_t)o,
+                 "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(k->body), k->body);
+    else
+        snprintf(req + o, cap - (size_t)o, "\r\n\r\n");
+    read_until(port, req, k->needle, out, sizeof out, 3000);
+    free(req);
+    int status = strncmp(out, "HTTP/1.1 ", 9) == 0 ? atoi(out + 9) : 0;
+    int ok = status == k->want ||
+             (status == 431 && strstr(out, "Content-Type: application/problem+json") &&
+              strstr(out, "\"code\":\"headers_too_large\""));
+    if (!ok)
+        fprintf(stderr, "  %d KiB, %s, X-Pad of %d bytes: %s\n", kib, k->name, pad,
+                status ? "a wrong answer" : "no answer");
+    return ok ? (status == 431 ? 2 : 1) : 0;
+}
+
+static void test_header_band(void) {
+    char keys[] = "/tmp/lockgate-band-XXXXXX";
+    int kfd = mkstemp(keys);
+    CHECK(kfd >= 0 && write(kfd, "{\"keys\": []}\n", 13) == 13);
+    if (kfd >= 0) close(kfd);
+    static const int sizes[] = {3, 4};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int kib = sizes[s];
+        struct h_gw g[2] = {{0}};
+        char flags[256];
+        snprintf(flags, sizeof flags, "--connection-memory-kib %d --cors-origin http://app.example",
+                 kib);
+        int up = h_gw_start(&g[0], &redis, flags) == 0;
+        snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " --auth-file %s", keys);
+        up = up && h_gw_start(&g[1], &redis, flags) == 0;
+        CHECK(up);
+        for (size_t i = 0; up && i < sizeof band_kinds / sizeof band_kinds[0]; i++) {
+            const struct band_kind *k = &band_kinds[i];
+            int served = 0, refused = 0, missed = 0;
+            /* from 1,400 bytes under the buffer (served) to past it (431) */
+            for (int pad = kib * 1024 - 1400; pad <= kib * 1024; pad += 50) {
+                int a = band_answered(g[k->auth].port, k, kib, pad);
+                served += a == 1;
+                refused += a == 2;
+                missed += a == 0;
+            }
+            CHECK_EQ_INT(missed, 0);
+            CHECK(served > 0);  /* the sweep starts where it is served */
+            CHECK(refused > 0); /* and ends where it is not */
+        }
+        for (int i = 0; i < 2; i++) {
+            struct h_resp ok = h_http("GET", g[i].port, "/healthz", NULL, NULL, NULL);
+            CHECK_EQ_INT(ok.status, 200);
+            h_resp_free(&ok);
+            CHECK_EQ_INT(h_gw_stop(&g[i], 6000), 0);
+        }
+    }
+    unlink(keys);
+}
+
 static void test_many_tiny_headers(void) {
     char *req = malloc(10000 * 16 + 200);
     int o = sprintf(req, "GET /nope HTTP/1.1\r\nHost: t\r\n");
@@ -1122,7 +1225,8 @@ static void dump_log_tail(void) {
     if (system(cmd)) {}
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_filter(argc > 1 ? argv[1] : NULL);
     /* A free port may be taken by another test's process before the
      * server binds it: up to three tries on fresh ports. */
     int up = 0;
@@ -1136,33 +1240,34 @@ int main(void) {
     }
     if (!up) return 2;
     long long t0 = h_now_ms();
-    RUN(test_garbage_bytes);
-    RUN(test_request_line_without_version);
-    RUN(test_unsupported_version);
-    RUN(test_absurd_method);
-    RUN(test_huge_header);
-    RUN(test_connection_memory);
-    RUN(test_connection_memory_least);
-    RUN(test_many_tiny_headers);
-    RUN(test_negative_content_length);
-    RUN(test_enormous_content_length);
-    RUN(test_content_length_leading_zeros);
-    RUN(test_content_length_longer_than_body);
-    RUN(test_chunked);
-    RUN(test_body_nul_bytes);
-    RUN(test_body_nul_bytes_strict);
-    RUN(test_escaped_nul_in_string);
-    RUN(test_invalid_utf8);
-    RUN(test_deep_nesting);
-    RUN(test_huge_numbers);
-    RUN(test_duplicate_keys);
-    RUN(test_huge_lock_token);
-    RUN(test_names_in_path);
-    RUN(test_conflicting_content_length);
-    RUN(test_http10);
-    RUN(test_pipelined);
-    RUN(test_slowloris);
-    RUN(test_client_gone);
+    RUN_SOME(test_garbage_bytes);
+    RUN_SOME(test_request_line_without_version);
+    RUN_SOME(test_unsupported_version);
+    RUN_SOME(test_absurd_method);
+    RUN_SOME(test_huge_header);
+    RUN_SOME(test_connection_memory);
+    RUN_SOME(test_connection_memory_least);
+    RUN_SOME(test_header_band);
+    RUN_SOME(test_many_tiny_headers);
+    RUN_SOME(test_negative_content_length);
+    RUN_SOME(test_enormous_content_length);
+    RUN_SOME(test_content_length_leading_zeros);
+    RUN_SOME(test_content_length_longer_than_body);
+    RUN_SOME(test_chunked);
+    RUN_SOME(test_body_nul_bytes);
+    RUN_SOME(test_body_nul_bytes_strict);
+    RUN_SOME(test_escaped_nul_in_string);
+    RUN_SOME(test_invalid_utf8);
+    RUN_SOME(test_deep_nesting);
+    RUN_SOME(test_huge_numbers);
+    RUN_SOME(test_duplicate_keys);
+    RUN_SOME(test_huge_lock_token);
+    RUN_SOME(test_names_in_path);
+    RUN_SOME(test_conflicting_content_length);
+    RUN_SOME(test_http10);
+    RUN_SOME(test_pipelined);
+    RUN_SOME(test_slowloris);
+    RUN_SOME(test_client_gone);
 
     /* The process lived through all of it, and stops cleanly. */
     check_cur_failed = 0;

@@ -5,7 +5,11 @@
 // stops.  On the open gateway it acquires locks itself and checks that the
 // page lists them with their owners and the id namespaces; that a lock
 // acquired over HTTP from node after the page loaded appears without a
-// reload; that a held lock with two queued fair waiters shows its holder
+// reload; that the held names follow the prefix stream, not polling (with
+// the 2 s sampling off, a lock taken and released shows within 1.5 s),
+// and that when the gateway restarts the page says it is reconnecting,
+// connects again by itself and follows changes again; that a held lock
+// with two queued fair waiters shows its holder
 // (owner, fence, lease left) and the count 2; that states are words and
 // marks (every cell of a row has text, the force button a mark, columns
 // named, the error status a sign, on a phone each value labelled); the
@@ -152,8 +156,9 @@ async function main() {
   start("redis-server", ["--port", String(rport), "--bind", "127.0.0.1", "--save", "",
                          "--dir", dir], path.join(dir, "redis.log"));
   await waitPort(rport, 10000);
-  start(path.join(ROOT, BUILD, "lockgate"), ["--listen", "127.0.0.1:" + gport,
-        "--redis", "redis://127.0.0.1:" + rport, "--cors-origin", good], path.join(dir, "gw.log"));
+  const gwArgs = ["--listen", "127.0.0.1:" + gport, "--redis", "redis://127.0.0.1:" + rport,
+                  "--cors-origin", good];
+  let gw = start(path.join(ROOT, BUILD, "lockgate"), gwArgs, path.join(dir, "gw.log"));
   // A second gateway on the same Redis with access control on: one key
   // that may write locks under "ui." and read the rest the page needs.
   const op = keygen("ui-op", ["locks:ui.:write", "semaphores:ui.:read", "ids::read", "ops::read"]);
@@ -203,6 +208,39 @@ async function main() {
     const late = await page.waitForSelector('#held tr[data-name="ui.late"]', { timeout: 10000 }).catch(() => null);
     check(late && (await page.evaluate(() => window.uiTestMark)) === 1,
           "it appears on the page without a reload");
+
+    // Live, not polled: the held names follow the prefix stream.  With the
+    // 2 s sampling off, a lock taken and one released show within 1.5 s.
+    await page.waitForSelector('body[data-live="on"]', { timeout: 5000 }).catch(() => {});
+    check((await page.getAttribute("body", "data-live")) === "on", "the page's prefix stream is live");
+    await page.uncheck("#auto");
+    let t0 = Date.now();
+    const lv = await api(base, "POST", "/v1/locks/ui.live", { ttl_ms: 120000, owner: "ui-test live" });
+    const liveRow = await page.waitForSelector('#held tr[data-name="ui.live"]', { timeout: 1500 }).catch(() => null);
+    check(liveRow !== null, "with sampling off, a new lock shows from the stream (" + (Date.now() - t0) + " ms)");
+    t0 = Date.now();
+    await fetch(base + "/v1/locks/ui.live", { method: "DELETE", headers: { "Lock-Token": lv.token } });
+    const goneRow = await page.waitForFunction(() => !document.querySelector('#held tr[data-name="ui.live"]'),
+                                               null, { timeout: 1500 }).catch(() => null);
+    check(goneRow !== null, "and its release takes it off (" + (Date.now() - t0) + " ms)");
+
+    // The gateway restarts: the page says so, connects again by itself
+    // and follows changes again (sampling still off).
+    gw.kill("SIGTERM");
+    await new Promise((r) => (gw.exitCode !== null ? r() : gw.on("exit", r)));
+    await page.waitForSelector('body[data-live="off"]', { timeout: 5000 }).catch(() => {});
+    check((await page.textContent("#live")).startsWith("Reconnecting"), "a gateway gone: the page says it is reconnecting");
+    gw = start(path.join(ROOT, BUILD, "lockgate"), gwArgs, path.join(dir, "gw-2.log"));
+    await waitPort(gport, 10000);
+    t0 = Date.now();
+    await page.waitForSelector('body[data-live="on"]', { timeout: 10000 }).catch(() => {});
+    check((await page.getAttribute("body", "data-live")) === "on",
+          "after the gateway's restart the stream is live again (" + (Date.now() - t0) + " ms)");
+    t0 = Date.now();
+    await api(base, "POST", "/v1/locks/ui.after-restart", { ttl_ms: 120000, owner: "ui-test restart" });
+    const again = await page.waitForSelector('#held tr[data-name="ui.after-restart"]', { timeout: 1500 }).catch(() => null);
+    check(again !== null, "and a lock taken then shows from the stream (" + (Date.now() - t0) + " ms)");
+    await page.check("#auto");
 
     // Holders and waiters: a held lock with two fair waiters queued behind it.
     check((await api(base, "POST", "/v1/locks/ui.queue", { ttl_ms: 120000, owner: "ui-test holder" })).status === 201,
