@@ -80,7 +80,8 @@ static const char *const counter_names[M_COUNTER_COUNT][2] = {
                          "Of those, not settled before the lease ended"                                  },
     [M_REDIS_DATA_LOST] = {"lockgate_redis_data_lost_total",
                          "Redis masters found to have lost their data"                                   },
-    [M_REDIS_HOLDOFF_LEARNT] = {"lockgate_redis_holdoff_learnt_total",
+    [M_REDIS_HOLDOFF_LEARNT] =
+        {"lockgate_redis_holdoff_learnt_total",
                          "Data-loss hold-offs learnt from Redis (<prefix>holdoff), not noticed here"     },
     [M_ORIGIN_REFUSED] = {"lockgate_origin_refused_total",
                          "Requests refused for their Origin (a page of another site)"                    },

@@ -18,8 +18,11 @@
  *      are refused at once, whether their slot's marker was learnt (the
  *      script refuses) or not (the learning reads the master's marker and
  *      finds it changed); the other masters' names are granted; a gateway
- *      started after a FLUSHALL learns afresh and then catches the next one
- *      at once too. */
+ *      started after a FLUSHALL that a running one noticed learns the
+ *      hold-off from Redis, and then catches the next one at once too;
+ *   4. one Redis: the hold-off outlives the gateway that noticed it (it is
+ *      kept in Redis, <prefix>holdoff): a gateway started after the loss,
+ *      and the noticing one restarted, refuse until the same end. */
 #include "tests/check.h"
 #include "tests/integration/harness.h"
 
@@ -180,8 +183,9 @@ static void test_holdoff_outlives_gateways(void) {
     } else {
         CHECK(wait_log(&b, LEARNT, 3000));
         long st = ask(&b, "POST", "/v1/locks/ho", body, code, sizeof code);
-        fprintf(stderr, "  a gateway started after the loss: %ld %s, %lld ms after it was noticed\n",
-                st, code, h_now_ms() - noticed);
+        fprintf(stderr,
+                "  a gateway started after the loss: %ld %s, %lld ms after it was noticed\n", st,
+                code, h_now_ms() - noticed);
         CHECK_EQ_INT(st, 503);
         CHECK_EQ_STR(code, "redis_data_lost");
         CHECK(readyz_names_loss(&b));
@@ -212,9 +216,9 @@ static void test_holdoff_outlives_gateways(void) {
         fprintf(stderr, "  gateway %c ready again %lld ms after the loss was noticed\n",
                 i ? 'B' : 'A', over);
         CHECK(over >= 2000 - 50);
-        CHECK_EQ_INT(ask(gw[i], "POST", i ? "/v1/locks/ho" : "/v1/locks/ho-a", body, code,
-                         sizeof code),
-                     201);
+        CHECK_EQ_INT(
+            ask(gw[i], "POST", i ? "/v1/locks/ho" : "/v1/locks/ho-a", body, code, sizeof code),
+            201);
     }
     CHECK(wait_redis(&r, "EXISTS lockgate:holdoff", "0", 1000));
     if (a.pid > 0) CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
@@ -283,6 +287,25 @@ static void test_flushall_quorum(void) {
         flush_then_ask(&g, m, 2, "/v1/locks/fq", "{\"ttl_ms\":1000}", 2);
         CHECK(hold_off_over(&g));
         flush_then_ask(&g, m, 2, "/v1/locks", "{\"names\":[\"fq-a\",\"fq-b\"],\"ttl_ms\":1000}", 4);
+        /* A gateway started now learns both masters' hold-offs from Redis
+         * (without them the two flushed masters make a quorum for it). */
+        struct h_gw b = {0};
+        if (h_gw_up(&b, &m[0], flags) < 0) {
+            CHECK(!"second gateway did not start");
+        } else {
+            for (long long end = h_now_ms() + 3000; h_log_count(&b, LEARNT) < 2 && h_now_ms() < end;
+                 h_sleep_ms(10))
+                continue;
+            CHECK_EQ_INT(h_log_count(&b, LEARNT), 2);
+            char code[48];
+            CHECK_EQ_INT(
+                ask(&b, "POST", "/v1/locks/fq-new", "{\"ttl_ms\":1000}", code, sizeof code), 503);
+            CHECK_EQ_STR(code, "redis_data_lost");
+            CHECK(hold_off_over(&b));
+            CHECK_EQ_INT(
+                ask(&b, "POST", "/v1/locks/fq-new", "{\"ttl_ms\":1000}", code, sizeof code), 201);
+            CHECK_EQ_INT(h_gw_stop(&b, 6000), 0);
+        }
         CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
     }
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
