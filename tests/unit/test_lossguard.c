@@ -21,6 +21,45 @@ static long long losses(void) {
     return n;
 }
 
+/* lockgate_redis_holdoff_learnt_total. */
+static long long learnt(void) {
+    size_t len;
+    char *text = metrics_render(&len);
+    const char *key = "\nlockgate_redis_holdoff_learnt_total ";
+    const char *p = strstr(text, key);
+    long long n = p ? atoll(p + strlen(key)) : -1;
+    free(text);
+    return n;
+}
+
+/* A hold-off read from Redis (<prefix>holdoff) on a master this process
+ * never saw lose anything: held off for what Redis says is left, counted
+ * once; read again while held: the later end kept, not counted again; a
+ * loss noticed here later (another marker) is a loss of its own. */
+static void test_learnt_hold_off(void) {
+    lossguard_init(60000, LOSSGUARD_ALL, 1, 1);
+    long long n0 = learnt(), l0 = losses();
+    int64_t left = 0;
+    CHECK_EQ_INT(lossguard_master_refusing("h", 9, NULL), 0);
+    lossguard_learn("h", 9, "m5", 30000);
+    CHECK_EQ_INT(lossguard_refusing(NULL), 1);
+    CHECK_EQ_INT(lossguard_master_refusing("h", 9, &left), 1);
+    CHECK(left > 29000 && left <= 30000);
+    CHECK_EQ_INT(learnt() - n0, 1);
+    lossguard_learn("h", 9, "m5", 40000); /* another gateway's longer --max-lease-ms */
+    CHECK_EQ_INT(lossguard_master_refusing("h", 9, &left), 1);
+    CHECK(left > 39000 && left <= 40000);
+    lossguard_learn("h", 9, "m5", 1000); /* never shortened */
+    CHECK_EQ_INT(lossguard_master_refusing("h", 9, &left), 1);
+    CHECK(left > 39000);
+    CHECK_EQ_INT(learnt() - n0, 1);
+    CHECK_EQ_INT(losses() - l0, 0);
+    struct lossguard_seen a = {0};
+    CHECK_EQ_INT(lossguard_note(&a, "h", 9, "m5"), 0); /* first read: the marker learnt with it */
+    CHECK_EQ_INT(lossguard_note(&a, "h", 9, "m6"), 1); /* a new loss */
+    CHECK_EQ_INT(losses() - l0, 1);
+}
+
 static void test_one_master_by_value(void) {
     lossguard_init(60000, LOSSGUARD_ALL, 1, 1);
     struct lossguard_seen a = {0}, b = {0};
@@ -73,5 +112,6 @@ int main(void) {
     RUN(test_one_master_by_value);
     RUN(test_cluster_slot_then_master);
     RUN(test_cluster_master_then_slot);
+    RUN(test_learnt_hold_off);
     return check_summary("lossguard");
 }
