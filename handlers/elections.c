@@ -133,12 +133,6 @@ static long long first_int(const struct redis_result *res) {
                : -100;
 }
 
-static long long int_at(const struct redis_result *res, size_t i) {
-    const redisReply *r = res->reply;
-    return r->elements > i && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
-                                                                         : 0;
-}
-
 static void reply_not_leader(struct gw_request *req, long long verdict) {
     if (verdict == VERDICT_NOT_OWNER)
         reply_problem(req, CODE_NOT_OWNER, "election '%s' is led, but not by this token",
@@ -163,7 +157,7 @@ static void proclaimed(void *arg, const struct redis_result *res) {
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", shown(req));
-    add_leader(o, (const char *)req->ctx, int_at(res, 1));
+    add_leader(o, (const char *)req->ctx, redis_reply_int(REDIS_ANSWER(res), 1, 0));
     reply_json(req, 200, o);
 }
 
@@ -301,9 +295,9 @@ static struct leader_state read_state(const struct redis_result *res) {
     struct leader_state s = {.verdict = first_int(res), .value = ""};
     if (s.verdict != 1) return s;
     const redisReply *r = res->reply;
-    s.term = int_at(res, 3);
-    s.left_ms = int_at(res, 4);
-    s.index = int_at(res, 9);
+    s.term = redis_reply_int(REDIS_ANSWER(res), 3, 0);
+    s.left_ms = redis_reply_int(REDIS_ANSWER(res), 4, 0);
+    s.index = redis_reply_int(REDIS_ANSWER(res), 9, 0);
     if (r->elements > 5 && r->element[5]->type == REDIS_REPLY_STRING) {
         s.value = r->element[5]->str;
         s.value_len = r->element[5]->len;

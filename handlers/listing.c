@@ -136,47 +136,41 @@ static void add_time(cJSON *o, const char *key, long long ms) {
     cJSON_AddStringToObject(o, key, buf);
 }
 
-static long long int_at(const redisReply *r, size_t i) {
-    return i < r->elements && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
-                                                                         : 0;
-}
-static const char *str_at(const redisReply *r, size_t i) {
-    return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : "";
-}
-
 /* One held name: {name, kind, limit, queued, 7 values a holder...}:
  * owner, key id, fence, count, ms left, renewed at, acquired at (ms; 0
  * for a permit granted before permits kept their grant time). */
 static cJSON *hold_entry(const redisReply *e, int semaphore) {
     static const char *const modes[] = {"exclusive", "exclusive", "shared", "permit"};
-    long long kind = int_at(e, 1);
+    long long kind = redis_reply_int(e, 1, 0);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", str_at(e, 0));
+    cJSON_AddStringToObject(o, "name", redis_reply_str(e, 0));
     if (semaphore)
-        json_add_int(o, "limit", int_at(e, 2));
+        json_add_int(o, "limit", redis_reply_int(e, 2, 0));
     else
         cJSON_AddStringToObject(o, "mode", modes[kind >= 1 && kind <= 3 ? kind : 1]);
     cJSON *holders = cJSON_AddArrayToObject(o, "holders");
     for (size_t i = 4; i + 7 <= e->elements; i += 7) {
         cJSON *h = cJSON_CreateObject();
-        if (*str_at(e, i)) cJSON_AddStringToObject(h, "owner", str_at(e, i));
-        if (*str_at(e, i + 1)) cJSON_AddStringToObject(h, "key_id", str_at(e, i + 1));
-        if (!semaphore) json_add_int(h, "fence", int_at(e, i + 2));
-        json_add_int(h, "count", int_at(e, i + 3));
-        json_add_int(h, "ttl_ms", int_at(e, i + 4));
-        if (int_at(e, i + 6) > 0) add_time(h, "acquired_at", int_at(e, i + 6));
-        add_time(h, "renewed_at", int_at(e, i + 5));
+        if (*redis_reply_str(e, i)) cJSON_AddStringToObject(h, "owner", redis_reply_str(e, i));
+        if (*redis_reply_str(e, i + 1))
+            cJSON_AddStringToObject(h, "key_id", redis_reply_str(e, i + 1));
+        if (!semaphore) json_add_int(h, "fence", redis_reply_int(e, i + 2, 0));
+        json_add_int(h, "count", redis_reply_int(e, i + 3, 0));
+        json_add_int(h, "ttl_ms", redis_reply_int(e, i + 4, 0));
+        if (redis_reply_int(e, i + 6, 0) > 0)
+            add_time(h, "acquired_at", redis_reply_int(e, i + 6, 0));
+        add_time(h, "renewed_at", redis_reply_int(e, i + 5, 0));
         cJSON_AddItemToArray(holders, h);
     }
-    json_add_int(o, "fair_waiters", int_at(e, 3));
+    json_add_int(o, "fair_waiters", redis_reply_int(e, 3, 0));
     return o;
 }
 
 static cJSON *id_entry(const redisReply *e) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "namespace", str_at(e, 0));
-    add_time(o, "last_used_at", (handlers_config()->id_epoch + int_at(e, 1)) * 1000);
-    json_add_int(o, "last_sequence", int_at(e, 2));
+    cJSON_AddStringToObject(o, "namespace", redis_reply_str(e, 0));
+    add_time(o, "last_used_at", (handlers_config()->id_epoch + redis_reply_int(e, 1, 0)) * 1000);
+    json_add_int(o, "last_sequence", redis_reply_int(e, 2, 0));
     return o;
 }
 

@@ -186,12 +186,7 @@ static cJSON *event_json(const struct event *e, int semaphore, char id[ID_MAX]) 
 static void write_event(struct gw_request *req, const char *id, const char *name, cJSON *data) {
     char *json = alloc_check(cJSON_PrintUnformatted(data));
     cJSON_Delete(data);
-    char head[96];
-    int n = id ? snprintf(head, sizeof head, "id: %s\nevent: %s\ndata: ", id, name)
-               : snprintf(head, sizeof head, "event: %s\ndata: ", name);
-    http_stream_write(req, head, (size_t)n);
-    http_stream_write(req, json, strlen(json));
-    http_stream_write(req, "\n\n", 2);
+    http_stream_event(req, id, name, json);
     free(json);
 }
 
@@ -211,36 +206,28 @@ struct listing_call {
     char pattern[PAT_MAX];
 };
 
-static long long int_at(const redisReply *r, size_t i) {
-    return i < r->elements && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
-                                                                         : 0;
-}
-static const char *str_at(const redisReply *r, size_t i) {
-    return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : "";
-}
-
 /* list.lua's entry {name, kind, limit, queued, 7 a holder: owner, key_id,
  * fence, count, ttl_ms, ...} as GET's body (hold_state_json's fields). */
 static cJSON *listed_json(const redisReply *e, int semaphore) {
     static const char *const modes[] = {"exclusive", "exclusive", "shared", "permit"};
-    long long kind = int_at(e, 1), holders = 0, fence = 0, ttl = 0, count = 0, low = -1;
+    long long kind = redis_reply_int(e, 1, 0), holders = 0, fence = 0, ttl = 0, count = 0, low = -1;
     const char *owner = "", *key_id = "";
     for (size_t i = 4; i + 7 <= e->elements; i += 7) {
         holders++;
-        long long hf = int_at(e, i + 2);
+        long long hf = redis_reply_int(e, i + 2, 0);
         if (hf > fence) fence = hf;
-        if (int_at(e, i + 4) > ttl) ttl = int_at(e, i + 4);
+        if (redis_reply_int(e, i + 4, 0) > ttl) ttl = redis_reply_int(e, i + 4, 0);
         if (low < 0 || hf < low) {
             low = hf;
-            count = int_at(e, i + 3);
-            owner = str_at(e, i);
-            key_id = str_at(e, i + 1);
+            count = redis_reply_int(e, i + 3, 0);
+            owner = redis_reply_str(e, i);
+            key_id = redis_reply_str(e, i + 1);
         }
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", str_at(e, 0));
+    cJSON_AddStringToObject(o, "name", redis_reply_str(e, 0));
     if (semaphore) {
-        json_add_int(o, "limit", int_at(e, 2));
+        json_add_int(o, "limit", redis_reply_int(e, 2, 0));
         json_add_int(o, "holders", holders);
         json_add_int(o, "ttl_ms", ttl);
     } else {
@@ -277,7 +264,7 @@ static void listing_done(void *arg, const struct redis_result *res) {
     for (size_t i = 1; i < r->elements; i++) {
         const redisReply *e = r->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 4) continue;
-        const char *name = str_at(e, 0);
+        const char *name = redis_reply_str(e, 0);
         if (!access_may(ps->req, sem ? AUTH_SEMAPHORES : AUTH_LOCKS, name, AUTH_READ)) continue;
         cJSON *o = listed_json(e, sem);
         cJSON_AddStringToObject(o, "change", "current");

@@ -73,12 +73,6 @@ static long long verdict_of(const struct redis_result *res) {
     return res->reply->element[0]->integer;
 }
 
-static long long int_at(const struct redis_result *res, size_t i) {
-    const redisReply *r = res->reply;
-    return r->elements > i && r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer
-                                                                         : 0;
-}
-
 /* Quorum mode: the answer that stands for all: one with verdict 1 when at
  * least `want` masters gave 1, else a -1 when a quorum answered, else a
  * failure (ok 0). */
@@ -277,11 +271,13 @@ static void renewed(struct gw_request *req, const struct redis_result *res,
     }
     /* Its holds' entries in their keys' ledgers move with it (quota_holds.h). */
     if (auth_holds_any())
-        quota_holds_session_then(req->token, int_at(res, 1) + quota_holds_margin_ms(), NULL, NULL);
+        quota_holds_session_then(req->token,
+                                 redis_reply_int(REDIS_ANSWER(res), 1, 0) + quota_holds_margin_ms(),
+                                 NULL, NULL);
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
-    json_add_int(o, "ttl_ms", int_at(res, 1));
-    sessions_fan(req, all, n, 3, 'p', int_at(res, 1), o, renew_pushed);
+    json_add_int(o, "ttl_ms", redis_reply_int(REDIS_ANSWER(res), 1, 0));
+    sessions_fan(req, all, n, 3, 'p', redis_reply_int(REDIS_ANSWER(res), 1, 0), o, renew_pushed);
 }
 
 void sessions_renew(struct gw_request *req) {
@@ -362,9 +358,9 @@ static void read_done(struct gw_request *req, const struct redis_result *res,
     const redisReply *r = res->reply;
     cJSON *o = alloc_check(cJSON_CreateObject());
     cJSON_AddStringToObject(o, "token", req->token);
-    json_add_int(o, "ttl_ms", int_at(res, 1));
-    json_add_int(o, "ttl_left_ms", int_at(res, 4));
-    json_add_int(o, "lock_delay_ms", int_at(res, 2));
+    json_add_int(o, "ttl_ms", redis_reply_int(REDIS_ANSWER(res), 1, 0));
+    json_add_int(o, "ttl_left_ms", redis_reply_int(REDIS_ANSWER(res), 4, 0));
+    json_add_int(o, "lock_delay_ms", redis_reply_int(REDIS_ANSWER(res), 2, 0));
     if (r->elements > 3 && r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len > 0)
         cJSON_AddStringToObject(o, "owner", r->element[3]->str);
     sessions_fan(req, all, n, 5, 'c', 0, o, read_checked);

@@ -36,14 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long long int_at(const struct redis_result *res, size_t i) {
-    const redisReply *r = res->reply;
-    return res->ok && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
-                   r->element[i]->type == REDIS_REPLY_INTEGER
-               ? r->element[i]->integer
-               : 0;
-}
-
 static int verdict_ok(const struct redis_result *res) {
     return res->ok && res->reply->type == REDIS_REPLY_ARRAY && res->reply->elements >= 1 &&
            res->reply->element[0]->type == REDIS_REPLY_INTEGER;
@@ -104,7 +96,7 @@ static void acked(void *arg, const struct redis_result *res) {
 
 static void bound(void *arg, const struct redis_result *res) {
     struct session_acquire *sa = arg;
-    if (verdict_ok(res) && int_at(res, 0) == 1) {
+    if (verdict_ok(res) && redis_reply_int(REDIS_ANSWER(res), 0, 0) == 1) {
         if (!sa->hc->acks_wanted) {
             acquire_finish(sa, sa->verdict, NULL);
             return;
@@ -146,13 +138,14 @@ static void session_read(void *arg, const struct redis_result *res) {
         acquire_finish(sa, VERDICT_ERROR, res->ok ? "unexpected answer" : res->error);
         return;
     }
-    if (int_at(res, 0) != 1) {
+    if (redis_reply_int(REDIS_ANSWER(res), 0, 0) != 1) {
         acquire_finish(sa, VERDICT_SESSION_ENDED, NULL);
         return;
     }
     /* The lease is the session's time left, the lock-delay the longer of
      * the request's and the session's (as load() does in one slot). */
-    long long left = int_at(res, 1), sdelay = int_at(res, 2);
+    long long left = redis_reply_int(REDIS_ANSWER(res), 1, 0),
+              sdelay = redis_reply_int(REDIS_ANSWER(res), 2, 0);
     char ttl[24], delay[24];
     snprintf(ttl, sizeof ttl, "%lld", left);
     long long own = strtoll(sa->argv[AV_DELAY], NULL, 10);

@@ -45,25 +45,12 @@ static void stream_free(struct state_stream *s) {
     free(s);
 }
 
-static long long elem(const struct redis_result *res, size_t i) {
-    const redisReply *r = res && res->ok ? res->reply : NULL;
-    return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
-                   r->element[i]->type == REDIS_REPLY_INTEGER
-               ? r->element[i]->integer
-               : -100;
-}
-
 void state_stream_event(struct gw_request *req, const char *id, const char *name, cJSON *data) {
     if (!http_stream_opened(req))
         http_stream_open(req, gone, handlers_config()->stream_user_timeout_ms);
     char *json = alloc_check(cJSON_PrintUnformatted(data));
     cJSON_Delete(data);
-    char head[96];
-    int n = id ? snprintf(head, sizeof head, "id: %s\nevent: %s\ndata: ", id, name)
-               : snprintf(head, sizeof head, "event: %s\ndata: ", name);
-    http_stream_write(req, head, (size_t)n);
-    http_stream_write(req, json, strlen(json));
-    http_stream_write(req, "\n\n", 2);
+    http_stream_event(req, id, name, json);
     free(json);
 }
 
@@ -111,7 +98,8 @@ static void read_done(void *arg, const struct redis_result *res) {
         end(s);
         return;
     }
-    long long contiguous = elem(res, 0), left = elem(res, 1);
+    long long contiguous = redis_reply_int(REDIS_ANSWER(res), 0, -100),
+              left = redis_reply_int(REDIS_ANSWER(res), 1, -100);
     int64_t now = loop_now_ms();
     if (contiguous == -100 || left == -100) {
         if (!http_stream_opened(s->req)) {
@@ -161,7 +149,7 @@ static void read_done(void *arg, const struct redis_result *res) {
  * its current state follows. */
 static void read_all_done(void *arg, const struct redis_result *res, int n) {
     for (int i = 0; i < n; i++)
-        if (elem(&res[i], 0) != -100) {
+        if (redis_reply_int(REDIS_ANSWER(&res[i]), 0, -100) != -100) {
             read_done(arg, &res[i]);
             return;
         }

@@ -119,11 +119,7 @@ static void event(struct stream_hold *sh, const char *name, cJSON *data) {
     }
     char *json = alloc_check(cJSON_PrintUnformatted(data));
     cJSON_Delete(data);
-    char head[64];
-    int n = snprintf(head, sizeof head, "event: %s\ndata: ", name);
-    http_stream_write(sh->req, head, (size_t)n);
-    http_stream_write(sh->req, json, strlen(json));
-    http_stream_write(sh->req, "\n\n", 2);
+    http_stream_event(sh->req, NULL, name, json);
     free(json);
 }
 

@@ -701,6 +701,16 @@ void http_stream_write(struct gw_request *req, const char *data, size_t len) {
     stream_wake(req);
 }
 
+void http_stream_event(struct gw_request *req, const char *id, const char *event,
+                       const char *data) {
+    char head[160]; /* ids are at most 48 bytes, event names a word */
+    int n = id ? snprintf(head, sizeof head, "id: %.48s\nevent: %.32s\ndata: ", id, event)
+               : snprintf(head, sizeof head, "event: %.32s\ndata: ", event);
+    http_stream_write(req, head, (size_t)n);
+    http_stream_write(req, data, strlen(data));
+    http_stream_write(req, "\n\n", 2);
+}
+
 void http_stream_comment(struct gw_request *req) {
     struct gw_stream *st = req->stream;
     if (!st || st->ended || req->orphaned) return;

@@ -97,6 +97,9 @@ int http_client_gone(struct gw_request *req);
 void http_stream_open(struct gw_request *req, void (*on_gone)(struct gw_request *req),
                       int user_timeout_ms);
 void http_stream_write(struct gw_request *req, const char *data, size_t len);
+/* One Server-Sent Event: "id: ID" (when id is not NULL), "event: EVENT",
+ * "data: DATA" (one line: JSON printed unformatted), and the blank line. */
+void http_stream_event(struct gw_request *req, const char *id, const char *event, const char *data);
 /* http_stream_write(req, ":\n", 2), the comment line of a heartbeat, but
  * taking no memory while nothing else waits to be sent: written to every
  * idle stream at once, it would otherwise allocate a buffer per stream. */

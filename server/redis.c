@@ -1593,3 +1593,17 @@ void redis_free(struct redis *r) {
     if (r->counted_up) atomic_fetch_sub(&instances_up, 1);
     free(r);
 }
+
+long long redis_reply_int(const redisReply *r, size_t i, long long dflt) {
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
+                   r->element[i]->type == REDIS_REPLY_INTEGER
+               ? r->element[i]->integer
+               : dflt;
+}
+
+const char *redis_reply_str(const redisReply *r, size_t i) {
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements > i &&
+                   r->element[i]->type == REDIS_REPLY_STRING
+               ? r->element[i]->str
+               : "";
+}

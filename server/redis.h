@@ -37,6 +37,14 @@ struct redis_result {
 
 typedef void (*redis_cb)(void *arg, const struct redis_result *res);
 
+/* Element i of an array reply (r may be NULL): its integer, or dflt when r
+ * is not an array that long or the element is not an integer. */
+long long redis_reply_int(const struct redisReply *r, size_t i, long long dflt);
+/* Element i of an array reply: its string, or "" likewise. */
+const char *redis_reply_str(const struct redisReply *r, size_t i);
+/* The reply a callback got, or NULL when Redis did not answer. */
+#define REDIS_ANSWER(res) ((res) && (res)->ok ? (res)->reply : NULL)
+
 /* The settings every instance shares (kept by pointer); before any. */
 void redis_settings(const struct gw_config *cfg);
 

@@ -981,3 +981,95 @@ void h_timeshift_shim(char *out, size_t cap) {
     else
         snprintf(out, cap, "%s/%s/tests/timeshift.so", getenv("PWD") ? getenv("PWD") : ".", build);
 }
+
+static char out_dir[128];
+static char *out_buf;
+static size_t out_cap;
+
+void h_out_dir(const char *dir) { snprintf(out_dir, sizeof out_dir, "%s", dir); }
+
+const char *h_out_text(const char *out) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", out_dir, out);
+    size_t n = 0;
+    FILE *f = fopen(path, "r");
+    for (;;) {
+        if (n + 4096 > out_cap) { /* grows to hold the whole file */
+            out_cap = out_cap ? 2 * out_cap : 65536;
+            out_buf = realloc(out_buf, out_cap);
+            if (!out_buf) abort();
+        }
+        size_t got = f ? fread(out_buf + n, 1, out_cap - n - 1, f) : 0;
+        n += got;
+        if (got == 0) break;
+    }
+    if (f) fclose(f);
+    out_buf[n] = '\0';
+    return out_buf;
+}
+
+long long h_out_wait(const char *out, const char *needle, int timeout_ms) {
+    long long t0 = h_now_ms();
+    do {
+        if (strstr(h_out_text(out), needle)) return h_now_ms() - t0;
+        h_sleep_ms(2);
+    } while (h_now_ms() - t0 < timeout_ms);
+    return -1;
+}
+
+int h_out_count(const char *out, const char *needle) {
+    int c = 0;
+    for (const char *p = h_out_text(out); (p = strstr(p, needle)); p += strlen(needle)) c++;
+    return c;
+}
+
+int h_out_wait_count(const char *out, const char *needle, int n, int timeout_ms) {
+    long long t0 = h_now_ms();
+    while (h_out_count(out, needle) < n && h_now_ms() - t0 < timeout_ms) h_sleep_ms(3);
+    return h_out_count(out, needle);
+}
+
+int h_out_in_order(const char *out, const char *needles, size_t stride, int n) {
+    const char *p = h_out_text(out);
+    for (int i = 0; i < n; i++) {
+        const char *needle = needles + (size_t)i * stride;
+        const char *q = strstr(p, needle);
+        if (!q) {
+            fprintf(stderr, "    %s: not found in order: %s\n", out, needle);
+            return 0;
+        }
+        p = q + strlen(needle);
+    }
+    return 1;
+}
+
+void h_out_nth_id(const char *out, int n, char *id) {
+    const char *p = h_out_text(out);
+    id[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        p = strstr(p, "id: ");
+        if (!p) return;
+        p += 4;
+    }
+    size_t k = strcspn(p, "\n");
+    if (k > 47) k = 47;
+    memcpy(id, p, k);
+    id[k] = '\0';
+}
+
+void h_reap(pid_t pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+void h_out_leaders(const char *out, char *seen, size_t cap) {
+    const char *buf = h_out_text(out);
+    seen[0] = '\0';
+    for (const char *p = buf; (p = strstr(p, "event: leader\ndata: ")); p++) {
+        const char *v = strstr(p, "\"value\":\"");
+        if (!v) break;
+        v += 9;
+        size_t n = strcspn(v, "\"");
+        snprintf(seen + strlen(seen), cap - strlen(seen), "%s%.*s", seen[0] ? "," : "", (int)n, v);
+    }
+}

@@ -247,4 +247,27 @@ int h_wait_ready(int port, int timeout_ms);
 int h_log_count(struct h_gw *g, const char *needle);
 /* The lines of the file at path that contain needle (0 when it is missing). */
 int h_file_count(const char *path, const char *needle);
+
+/* Event streams read through curl -N, each one's output in a file named
+ * OUT under one directory (h_out_dir names it): what it holds so far, as
+ * text valid until the next h_out_* call (a missing file reads as ""). */
+void h_out_dir(const char *dir);
+const char *h_out_text(const char *out);
+/* Milliseconds until out contains needle, or -1 after timeout_ms. */
+long long h_out_wait(const char *out, const char *needle, int timeout_ms);
+/* How many times out contains needle. */
+int h_out_count(const char *out, const char *needle);
+/* Waits until out contains needle n times; how many times it does then. */
+int h_out_wait_count(const char *out, const char *needle, int n, int timeout_ms);
+/* Whether out holds the n needles in this order, each after the last; the
+ * needles are rows of stride bytes (char want[N][stride]).  The first one
+ * missing is printed. */
+int h_out_in_order(const char *out, const char *needles, size_t stride, int n);
+/* The value of out's n-th (from 1) "id: " line into id (48 bytes), or "". */
+void h_out_nth_id(const char *out, int n, char *id);
+/* An election observer's `event: leader` values in out, in order, joined
+ * by ',' into seen. */
+void h_out_leaders(const char *out, char *seen, size_t cap);
+/* kill -9 and wait: for the curl a test started with h_spawn. */
+void h_reap(pid_t pid);
 #endif

@@ -64,81 +64,9 @@ static pid_t sse(const char *method, int port, const char *path, const char *bod
     return h_spawn(cmd, NULL);
 }
 
-static void slurp(const char *out, char *buf, size_t cap) {
-    char file[128];
-    snprintf(file, sizeof file, "%s/%s", dir, out);
-    buf[0] = '\0';
-    FILE *f = fopen(file, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-}
-
-/* Milliseconds until out contains needle, or -1 after timeout_ms. */
-static long long wait_for(const char *out, const char *needle, int timeout_ms) {
-    static char buf[65536];
-    long long t0 = h_now_ms();
-    do {
-        slurp(out, buf, sizeof buf);
-        if (strstr(buf, needle)) return h_now_ms() - t0;
-        h_sleep_ms(2);
-    } while (h_now_ms() - t0 < timeout_ms);
-    return -1;
-}
-
-static int count_in(const char *out, const char *needle) {
-    static char buf[65536];
-    slurp(out, buf, sizeof buf);
-    int c = 0;
-    for (const char *p = buf; (p = strstr(p, needle)); p += strlen(needle)) c++;
-    return c;
-}
-
-/* Waits until out holds at least n of needle; how many it holds then. */
-static int wait_count(const char *out, const char *needle, int n, int timeout_ms) {
-    long long t0 = h_now_ms();
-    while (count_in(out, needle) < n && h_now_ms() - t0 < timeout_ms) h_sleep_ms(5);
-    return count_in(out, needle);
-}
-
-/* Whether out holds the needles in this order (each after the last). */
-static int in_order(const char *out, char needles[][96], int n) {
-    static char buf[65536];
-    slurp(out, buf, sizeof buf);
-    const char *p = buf;
-    for (int i = 0; i < n; i++) {
-        p = strstr(p, needles[i]);
-        if (!p) {
-            fprintf(stderr, "    not found in order: %s\n", needles[i]);
-            return 0;
-        }
-        p += strlen(needles[i]);
-    }
-    return 1;
-}
-
-/* The id of the n-th (from 1) "id: " line in out, or "" (id holds 48). */
-static void nth_id(const char *out, int n, char *id) {
-    static char buf[65536];
-    slurp(out, buf, sizeof buf);
-    id[0] = '\0';
-    const char *p = buf;
-    for (int i = 0; i < n; i++) {
-        p = strstr(p, "id: ");
-        if (!p) return;
-        p += 4;
-    }
-    size_t k = strcspn(p, "\n");
-    if (k > 47) k = 47;
-    memcpy(id, p, k);
-    id[k] = '\0';
-}
-
 /* The number after "key": in the first event named event in out, or 0. */
 static long long event_int(const char *out, const char *event, const char *key) {
-    static char buf[65536];
-    slurp(out, buf, sizeof buf);
+    const char *buf = h_out_text(out);
     const char *p = strstr(buf, event);
     char k[64];
     snprintf(k, sizeof k, "\"%s\":", key);
@@ -157,11 +85,6 @@ static long long wait_status(int port, const char *path, long want, int timeout_
         h_sleep_ms(5);
     } while (h_now_ms() - t0 < timeout_ms);
     return -1;
-}
-
-static void reap(pid_t pid) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
 }
 
 /* Shard channels the gateways subscribe to in the slots of the stream
@@ -206,13 +129,13 @@ static void test_kill_releases_across_masters(void) {
         snprintf(out_b, sizeof out_b, "kill-b-%d", m);
         pid_t a =
             sse("POST", ga.port, path, sem ? "{\"limit\":1}" : "{\"ttl_ms\":20000}", NULL, out_a);
-        CHECK(wait_for(out_a, "event: granted", 5000) >= 0);
+        CHECK(h_out_wait(out_a, "event: granted", 5000) >= 0);
         pid_t b = sse("POST", gb.port, path,
                       sem ? "{\"limit\":1,\"wait_ms\":30000}" : "{\"wait_ms\":30000}", NULL, out_b);
-        CHECK(wait_for(out_b, "event: waiting", 5000) >= 0);
+        CHECK(h_out_wait(out_b, "event: waiting", 5000) >= 0);
         long long t0 = h_now_ms();
-        reap(a);
-        long long t = wait_for(out_b, "event: granted", 5000);
+        h_reap(a);
+        long long t = h_out_wait(out_b, "event: granted", 5000);
         fprintf(stderr,
                 "    %s on master %d: kill -9 of the holder, B's stream granted after %lld ms\n",
                 name, m % 3, t < 0 ? -1 : h_now_ms() - t0);
@@ -220,7 +143,7 @@ static void test_kill_releases_across_masters(void) {
         if (!sem)
             CHECK(event_int(out_b, "event: granted", "fence") >
                   event_int(out_a, "event: granted", "fence"));
-        reap(b);
+        h_reap(b);
         CHECK(wait_status(ga.port, path, 404, 2000) >= 0); /* released once more */
     }
 }
@@ -240,7 +163,7 @@ static void test_renewal_and_lost(void) {
     }
     for (int m = 0; m < 3; m++) {
         snprintf(out, sizeof out, "renew-%d", m);
-        CHECK(wait_for(out, "event: granted", 5000) >= 0);
+        CHECK(h_out_wait(out, "event: granted", 5000) >= 0);
     }
     long long t0 = h_now_ms(), reads = 0;
     while (h_now_ms() - t0 < 2000) {
@@ -259,14 +182,14 @@ static void test_renewal_and_lost(void) {
     struct h_resp r = h_http("DELETE", gb.port, path, NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
-    long long t = wait_for("renew-1", "event: lost", 2000);
+    long long t = h_out_wait("renew-1", "event: lost", 2000);
     fprintf(stderr, "    forced release through B: event: lost on A after %lld ms\n", t);
     CHECK(t >= 0 && t < 1000);
     int status = 0;
     t0 = h_now_ms();
     while (waitpid(p[1], &status, WNOHANG) == 0 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
     CHECK(h_now_ms() - t0 < 2000); /* the stream ended: curl left by itself */
-    for (int m = 0; m < 3; m++) reap(p[m]);
+    for (int m = 0; m < 3; m++) h_reap(p[m]);
     for (int m = 0; m < 3; m++) {
         snprintf(path, sizeof path, "/v1/locks/%s", names[m]);
         CHECK(wait_status(gb.port, path, 404, 2000) >= 0);
@@ -287,7 +210,7 @@ static void test_gateway_killed(void) {
     name_on_master("gwdead", 1, name, sizeof name);
     snprintf(path, sizeof path, "/v1/locks/%s", name);
     pid_t a = sse("POST", gc.port, path, "{\"ttl_ms\":1500}", NULL, "gwdead");
-    CHECK(wait_for("gwdead", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("gwdead", "event: granted", 5000) >= 0);
     long long t0 = h_now_ms();
     h_gw_kill(&gc);
     struct h_resp r = h_http("POST", gb.port, path, NULL, "{\"wait_ms\":5000}", NULL);
@@ -296,7 +219,7 @@ static void test_gateway_killed(void) {
     CHECK_EQ_INT(r.status, 201);
     CHECK(t >= 900 && t <= 1900);
     h_resp_free(&r);
-    reap(a);
+    h_reap(a);
 }
 
 /* The gateway stops (SIGTERM): its stream holds are released at once, and
@@ -314,19 +237,19 @@ static void test_gateway_stopped(void) {
     name_on_master("gwstop", 2, name, sizeof name);
     snprintf(path, sizeof path, "/v1/locks/%s", name);
     pid_t a = sse("POST", gc.port, path, "{\"ttl_ms\":20000}", NULL, "gwstop-a");
-    CHECK(wait_for("gwstop-a", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("gwstop-a", "event: granted", 5000) >= 0);
     pid_t b = sse("POST", gb.port, path, "{\"wait_ms\":30000}", NULL, "gwstop-b");
-    CHECK(wait_for("gwstop-b", "event: waiting", 5000) >= 0);
+    CHECK(h_out_wait("gwstop-b", "event: waiting", 5000) >= 0);
     long long t0 = h_now_ms();
     CHECK_EQ_INT(h_gw_stop(&gc, 10000), 0);
-    long long t = wait_for("gwstop-b", "event: granted", 3000);
+    long long t = h_out_wait("gwstop-b", "event: granted", 3000);
     fprintf(stderr, "    gateway stopped (SIGTERM): B's stream granted after %lld ms\n",
             t < 0 ? -1 : h_now_ms() - t0);
     CHECK(t >= 0 && h_now_ms() - t0 < 2000);
-    CHECK(wait_for("gwstop-a", "event: lost", 10) >= 0);
-    CHECK(wait_for("gwstop-a", "shutting_down", 10) >= 0);
-    reap(a);
-    reap(b);
+    CHECK(h_out_wait("gwstop-a", "event: lost", 10) >= 0);
+    CHECK(h_out_wait("gwstop-a", "shutting_down", 10) >= 0);
+    h_reap(a);
+    h_reap(b);
 }
 
 /* ---- watch streams ----------------------------------------------------------------- */
@@ -353,7 +276,7 @@ static void test_watch_resume(void) {
     snprintf(path, sizeof path, "/v1/locks/%s", name);
     snprintf(free_state, sizeof free_state, "data: {\"name\":\"%s\",\"holders\":0}", name);
     pid_t a = sse("GET", gb.port, path, NULL, NULL, "watch-a");
-    CHECK(wait_for("watch-a", free_state, 5000) >= 0);
+    CHECK(h_out_wait("watch-a", free_state, 5000) >= 0);
     char want[21][96];
     long long fences[13];
     snprintf(want[0], sizeof want[0], "%s", free_state);
@@ -364,14 +287,14 @@ static void test_watch_resume(void) {
         snprintf(want[2 + 2 * i], sizeof want[0], "%s", free_state);
     }
     long long t0 = h_now_ms();
-    CHECK_EQ_INT(wait_count("watch-a", "event: state", 21, 3000), 21);
+    CHECK_EQ_INT(h_out_wait_count("watch-a", "event: state", 21, 3000), 21);
     fprintf(stderr, "    watch stream on B: 21 states of changes through A after %lld ms\n",
             h_now_ms() - t0);
-    CHECK(in_order("watch-a", want, 21));
-    CHECK_EQ_INT(count_in("watch-a", "event: gap"), 0);
+    CHECK(h_out_in_order("watch-a", want[0], sizeof want[0], 21));
+    CHECK_EQ_INT(h_out_count("watch-a", "event: gap"), 0);
     char id[48];
-    nth_id("watch-a", 7, id);
-    reap(a);
+    h_out_nth_id("watch-a", 7, id);
+    h_reap(a);
     CHECK(id[0] != '\0');
     char again[20][96];
     int n = 0;
@@ -382,33 +305,19 @@ static void test_watch_resume(void) {
         snprintf(again[n++], sizeof again[0], "%s", free_state);
     }
     pid_t b = sse("GET", gb.port, path, NULL, id, "watch-b");
-    CHECK_EQ_INT(wait_count("watch-b", "event: state", n, 3000), n);
-    CHECK(in_order("watch-b", again, n));
-    CHECK_EQ_INT(count_in("watch-b", "event: gap"), 0);
+    CHECK_EQ_INT(h_out_wait_count("watch-b", "event: state", n, 3000), n);
+    CHECK(h_out_in_order("watch-b", again[0], sizeof again[0], n));
+    CHECK_EQ_INT(h_out_count("watch-b", "event: gap"), 0);
     /* And a change made after the resume reaches it too. */
     long long fence = acquire_release(ga.port, path);
     char last[64];
     snprintf(last, sizeof last, "\"fence\":%lld,", fence);
-    CHECK(wait_for("watch-b", last, 1000) >= 0);
-    CHECK_EQ_INT(wait_count("watch-b", "event: state", n + 2, 1000), n + 2);
-    reap(b);
+    CHECK(h_out_wait("watch-b", last, 1000) >= 0);
+    CHECK_EQ_INT(h_out_wait_count("watch-b", "event: state", n + 2, 1000), n + 2);
+    h_reap(b);
 }
 
 /* ---- elections --------------------------------------------------------------------- */
-
-/* The observer's leader values, in order, joined by ','. */
-static void leaders_seen(const char *out, char *seen, size_t cap) {
-    static char buf[65536];
-    slurp(out, buf, sizeof buf);
-    seen[0] = '\0';
-    for (const char *p = buf; (p = strstr(p, "event: leader\ndata: ")); p++) {
-        const char *v = strstr(p, "\"value\":\"");
-        if (!v) break;
-        v += 9;
-        size_t k = strcspn(v, "\"");
-        snprintf(seen + strlen(seen), cap - strlen(seen), "%s%.*s", seen[0] ? "," : "", (int)k, v);
-    }
-}
 
 /* An observer on B; candidate one campaigns through A, two through B.
  * One's curl killed: two elected within 1 s with a higher term; two
@@ -419,58 +328,58 @@ static void test_election_failover(void) {
     name_on_master("svc", 1, name, sizeof name);
     snprintf(path, sizeof path, "/v1/elections/%s", name);
     pid_t obs = sse("GET", gb.port, path, NULL, NULL, "obs");
-    CHECK(wait_for("obs", "event: vacant", 5000) >= 0);
+    CHECK(h_out_wait("obs", "event: vacant", 5000) >= 0);
     pid_t c1 = sse("POST", ga.port, path, "{\"value\":\"one\"}", NULL, "c1");
-    CHECK(wait_for("c1", "event: elected", 5000) >= 0);
-    CHECK(wait_for("obs", "\"value\":\"one\"", 1000) >= 0);
+    CHECK(h_out_wait("c1", "event: elected", 5000) >= 0);
+    CHECK(h_out_wait("obs", "\"value\":\"one\"", 1000) >= 0);
     pid_t c2 = sse("POST", gb.port, path, "{\"value\":\"two\"}", NULL, "c2");
-    CHECK(wait_for("c2", "event: waiting", 5000) >= 0);
+    CHECK(h_out_wait("c2", "event: waiting", 5000) >= 0);
     long long term1 = event_int("c1", "event: elected", "term");
     CHECK(term1 > 0);
     long long t0 = h_now_ms();
-    reap(c1);
-    long long t = wait_for("c2", "event: elected", 5000);
+    h_reap(c1);
+    long long t = h_out_wait("c2", "event: elected", 5000);
     fprintf(stderr, "    leader's curl killed: the other elected after %lld ms\n",
             t < 0 ? -1 : h_now_ms() - t0);
     CHECK(t >= 0 && h_now_ms() - t0 < 1000);
     long long term2 = event_int("c2", "event: elected", "term");
     CHECK(term2 > term1);
-    CHECK(wait_for("obs", "\"value\":\"two\"", 1000) >= 0);
+    CHECK(h_out_wait("obs", "\"value\":\"two\"", 1000) >= 0);
     /* Proclaim through the other gateway: announced on the slot's shard
      * channel, so the observer sees it long before its 5 s heartbeat. */
-    static char buf[65536];
-    slurp("c2", buf, sizeof buf);
+    const char *buf = h_out_text("c2");
     const char *tok = strstr(buf, "\"token\":\"");
     char token[64] = "";
     if (tok) snprintf(token, sizeof token, "%.*s", (int)strcspn(tok + 9, "\""), tok + 9);
     struct h_resp r = h_http("PATCH", ga.port, path, token, "{\"value\":\"two-b\"}", NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
-    t = wait_for("obs", "\"value\":\"two-b\"", 2000);
+    t = h_out_wait("obs", "\"value\":\"two-b\"", 2000);
     fprintf(stderr, "    proclaim through A: seen by the observer on B after %lld ms\n", t);
     CHECK(t >= 0 && t < 1000);
     char seen[256];
-    leaders_seen("obs", seen, sizeof seen);
+    h_out_leaders("obs", seen, sizeof seen);
     fprintf(stderr, "    observer saw: %s\n", seen);
     CHECK_EQ_STR(seen, "one,two,two-b");
     r = h_http("GET", ga.port, path, NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     CHECK(h_jint(&r, "term") == term2);
     h_resp_free(&r);
-    reap(c2);
+    h_reap(c2);
     /* Every change in order: a vacancy between two leaders is one too. */
-    CHECK_EQ_INT(wait_count("obs", "event: vacant", 3, 2000), 3);
+    CHECK_EQ_INT(h_out_wait_count("obs", "event: vacant", 3, 2000), 3);
     char order[7][96] = {"event: vacant", "event: leader",     "\"value\":\"one\"",
                          "event: vacant", "\"value\":\"two\"", "\"value\":\"two-b\"",
                          "event: vacant"};
-    CHECK(in_order("obs", order, 7));
-    reap(obs);
+    CHECK(h_out_in_order("obs", order[0], sizeof order[0], 7));
+    h_reap(obs);
 }
 
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-cstreams-XXXXXX");
     if (!mkdtemp(dir)) return 2;
+    h_out_dir(dir);
     long long t0 = h_now_ms();
     const char *flags = "--workers 2 --stream-heartbeat-ms 5000";
     if (h_cluster_start(&cl, 3, 0) < 0 || h_gw_up(&ga, &cl, flags) < 0 ||

@@ -31,56 +31,12 @@ static pid_t curl_stream(const char *method, const char *path, const char *body,
     return h_spawn(cmd, NULL);
 }
 
-static size_t slurp(const char *out, char *buf, size_t cap) {
-    char file[128];
-    snprintf(file, sizeof file, "%s/%s", dir, out);
-    buf[0] = '\0';
-    FILE *f = fopen(file, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return n;
-}
-
-/* Milliseconds until out contains needle, or -1 after timeout_ms. */
-static long long wait_for(const char *out, const char *needle, int timeout_ms) {
-    static char buf[65536];
-    long long t0 = h_now_ms();
-    while (h_now_ms() - t0 < timeout_ms) {
-        slurp(out, buf, sizeof buf);
-        if (strstr(buf, needle)) return h_now_ms() - t0;
-        h_sleep_ms(2);
-    }
-    return -1;
-}
-
 /* The term of out's `event: elected`, or 0. */
 static long long elected_term(const char *out) {
-    static char buf[65536];
-    slurp(out, buf, sizeof buf);
+    const char *buf = h_out_text(out);
     const char *p = strstr(buf, "event: elected");
     p = p ? strstr(p, "\"term\":") : NULL;
     return p ? atoll(p + 7) : 0;
-}
-
-static void reap(pid_t pid) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
-/* The observer's `event: leader` values, in order, joined by ','. */
-static void leaders_seen(const char *out, char *seen, size_t cap) {
-    static char buf[65536];
-    slurp(out, buf, sizeof buf);
-    seen[0] = '\0';
-    for (const char *p = buf; (p = strstr(p, "event: leader\ndata: ")); p++) {
-        const char *v = strstr(p, "\"value\":\"");
-        if (!v) break;
-        v += 9;
-        size_t n = strcspn(v, "\"");
-        snprintf(seen + strlen(seen), cap - strlen(seen), "%s%.*s", seen[0] ? "," : "", (int)n, v);
-    }
 }
 
 /* Three replicas campaign; the leader is killed (kill -9 of its curl)
@@ -89,16 +45,16 @@ static void leaders_seen(const char *out, char *seen, size_t cap) {
  * value, in order. */
 static void test_three_candidates_failover(void) {
     pid_t obs = curl_stream("GET", "/v1/elections/svc", NULL, "obs");
-    CHECK(wait_for("obs", "event: vacant", 5000) >= 0);
+    CHECK(h_out_wait("obs", "event: vacant", 5000) >= 0);
     pid_t c[3];
     char out[16];
     c[0] = curl_stream("POST", "/v1/elections/svc", "{\"value\":\"replica-1\"}", "c1");
-    CHECK(wait_for("c1", "event: elected", 5000) >= 0);
+    CHECK(h_out_wait("c1", "event: elected", 5000) >= 0);
     c[1] = curl_stream("POST", "/v1/elections/svc", "{\"value\":\"replica-2\"}", "c2");
-    CHECK(wait_for("c2", "event: waiting", 5000) >= 0);
+    CHECK(h_out_wait("c2", "event: waiting", 5000) >= 0);
     c[2] = curl_stream("POST", "/v1/elections/svc", "{\"value\":\"replica-3\"}", "c3");
-    CHECK(wait_for("c3", "event: waiting", 5000) >= 0);
-    CHECK(wait_for("obs", "\"value\":\"replica-1\"", 5000) >= 0);
+    CHECK(h_out_wait("c3", "event: waiting", 5000) >= 0);
+    CHECK(h_out_wait("obs", "\"value\":\"replica-1\"", 5000) >= 0);
     long long term = elected_term("c1");
     CHECK(term > 0);
     for (int i = 0; i < 2; i++) {
@@ -106,7 +62,7 @@ static void test_three_candidates_failover(void) {
         kill(c[i], SIGKILL);
         waitpid(c[i], NULL, 0);
         snprintf(out, sizeof out, "c%d", i + 2);
-        long long t = wait_for(out, "event: elected", 5000);
+        long long t = h_out_wait(out, "event: elected", 5000);
         fprintf(stderr, "    leader %d killed: replica-%d elected after %lld ms\n", i + 1, i + 2,
                 t < 0 ? -1 : h_now_ms() - t0);
         CHECK(t >= 0 && t < 1000);
@@ -117,11 +73,10 @@ static void test_three_candidates_failover(void) {
          * fast they came: the proclaims below). */
         char want[64];
         snprintf(want, sizeof want, "\"value\":\"replica-%d\"", i + 2);
-        CHECK(wait_for("obs", want, 2000) >= 0);
+        CHECK(h_out_wait("obs", want, 2000) >= 0);
     }
     /* Proclaim: the leader changes its value. */
-    static char buf[65536];
-    slurp("c3", buf, sizeof buf);
+    const char *buf = h_out_text("c3");
     const char *tok = strstr(buf, "\"token\":\"");
     char token[64] = "";
     if (tok) snprintf(token, sizeof token, "%.*s", (int)strcspn(tok + 9, "\""), tok + 9);
@@ -129,7 +84,7 @@ static void test_three_candidates_failover(void) {
         h_http("PATCH", gw.port, "/v1/elections/svc", token, "{\"value\":\"replica-3b\"}", NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
-    CHECK(wait_for("obs", "\"value\":\"replica-3b\"", 2000) >= 0);
+    CHECK(h_out_wait("obs", "\"value\":\"replica-3b\"", 2000) >= 0);
     /* 20 proclaims in a tight loop: the observer sees every value, in
      * order (the name's change log, docs/elections.md "Observing"). */
     char expect[512] = "replica-1,replica-2,replica-3,replica-3b";
@@ -141,9 +96,9 @@ static void test_three_candidates_failover(void) {
         h_resp_free(&r);
         snprintf(expect + strlen(expect), sizeof expect - strlen(expect), ",p%d", i);
     }
-    CHECK(wait_for("obs", "\"value\":\"p19\"", 2000) >= 0);
+    CHECK(h_out_wait("obs", "\"value\":\"p19\"", 2000) >= 0);
     char seen[512];
-    leaders_seen("obs", seen, sizeof seen);
+    h_out_leaders("obs", seen, sizeof seen);
     fprintf(stderr, "    observer saw: %s\n", seen);
     CHECK_EQ_STR(seen, expect);
     r = h_http("GET", gw.port, "/v1/elections/svc", NULL, NULL, NULL);
@@ -151,9 +106,9 @@ static void test_three_candidates_failover(void) {
     CHECK_EQ_STR(h_jstr(&r, "value"), "p19");
     CHECK(h_jint(&r, "term") == term);
     h_resp_free(&r);
-    reap(c[2]);
-    CHECK(wait_for("obs", "event: vacant", 2000) >= 0);
-    reap(obs);
+    h_reap(c[2]);
+    CHECK(h_out_wait("obs", "event: vacant", 2000) >= 0);
+    h_reap(obs);
 }
 
 /* A campaign with a lease: 201 with value, term and token; the leader
@@ -213,13 +168,13 @@ static void test_lockctl_elect(void) {
     snprintf(cmd, sizeof cmd, "exec %s/lockctl -u http://127.0.0.1:%d observe job > %s/lc-obs 2>&1",
              b ? b : "build", gw.port, dir);
     pid_t obs = h_spawn(cmd, NULL);
-    CHECK(wait_for("lc-obs", "\"value\":null", 5000) >= 0);
+    CHECK(h_out_wait("lc-obs", "\"value\":null", 5000) >= 0);
     snprintf(cmd, sizeof cmd,
              "exec %s/lockctl -u http://127.0.0.1:%d elect job --value a --ttl 900 --grace 500 -- "
              "sh -c 'echo term=$LOCKGATE_TERM; exec sleep 30' > %s/lc-a 2>&1",
              b ? b : "build", gw.port, dir);
     pid_t a = h_spawn(cmd, NULL);
-    CHECK(wait_for("lc-a", "term=1", 5000) >= 0);
+    CHECK(h_out_wait("lc-a", "term=1", 5000) >= 0);
     snprintf(cmd, sizeof cmd,
              "exec %s/lockctl -u http://127.0.0.1:%d elect job --value b -- "
              "sh -c 'echo term=$LOCKGATE_TERM; sleep 0.2; echo b-done' > %s/lc-b 2>&1",
@@ -229,7 +184,7 @@ static void test_lockctl_elect(void) {
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_STR(h_jstr(&r, "value"), "a");
     h_resp_free(&r);
-    CHECK(wait_for("lc-b", "term=", 300) < 0); /* not elected while a leads */
+    CHECK(h_out_wait("lc-b", "term=", 300) < 0); /* not elected while a leads */
     /* Taken away: a's next renewal (every 300 ms) is refused. */
     r = h_http("DELETE", gw.port, "/v1/locks/election:job?force=true", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
@@ -238,27 +193,27 @@ static void test_lockctl_elect(void) {
     long long t0 = h_now_ms();
     while (waitpid(a, &st, WNOHANG) == 0 && h_now_ms() - t0 < 5000) h_sleep_ms(5);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 76);
-    CHECK(wait_for("lc-b", "b-done", 5000) >= 0);
+    CHECK(h_out_wait("lc-b", "b-done", 5000) >= 0);
     t0 = h_now_ms();
     while (waitpid(bp, &st, WNOHANG) == 0 && h_now_ms() - t0 < 5000) h_sleep_ms(5);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHECK(wait_for("lc-obs", "\"value\":\"b\"", 2000) >= 0);
+    CHECK(h_out_wait("lc-obs", "\"value\":\"b\"", 2000) >= 0);
     r = h_http("GET", gw.port, "/v1/elections/job", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 404); /* b resigned when its command exited */
     h_resp_free(&r);
     char seen[256];
-    leaders_seen("lc-obs", seen, sizeof seen); /* lockctl prints the data lines only */
-    static char buf[65536];
-    slurp("lc-obs", buf, sizeof buf);
+    h_out_leaders("lc-obs", seen, sizeof seen); /* lockctl prints the data lines only */
+    const char *buf = h_out_text("lc-obs");
     const char *pa = strstr(buf, "\"value\":\"a\""), *pb = strstr(buf, "\"value\":\"b\"");
     CHECK(pa && pb && pa < pb);
-    reap(obs);
+    h_reap(obs);
 }
 
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-elections-XXXXXX");
     if (!mkdtemp(dir)) return 2;
+    h_out_dir(dir);
     if (h_redis_start(&redis, 0, NULL) < 0 ||
         h_gw_up(&gw, &redis, "--workers 2 --stream-heartbeat-ms 200") < 0)
         return 2;

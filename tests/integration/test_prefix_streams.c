@@ -26,63 +26,9 @@ static struct h_redis redis;
 static struct h_gw gw[2];
 static char dir[64];
 
-static size_t slurp(const char *out, char *buf, size_t cap) {
-    char file[128];
-    snprintf(file, sizeof file, "%s/%s", dir, out);
-    FILE *f = fopen(file, "r");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = '\0';
-    return n;
-}
-
-/* Milliseconds until out contains needle, or -1 after timeout_ms. */
-static long long wait_for(const char *out, const char *needle, int timeout_ms) {
-    static char buf[262144];
-    long long t0 = h_now_ms();
-    while (h_now_ms() - t0 < timeout_ms) {
-        slurp(out, buf, sizeof buf);
-        if (strstr(buf, needle)) return h_now_ms() - t0;
-        h_sleep_ms(2);
-    }
-    return -1;
-}
-
-static long long count_in(const char *out, const char *needle) {
-    static char buf[262144];
-    slurp(out, buf, sizeof buf);
-    long long c = 0;
-    for (const char *p = buf; (p = strstr(p, needle)); p += strlen(needle)) c++;
-    return c;
-}
-
-/* Until out holds n of needle; whether it did within timeout_ms. */
-static int wait_count(const char *out, const char *needle, int n, int timeout_ms) {
-    long long t0 = h_now_ms();
-    while (count_in(out, needle) < n && h_now_ms() - t0 < timeout_ms) h_sleep_ms(3);
-    return count_in(out, needle) == n;
-}
-
-/* Whether out holds the needles in this order (each after the last). */
-static int in_order(const char *out, char needles[][128], int n) {
-    static char buf[262144];
-    slurp(out, buf, sizeof buf);
-    const char *p = buf;
-    for (int i = 0; i < n; i++) {
-        const char *q = strstr(p, needles[i]);
-        if (!q) {
-            fprintf(stderr, "    %s: not found in order: %s\n", out, needles[i]);
-            return 0;
-        }
-        p = q + strlen(needles[i]);
-    }
-    return 1;
-}
-
 /* The ids out holds, joined by spaces. */
 static void ids_of(const char *out, char *ids, size_t cap) {
-    static char buf[262144];
-    slurp(out, buf, sizeof buf);
+    const char *buf = h_out_text(out);
     size_t n = 0;
     ids[0] = '\0';
     for (const char *p = buf; (p = strstr(p, "id: ")); p += 4) {
@@ -95,23 +41,6 @@ static void ids_of(const char *out, char *ids, size_t cap) {
     }
 }
 
-/* The n-th (1-based) id in out. */
-static void nth_id(const char *out, int n, char *id) {
-    static char buf[262144];
-    slurp(out, buf, sizeof buf);
-    id[0] = '\0';
-    const char *p = buf;
-    for (int i = 0; i < n; i++) {
-        p = strstr(p, "id: ");
-        if (!p) return;
-        p += 4;
-    }
-    size_t k = strcspn(p, "\n");
-    if (k > 47) k = 47;
-    memcpy(id, p, k);
-    id[k] = '\0';
-}
-
 /* curl streaming path through port into out; opened once its first
  * comment line (sent when the gateway's subscription is confirmed) came. */
 static pid_t stream(int port, const char *path, const char *last_id, const char *out) {
@@ -122,13 +51,8 @@ static pid_t stream(int port, const char *path, const char *last_id, const char 
              "2>&1",
              hdr, port, path, dir, out);
     pid_t pid = h_spawn(cmd, NULL);
-    CHECK(wait_for(out, ":\n", 5000) >= 0);
+    CHECK(h_out_wait(out, ":\n", 5000) >= 0);
     return pid;
-}
-
-static void reap(pid_t pid) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
 }
 
 /* POST path through port; the grant's token into token (NULL: kept). */
@@ -202,22 +126,22 @@ static void test_prefix_two_gateways(void) {
              "data: {\"name\":\"pj-exp\",\"holders\":0,\"change\":\"expired\"}");
     const char *outs[2] = {"two-a", "two-b"};
     for (int k = 0; k < 2; k++) {
-        CHECK(wait_for(outs[k], want[n - 1], 3000) >= 0);
+        CHECK(h_out_wait(outs[k], want[n - 1], 3000) >= 0);
         if (k == 0)
             fprintf(stderr, "    a 300 ms lease's expiry streamed %lld ms after the grant\n",
                     h_now_ms() - t0);
-        CHECK_EQ_INT(count_in(outs[k], "event: state"), 16);
-        CHECK(in_order(outs[k], want, n));
-        CHECK_EQ_INT(count_in(outs[k], "other-1"), 0);
-        CHECK_EQ_INT(count_in(outs[k], "pj-sem"), 0);
-        CHECK_EQ_INT(count_in(outs[k], "event: gap"), 0);
+        CHECK_EQ_INT(h_out_count(outs[k], "event: state"), 16);
+        CHECK(h_out_in_order(outs[k], want[0], sizeof want[0], n));
+        CHECK_EQ_INT(h_out_count(outs[k], "other-1"), 0);
+        CHECK_EQ_INT(h_out_count(outs[k], "pj-sem"), 0);
+        CHECK_EQ_INT(h_out_count(outs[k], "event: gap"), 0);
     }
     char ids[2][4096];
     ids_of("two-a", ids[0], sizeof ids[0]);
     ids_of("two-b", ids[1], sizeof ids[1]);
     CHECK(strcmp(ids[0], ids[1]) == 0); /* one order, one set of ids */
-    reap(a);
-    reap(b);
+    h_reap(a);
+    h_reap(b);
 }
 
 /* A stream on gateway 0 cut after its 4th event; 3 changes more; resumed
@@ -234,44 +158,44 @@ static void test_prefix_resume(void) {
         take(gw[0].port, "/v1/locks/pr-a", "{}", token);
         give_back(gw[0].port, "/v1/locks/pr-a", token);
     }
-    CHECK(wait_count("res-a", "event: state", 4, 3000));
+    CHECK_EQ_INT(h_out_wait_count("res-a", "event: state", 4, 3000), 4);
     char id[48];
-    nth_id("res-a", 4, id);
-    reap(a);
+    h_out_nth_id("res-a", 4, id);
+    h_reap(a);
     long long f1 = take(gw[1].port, "/v1/locks/pr-b", "{}", token);
     give_back(gw[0].port, "/v1/locks/pr-b", token);
     long long f2 = take(gw[0].port, "/v1/locks/pr-c", "{\"owner\":\"still\"}", NULL);
     snprintf(want[m++], sizeof want[0], "\"fence\":%lld,", f1);
     snprintf(want[m++], sizeof want[0], "data: {\"name\":\"pr-b\",\"holders\":0,");
     snprintf(want[m++], sizeof want[0], "\"fence\":%lld,", f2);
-    CHECK(wait_for("res-keep", want[m - 1], 3000) >= 0);
+    CHECK(h_out_wait("res-keep", want[m - 1], 3000) >= 0);
     pid_t b = stream(gw[1].port, "/v1/locks?prefix=pr", id, "res-b");
-    CHECK(wait_count("res-b", "event: state", 3, 3000));
-    CHECK(in_order("res-b", want, m));
-    CHECK_EQ_INT(count_in("res-b", "event: gap"), 0);
-    CHECK_EQ_INT(count_in("res-b", "pr-a"), 0);
+    CHECK_EQ_INT(h_out_wait_count("res-b", "event: state", 3, 3000), 3);
+    CHECK(h_out_in_order("res-b", want[0], sizeof want[0], m));
+    CHECK_EQ_INT(h_out_count("res-b", "event: gap"), 0);
+    CHECK_EQ_INT(h_out_count("res-b", "pr-a"), 0);
     /* Resumed on the first gateway from the same place: the same. */
     pid_t c = stream(gw[0].port, "/v1/locks?prefix=pr", id, "res-c");
-    CHECK(wait_count("res-c", "event: state", 3, 3000));
-    CHECK(in_order("res-c", want, m));
+    CHECK_EQ_INT(h_out_wait_count("res-c", "event: state", 3, 3000), 3);
+    CHECK(h_out_in_order("res-c", want[0], sizeof want[0], m));
     /* Then live: both resumed streams follow. */
     long long f3 = take(gw[1].port, "/v1/locks/pr-d", "{}", NULL);
     char live[64];
     snprintf(live, sizeof live, "\"fence\":%lld,", f3);
-    CHECK(wait_for("res-b", live, 3000) >= 0);
-    CHECK(wait_for("res-c", live, 3000) >= 0);
-    reap(b);
-    reap(c);
+    CHECK(h_out_wait("res-b", live, 3000) >= 0);
+    CHECK(h_out_wait("res-c", live, 3000) >= 0);
+    h_reap(b);
+    h_reap(c);
     /* An id nobody has: a gap, then what is held now, without ids. */
     pid_t d = stream(gw[1].port, "/v1/locks?prefix=pr", "5-0", "res-d");
-    CHECK(wait_for("res-d", "event: gap\ndata: {\"prefix\":\"pr\",\"last_event_id\":\"5-0\"",
-                   3000) >= 0);
-    CHECK(wait_for("res-d", "\"name\":\"pr-d\"", 3000) >= 0);
-    CHECK(wait_for("res-d", "\"owner\":\"still\",\"change\":\"current\"}", 3000) >= 0);
-    CHECK_EQ_INT(count_in("res-d", "id: "), 0);
-    CHECK_EQ_INT(count_in("res-d", "pr-a"), 0);
-    reap(d);
-    reap(keep);
+    CHECK(h_out_wait("res-d", "event: gap\ndata: {\"prefix\":\"pr\",\"last_event_id\":\"5-0\"",
+                     3000) >= 0);
+    CHECK(h_out_wait("res-d", "\"name\":\"pr-d\"", 3000) >= 0);
+    CHECK(h_out_wait("res-d", "\"owner\":\"still\",\"change\":\"current\"}", 3000) >= 0);
+    CHECK_EQ_INT(h_out_count("res-d", "id: "), 0);
+    CHECK_EQ_INT(h_out_count("res-d", "pr-a"), 0);
+    h_reap(d);
+    h_reap(keep);
 }
 
 /* /v1/semaphores?prefix=: permits under it, no lock of the same name. */
@@ -286,25 +210,26 @@ static void test_prefix_semaphores(void) {
     snprintf(want[0], sizeof want[0], "{\"name\":\"ps-1\",\"limit\":3,\"holders\":1,");
     snprintf(want[1], sizeof want[1], "{\"name\":\"ps-1\",\"limit\":3,\"holders\":2,");
     snprintf(want[2], sizeof want[2], "{\"name\":\"ps-1\",\"limit\":3,\"holders\":1,");
-    CHECK(wait_count("sem-a", "event: state", 3, 3000));
-    CHECK(in_order("sem-a", want, 3));
-    CHECK_EQ_INT(count_in("sem-a", "exclusive"), 0);
+    CHECK_EQ_INT(h_out_wait_count("sem-a", "event: state", 3, 3000), 3);
+    CHECK(h_out_in_order("sem-a", want[0], sizeof want[0], 3));
+    CHECK_EQ_INT(h_out_count("sem-a", "exclusive"), 0);
     /* Two permits of 300 and 900 ms: each expiry streamed at its own end
      * (the gateway looks at the earliest lease's end first). */
     take(gw[0].port, "/v1/semaphores/ps-2", "{\"limit\":2,\"ttl_ms\":300}", NULL);
     take(gw[1].port, "/v1/semaphores/ps-2", "{\"limit\":2,\"ttl_ms\":900}", NULL);
     long long t0 = h_now_ms();
-    CHECK(wait_for("sem-a", "{\"name\":\"ps-2\",\"limit\":2,\"holders\":1,\"ttl_ms\":", 2000) >= 0);
-    CHECK(wait_for("sem-a", "\"holders\":1,\"ttl_ms\":", 10) >= 0);
-    CHECK(wait_count("sem-a", "\"change\":\"expired\"", 1, 2000));
+    CHECK(h_out_wait("sem-a", "{\"name\":\"ps-2\",\"limit\":2,\"holders\":1,\"ttl_ms\":", 2000) >=
+          0);
+    CHECK(h_out_wait("sem-a", "\"holders\":1,\"ttl_ms\":", 10) >= 0);
+    CHECK_EQ_INT(h_out_wait_count("sem-a", "\"change\":\"expired\"", 1, 2000), 1);
     long long first = h_now_ms() - t0;
-    CHECK(wait_count("sem-a", "\"change\":\"expired\"", 2, 2000));
+    CHECK_EQ_INT(h_out_wait_count("sem-a", "\"change\":\"expired\"", 2, 2000), 2);
     long long second = h_now_ms() - t0;
     fprintf(stderr, "    permits of 300 and 900 ms: expiries streamed after %lld and %lld ms\n",
             first, second);
     CHECK(first < 800);
-    CHECK(wait_for("sem-a", "{\"name\":\"ps-2\",\"holders\":0,\"change\":\"expired\"}", 10) >= 0);
-    reap(a);
+    CHECK(h_out_wait("sem-a", "{\"name\":\"ps-2\",\"holders\":0,\"change\":\"expired\"}", 10) >= 0);
+    h_reap(a);
 }
 
 /* A bad prefix or Last-Event-ID: 400; without the Accept: the listing. */
@@ -349,10 +274,10 @@ static void test_prefix_pubsub_reconnect(void) {
              "http://127.0.0.1:%d/v1/locks/rr-hold -d '{}' > %s 2>&1",
              gw[0].port, file);
     pid_t hold = h_spawn(cmd, NULL);
-    CHECK(wait_for("rr-hold", "event: granted", 5000) >= 0);
-    CHECK(wait_for("rr-a", "\"name\":\"rr-hold\",\"mode\"", 3000) >= 0); /* under rr too */
+    CHECK(h_out_wait("rr-hold", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("rr-a", "\"name\":\"rr-hold\",\"mode\"", 3000) >= 0); /* under rr too */
     h_redis_cli(&redis, "CLIENT KILL TYPE pubsub");
-    CHECK(wait_for("rr-a", "event: gap", 5000) >= 0);
+    CHECK(h_out_wait("rr-a", "event: gap", 5000) >= 0);
     long long t0 = h_now_ms(), fence = -1;
     while (fence < 0 && h_now_ms() - t0 < 5000) {
         struct h_resp r = h_http("POST", gw[0].port, "/v1/locks/rr-1", NULL, "{}", NULL);
@@ -363,9 +288,9 @@ static void test_prefix_pubsub_reconnect(void) {
     CHECK(fence > 0);
     char want[64];
     snprintf(want, sizeof want, "\"fence\":%lld,", fence);
-    CHECK(wait_for("rr-a", want, 3000) >= 0);
-    reap(hold);
-    reap(a);
+    CHECK(h_out_wait("rr-a", want, 3000) >= 0);
+    h_reap(hold);
+    h_reap(a);
 }
 
 /* Quorum mode (three masters): the feed listens to the first master's
@@ -396,10 +321,10 @@ static void test_prefix_quorum(void) {
     snprintf(want[1], sizeof want[1], "{\"name\":\"q-1\",\"holders\":0,\"change\":\"released\"}");
     snprintf(want[2], sizeof want[2], "{\"name\":\"q-2\",\"mode\":\"exclusive\"");
     snprintf(want[3], sizeof want[3], "{\"name\":\"q-2\",\"holders\":0,\"change\":\"expired\"}");
-    CHECK(wait_for("q-a", want[3], 3000) >= 0);
-    CHECK(in_order("q-a", want, 4));
-    CHECK_EQ_INT(count_in("q-a", "event: state"), 4);
-    reap(a);
+    CHECK(h_out_wait("q-a", want[3], 3000) >= 0);
+    CHECK(h_out_in_order("q-a", want[0], sizeof want[0], 4));
+    CHECK_EQ_INT(h_out_count("q-a", "event: state"), 4);
+    h_reap(a);
     CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
@@ -431,6 +356,7 @@ int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-prefix-XXXXXX");
     if (!mkdtemp(dir)) return 2;
+    h_out_dir(dir);
     if (h_redis_start(&redis, 0, NULL) < 0 ||
         h_gw_up(&gw[0], &redis, "--workers 2 --stream-heartbeat-ms 200") < 0 ||
         h_gw_up(&gw[1], &redis, "--workers 2 --stream-heartbeat-ms 200") < 0)

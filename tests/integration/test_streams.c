@@ -36,38 +36,6 @@ static pid_t hold(int port, const char *path, const char *body, const char *out,
     return h_spawn(cmd, NULL);
 }
 
-/* Milliseconds until the file out contains needle, or -1 after timeout_ms. */
-static long long wait_for(const char *out, const char *needle, int timeout_ms) {
-    char file[128];
-    snprintf(file, sizeof file, "%s/%s", dir, out);
-    long long t0 = h_now_ms();
-    while (h_now_ms() - t0 < timeout_ms) {
-        FILE *f = fopen(file, "r");
-        if (f) {
-            char buf[16384];
-            size_t n = fread(buf, 1, sizeof buf - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            if (strstr(buf, needle)) return h_now_ms() - t0;
-        }
-        h_sleep_ms(2);
-    }
-    return -1;
-}
-
-static long long count_in(const char *out, const char *needle) {
-    char file[128], buf[65536];
-    snprintf(file, sizeof file, "%s/%s", dir, out);
-    FILE *f = fopen(file, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    long long c = 0;
-    for (const char *p = buf; (p = strstr(p, needle)); p += strlen(needle)) c++;
-    return c;
-}
-
 /* Milliseconds until nobody holds the lock (GET answers 404), or -1. */
 static long long wait_free(int port, const char *name, int timeout_ms) {
     char path[128];
@@ -83,42 +51,37 @@ static long long wait_free(int port, const char *name, int timeout_ms) {
     return -1;
 }
 
-static void reap(pid_t pid) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
 /* The curl idiom holds the lock; killed with -9, the hold is released at
  * once and the next waiter (a stream too) is granted within 1 s. */
 static void test_kill_releases_within_1s(void) {
     pid_t a = hold(gw.port, "/v1/locks/kill", "{\"ttl_ms\":20000}", "kill-a", 1);
-    CHECK(wait_for("kill-a", "event: granted", 5000) >= 0);
-    CHECK(wait_for("kill-a", "X-Accel-Buffering: no", 10) >= 0);
-    CHECK(wait_for("kill-a", "Content-Type: text/event-stream", 10) >= 0);
+    CHECK(h_out_wait("kill-a", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("kill-a", "X-Accel-Buffering: no", 10) >= 0);
+    CHECK(h_out_wait("kill-a", "Content-Type: text/event-stream", 10) >= 0);
     pid_t b = hold(gw.port, "/v1/locks/kill", "{\"wait_ms\":30000}", "kill-b", 0);
-    CHECK(wait_for("kill-b", "event: waiting", 5000) >= 0);
-    CHECK(wait_for("kill-b", "\"state\":\"held\"", 10) >= 0);
+    CHECK(h_out_wait("kill-b", "event: waiting", 5000) >= 0);
+    CHECK(h_out_wait("kill-b", "\"state\":\"held\"", 10) >= 0);
     long long t0 = h_now_ms();
     kill(a, SIGKILL);
-    long long waited = wait_for("kill-b", "event: granted", 5000);
+    long long waited = h_out_wait("kill-b", "event: granted", 5000);
     fprintf(stderr, "    kill -9 of the holder's curl: next stream granted after %lld ms\n",
             waited < 0 ? -1 : h_now_ms() - t0);
     CHECK(waited >= 0 && waited < 1000);
     waitpid(a, NULL, 0);
-    reap(b);
+    h_reap(b);
     CHECK(wait_free(gw.port, "kill", 2000) >= 0);
 }
 
 /* Heartbeats (comment lines) come at --stream-heartbeat-ms while held. */
 static void test_heartbeats(void) {
     pid_t a = hold(gw.port, "/v1/locks/beat", "{}", "beat", 0);
-    CHECK(wait_for("beat", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("beat", "event: granted", 5000) >= 0);
     /* 5 comment lines at 100 ms: within 2 s, well before the 60 s of idle
      * after which libmicrohttpd would close the connection. */
     long long t0 = h_now_ms();
-    while (count_in("beat", "\n:\n") < 5 && h_now_ms() - t0 < 2000) h_sleep_ms(10);
-    CHECK(count_in("beat", "\n:\n") >= 5);
-    reap(a);
+    while (h_out_count("beat", "\n:\n") < 5 && h_now_ms() - t0 < 2000) h_sleep_ms(10);
+    CHECK(h_out_count("beat", "\n:\n") >= 5);
+    h_reap(a);
     CHECK(wait_free(gw.port, "beat", 2000) >= 0);
 }
 
@@ -134,14 +97,14 @@ static void test_http10_stream(void) {
              "http://127.0.0.1:%d/v1/locks/h10 -d '{}' > %s 2>&1",
              gw.port, file);
     pid_t a = h_spawn(cmd, NULL);
-    CHECK(wait_for("h10", "event: granted", 5000) >= 0);
-    CHECK(wait_for("h10", "Content-Type: text/event-stream", 10) >= 0);
-    CHECK(wait_for("h10", "\"token\":", 10) >= 0);
+    CHECK(h_out_wait("h10", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("h10", "Content-Type: text/event-stream", 10) >= 0);
+    CHECK(h_out_wait("h10", "\"token\":", 10) >= 0);
     long long t0 = h_now_ms();
-    while (count_in("h10", "\n:\n") < 3 && h_now_ms() - t0 < 2000) h_sleep_ms(10);
-    CHECK(count_in("h10", "\n:\n") >= 3);
-    CHECK_EQ_INT((int)count_in("h10", "Transfer-Encoding"), 0);
-    reap(a);
+    while (h_out_count("h10", "\n:\n") < 3 && h_now_ms() - t0 < 2000) h_sleep_ms(10);
+    CHECK(h_out_count("h10", "\n:\n") >= 3);
+    CHECK_EQ_INT((int)h_out_count("h10", "Transfer-Encoding"), 0);
+    h_reap(a);
     CHECK(wait_free(gw.port, "h10", 2000) >= 0);
 }
 
@@ -149,14 +112,14 @@ static void test_http10_stream(void) {
  * (with the reason) and ends, so curl exits. */
 static void test_forced_release_lost(void) {
     pid_t a = hold(gw.port, "/v1/locks/forced", "{}", "forced", 0);
-    CHECK(wait_for("forced", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("forced", "event: granted", 5000) >= 0);
     struct h_resp r = h_http("DELETE", gw.port, "/v1/locks/forced?force=true", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
-    long long t = wait_for("forced", "event: lost", 2000);
+    long long t = h_out_wait("forced", "event: lost", 2000);
     fprintf(stderr, "    forced release: event: lost after %lld ms\n", t);
     CHECK(t >= 0 && t < 1000);
-    CHECK(wait_for("forced", "\"reason\":\"released", 10) >= 0);
+    CHECK(h_out_wait("forced", "\"reason\":\"released", 10) >= 0);
     int status = 0;
     long long t0 = h_now_ms();
     while (waitpid(a, &status, WNOHANG) == 0 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
@@ -179,7 +142,7 @@ static void test_one_session_per_ttl(void) {
     }
     for (int i = 0; i < 20; i++) {
         snprintf(out, sizeof out, "many-%d", i);
-        CHECK(wait_for(out, "event: granted", 5000) >= 0);
+        CHECK(h_out_wait(out, "event: granted", 5000) >= 0);
     }
     const char *n = h_redis_cli(&redis, "eval \"return #redis.call('keys', "
                                         "'lockgate:session:*')\" 0");
@@ -192,7 +155,7 @@ static void test_one_session_per_ttl(void) {
         h_resp_free(&r);
         h_sleep_ms(100);
     }
-    for (int i = 0; i < 20; i++) reap(p[i]);
+    for (int i = 0; i < 20; i++) h_reap(p[i]);
     CHECK(wait_free(gw.port, "many-19", 2000) >= 0);
     /* The last stream out ends its session. */
     t0 = h_now_ms();
@@ -220,12 +183,12 @@ static void test_silent_host(void) {
     CHECK_EQ_INT(h_relay_start(&relay, g.port), 0);
     relay.small_rcvbuf = 1;
     pid_t a = hold(relay.port, "/v1/locks/silent", "{\"ttl_ms\":60000}", "silent", 0);
-    CHECK(wait_for("silent", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("silent", "event: granted", 5000) >= 0);
     h_relay_hold(&relay);
     long long t = wait_free(g.port, "silent", 15000);
     fprintf(stderr, "    silent host (relay held): released after %lld ms\n", t);
     CHECK(t >= 0);
-    reap(a);
+    h_reap(a);
     h_relay_stop(&relay);
     h_gw_stop(&g, 5000);
 }
@@ -240,7 +203,7 @@ static void test_gateway_killed(void) {
         return;
     }
     pid_t a = hold(g.port, "/v1/locks/gwdead", "{\"ttl_ms\":1500}", "gwdead", 0);
-    CHECK(wait_for("gwdead", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("gwdead", "event: granted", 5000) >= 0);
     long long t0 = h_now_ms();
     h_gw_kill(&g);
     struct h_resp r = h_http("POST", g2.port, "/v1/locks/gwdead", NULL, "{\"wait_ms\":5000}", NULL);
@@ -249,7 +212,7 @@ static void test_gateway_killed(void) {
     CHECK_EQ_INT(r.status, 201);
     CHECK(t >= 900 && t <= 1900);
     h_resp_free(&r);
-    reap(a);
+    h_reap(a);
     h_gw_stop(&g2, 5000);
 }
 
@@ -258,14 +221,14 @@ static void test_gateway_killed(void) {
  * the stream opened ends it with `event: error`. */
 static void test_semaphore_and_errors(void) {
     pid_t a = hold(gw.port, "/v1/semaphores/pool", "{\"limit\":1}", "sem-a", 0);
-    CHECK(wait_for("sem-a", "event: granted", 5000) >= 0);
-    CHECK(wait_for("sem-a", "\"limit\":1", 10) >= 0);
+    CHECK(h_out_wait("sem-a", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("sem-a", "\"limit\":1", 10) >= 0);
     pid_t b = hold(gw.port, "/v1/semaphores/pool", "{\"limit\":1,\"wait_ms\":300}", "sem-b", 0);
-    CHECK(wait_for("sem-b", "event: waiting", 5000) >= 0);
-    CHECK(wait_for("sem-b", "event: error", 5000) >= 0);
-    CHECK(wait_for("sem-b", "lock_busy", 10) >= 0);
-    reap(a);
-    reap(b);
+    CHECK(h_out_wait("sem-b", "event: waiting", 5000) >= 0);
+    CHECK(h_out_wait("sem-b", "event: error", 5000) >= 0);
+    CHECK(h_out_wait("sem-b", "lock_busy", 10) >= 0);
+    h_reap(a);
+    h_reap(b);
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/bad", NULL, "{\"ttl_ms\":-5}",
                              "Accept: text/event-stream");
     CHECK_EQ_INT(r.status, 400);
@@ -287,13 +250,13 @@ static void test_redis_loss_lost(void) {
         return;
     }
     pid_t a = hold(g.port, "/v1/locks/flushed", "{\"ttl_ms\":600}", "flushed", 0);
-    CHECK(wait_for("flushed", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("flushed", "event: granted", 5000) >= 0);
     CHECK(h_redis_cli(&r2, "FLUSHALL") != NULL);
-    long long t = wait_for("flushed", "event: lost", 3000);
+    long long t = h_out_wait("flushed", "event: lost", 3000);
     fprintf(stderr, "    FLUSHALL: event: lost after %lld ms (ttl 600 ms)\n", t);
     CHECK(t >= 0);
-    CHECK(wait_for("flushed", "session_lost", 10) >= 0);
-    reap(a);
+    CHECK(h_out_wait("flushed", "session_lost", 10) >= 0);
+    h_reap(a);
     /* The loss noticed (by the periodic marker read, within a second),
      * then its hold-off ended. */
     for (long long end = h_now_ms() + 3000;
@@ -302,13 +265,13 @@ static void test_redis_loss_lost(void) {
     CHECK_EQ_INT(h_log_count(&g, "lost its data (its marker"), 1);
     CHECK_EQ_INT(h_wait_ready(g.port, 5000), 0);
     a = hold(g.port, "/v1/locks/cut", "{\"ttl_ms\":600}", "cut", 0);
-    CHECK(wait_for("cut", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("cut", "event: granted", 5000) >= 0);
     h_redis_kill(&r2);
-    t = wait_for("cut", "event: lost", 5000);
+    t = h_out_wait("cut", "event: lost", 5000);
     fprintf(stderr, "    Redis killed: event: lost after %lld ms (ttl 600 ms)\n", t);
     CHECK(t >= 0);
-    CHECK(wait_for("cut", "renewal_failed", 10) >= 0);
-    reap(a);
+    CHECK(h_out_wait("cut", "renewal_failed", 10) >= 0);
+    h_reap(a);
     h_gw_stop(&g, 5000);
     h_redis_stop(&r2);
 }
@@ -336,18 +299,18 @@ static void test_quorum_mode(void) {
         return;
     }
     pid_t a = hold(g.port, "/v1/locks/q", "{\"ttl_ms\":600}", "q-a", 0);
-    CHECK(wait_for("q-a", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("q-a", "event: granted", 5000) >= 0);
     pid_t b = hold(g.port, "/v1/locks/q", "{\"wait_ms\":10000}", "q-b", 0);
-    CHECK(wait_for("q-b", "event: waiting", 5000) >= 0);
+    CHECK(h_out_wait("q-b", "event: waiting", 5000) >= 0);
     for (long long t1 = h_now_ms(); h_now_ms() - t1 < 1800; h_sleep_ms(100)) {
         struct h_resp r = h_http("GET", g.port, "/v1/locks/q", NULL, NULL, NULL);
         CHECK_EQ_INT(r.status, 200);
         h_resp_free(&r);
     }
-    CHECK(wait_for("q-b", "event: granted", 10) < 0);
+    CHECK(h_out_wait("q-b", "event: granted", 10) < 0);
     long long t0 = h_now_ms();
     kill(a, SIGKILL);
-    long long t = wait_for("q-b", "event: granted", 5000);
+    long long t = h_out_wait("q-b", "event: granted", 5000);
     fprintf(stderr, "    quorum mode, kill -9: next stream granted after %lld ms\n",
             t < 0 ? -1 : h_now_ms() - t0);
     CHECK(t >= 0 && t < 1000);
@@ -355,53 +318,10 @@ static void test_quorum_mode(void) {
     struct h_resp r = h_http("DELETE", g.port, "/v1/locks/q?force=true", NULL, NULL, NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
-    CHECK(wait_for("q-b", "event: lost", 2000) >= 0);
-    reap(b);
+    CHECK(h_out_wait("q-b", "event: lost", 2000) >= 0);
+    h_reap(b);
     h_gw_stop(&g, 5000);
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
-}
-
-/* The id of the n-th (from 1) "id: " line in out, or "" (id holds 48). */
-static void nth_id(const char *out, int n, char *id) {
-    char file[128], buf[65536];
-    snprintf(file, sizeof file, "%s/%s", dir, out);
-    id[0] = '\0';
-    FILE *f = fopen(file, "r");
-    if (!f) return;
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[len] = '\0';
-    const char *p = buf;
-    for (int i = 0; i < n; i++) {
-        p = strstr(p, "id: ");
-        if (!p) return;
-        p += 4;
-    }
-    size_t k = strcspn(p, "\n");
-    if (k > 47) k = 47;
-    memcpy(id, p, k);
-    id[k] = '\0';
-}
-
-/* Whether out holds the needles in this order (each after the last). */
-static int in_order(const char *out, char needles[][96], int n) {
-    char file[128], buf[65536];
-    snprintf(file, sizeof file, "%s/%s", dir, out);
-    FILE *f = fopen(file, "r");
-    if (!f) return 0;
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[len] = '\0';
-    const char *p = buf;
-    for (int i = 0; i < n; i++) {
-        p = strstr(p, needles[i]);
-        if (!p) {
-            fprintf(stderr, "    not found in order: %s\n", needles[i]);
-            return 0;
-        }
-        p += strlen(needles[i]);
-    }
-    return 1;
 }
 
 static pid_t watch(const char *path, const char *last_id, const char *out) {
@@ -432,7 +352,8 @@ static long long acquire_release(const char *path) {
  * exactly the changes it missed, in order, and nothing twice. */
 static void test_watch_every_change(void) {
     pid_t a = watch("/v1/locks/rapid", NULL, "rapid-a");
-    CHECK(wait_for("rapid-a", "event: state\ndata: {\"name\":\"rapid\",\"holders\":0}", 5000) >= 0);
+    CHECK(h_out_wait("rapid-a", "event: state\ndata: {\"name\":\"rapid\",\"holders\":0}", 5000) >=
+          0);
     char want[41][96];
     long long fences[30];
     snprintf(want[0], sizeof want[0], "data: {\"name\":\"rapid\",\"holders\":0}");
@@ -443,14 +364,14 @@ static void test_watch_every_change(void) {
         snprintf(want[2 + 2 * i], sizeof want[0], "data: {\"name\":\"rapid\",\"holders\":0}");
     }
     long long t0 = h_now_ms();
-    while (count_in("rapid-a", "event: state") < 41 && h_now_ms() - t0 < 3000) h_sleep_ms(5);
-    CHECK_EQ_INT(count_in("rapid-a", "event: state"), 41);
-    CHECK(in_order("rapid-a", want, 41));
-    CHECK_EQ_INT(count_in("rapid-a", "event: gap"), 0);
+    while (h_out_count("rapid-a", "event: state") < 41 && h_now_ms() - t0 < 3000) h_sleep_ms(5);
+    CHECK_EQ_INT(h_out_count("rapid-a", "event: state"), 41);
+    CHECK(h_out_in_order("rapid-a", want[0], sizeof want[0], 41));
+    CHECK_EQ_INT(h_out_count("rapid-a", "event: gap"), 0);
     /* Cut after the 10th change (the 11th event), 5 more pairs, resumed. */
     char id[48];
-    nth_id("rapid-a", 11, id);
-    reap(a);
+    h_out_nth_id("rapid-a", 11, id);
+    h_reap(a);
     CHECK(id[0] != '\0');
     pid_t b = watch("/v1/locks/rapid", id, "rapid-b");
     char again[40][96];
@@ -459,18 +380,18 @@ static void test_watch_every_change(void) {
         snprintf(again[n++], sizeof again[0], "\"fence\":%lld,", fences[i]);
         snprintf(again[n++], sizeof again[0], "data: {\"name\":\"rapid\",\"holders\":0}");
     }
-    CHECK(wait_for("rapid-b", again[n - 2], 3000) >= 0);
+    CHECK(h_out_wait("rapid-b", again[n - 2], 3000) >= 0);
     for (int i = 20; i < 25; i++) {
         fences[i] = acquire_release("/v1/locks/rapid");
         snprintf(again[n++], sizeof again[0], "\"fence\":%lld,", fences[i]);
         snprintf(again[n++], sizeof again[0], "data: {\"name\":\"rapid\",\"holders\":0}");
     }
     t0 = h_now_ms();
-    while (count_in("rapid-b", "event: state") < n && h_now_ms() - t0 < 3000) h_sleep_ms(5);
-    CHECK_EQ_INT(count_in("rapid-b", "event: state"), n); /* 30 missed + 10 new */
-    CHECK(in_order("rapid-b", again, n));
-    CHECK_EQ_INT(count_in("rapid-b", "event: gap"), 0);
-    reap(b);
+    while (h_out_count("rapid-b", "event: state") < n && h_now_ms() - t0 < 3000) h_sleep_ms(5);
+    CHECK_EQ_INT(h_out_count("rapid-b", "event: state"), n); /* 30 missed + 10 new */
+    CHECK(h_out_in_order("rapid-b", again[0], sizeof again[0], n));
+    CHECK_EQ_INT(h_out_count("rapid-b", "event: gap"), 0);
+    h_reap(b);
 }
 
 /* Resumed with Last-Event-ID: nothing repeated when it is the last change,
@@ -478,7 +399,7 @@ static void test_watch_every_change(void) {
  * event, then the current state. */
 static void test_watch_stream(void) {
     pid_t a = watch("/v1/locks/watched", NULL, "watch-a");
-    CHECK(wait_for("watch-a", "event: state\ndata: {\"name\":\"watched\",\"holders\":0}", 5000) >=
+    CHECK(h_out_wait("watch-a", "event: state\ndata: {\"name\":\"watched\",\"holders\":0}", 5000) >=
           0);
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/watched", NULL, "{}", NULL);
     CHECK_EQ_INT(r.status, 201);
@@ -487,62 +408,63 @@ static void test_watch_stream(void) {
     snprintf(token, sizeof token, "%s", h_token(&r));
     h_resp_free(&r);
     snprintf(want, sizeof want, "\"fence\":%lld,", fence);
-    CHECK(wait_for("watch-a", want, 2000) >= 0);
+    CHECK(h_out_wait("watch-a", want, 2000) >= 0);
     r = h_http("DELETE", gw.port, "/v1/locks/watched", token, NULL, NULL);
     h_resp_free(&r);
     long long t0 = h_now_ms();
-    while (count_in("watch-a", "event: state") < 3 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
-    CHECK_EQ_INT(count_in("watch-a", "event: state"), 3); /* free, held, free */
-    nth_id("watch-a", 3, id);
-    reap(a);
+    while (h_out_count("watch-a", "event: state") < 3 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
+    CHECK_EQ_INT(h_out_count("watch-a", "event: state"), 3); /* free, held, free */
+    h_out_nth_id("watch-a", 3, id);
+    h_reap(a);
     /* Resumed at the last id: the next event is the next change. */
     pid_t b = watch("/v1/locks/watched", id, "watch-b");
     /* Two heartbeats: the stream has read the log at least twice, and
      * sent nothing (the id was the last). */
     long long t1 = h_now_ms();
-    while (count_in("watch-b", ":\n") < 2 && h_now_ms() - t1 < 3000) h_sleep_ms(5);
-    CHECK(count_in("watch-b", ":\n") >= 2);
-    CHECK_EQ_INT(count_in("watch-b", "event:"), 0);
+    while (h_out_count("watch-b", ":\n") < 2 && h_now_ms() - t1 < 3000) h_sleep_ms(5);
+    CHECK(h_out_count("watch-b", ":\n") >= 2);
+    CHECK_EQ_INT(h_out_count("watch-b", "event:"), 0);
     r = h_http("POST", gw.port, "/v1/locks/watched", NULL, "{}", NULL);
     fence = h_jint(&r, "fence");
     h_resp_free(&r);
     snprintf(want, sizeof want, "\"fence\":%lld,", fence);
-    CHECK(wait_for("watch-b", want, 2000) >= 0);
-    CHECK_EQ_INT(count_in("watch-b", "event: state"), 1);
-    CHECK_EQ_INT(count_in("watch-b", "event: gap"), 0);
-    reap(b);
+    CHECK(h_out_wait("watch-b", want, 2000) >= 0);
+    CHECK_EQ_INT(h_out_count("watch-b", "event: state"), 1);
+    CHECK_EQ_INT(h_out_count("watch-b", "event: gap"), 0);
+    h_reap(b);
     /* Resumed at an id that is gone: a gap, then the current state. */
     pid_t c = watch("/v1/locks/watched", "12345-0", "watch-c");
-    CHECK(wait_for("watch-c", want, 2000) >= 0);
-    CHECK(wait_for("watch-c", "event: gap", 10) >= 0);
-    reap(c);
+    CHECK(h_out_wait("watch-c", want, 2000) >= 0);
+    CHECK(h_out_wait("watch-c", "event: gap", 10) >= 0);
+    h_reap(c);
     /* Not an id: refused. */
     pid_t d = watch("/v1/locks/watched", "x1", "watch-d");
-    CHECK(wait_for("watch-d", "\"status\":400", 2000) >= 0);
-    reap(d);
+    CHECK(h_out_wait("watch-d", "\"status\":400", 2000) >= 0);
+    h_reap(d);
 }
 
 /* A lease's end is a change too: the stream's timer finds it and logs it. */
 static void test_watch_expiry(void) {
     pid_t a = watch("/v1/locks/expiring", NULL, "exp-a");
-    CHECK(wait_for("exp-a", "\"holders\":0}", 5000) >= 0);
+    CHECK(h_out_wait("exp-a", "\"holders\":0}", 5000) >= 0);
     struct h_resp r = h_http("POST", gw.port, "/v1/locks/expiring", NULL, "{\"ttl_ms\":300}", NULL);
     CHECK_EQ_INT(r.status, 201);
     h_resp_free(&r);
-    CHECK(wait_for("exp-a", "\"holders\":1,", 2000) >= 0);
+    CHECK(h_out_wait("exp-a", "\"holders\":1,", 2000) >= 0);
     long long t0 = h_now_ms();
-    while (count_in("exp-a", "\"holders\":0}") < 2 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
-    CHECK_EQ_INT(count_in("exp-a", "\"holders\":0}"), 2);
-    CHECK_EQ_INT(count_in("exp-a", "event: gap"), 0); /* logged as a change */
+    while (h_out_count("exp-a", "\"holders\":0}") < 2 && h_now_ms() - t0 < 2000) h_sleep_ms(5);
+    CHECK_EQ_INT(h_out_count("exp-a", "\"holders\":0}"), 2);
+    CHECK_EQ_INT(h_out_count("exp-a", "event: gap"), 0); /* logged as a change */
     fprintf(stderr, "    expiry of a 300 ms lease streamed %lld ms after the grant was seen\n",
             h_now_ms() - t0);
-    reap(a);
+    h_reap(a);
 }
 
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-streams-XXXXXX");
     if (!mkdtemp(dir)) return 2;
+    h_out_dir(dir);
     if (h_redis_start(&redis, 0, NULL) < 0 ||
         h_gw_up(&gw, &redis, "--workers 2 --stream-heartbeat-ms 100") < 0)
         return 2;
