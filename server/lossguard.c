@@ -83,14 +83,18 @@ static int note_loss(const char *who, const char *value) {
     return first;
 }
 
+/* What a master held off holds off, in this mode (for the log). */
+static const char *held_what(void) {
+    return scope == LOSSGUARD_ALL ? "no lock, permit, session or multi-lock is granted"
+           : scope == LOSSGUARD_PER_MASTER
+               ? "no lock, permit, session or multi-lock is granted on the slots it serves"
+               : "its votes do not count (it abstains; when more masters abstain than the "
+                 "quorum can spare, nothing is granted)";
+}
+
 static void log_loss(const char *who) {
     metrics_inc(M_REDIS_DATA_LOST, 1);
-    const char *what =
-        scope == LOSSGUARD_ALL ? "no lock, permit, session or multi-lock is granted"
-        : scope == LOSSGUARD_PER_MASTER
-            ? "no lock, permit, session or multi-lock is granted on the slots it serves"
-            : "its votes do not count (it abstains; when more masters abstain than the quorum "
-              "can spare, nothing is granted)";
+    const char *what = held_what();
     log_error("lossguard: Redis master %s lost its data (its marker key was gone: a restart "
               "without persistence, FLUSHALL, or a failover to an empty replica); every held "
               "lock there is forgotten, so %s for %lld ms (--max-lease-ms), until every lease "
@@ -142,10 +146,9 @@ void lossguard_learn(const char *host, int port, const char *marker, long long l
     if (held) return;
     metrics_inc(M_REDIS_HOLDOFF_LEARNT, 1);
     log_warn("lossguard: Redis master %s is held off for %lld ms more: a gateway (another one, "
-             "or this one before a restart) noticed it lost its data, and recorded the "
-             "hold-off in Redis; no lock is granted there before every lease that could have "
-             "been running has ended",
-             who, left_ms);
+             "or this one before a restart) noticed it lost its data and recorded the hold-off "
+             "in Redis; until every lease that could have been running has ended, %s",
+             who, left_ms, held_what());
 }
 
 /* The value of "field:" on its own line of an INFO answer, or -1. */
