@@ -796,22 +796,28 @@ static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
     return &self->slot_seen[k].seen;
 }
 
-/* Node n's hold-off key (lossguard.h): "<prefix>holdoff", in cluster
- * mode "<prefix>holdoff{TAG}" with its marker's TAG (the first slot it
- * serves, so the same slot as the marker); 0 while the map names no slot
- * of it. */
+/* The hold-off key (lossguard.h) beside the marker key marker_key:
+ * "<prefix>holdoff", in cluster mode "<prefix>holdoff{TAG}" with the
+ * marker's {TAG}, so the same slot (a prefix has no braces: config.c). */
+static void holdoff_key_of(const char *marker_key, char *out, size_t cap) {
+    const char *tag = strchr(marker_key, '{');
+    snprintf(out, cap, "%sholdoff%s", self->cfg.key_prefix, tag ? tag : "");
+}
+
+/* Node n's hold-off key; 0 while (cluster mode) the map names no slot of
+ * it. */
 static int holdoff_key(struct node *n, char *out, size_t cap) {
-    if (!self->cluster) {
-        snprintf(out, cap, "%sholdoff", self->cfg.key_prefix);
-        return 1;
+    char mkey[GW_PREFIX_MAX + 32] = "";
+    if (self->cluster) {
+        int i = (int)(n - self->node), slot = -1;
+        for (int s = 0; s < CLUSTER_SLOTS && slot < 0; s++)
+            if (self->map.owner[s] == i) slot = s;
+        if (slot < 0) return 0;
+        char tag[16];
+        slot_tag(slot, tag, sizeof tag); /* as cluster_marker names the marker */
+        snprintf(mkey, sizeof mkey, "{%s}", tag);
     }
-    int i = (int)(n - self->node), slot = -1;
-    for (int s = 0; s < CLUSTER_SLOTS && slot < 0; s++)
-        if (self->map.owner[s] == i) slot = s;
-    if (slot < 0) return 0;
-    char tag[16];
-    slot_tag(slot, tag, sizeof tag);
-    snprintf(out, cap, "%sholdoff{%s}", self->cfg.key_prefix, tag);
+    holdoff_key_of(mkey, out, cap);
     return 1;
 }
 
@@ -877,11 +883,10 @@ static void send_marker_check(struct rconn *c) {
         size_t getl[2] = {3, strlen(key)};
         redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
         char hkey[GW_PREFIX_MAX + 32];
-        if (holdoff_key(c->node, hkey, sizeof hkey)) {
-            const char *pttl[2] = {"PTTL", hkey};
-            size_t pttll[2] = {4, strlen(hkey)};
-            redisAsyncCommandArgv(c->ac, on_holdoff_pttl, c, 2, pttl, pttll);
-        }
+        holdoff_key_of(key, hkey, sizeof hkey);
+        const char *pttl[2] = {"PTTL", hkey};
+        size_t pttll[2] = {4, strlen(hkey)};
+        redisAsyncCommandArgv(c->ac, on_holdoff_pttl, c, 2, pttl, pttll);
     }
     int soon = self->cluster && !c->node->loss_at && self->nmasters == 0;
     c->node->next_marker_ms = loop_now_ms() + (soon ? 200 : LOSSGUARD_PERIOD_MS);
