@@ -33,6 +33,11 @@
 #define EXPIRY_MAX 4096
 #define ID_MAX     48
 #define PAT_MAX    (2 * (GW_PREFIX_MAX + NAME_MAX_LEN) + 24)
+/* A pattern Redis refused (NOPERM) is not asked for again before this:
+ * streams over it meanwhile answer 503 at once.  How many such refusals
+ * are remembered (the oldest forgotten first). */
+#define REFUSED_MS  10000
+#define REFUSED_MAX 16
 
 /* One event as Redis published it: the name, and the payload (id, change,
  * state fields, joined by NUL); name NULL: a gap (the subscription was
@@ -85,6 +90,15 @@ struct feed {
     int nexp;                       /* (owner) */
     int calls;                      /* inspect calls under way (owner) */
     int dead;                       /* unsubscribed: freed when calls is 0 (owner) */
+    int refused;                    /* Redis refused the pattern: off feeds, streams end (mu) */
+};
+
+/* A pattern Redis refused, and until when streams over it answer 503. */
+struct refusal {
+    int semaphore;
+    char prefix[NAME_MAX_LEN + 1];
+    char pattern[PAT_MAX];
+    int64_t until;
 };
 
 /* One client's stream. */
@@ -108,7 +122,9 @@ struct pstream {
  * takes it again. */
 static pthread_mutex_t mu;
 static pthread_once_t mu_once = PTHREAD_ONCE_INIT;
-static struct feed *feeds; /* mu */
+static struct feed *feeds;                   /* mu */
+static struct refusal refusals[REFUSED_MAX]; /* mu */
+static int refusal_next;                     /* the slot written next (mu) */
 
 static void mu_init(void) {
     pthread_mutexattr_t a;
@@ -380,6 +396,17 @@ static void stream_start(struct pstream *ps) {
     stream_park(ps);
 }
 
+/* 503 for a stream over a pattern Redis refused, for ms more. */
+static void reply_refused(struct gw_request *req, const char *pattern, int64_t ms) {
+    char after[24];
+    snprintf(after, sizeof after, "%lld", (long long)((ms + 999) / 1000));
+    reply_header(req, "Retry-After", after);
+    reply_problem(req, CODE_BACKEND_UNAVAILABLE,
+                  "Redis refused PSUBSCRIBE %s (NOPERM): the Redis user's ACL must list the "
+                  "channel pattern '&%s' (or '&*'): docs/security.md",
+                  pattern, pattern);
+}
+
 static void stream_end(struct pstream *ps) {
     if (ps->ended) return;
     ps->ended = 1;
@@ -388,6 +415,8 @@ static void stream_end(struct pstream *ps) {
         http_stream_end(ps->req);
     else if (http_client_gone(ps->req))
         reply_problem(ps->req, CODE_LOCK_BUSY, "the client went away while watching");
+    else if (ps->f->refused)
+        reply_refused(ps->req, ps->f->pattern, REFUSED_MS);
     else
         reply_problem(ps->req, CODE_BACKEND_UNAVAILABLE,
                       "Redis did not confirm the subscription to this prefix's changes in "
@@ -431,7 +460,9 @@ static void tap_run(struct loop_task *t) {
     for (struct pstream *ps = tap->dead ? NULL : tap->streams, *next; ps; ps = next) {
         next = ps->next;
         if (ps->ended) continue;
-        if (ps->started)
+        if (tap->f->refused)
+            stream_end(ps);
+        else if (ps->started)
             stream_catch_up(ps);
         else if (tap->f->confirmed)
             stream_start(ps);
@@ -558,6 +589,39 @@ static void on_confirmed(void *arg) {
     pthread_mutex_unlock(&mu);
 }
 
+/* Redis refused the pattern (the worker's redis layer forgot it): the
+ * feed leaves the gateway's list (a later stream makes a new one, once the
+ * refusal is over), its streams answer 503, and its owner frees it at the
+ * next tick. */
+static void on_refused(void *arg, const char *why) {
+    struct feed *f = arg;
+    (void)why;
+    pthread_mutex_lock(&mu);
+    f->refused = 1;
+    for (struct feed **p = &feeds; *p; p = &(*p)->next)
+        if (*p == f) {
+            *p = f->next;
+            break;
+        }
+    struct refusal *r = &refusals[refusal_next++ % REFUSED_MAX];
+    r->semaphore = f->semaphore;
+    snprintf(r->prefix, sizeof r->prefix, "%s", f->prefix);
+    snprintf(r->pattern, sizeof r->pattern, "%s", f->pattern);
+    r->until = loop_now_ms() + REFUSED_MS;
+    for (struct tap *t = f->taps; t; t = t->next) tap_post(t);
+    pthread_mutex_unlock(&mu);
+}
+
+/* A refusal of prefix's pattern still in force, or NULL (mu held). */
+static const struct refusal *refusal_of(int semaphore, const char *prefix) {
+    int64_t now = loop_now_ms();
+    for (int i = 0; i < REFUSED_MAX; i++)
+        if (refusals[i].until > now && refusals[i].semaphore == semaphore &&
+            strcmp(refusals[i].prefix, prefix) == 0)
+            return &refusals[i];
+    return NULL;
+}
+
 struct inspect_call {
     struct feed *f;
     char name[NAME_MAX_LEN + 1];
@@ -592,8 +656,9 @@ static void on_feed_wake(struct waiter *w) {
     struct feed *f = (struct feed *)w;
     int64_t now = loop_now_ms();
     pthread_mutex_lock(&mu);
-    int drop = !f->taps && f->linger_until && now >= f->linger_until;
-    if (drop)
+    int refused = f->refused;
+    int drop = !f->taps && (refused || (f->linger_until && now >= f->linger_until));
+    if (drop && !refused)
         for (struct feed **p = &feeds; *p; p = &(*p)->next)
             if (*p == f) {
                 *p = f->next;
@@ -601,7 +666,9 @@ static void on_feed_wake(struct waiter *w) {
             }
     pthread_mutex_unlock(&mu);
     if (drop) {
-        redis_pattern_remove(f->pattern);
+        /* A refused pattern is gone from the redis layer already (and a
+         * new feed may keep the same one). */
+        if (!refused) redis_pattern_remove(f->pattern);
         f->dead = 1;
         if (!f->calls) feed_free(f);
         return;
@@ -667,7 +734,7 @@ static struct feed *feed_get(int semaphore, const char *prefix) {
     f->timer.fd = -1;
     f->timer.retry = on_feed_wake;
     f->timer.give_up = on_feed_give_up;
-    if (redis_pattern_add(f->pattern, on_message, on_confirmed, f) < 0) {
+    if (redis_pattern_add(f->pattern, on_message, on_confirmed, on_refused, f) < 0) {
         free(f);
         return NULL;
     }
@@ -700,6 +767,15 @@ static void prefix_stream(struct gw_request *req, int semaphore) {
         return;
     }
     pthread_mutex_lock(&mu);
+    const struct refusal *refused = refusal_of(semaphore, prefix);
+    if (refused) {
+        char pattern[PAT_MAX];
+        snprintf(pattern, sizeof pattern, "%s", refused->pattern);
+        int64_t left = refused->until - loop_now_ms();
+        pthread_mutex_unlock(&mu);
+        reply_refused(req, pattern, left);
+        return;
+    }
     struct feed *f = feed_get(semaphore, prefix);
     if (!f) {
         pthread_mutex_unlock(&mu);

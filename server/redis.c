@@ -180,6 +180,8 @@ struct redis {
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
     struct redis_pattern *patterns; /* kept besides the release channel (redis_patterns.inc) */
+    struct sub_sent *sub_sent;      /* node 0's pub/sub: (P)SUBSCRIBEs not confirmed yet, in
+                                       the order sent (redis_patterns.inc) */
 };
 
 /* Cluster mode: each slot's release channel, the same for every instance
@@ -562,8 +564,11 @@ static void on_connect(const redisAsyncContext *ac, int status) {
                  c->link ? " (TLS)" : "");
 }
 
+static void patterns_gone(struct rconn *c, const char *why);
+
 static void on_disconnect(const redisAsyncContext *ac, int status) {
     struct rconn *c = conn_of(ac);
+    patterns_gone(c, status == REDIS_OK ? NULL : ac->errstr);
     if (self->cfg.nsentinels && c == &(&self->node[0])->cmd && status != REDIS_OK)
         self->reresolve = 1;
     if (self->cluster && status != REDIS_OK)
@@ -964,6 +969,8 @@ static void cmd_up(struct rconn *c) {
     if (self->on_cmd_up) self->on_cmd_up(self->cmd_up_arg);
 }
 
+#include "server/redis_patterns.inc"
+
 /* Each message is ["message", channel, "KIND:NAME"]; the first reply is the
  * subscription itself, after which releases may have been missed while the
  * connection was down, so every waiter tries again. */
@@ -974,14 +981,13 @@ static void on_release_message(redisAsyncContext *ac, void *r, void *privdata) {
     if (kind->type != REDIS_REPLY_STRING) return;
     if (strcmp(kind->str, "subscribe") == 0) {
         if (self->on_resubscribed) self->on_resubscribed(self->hook_arg);
+        sub_confirmed(self->channel, strlen(self->channel));
     } else if (strcmp(kind->str, "message") == 0 && payload->type == REDIS_REPLY_STRING) {
         if (self->on_release) self->on_release(self->hook_arg, payload->str, payload->len);
     }
 }
 
 static void cluster_sub_up(struct rconn *c);
-
-#include "server/redis_patterns.inc"
 
 static void sub_up(struct rconn *c) {
     if (self->cluster) {
@@ -990,7 +996,9 @@ static void sub_up(struct rconn *c) {
     }
     const char *argv[2] = {"SUBSCRIBE", self->channel};
     size_t lens[2] = {9, strlen(self->channel)};
+    sub_sent_forget();
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
+    sub_sent_note(c, self->channel);
     c->subscribed = 1;
     patterns_up(c);
 }

@@ -80,11 +80,15 @@ void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
  * on_confirmed(arg) each time the subscription is (re)made (messages may
  * have been missed before it).  On the worker's thread.  Returns -1 (and
  * keeps nothing) in Redis Cluster mode, without a pub/sub connection, or
- * when the pattern is kept already. */
+ * when the pattern is kept already.  Redis refusing the pattern (NOPERM:
+ * the user's ACL does not list it) makes hiredis drop the connection; the
+ * refused pattern is then forgotten (not sent again on the new connection,
+ * which would loop) and on_refused(arg, Redis's error) is called once. */
 typedef void (*redis_pattern_fn)(void *arg, const char *channel, size_t channel_len,
                                  const char *payload, size_t payload_len);
 int redis_pattern_add(const char *pattern, redis_pattern_fn on_message,
-                      void (*on_confirmed)(void *arg), void *arg);
+                      void (*on_confirmed)(void *arg),
+                      void (*on_refused)(void *arg, const char *why), void *arg);
 void redis_pattern_remove(const char *pattern);
 
 /* fn(arg) is called as each command connection of r is being made, after

@@ -505,6 +505,80 @@ static void test_least_privilege(void) {
     h_redis_kill(&r);
 }
 
+/* How many EVALSHAs n has run (INFO commandstats). */
+static long long evalsha_calls(struct h_redis *n) {
+    const char *info = h_redis_cli(n, ADMIN "INFO commandstats");
+    const char *p = info ? strstr(info, "cmdstat_evalsha:calls=") : NULL;
+    return p ? atoll(p + 22) : 0;
+}
+
+/* With the documented user, a stream over a prefix whose pattern the rule
+ * does not list: Redis answers its PSUBSCRIBE with NOPERM, on which
+ * hiredis drops the whole pub/sub connection (the release channel's
+ * subscription too).  The stream answers 503 at once, naming the pattern
+ * to add, and again at once while the refusal is remembered; the
+ * connection is made again once, not in a loop (which reconnected every
+ * 100 ms, each time waking every waiter to retry, for the feed's 60 s
+ * linger); a waiter parked on another lock retried only a few times and is
+ * handed the lock at its release; a stream the rule allows still works. */
+static void test_least_privilege_refused_prefix(void) {
+    char rule[4096];
+    CHECK_EQ_INT(rule_for_app7(rule, sizeof rule), 0);
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    limited_user(&r, rule);
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d/2", r.port);
+    /* A long Redis timeout: the old answer came only after it. */
+    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 1 --key-prefix app7: --redis-timeout-ms 5000"), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
+    struct h_resp resp =
+        h_http("POST", g.port, "/v1/locks/rp-held", NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(resp.status, 201);
+    char token[128];
+    snprintf(token, sizeof token, "%s", h_token(&resp));
+    h_resp_free(&resp);
+    long long waits0 = h_metric(&g, "lockgate_waits_total");
+    struct waiter w = {.port = g.port, .path = "/v1/locks/rp-held", .body = "{\"wait_ms\":20000}"};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_call, &w);
+    long long end = h_now_ms() + 10000;
+    while (h_metric(&g, "lockgate_waits_total") < waits0 + 1 && h_now_ms() < end) h_sleep_ms(10);
+    long long calls0 = evalsha_calls(&r), t0 = h_now_ms();
+    for (int i = 0; i < 2; i++) { /* refused, then remembered */
+        resp =
+            h_http("GET", g.port, "/v1/locks?prefix=rp", NULL, NULL, "Accept: text/event-stream");
+        long long took = h_now_ms() - t0;
+        CHECK_EQ_INT(resp.status, 503);
+        CHECK(took < 2000);
+        CHECK(strcmp(h_jcode(&resp), "backend_unavailable") == 0);
+        CHECK(resp.body && strstr(resp.body, "'&app7:chg:lock:rp*'") != NULL);
+        if (took >= 2000 || resp.status != 503)
+            fprintf(stderr, "    try %d: %ld after %lld ms\n", i, resp.status, took);
+        h_resp_free(&resp);
+        t0 = h_now_ms();
+    }
+    /* An absence (of a reconnect loop) shows only over time: the loop
+     * made ten reconnects a second. */
+    h_sleep_ms(1500);
+    int lost = h_log_count(&g, "lost: NOPERM");
+    long long calls = evalsha_calls(&r) - calls0;
+    CHECK(lost >= 1 && lost <= 2);
+    CHECK(calls <= 4);
+    fprintf(stderr, "    refused prefix: %d pub/sub reconnects, the waiter's EVALSHAs: %lld\n",
+            lost, calls);
+    t0 = h_now_ms();
+    resp = h_http("DELETE", g.port, "/v1/locks/rp-held", token, NULL, NULL);
+    CHECK_EQ_INT(resp.status, 200);
+    h_resp_free(&resp);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(w.status, 201);
+    CHECK(h_now_ms() - t0 < 1000); /* woken by the release channel, not a late retry */
+    prefix_stream_path(&g);        /* the pattern the rule lists */
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_kill(&r);
+}
+
 /* The same in Cluster mode (CLUSTER SLOTS, SSUBSCRIBE, SPUBLISH). */
 static void test_least_privilege_cluster(void) {
     char rule[4096];
@@ -540,5 +614,6 @@ int main(int argc, char **argv) {
     RUN_SOME(test_password_file_missing);
     RUN_SOME(test_least_privilege);
     RUN_SOME(test_least_privilege_cluster);
+    RUN_SOME(test_least_privilege_refused_prefix);
     return check_summary("redis_auth");
 }
