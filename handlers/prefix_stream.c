@@ -38,6 +38,15 @@
  * are remembered (the oldest forgotten first). */
 #define REFUSED_MS  10000
 #define REFUSED_MAX 16
+/* Feeds a gateway keeps at most: each holds a PSUBSCRIBE that Redis
+ * matches every PUBLISH against, a ring of PREFIX_RING events and an
+ * expiry table.  A stream over one more prefix answers 503
+ * too_many_prefixes; the longest-lingering feed nobody streams is then
+ * ended at its owner's next tick (FEED_TICK_MS), so the client's retry
+ * finds room.  From half of them on, a feed lingers only
+ * PREFIX_LINGER_BUSY_MS after its last stream. */
+#define FEED_MAX              64
+#define PREFIX_LINGER_BUSY_MS 5000
 
 /* One event as Redis published it: the name, and the payload (id, change,
  * state fields, joined by NUL); name NULL: a gap (the subscription was
@@ -123,6 +132,7 @@ struct pstream {
 static pthread_mutex_t mu;
 static pthread_once_t mu_once = PTHREAD_ONCE_INIT;
 static struct feed *feeds;                   /* mu */
+static int nfeeds;                           /* on the feeds list (mu) */
 static struct refusal refusals[REFUSED_MAX]; /* mu */
 static int refusal_next;                     /* the slot written next (mu) */
 
@@ -502,7 +512,9 @@ static void stream_leave(struct pstream *ps) {
         tap->dead = 1;
     else
         free(tap);
-    if (!f->taps) f->linger_until = loop_now_ms() + PREFIX_LINGER_MS;
+    if (!f->taps)
+        f->linger_until =
+            loop_now_ms() + (nfeeds >= FEED_MAX / 2 ? PREFIX_LINGER_BUSY_MS : PREFIX_LINGER_MS);
 }
 
 static void stream_free(void *ctx) {
@@ -589,6 +601,16 @@ static void on_confirmed(void *arg) {
     pthread_mutex_unlock(&mu);
 }
 
+/* f leaves the gateway's list of feeds (mu held). */
+static void feed_unlink(struct feed *f) {
+    for (struct feed **p = &feeds; *p; p = &(*p)->next)
+        if (*p == f) {
+            *p = f->next;
+            nfeeds--;
+            break;
+        }
+}
+
 /* Redis refused the pattern (the worker's redis layer forgot it): the
  * feed leaves the gateway's list (a later stream makes a new one, once the
  * refusal is over), its streams answer 503, and its owner frees it at the
@@ -598,11 +620,7 @@ static void on_refused(void *arg, const char *why) {
     (void)why;
     pthread_mutex_lock(&mu);
     f->refused = 1;
-    for (struct feed **p = &feeds; *p; p = &(*p)->next)
-        if (*p == f) {
-            *p = f->next;
-            break;
-        }
+    feed_unlink(f);
     struct refusal *r = &refusals[refusal_next++ % REFUSED_MAX];
     r->semaphore = f->semaphore;
     snprintf(r->prefix, sizeof r->prefix, "%s", f->prefix);
@@ -658,12 +676,7 @@ static void on_feed_wake(struct waiter *w) {
     pthread_mutex_lock(&mu);
     int refused = f->refused;
     int drop = !f->taps && (refused || (f->linger_until && now >= f->linger_until));
-    if (drop && !refused)
-        for (struct feed **p = &feeds; *p; p = &(*p)->next)
-            if (*p == f) {
-                *p = f->next;
-                break;
-            }
+    if (drop && !refused) feed_unlink(f);
     pthread_mutex_unlock(&mu);
     if (drop) {
         /* A refused pattern is gone from the redis layer already (and a
@@ -714,11 +727,32 @@ static size_t escape_glob(const char *s, char *out) {
     return n;
 }
 
+/* The gateway has FEED_MAX feeds: the one that lingers longest without
+ * a stream ends at its owner's next tick (it may be another worker's,
+ * whose redis layer only that worker touches), unless one is ending
+ * already; 1 if room is coming so (mu held). */
+static int feed_make_room(void) {
+    struct feed *oldest = NULL;
+    for (struct feed *f = feeds; f; f = f->next)
+        if (!f->taps && f->linger_until == 1) return 1; /* ending already */
+    for (struct feed *f = feeds; f; f = f->next)
+        if (!f->taps && f->linger_until > 1 && (!oldest || f->linger_until < oldest->linger_until))
+            oldest = f;
+    if (oldest) oldest->linger_until = 1; /* over: on_feed_wake drops it */
+    return oldest != NULL;
+}
+
 /* The gateway's feed over prefix, made (owned by the calling worker) when
- * there is none; NULL when this worker cannot subscribe (mu held). */
-static struct feed *feed_get(int semaphore, const char *prefix) {
+ * there is none; NULL when this worker cannot subscribe, *full set when
+ * the gateway has FEED_MAX feeds (mu held). */
+static struct feed *feed_get(int semaphore, const char *prefix, int *full) {
+    *full = 0;
     for (struct feed *f = feeds; f; f = f->next)
         if (f->semaphore == semaphore && strcmp(f->prefix, prefix) == 0) return f;
+    if (nfeeds >= FEED_MAX) {
+        *full = 1 + feed_make_room();
+        return NULL;
+    }
     struct feed *f = alloc_check(calloc(1, sizeof *f));
     f->semaphore = semaphore;
     snprintf(f->prefix, sizeof f->prefix, "%s", prefix);
@@ -740,6 +774,7 @@ static struct feed *feed_get(int semaphore, const char *prefix) {
     }
     f->next = feeds;
     feeds = f;
+    nfeeds++;
     feed_arm(f);
     return f;
 }
@@ -776,7 +811,23 @@ static void prefix_stream(struct gw_request *req, int semaphore) {
         reply_refused(req, pattern, left);
         return;
     }
-    struct feed *f = feed_get(semaphore, prefix);
+    int full;
+    struct feed *f = feed_get(semaphore, prefix, &full);
+    if (!f && full) {
+        pthread_mutex_unlock(&mu);
+        /* Room is made within a tick when a feed lingered; else once
+         * some stream ends and its feed's (short) linger is over. */
+        int after_s = full == 2 ? FEED_TICK_MS / 1000 + 1 : PREFIX_LINGER_BUSY_MS / 1000 + 1;
+        char after[16];
+        snprintf(after, sizeof after, "%d", after_s);
+        reply_header(req, "Retry-After", after);
+        reply_problem(req, CODE_TOO_MANY_PREFIXES,
+                      "this gateway streams %d prefixes already (each a Redis pattern "
+                      "subscription): try again in %d s, or stream a shorter prefix that covers "
+                      "several",
+                      FEED_MAX, after_s);
+        return;
+    }
     if (!f) {
         pthread_mutex_unlock(&mu);
         reply_problem(req, CODE_BACKEND_UNAVAILABLE, "no Redis pub/sub connection on this worker");

@@ -48,6 +48,7 @@ static const struct problem_info problems[CODE_COUNT] = {
     [CODE_QUOTA_EXCEEDED] = {"quota_exceeded",      429, "This key holds its limit"        },
     [CODE_URI_TOO_LONG] = {"uri_too_long",        414, "Request line too long"           },
     [CODE_HEADERS_TOO_LARGE] = {"headers_too_large",   431, "Request headers too large"       },
+    [CODE_TOO_MANY_PREFIXES] = {"too_many_prefixes",   503, "Too many prefixes streamed"      },
 };
 
 const struct problem_info *problem_info(enum gw_code code) { return &problems[code]; }

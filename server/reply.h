@@ -51,6 +51,7 @@ enum gw_code {
     CODE_QUOTA_EXCEEDED,    /* a key's holds_at_once (handlers/quota_holds.h) */
     CODE_URI_TOO_LONG,      /* libmicrohttpd's 414: the request line (mhd_errors.h) */
     CODE_HEADERS_TOO_LARGE, /* libmicrohttpd's 431: the headers (mhd_errors.h) */
+    CODE_TOO_MANY_PREFIXES, /* prefix streams: the gateway's feeds all streamed (prefix_stream.c) */
     CODE_COUNT
 };
 

@@ -15,6 +15,7 @@
  * contain NAME. */
 #include "tests/integration/harness.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,6 +353,73 @@ static void test_prefix_cluster_501(void) {
     h_redis_stop(&cl);
 }
 
+/* A stream over /v1/locks?prefix=prefix through port on a raw socket (64
+ * of them are cheaper than 64 curls): read until the opening comment, or
+ * an error answer's body; its status, the bytes read into head; the
+ * socket into *fd (closed by the caller). */
+static int raw_stream(int port, const char *prefix, int *fd, char *head, size_t cap) {
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET /v1/locks?prefix=%s HTTP/1.1\r\nHost: x\r\n"
+                     "Accept: text/event-stream\r\n\r\n",
+                     prefix);
+    size_t got = 0;
+    head[0] = '\0';
+    *fd = h_connect(port);
+    if (*fd < 0 || write(*fd, req, (size_t)n) != n) return -1;
+    long long end = h_now_ms() + 5000;
+    for (;;) {
+        const char *body = strstr(head, "\r\n\r\n");
+        if (body && (strstr(body, ":\n") || strchr(body, '}'))) break;
+        struct pollfd p = {.fd = *fd, .events = POLLIN};
+        long long left = end - h_now_ms();
+        if (left <= 0 || got + 1 >= cap || poll(&p, 1, (int)left) <= 0) return -1;
+        ssize_t k = read(*fd, head + got, cap - 1 - got);
+        if (k <= 0) return -1;
+        got += (size_t)k;
+        head[got] = '\0';
+    }
+    return strncmp(head, "HTTP/1.1 ", 9) == 0 ? atoi(head + 9) : -1;
+}
+
+/* The gateway keeps at most 64 feeds (PSUBSCRIBEs Redis matches every
+ * PUBLISH against): on a gateway of its own, streams over 64 prefixes
+ * open, one over a 65th answers 503 too_many_prefixes with Retry-After;
+ * once one stream ended, its lingering feed is ended to make room and the
+ * 65th opens on a retry; the gateway's patterns in Redis stay at 64. */
+static void test_prefix_feed_cap(void) {
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_gw_up(&g, &redis, "--workers 2 --stream-heartbeat-ms 1000"), 0);
+    long long numpat0 = atoll(h_redis_cli(&redis, "PUBSUB NUMPAT"));
+    int fd[64], x, st = 0;
+    char head[2048], prefix[32];
+    for (int i = 0; i < 64; i++) {
+        snprintf(prefix, sizeof prefix, "cap%d-", i);
+        CHECK_EQ_INT(raw_stream(g.port, prefix, &fd[i], head, sizeof head), 200);
+    }
+    st = raw_stream(g.port, "capx", &x, head, sizeof head);
+    CHECK_EQ_INT(st, 503);
+    CHECK(strstr(head, "\"code\":\"too_many_prefixes\"") != NULL);
+    CHECK(strstr(head, "Retry-After: ") != NULL);
+    close(x);
+    close(fd[0]); /* its feed lingers: the next stream's try ends it */
+    long long t0 = h_now_ms();
+    int tries = 0;
+    while (st != 200 && h_now_ms() - t0 < 10000) {
+        if (tries++) h_sleep_ms(100);
+        st = raw_stream(g.port, "capx", &x, head, sizeof head);
+        if (st == 503) CHECK(strstr(head, "Retry-After: 3\r\n") != NULL); /* room is coming */
+        if (st != 200) close(x);
+    }
+    CHECK_EQ_INT(st, 200);
+    fprintf(stderr, "    the 65th prefix opened after %lld ms, %d tries\n", h_now_ms() - t0, tries);
+    long long numpat = atoll(h_redis_cli(&redis, "PUBSUB NUMPAT"));
+    CHECK(numpat - numpat0 <= 64);
+    close(x);
+    for (int i = 1; i < 64; i++) close(fd[i]);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-prefix-XXXXXX");
@@ -370,6 +438,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_prefix_pubsub_reconnect);
     RUN_SOME(test_prefix_quorum);
     RUN_SOME(test_prefix_cluster_501);
+    RUN_SOME(test_prefix_feed_cap);
     fprintf(stderr, "    prefix streams suite: %lld ms\n", h_now_ms() - t0);
     for (int i = 0; i < 2; i++)
         CHECK_EQ_INT(h_gw_stop(&gw[i], 5000), 0); /* a clean stop (no leak under the sanitizers) */

@@ -53,6 +53,7 @@ static const struct {
     {CODE_QUOTA_EXCEEDED,      "quota_exceeded",      429},
     {CODE_URI_TOO_LONG,        "uri_too_long",        414},
     {CODE_HEADERS_TOO_LARGE,   "headers_too_large",   431},
+    {CODE_TOO_MANY_PREFIXES,   "too_many_prefixes",   503},
 };
 #define NEXPECTED (sizeof expected / sizeof expected[0])
 
@@ -79,7 +80,7 @@ static const char *hdr(struct gw_request *req, const char *name) {
  * ========================================================================= */
 
 static void test_table(void) {
-    CHECK_EQ_INT(CODE_COUNT, 37);
+    CHECK_EQ_INT(CODE_COUNT, 38);
     CHECK_EQ_INT(NEXPECTED, CODE_COUNT);
     for (size_t i = 0; i < NEXPECTED; i++) {
         const struct problem_info *pi = problem_info(expected[i].code);
