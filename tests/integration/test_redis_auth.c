@@ -579,20 +579,26 @@ static void test_least_privilege_refused_prefix(void) {
     h_redis_kill(&r);
 }
 
+/* A three-master cluster r whose every node has the user lockgate with
+ * rule, and a gateway g of two workers on it as that user, ready. */
+static void limited_cluster_gateway(struct h_redis *r, struct h_gw *g, const char *rule) {
+    CHECK_EQ_INT(h_cluster_start(r, 3, 0), 0);
+    for (int i = 0; i < r->cn; i++) {
+        struct h_redis n = h_cluster_node(r, i);
+        limited_user(&n, rule);
+    }
+    snprintf(g->redis_url, sizeof g->redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d", r->port);
+    CHECK_EQ_INT(h_gw_start(g, r, "--workers 2 --key-prefix app7:"), 0);
+    CHECK_EQ_INT(h_wait_ready(g->port, 15000), 0);
+}
+
 /* The same in Cluster mode (CLUSTER SLOTS, SSUBSCRIBE, SPUBLISH). */
 static void test_least_privilege_cluster(void) {
     char rule[4096];
     CHECK_EQ_INT(rule_for_app7(rule, sizeof rule), 0);
     struct h_redis r;
     struct h_gw g = {0};
-    CHECK_EQ_INT(h_cluster_start(&r, 3, 0), 0);
-    for (int i = 0; i < r.cn; i++) {
-        struct h_redis n = h_cluster_node(&r, i);
-        limited_user(&n, rule);
-    }
-    snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d", r.port);
-    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2 --key-prefix app7:"), 0);
-    CHECK_EQ_INT(h_wait_ready(g.port, 15000), 0);
+    limited_cluster_gateway(&r, &g, rule);
     every_path(&g, 1);
     for (int i = 0; i < r.cn; i++) {
         struct h_redis n = h_cluster_node(&r, i);
@@ -628,14 +634,7 @@ static void test_slot_marker_unlearnt(void) {
     replace_all(rule, sizeof rule, " +set ", " ");
     struct h_redis r;
     struct h_gw g = {0};
-    CHECK_EQ_INT(h_cluster_start(&r, 3, 0), 0);
-    for (int i = 0; i < r.cn; i++) {
-        struct h_redis n = h_cluster_node(&r, i);
-        limited_user(&n, rule);
-    }
-    snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d", r.port);
-    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 2 --key-prefix app7:"), 0);
-    CHECK_EQ_INT(h_wait_ready(g.port, 15000), 0);
+    limited_cluster_gateway(&r, &g, rule);
     long long refused0 = set_refused(&r), t0 = h_now_ms();
     const int grants = 8;
     for (int i = 0; i < grants; i++) {

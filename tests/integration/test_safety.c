@@ -341,6 +341,22 @@ static void test_full_redis_lets_holders_go(void) {
 
 #define UNDO_BOUND_MS 1500 /* the target is 1 s; margin for a loaded machine */
 
+/* Waits until the gateway's n undos have settled (given back, or nothing
+ * there to give), and checks that n were started and none left to its
+ * lease. */
+static void undos_settled(struct h_gw *g, long long n) {
+    for (long long end = h_now_ms() + 5000; h_metric(g, "lockgate_undo_given_back_total") +
+                                                    h_metric(g, "lockgate_undo_nothing_total") <
+                                                n &&
+                                            h_now_ms() < end;)
+        h_sleep_ms(10);
+    CHECK_EQ_INT(h_metric(g, "lockgate_undo_started_total"), n);
+    CHECK_EQ_INT(h_metric(g, "lockgate_undo_given_back_total") +
+                     h_metric(g, "lockgate_undo_nothing_total"),
+                 n);
+    CHECK_EQ_INT(h_metric(g, "lockgate_undo_expired_total"), 0);
+}
+
 /* The stall of the Redis whose process is pid (the gateway's master),
  * while g sends an acquire.  inspect: the names' paths to look at,
  * separated by spaces. */
@@ -404,16 +420,7 @@ static void test_stall_during_acquire(void) {
     fprintf(stderr, "  undo: names free at most %lld ms after Redis resumed\n", worst);
     /* Counted: every failed attempt settled (the multi-lock's name by
      * name), none left to its lease. */
-    for (long long end = h_now_ms() + 5000; h_metric(&g, "lockgate_undo_given_back_total") +
-                                                    h_metric(&g, "lockgate_undo_nothing_total") <
-                                                6 &&
-                                            h_now_ms() < end;)
-        h_sleep_ms(10);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_started_total"), 6);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_given_back_total") +
-                     h_metric(&g, "lockgate_undo_nothing_total"),
-                 6);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_expired_total"), 0);
+    undos_settled(&g, 6);
     /* Never a token in the log. */
     CHECK_EQ_INT(h_file_count(g.log, "Lock-Token"), 0);
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
@@ -979,16 +986,7 @@ static void test_stall_in_sentinel(void) {
     if (took > worst) worst = took;
     fprintf(stderr, "  Sentinel: names free at most %lld ms after Redis resumed\n", worst);
     /* Every failed attempt settled: the multi-lock's two names, the hold. */
-    for (long long end = h_now_ms() + 5000; h_metric(&g, "lockgate_undo_given_back_total") +
-                                                    h_metric(&g, "lockgate_undo_nothing_total") <
-                                                3 &&
-                                            h_now_ms() < end;)
-        h_sleep_ms(10);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_started_total"), 3);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_given_back_total") +
-                     h_metric(&g, "lockgate_undo_nothing_total"),
-                 3);
-    CHECK_EQ_INT(h_metric(&g, "lockgate_undo_expired_total"), 0);
+    undos_settled(&g, 3);
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
     sentinels_down_after(t, 1000);
 }
