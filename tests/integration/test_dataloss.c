@@ -379,7 +379,7 @@ static void test_flush_and_stall_quorum(void) {
         fprintf(stderr, "  a waiter: %ld %s after %lld ms\n", st, code, waited);
         CHECK_EQ_INT(st, 503);
         CHECK_EQ_STR(code, "redis_data_lost");
-        CHECK(waited >= 1000);
+        CHECK(waited >= 900); /* it tried again after the hint (less ms rounding) */
         for (int k = 0; k < 3; k++) {
             CHECK_EQ_INT(held_on(&m[0], names[k]), 0);
             CHECK_EQ_INT(held_on(&m[1], names[k]), 0);
