@@ -497,13 +497,6 @@ static int output_queued(struct MHD_Connection *conn) {
     return outq;
 }
 
-/* A body without a Content-Length (chunked) passed the cap while it was
- * being read.  libmicrohttpd 0.9.75 cannot queue an answer in the middle
- * of a body, and reading it to its end is what let a client make the
- * gateway read megabytes: so, over plain HTTP, the 413 is written to the
- * socket here, and the connection is closed and drained (drain.h).  Over
- * TLS the bytes would have to go through the session, so the connection
- * is only closed. */
 /* The head of an answer written past libmicrohttpd (status: e.g. "413
  * Payload Too Large"), with Connection: close, into head; its length. */
 static int head_past_mhd(char *head, size_t cap, const char *status, const char *content_type,
@@ -527,6 +520,13 @@ static int write_past_mhd(int fd, const char *status, const char *content_type, 
     return sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(n + len);
 }
 
+/* A body without a Content-Length (chunked) passed the cap while it was
+ * being read.  libmicrohttpd 0.9.75 cannot queue an answer in the middle
+ * of a body, and reading it to its end is what let a client make the
+ * gateway read megabytes: so, over plain HTTP, the 413 is written to the
+ * socket here, and the connection is closed and drained (drain.h).  Over
+ * TLS the bytes would have to go through the session, which this path
+ * does not do (tls_write_past_mhd could): the connection is only closed. */
 static enum MHD_Result too_large_midway(struct gw_request *req) {
     req->body_too_large = 1;
     dispatch_early(req);
@@ -552,13 +552,15 @@ static _Thread_local int head_did_not_fit;
  * socket past libmicrohttpd, and the connection is drained.  A grant in
  * the unsent answer is given back as for any undelivered one.  Over TLS
  * it goes through the connection's session, as one record (tls.h), and
- * the connection is closed without a drain. */
-static void answer_head_did_not_fit(struct MHD_Connection *conn) {
+ * the connection is closed without a drain.  1 when the connection is
+ * being drained. */
+static int answer_head_did_not_fit(struct MHD_Connection *conn) {
     static const char status[] = "431 Request Header Fields Too Large";
     static const char type[] = "application/problem+json";
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return;
+    if (!ci) return 0;
+    int drained = 0;
     char *body = problem_body(CODE_HEADERS_TOO_LARGE, NULL,
                               "the answer's headers do not fit what the request's line and "
                               "headers left of the connection's buffer (--connection-memory-kib)");
@@ -572,8 +574,10 @@ static void answer_head_did_not_fit(struct MHD_Connection *conn) {
         }
     } else if (write_past_mhd(ci->connect_fd, status, type, body, len)) {
         drain_start(ci->connect_fd);
+        drained = 1;
     }
     free(body);
+    return drained;
 }
 
 /* ---- answers that go on (http.h, http_stream_open) ------------------------------- */
@@ -584,6 +588,8 @@ struct gw_stream {
     int comments;                            /* ":\n" lines written before buf's bytes
                                                 (http_stream_comment), not in buf */
     int queued;                              /* its response is queued */
+    int read_from;                           /* libmicrohttpd asked for its bytes: the
+                                                head went out (answer_head_did_not_fit) */
     int ended;                               /* nothing follows buf */
     void (*on_gone)(struct gw_request *req); /* libmicrohttpd closed it first */
 };
@@ -621,6 +627,7 @@ static void stream_append(struct gw_stream *st, const char *data, size_t len) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     struct gw_request *req = cls;
     struct gw_stream *st = req->stream;
+    st->read_from = 1;
     if (st->off < st->len) {
         size_t n = st->len - st->off < max ? st->len - st->off : max;
         memcpy(buf, st->buf + st->off, n);
@@ -756,7 +763,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **con_cls) {
     struct gw_request *req = *con_cls;
 
-    if (!req) { /* headers are in */
+    if (!req) {               /* headers are in */
+        head_did_not_fit = 0; /* libmicrohttpd's note is about the answer to come */
         req = request_new(conn, url);
         if (!req) return MHD_NO;
         *con_cls = req;
@@ -873,7 +881,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct gw_request *req = *con_cls;
     if (head_did_not_fit) {
         head_did_not_fit = 0;
-        if (req && toe == MHD_REQUEST_TERMINATED_WITH_ERROR) answer_head_did_not_fit(conn);
+        /* Only an answer whose head never went out: never into a stream
+         * that has begun (a flag left by a connection libmicrohttpd closed
+         * without calling here would otherwise corrupt it). */
+        if (req && toe == MHD_REQUEST_TERMINATED_WITH_ERROR &&
+            !(req->stream && req->stream->read_from) && answer_head_did_not_fit(conn))
+            req->drain = 0; /* drained there: one reader of the socket */
     }
     conn_phase(conn, CONN_NEXT); /* a kept-alive connection's next request */
     if (!req) return;

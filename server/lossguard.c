@@ -113,10 +113,17 @@ int lossguard_note(struct lossguard_seen *seen, const char *host, int port, cons
     return 1;
 }
 
-void lossguard_note_slot(const char *host, int port) {
+int lossguard_note_slot(const char *host, int port, const char *sent_under, const char *latest) {
+    /* A worker cut off from the master past --max-lease-ms comes back
+     * with slot values from before a loss the other workers held off for
+     * already: its first grant there is refused after that hold-off ended,
+     * and must not start another. */
+    if (sent_under[0] && latest[0] && strcmp(sent_under, latest) != 0) return 0;
     char who[64];
     snprintf(who, sizeof who, "%s:%d", host, port);
-    if (note_loss(who, "")) log_loss(who);
+    if (!note_loss(who, "")) return 0;
+    log_loss(who);
+    return 1;
 }
 
 void lossguard_learn(const char *host, int port, const char *marker, long long left_ms) {

@@ -88,8 +88,14 @@ void lossguard_init(long long max_lease_ms, enum lossguard_scope scope, int mast
 int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value);
 /* Redis Cluster mode: a grant script on host:port found its slot's marker
  * gone or changed since this gateway learnt it (lua/_marker.lua): that
- * master lost its data, unless it is held off already (the same loss). */
-void lossguard_note_slot(const char *host, int port);
+ * master lost its data, unless it is held off already (the same loss), or
+ * the loss is one the master's marker showed already.  sent_under: the
+ * master's marker as the refusing connection had read it when the grant
+ * went out; latest: as this process read it last ("" either: not known).
+ * When they differ the master's marker changed in between, a loss noted
+ * then (held off, or its hold-off over): the refusal is that loss, not a
+ * new one.  1 when a new loss was noted. */
+int lossguard_note_slot(const char *host, int port, const char *sent_under, const char *latest);
 
 /* A hold-off of host:port found in Redis (<prefix>holdoff), left_ms still
  * to run: kept as a loss noticed here would be (a later end wins), and,

@@ -33,11 +33,12 @@ enum metric_counter {
     M_UNDO_EXPIRED,         /* of those, not settled before the lease ended */
     M_REDIS_DATA_LOST,      /* masters found to have lost their data (lossguard.h) */
     M_REDIS_HOLDOFF_LEARNT, /* a loss's hold-off learnt from Redis, not noticed here */
-    M_ORIGIN_REFUSED,       /* 403 origin_forbidden: a browser page of a foreign origin */
-    M_SLOW_CLOSED,          /* connections cut off by a header or body deadline (conns.h) */
-    M_ACCEPT_REFUSED,       /* connections not accepted: descriptors, or the connection limit */
-    M_STREAM_HOLDS,         /* acquisitions answered as an event stream (streams.h) */
-    M_STREAM_LOST,          /* of those, holds that ended with `event: lost` */
+    M_REDIS_SLOT_MARKER_UNLEARNT, /* cluster mode: a slot marker's SET refused (redis.c) */
+    M_ORIGIN_REFUSED,             /* 403 origin_forbidden: a browser page of a foreign origin */
+    M_SLOW_CLOSED,                /* connections cut off by a header or body deadline (conns.h) */
+    M_ACCEPT_REFUSED, /* connections not accepted: descriptors, or the connection limit */
+    M_STREAM_HOLDS,   /* acquisitions answered as an event stream (streams.h) */
+    M_STREAM_LOST,    /* of those, holds that ended with `event: lost` */
     M_COUNTER_COUNT
 };
 

@@ -64,8 +64,10 @@ struct redis_op {
                                      is sent (marker_fill); 0: none */
     int learn_tried;              /* cluster mode: its slot's marker was asked for (slot
                                      markers): if still unknown, it goes unchecked */
-    const char *why;              /* why it fails, on the failed list */
-    char numkeys[16];             /* EVALSHA's key count, as text */
+    char sent_under[LOSSGUARD_MARKER_LEN + 1]; /* cluster mode, a grant: its master's marker
+                                                  as read here when it went out */
+    const char *why;                           /* why it fails, on the failed list */
+    char numkeys[16];                          /* EVALSHA's key count, as text */
 };
 
 /* One connection to Redis and its state. */
@@ -166,6 +168,9 @@ struct redis {
                                                     learnt (slot markers), "" unknown */
     unsigned char *slot_learning;                /* cluster mode: a slot's marker is being
                                                     asked for */
+    int64_t *slot_unlearnt_until;                /* cluster mode: a slot's marker could not be
+                                                    learnt; not asked for again before this */
+    int slot_unlearnt_said;                      /* cluster mode: that was logged (once) */
     struct redis_op parked;                      /* cluster mode: grants waiting for their
                                                     slot's marker (sentinel) */
     char slot_key[GW_PREFIX_MAX + 24];           /* the slot marker key marker_fill sent last */
@@ -281,6 +286,8 @@ static int slot_marker_park(struct redis_op *op, struct node *n);
 static void slot_marks_forget(struct node *n);
 static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char *value);
 static void send_marker_check(struct rconn *c);
+static void marker_base_get(int slot, char *out);
+static int seen_slot(const struct lossguard_seen *seen);
 static void holdoff_write(struct node *n, const char *marker);
 static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const char *const *argv,
                                 const size_t *lens, redis_cb cb, void *arg);
@@ -300,6 +307,7 @@ static void marker_fill(struct redis_op *op, struct node *n) {
         op->argv[op->marker_at] = self->slot_key, op->lens[op->marker_at] = strlen(self->slot_key);
         const char *v = self->slot_mark[op->slot];
         op->argv[last] = v, op->lens[last] = strlen(v);
+        snprintf(op->sent_under, sizeof op->sent_under, "%s", n->loss_at ? n->loss_at->marker : "");
         return;
     }
     op->argv[op->marker_at] = self->marker_key;
@@ -358,7 +366,7 @@ static int cluster_redirect(struct redis_op *op, const char *err);
  * last read (lua/_marker.lua answers {REDIS_MARKER_MOVED, marker now}).
  * The loss is noted before the caller sees the answer, as a periodic read
  * would have noted it, so the caller finds the master held off. */
-static void marker_refusal(struct node *n, const redisReply *reply) {
+static void marker_refusal(struct node *n, struct redis_op *op, const redisReply *reply) {
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[0]->integer != REDIS_MARKER_MOVED ||
@@ -366,9 +374,16 @@ static void marker_refusal(struct node *n, const redisReply *reply) {
         return;
     if (self->cluster) {
         /* A slot's marker: every slot of that master is learnt anew, and
-         * its own marker read now (what value the loss left there). */
+         * its own marker read now (what value the loss left there).  The
+         * refused slot by itself too: the map may name another owner
+         * since the grant went out.  A loss the master's marker had shown
+         * since (the process read another value than this grant went
+         * under) was held off for then: only learnt anew. */
         slot_marks_forget(n);
-        lossguard_note_slot(n->cmd.host, n->cmd.port);
+        if (op->slot >= 0) self->slot_mark[op->slot][0] = '\0';
+        char latest[LOSSGUARD_MARKER_LEN + 1] = "";
+        if (n->loss_at) marker_base_get(seen_slot(n->loss_at), latest);
+        lossguard_note_slot(n->cmd.host, n->cmd.port, op->sent_under, latest);
         if (n->cmd.ac && n->cmd.connected) send_marker_check(&n->cmd);
         return;
     }
@@ -408,7 +423,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         op_fail(op, reply->str);
         return;
     }
-    if (op->marker_at) marker_refusal(&self->node[op->node], reply);
+    if (op->marker_at) marker_refusal(&self->node[op->node], op, reply);
     struct redis_result res = {.ok = 1, .reply = reply, .error = NULL};
     op->cb(op->arg, &res);
     free(op);
@@ -751,6 +766,17 @@ static void marker_base_io(int slot, struct lossguard_seen *seen, const char *va
         else if (!seen->marker[0])
             memcpy(seen->marker, marker_base[k].marker, sizeof seen->marker);
     }
+    pthread_mutex_unlock(&marker_base_mu);
+}
+
+/* What this process read last of the marker in slot ("" none) into out
+ * (LOSSGUARD_MARKER_LEN + 1 bytes). */
+static void marker_base_get(int slot, char *out) {
+    out[0] = '\0';
+    pthread_mutex_lock(&marker_base_mu);
+    for (int k = 0; k < nmarker_base; k++)
+        if (marker_base[k].slot == slot)
+            memcpy(out, marker_base[k].marker, LOSSGUARD_MARKER_LEN + 1);
     pthread_mutex_unlock(&marker_base_mu);
 }
 
@@ -1519,6 +1545,7 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     if (r->cluster) { /* pages untouched until their slots are used */
         r->slot_mark = alloc_check(calloc(CLUSTER_SLOTS, sizeof *r->slot_mark));
         r->slot_learning = alloc_check(calloc(CLUSTER_SLOTS, 1));
+        r->slot_unlearnt_until = alloc_check(calloc(CLUSTER_SLOTS, sizeof *r->slot_unlearnt_until));
     }
     cluster_map_clear(&r->map);
     r->uncovered = CLUSTER_SLOTS;
@@ -1593,6 +1620,7 @@ void redis_fail_all(void) {
 void redis_free(struct redis *r) {
     free(r->slot_mark);
     free(r->slot_learning);
+    free(r->slot_unlearnt_until);
     patterns_free(r);
     atomic_fetch_sub(&instances, 1);
     if (r->counted_up) atomic_fetch_sub(&instances_up, 1);

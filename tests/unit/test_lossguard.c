@@ -5,11 +5,13 @@
  * names the loss) and the master's marker, read at once after a slot's
  * refusal; the value read then names the loss for the reads that follow. */
 #include "server/lossguard.h"
+#include "server/loop.h"
 #include "server/metrics.h"
 #include "tests/check.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* lockgate_redis_data_lost_total as /metrics renders it. */
 static long long losses(void) {
@@ -83,8 +85,8 @@ static void test_cluster_slot_then_master(void) {
     lossguard_note(&b, "c", 1, "m0");
     /* A slot's marker refused a grant: a loss, counted; more slots refuse
      * while the master is held off: the same loss. */
-    lossguard_note_slot("c", 1);
-    lossguard_note_slot("c", 1);
+    lossguard_note_slot("c", 1, "m0", "m0");
+    lossguard_note_slot("c", 1, "m0", "m0");
     CHECK_EQ_INT(losses() - n0, 1);
     CHECK_EQ_INT(lossguard_master_refusing("c", 1, NULL), 1);
     CHECK_EQ_INT(lossguard_master_refusing("c", 2, NULL), 0); /* another master */
@@ -104,14 +106,43 @@ static void test_cluster_master_then_slot(void) {
     long long n0 = losses();
     lossguard_note(&a, "d", 1, "m0");
     CHECK_EQ_INT(lossguard_note(&a, "d", 1, "m1"), 1);
-    lossguard_note_slot("d", 1); /* a slot learnt before it: the same loss */
+    lossguard_note_slot("d", 1, "m1", "m1"); /* a slot learnt before it: the same loss */
     CHECK_EQ_INT(losses() - n0, 1);
+}
+
+/* A slot's refusal of a grant sent under a master marker older than the
+ * process's latest read: the loss that marker's change showed, noted and
+ * held off for already (here: over), so no second hold-off; sent under the
+ * latest value, a loss of its own. */
+static void test_cluster_slot_after_hold_off(void) {
+    lossguard_init(30, LOSSGUARD_PER_MASTER, 0, 0);
+    struct lossguard_seen a = {0};
+    long long n0 = losses();
+    lossguard_note(&a, "e", 1, "m0");
+    CHECK_EQ_INT(lossguard_note(&a, "e", 1, "m1"), 1); /* another worker noticed it */
+    CHECK_EQ_INT(losses() - n0, 1);
+    long long end = loop_now_ms() + 5000;
+    while (lossguard_master_refusing("e", 1, NULL) && loop_now_ms() < end) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ_INT(lossguard_master_refusing("e", 1, NULL), 0); /* its hold-off ended */
+    /* The worker that was cut off: its grant carried a slot value from
+     * before m1, sent while it had read m0 last. */
+    CHECK_EQ_INT(lossguard_note_slot("e", 1, "m0", "m1"), 0);
+    CHECK_EQ_INT(losses() - n0, 1);
+    CHECK_EQ_INT(lossguard_master_refusing("e", 1, NULL), 0);
+    /* Sent under the latest value (or nothing known): a new loss. */
+    CHECK_EQ_INT(lossguard_note_slot("e", 1, "m1", "m1"), 1);
+    CHECK_EQ_INT(losses() - n0, 2);
+    CHECK_EQ_INT(lossguard_master_refusing("e", 1, NULL), 1);
 }
 
 int main(void) {
     RUN(test_one_master_by_value);
     RUN(test_cluster_slot_then_master);
     RUN(test_cluster_master_then_slot);
+    RUN(test_cluster_slot_after_hold_off);
     RUN(test_learnt_hold_off);
     return check_summary("lossguard");
 }
