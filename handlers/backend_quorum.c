@@ -164,25 +164,30 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     int q = redis_quorum(), granted = 0, answered = 0, reentered = 0, mismatch = 0, limits = 0;
     long long fence = 0, count = 0, ttl = -1, holders = 0, limit = 0, busy[GW_MAX_NODES];
     long long cause = BUSY_QUEUED, dropped = 0; /* held beats queued; one waiter counts once */
-    int nbusy = 0, ended = 0, unbound = 0, abstained = 0;
+    int nbusy = 0, ended = 0, unbound = 0, abstained = 0, refused = 0;
+    long long holdoff = 0; /* the soonest end of a lost master's hold-off */
     const char *err = "no Redis master answered";
     for (int i = 0; i < n; i++) {
         long long v[5] = {0};
         const char *e;
         long long verdict = verdict_parse_acquire(&res[i], hc->ttl_ms, v, &e);
-        /* A master whose answer did not come may grant yet: unless a
-         * later attempt's answer settles it there, the request undoes it
-         * there if it ends without a grant (a 409 from the others). */
-        if (res[i].maybe_ran)
-            hc->unsure |= 1u << i;
-        else if (res[i].ok || redis_error_is_reply(res[i].error))
-            hc->unsure &= ~(1u << i); /* answered (one never sent changes nothing) */
+        /* A master whose answer did not come may grant yet: the request
+         * undoes it there if it ends without a grant (a 409 from the
+         * others).  A later attempt's answer there does not settle it:
+         * the earlier one may still sit in the old connection's socket and
+         * run after it.  The undo is the attempt id's, a no-op where it
+         * holds nothing; a grant answered clears the mask (reply_granted). */
+        if (res[i].maybe_ran) hc->unsure |= 1u << i;
         if (verdict == VERDICT_ERROR) {
             err = e;
             continue;
         }
         answered++;
         if (hold_acquire_dropped(&res[i]) > dropped) dropped = hold_acquire_dropped(&res[i]);
+        int64_t left = 0;
+        if ((verdict > 0 || verdict == VERDICT_DATA_LOST) && redis_node_lost(i, &left) &&
+            (holdoff == 0 || left < holdoff))
+            holdoff = left;
         if (verdict > 0 && redis_node_lost(i, NULL)) {
             /* It lost its data less than the longest lease ago: it may
              * grant what another still holds by a lease it forgot
@@ -196,6 +201,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
             if (v[2] > count) count = v[2];
             if (ttl < 0 || v[3] < ttl) ttl = v[3];
             if (v[4] > holders) holders = v[4];
+        } else if (verdict == VERDICT_DATA_LOST) {
+            refused++; /* its marker moved: it lost its data (noted by the Redis layer) */
         } else if (verdict == VERDICT_BUSY) {
             busy[nbusy++] = v[1];
             if (hold_reply_int(&res[i], 2) > 0 && hold_reply_int(&res[i], 2) < cause)
@@ -249,10 +256,28 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
     } else if (limits >= q) {
         rb->verdict = rb->v[0] = VERDICT_LIMIT_MISMATCH;
         rb->v[1] = limit;
-    } else { /* busy: it could succeed once enough of the busy masters free up */
-        rb->verdict = rb->v[0] = VERDICT_BUSY;
-        rb->v[1] = quorum_retry_after(busy, nbusy, answered, q);
-        rb->v[2] = nbusy > 0 ? cause : BUSY_HELD;
+    } else {
+        switch (quorum_failed_why(granted, nbusy, refused + abstained, q)) {
+        case QUORUM_FAILED_BUSY: /* it could succeed once enough busy masters free up */
+            rb->verdict = rb->v[0] = VERDICT_BUSY;
+            rb->v[1] = quorum_retry_after(busy, nbusy, answered, q);
+            rb->v[2] = nbusy > 0 ? cause : BUSY_HELD;
+            break;
+        case QUORUM_FAILED_DATA_LOST: /* 503 redis_data_lost (holds.c, held_lost) */
+            rb->verdict = rb->v[0] = VERDICT_DATA_LOST;
+            rb->v[1] = quorum_lost_retry_ms(holdoff);
+            snprintf(rb->err, sizeof rb->err,
+                     "%d of %d Redis masters granted and %d are held off after losing their "
+                     "data: too few for a quorum of %d",
+                     granted, n, refused + abstained, q);
+            break;
+        case QUORUM_FAILED_NO_COMMON:
+            rb->verdict = VERDICT_ERROR;
+            snprintf(rb->err, sizeof rb->err,
+                     "the Redis masters gave no common answer (%d of %d granted, none busy)",
+                     granted, n);
+            break;
+        }
     }
     /* Give back what each master granted, a new hold or a re-entry level,
      * on that master alone (a re-entry released everywhere would end the

@@ -54,12 +54,13 @@ int guard_lost_for(const char *name, int64_t *left_ms) {
     return lossguard_refusing(left_ms) || redis_name_lost(name, left_ms, NULL, 0);
 }
 
-void guard_lost_reply(struct gw_request *req, char *const *names, int n) {
+void guard_lost_reply(struct gw_request *req, char *const *names, int n, const char *why) {
     for (int i = 0; i < n; i++)
         if (lost(req, names[i])) return;
     refuse_lost(req, 1000,
-                "a Redis master's marker key changed since this gateway last read it: it lost "
-                "its data");
+                why ? why
+                    : "a Redis master's marker key changed since this gateway last read it: it "
+                      "lost its data");
 }
 
 int guard_grant_or_reply(struct gw_request *req) {

@@ -24,9 +24,12 @@ int guard_lost_for(const char *name, int64_t *left_ms);
 /* Answers 503 redis_data_lost for a grant a data loss refused (the script
  * found the master's marker changed, lua/_marker.lua, or the grant came
  * back after the loss was noticed): the hold-off of the first of names
- * held off, or, should none be held off any more (this instance's read
- * was older than another's notice, --max-lease-ms ago), Retry-After 1. */
-void guard_lost_reply(struct gw_request *req, char *const *names, int n);
+ * held off, or, should none be held off (any more: this instance's read
+ * was older than another's notice, --max-lease-ms ago; in quorum mode, a
+ * master or two abstain, no more than the quorum can spare, yet too few
+ * others granted), Retry-After 1 and the detail why (NULL: a marker
+ * changed). */
+void guard_lost_reply(struct gw_request *req, char *const *names, int n, const char *why);
 /* The same for ids: refused only under an allkeys-* policy (not after a
  * data loss: ids jump ahead by themselves, docs/ids.md). */
 int guard_ids_or_reply(struct gw_request *req);

@@ -214,20 +214,25 @@ void hold_fail(struct hold_call *hc, const char *why) {
     reply_problem(hc->req, CODE_BACKEND_UNAVAILABLE, "Redis: %s", why);
 }
 
-/* Grants on the name are held off by a data loss (server/lossguard.h),
+/* Grants on the name are refused by a data loss (server/lossguard.h),
  * and this attempt holds nothing: a waiting request whose wait outlasts
- * the hold-off waits it out, any other is answered 503 redis_data_lost. */
-static void held_lost(struct hold_call *hc, int64_t now) {
+ * the hold-off waits it out, any other is answered 503 redis_data_lost.
+ * With no hold-off on the name (yet: a script's -8 comes before the loss
+ * is noted; quorum: a master or two abstain, not more than the quorum can
+ * spare) it tries again after retry_ms (a quorum round's hint, 0 at once,
+ * as multi.c's): by then the loss is noted, so that attempt waits out the
+ * hold-off if its wait allows.  why: the detail when nothing is held off. */
+static void held_lost(struct hold_call *hc, int64_t now, int64_t retry_ms, const char *why) {
     struct gw_request *req = hc->req;
-    int64_t held_off = 0;
-    if (guard_lost_for(req->name, &held_off) && hc->wait_ms > 0 &&
-        now + held_off < hc->deadline_ms) {
+    int64_t again = retry_ms;
+    if (!guard_lost_for(req->name, &again)) again = retry_ms;
+    if (hc->wait_ms > 0 && now + again < hc->deadline_ms) {
         hc->waited = 1;
-        if (park_request(req, &hc->w, now + held_off) < 0) on_give_up(&hc->w, 1);
+        if (park_request(req, &hc->w, now + again) < 0) on_give_up(&hc->w, 1);
         return;
     }
     hold_leave_queue(hc);
-    guard_lost_reply(req, &req->name, 1);
+    guard_lost_reply(req, &req->name, 1, why);
 }
 
 /* How long an undo of hc's attempt may have to wait for Redis: its lease.
@@ -298,7 +303,11 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     int64_t held_off;
     if (verdict == VERDICT_DATA_LOST ||
         (verdict == VERDICT_BUSY && backend->fans_out && guard_lost_for(req->name, &held_off))) {
-        held_lost(hc, now);
+        /* A master's -8 has no number after it (v[1] 0: at once); a
+         * quorum round's carries its retry hint and its detail
+         * (backend_quorum.c). */
+        int round = verdict == VERDICT_DATA_LOST && backend->fans_out;
+        held_lost(hc, now, round ? v[1] : 0, round ? err : NULL);
         return;
     }
     if (verdict == VERDICT_BUSY) {
@@ -343,7 +352,7 @@ void hold_attempt_done(struct hold_call *hc, long long verdict, const long long 
     if (verdict == VERDICT_GRANTED && !backend->fans_out && guard_lost_for(req->name, &held_off)) {
         hold_give_back(req);
         metrics_inc(M_GIVEN_BACK, 1);
-        held_lost(hc, now);
+        held_lost(hc, now, 0, NULL);
         return;
     }
     if (hc->quota) { /* its entry counts as long as the lease (a session's: its end) */

@@ -38,6 +38,7 @@
 #include "handlers/access.h"
 #include "handlers/handlers.h"
 #include "handlers/quota_holds.h"
+#include "handlers/quorum_math.h"
 #include "server/auth.h"
 #include "server/body.h"
 #include "server/cluster.h"
@@ -427,18 +428,22 @@ static int64_t lost_for(struct multi_call *mc) {
     return held_off;
 }
 
-/* Grants on mc's names are held off by a data loss and the attempt holds
+/* Grants on mc's names are refused by a data loss and the attempt holds
  * nothing (any grant given back): a waiting request whose wait outlasts
- * the hold-off waits it out, any other is answered 503 redis_data_lost. */
-static void held_lost(struct multi_call *mc) {
-    int64_t again = loop_now_ms() + lost_for(mc);
+ * the hold-off waits it out, any other is answered 503 redis_data_lost.
+ * With no hold-off on them (yet, or in quorum mode too few masters held
+ * off for one) it tries again after retry_ms (a quorum round's hint, 0 at
+ * once); why: the detail then (NULL: a marker changed). */
+static void held_lost(struct multi_call *mc, int64_t retry_ms, const char *why) {
+    int64_t held_off = lost_for(mc);
+    int64_t again = loop_now_ms() + (held_off > 0 ? held_off : retry_ms);
     if (mc->wait_ms > 0 && again < mc->deadline_ms) {
         mc->waited = 1;
         park_all(mc, again);
         return;
     }
     leave_queues(mc);
-    guard_lost_reply(mc->req, mc->names, mc->n); /* answers 503 redis_data_lost */
+    guard_lost_reply(mc->req, mc->names, mc->n, why); /* answers 503 redis_data_lost */
 }
 
 /* ttl: the smallest real remaining lease; spent: what to take off each
@@ -451,7 +456,7 @@ static void reply_granted(struct multi_call *mc, long long ttl, long long spent)
     if (!backend->fans_out && lost_for(mc) > 0) {
         give_back(mc, mc->ngroups);
         metrics_inc(M_GIVEN_BACK, 1);
-        held_lost(mc);
+        held_lost(mc, 0, NULL);
         return;
     }
     mc->unsure = 0; /* what the masters that did not answer may grant is the client's */
@@ -596,7 +601,10 @@ static void on_verdict(struct multi_call *mc, long long verdict, long long a, lo
      * quorum mode: a round that failed while more masters are held off
      * than the quorum can spare (holds.c, the same). */
     if (verdict == VERDICT_DATA_LOST || (verdict == 0 && backend->fans_out && lost_for(mc) > 0)) {
-        held_lost(mc);
+        /* A master's -8 has a = 0 (at once); a quorum round's carries
+         * its retry hint in a and its detail in err (quorum_acquire_done). */
+        int round = verdict == VERDICT_DATA_LOST && backend->fans_out;
+        held_lost(mc, round ? a : 0, round ? err : NULL);
         return;
     }
     if (verdict == -3) {
@@ -680,7 +688,9 @@ static void send_group(struct multi_call *mc);
 /* A failed attempt goes on (waits, or is answered) with what acquire_done
  * kept of it. */
 static void resume_failed(struct multi_call *mc) {
-    on_verdict(mc, mc->fv, mc->fa, mc->fb, mc->fv == -100 ? mc->err : NULL);
+    on_verdict(mc, mc->fv, mc->fa, mc->fb,
+               mc->fv == -100 || (mc->fv == VERDICT_DATA_LOST && backend->fans_out) ? mc->err
+                                                                                    : NULL);
 }
 
 /* Group mc->taken's answer: the next group, the grant, or (anything but a
@@ -759,24 +769,27 @@ static void fence_raise(struct multi_call *mc, long long validity) {
 static void quorum_acquire_done(void *arg, const struct redis_result *res, int n) {
     struct multi_call *mc = arg;
     int q = redis_quorum(), granted = 0, answered = 0, mismatch = 0, nbusy = 0, abstained = 0;
-    long long ttl = -1, retry = 1, busy_i = 0, mode_i = 0;
+    int refused = 0;
+    long long ttl = -1, retry = 1, busy_i = 0, mode_i = 0, holdoff = 0;
     const char *err = "no Redis master answered";
     memset(mc->granted, 0, sizeof mc->granted);
     for (int k = 0; k < mc->n; k++) mc->granted[k].ttl = -1;
     for (int i = 0; i < n; i++) {
         long long v = verdict_of(&res[i]);
         /* As holds.c's quorum round (backend_quorum.c): a master whose
-         * answer did not come may grant yet. */
-        if (res[i].maybe_ran)
-            mc->unsure |= 1u << i;
-        else if (res[i].ok || redis_error_is_reply(res[i].error))
-            mc->unsure &= ~(1u << i);
+         * answer did not come may grant yet, and a later attempt's answer
+         * there does not settle it (the earlier one may run after it). */
+        if (res[i].maybe_ran) mc->unsure |= 1u << i;
         if (v == -100) {
             if (!res[i].ok) err = res[i].error;
             continue;
         }
         answered++;
         const redisReply *r = res[i].reply;
+        int64_t lost_left = 0;
+        if ((v == 1 || v == VERDICT_DATA_LOST) && redis_node_lost(i, &lost_left) &&
+            (holdoff == 0 || lost_left < holdoff))
+            holdoff = lost_left;
         if (v == 1 && redis_node_lost(i, NULL)) {
             abstained++; /* lost its data: its grant does not count (backend_quorum.c) */
         } else if (v == 1) {
@@ -797,6 +810,8 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         } else if (v == -3) {
             mismatch++;
             mode_i = elem(r, 1);
+        } else if (v == VERDICT_DATA_LOST) {
+            refused++; /* its marker moved: it lost its data */
         }
     }
     /* ttl is the smallest lease any name has on any granting master. */
@@ -819,7 +834,21 @@ static void quorum_acquire_done(void *arg, const struct redis_result *res, int n
         on_verdict(mc, -3, 0, mode_i, NULL);
         return;
     }
-    on_verdict(mc, 0, retry, busy_i, NULL);
+    switch (quorum_failed_why(granted, nbusy, refused + abstained, q)) {
+    case QUORUM_FAILED_BUSY: on_verdict(mc, 0, retry, busy_i, NULL); return;
+    case QUORUM_FAILED_DATA_LOST: /* no 409: nobody holds it (quorum_math.h) */
+        snprintf(mc->err, sizeof mc->err,
+                 "%d of %d Redis masters granted and %d are held off after losing their data",
+                 granted, n, refused + abstained);
+        on_verdict(mc, VERDICT_DATA_LOST, quorum_lost_retry_ms(holdoff), 0, mc->err);
+        return;
+    case QUORUM_FAILED_NO_COMMON:
+        snprintf(mc->err, sizeof mc->err,
+                 "the Redis masters gave no common answer (%d of %d granted, none busy)", granted,
+                 n);
+        on_verdict(mc, -100, 0, 0, mc->err);
+        return;
+    }
 }
 
 /* Sends group mc->taken's script; the attempt's first when taken is 0. */

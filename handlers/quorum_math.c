@@ -13,6 +13,18 @@ int quorum_granted(int granted, int q, long long validity_ms) {
     return granted >= q && validity_ms > 0;
 }
 
+enum quorum_failure quorum_failed_why(int granted, int nbusy, int lost, int q) {
+    if (nbusy > 0 || granted >= q) return QUORUM_FAILED_BUSY;
+    if (lost > 0 && granted + lost >= q) return QUORUM_FAILED_DATA_LOST;
+    return QUORUM_FAILED_NO_COMMON;
+}
+
+long long quorum_lost_retry_ms(long long shortest_holdoff_ms) {
+    if (shortest_holdoff_ms > 0 && shortest_holdoff_ms < QUORUM_LOST_RETRY_MS)
+        return shortest_holdoff_ms;
+    return QUORUM_LOST_RETRY_MS;
+}
+
 static int cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;
     return x < y ? -1 : x > y;

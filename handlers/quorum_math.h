@@ -22,6 +22,24 @@ long long quorum_retry_after(long long *busy, int nbusy, int answered, int q);
 /* Whether a granted round stands: enough grants, and time left. */
 int quorum_granted(int granted, int q, long long validity_ms);
 
+/* Why a round that a quorum answered failed, when no other answer (a mode
+ * or limit mismatch, a session's) was a quorum's: granted masters granted,
+ * nbusy said busy, lost are held off by a data loss (refused the grant,
+ * -8, or granted but abstain: server/lossguard.h).  Busy when a master
+ * said busy or a quorum granted (too late: try again); data lost when
+ * the masters held off are what the quorum lacks; else the masters gave
+ * no common answer.  A -8 or an abstention is no busy lock: a 409 would
+ * say the lock is held when nobody holds it. */
+enum quorum_failure { QUORUM_FAILED_BUSY, QUORUM_FAILED_DATA_LOST, QUORUM_FAILED_NO_COMMON };
+enum quorum_failure quorum_failed_why(int granted, int nbusy, int lost, int q);
+
+/* When a round that failed for a data loss is worth trying again (a
+ * waiting request's wake-up): when the soonest of its masters' hold-offs
+ * ends (shortest_holdoff_ms, 0: unknown), or QUORUM_LOST_RETRY_MS if
+ * sooner, since a master that did not answer may answer again. */
+#define QUORUM_LOST_RETRY_MS 1000
+long long quorum_lost_retry_ms(long long shortest_holdoff_ms);
+
 /* An id block above every mark a quorum read: the latest second any
  * master's clock reads (now) and the highest mark (msec, mseq; -1 when
  * none).  Fills second, first and last for want numbers (last capped at

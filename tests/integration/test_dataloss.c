@@ -26,6 +26,7 @@
 #include "tests/check.h"
 #include "tests/integration/harness.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +312,99 @@ static void test_flushall_quorum(void) {
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
 
+/* Quorum, one master flushed and another stalled: a round with no master
+ * saying busy is no 409.  m[1] is flushed (its grant script answers -8, or
+ * once the loss is read it abstains), m[2] is frozen (times out), m[0]
+ * grants: no quorum, because of the loss, so 503 redis_data_lost (it was
+ * 409 "lock is held" for a lock nobody holds), for a lock and a
+ * multi-lock, again on the next request; and nothing is left held: m[0]'s
+ * grants are given back before the answer, m[2]'s attempts (in its
+ * socket) are undone once it resumes.  --max-lease-ms 5000 and ttl_ms
+ * 5000, so a grant left standing would outlast the checks. */
+static int held_on(struct h_redis *r, const char *name) {
+    /* Its holders' fields (a token's, or 'x' set): the hash outlives them
+     * (it keeps the fence). */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "EVAL \"local n = 0 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do if #f >= 22 "
+             "or (f == 'x' and string.byte(redis.call('HGET', KEYS[1], 'x'), 1) ~= 0) then n = n "
+             "+ 1 end end return n\" 1 'lockgate:lock:{%s}'",
+             name);
+    const char *out = h_redis_cli(r, cmd);
+    return out ? atoi(out) : -1;
+}
+
+static void test_flush_and_stall_quorum(void) {
+    struct h_redis m[3];
+    struct h_gw g = {0};
+    memset(m, 0, sizeof m);
+    for (int i = 0; i < 3; i++)
+        if (h_redis_start(&m[i], 0, NULL) < 0) {
+            CHECK(!"redis did not start");
+            return;
+        }
+    char flags[256], code[48];
+    snprintf(flags, sizeof flags,
+             "--redis redis://127.0.0.1:%d --redis redis://127.0.0.1:%d --max-lease-ms 5000 "
+             "--redis-timeout-ms 300 --workers 1",
+             m[1].port, m[2].port);
+    if (h_gw_up(&g, &m[0], flags) < 0) {
+        CHECK(!"gateway did not start");
+    } else {
+        const char *names[] = {"fs-q1", "fs-m1", "fs-m2"};
+        const char *lock = "{\"ttl_ms\":5000}";
+        const char *multi = "{\"names\":[\"fs-m1\",\"fs-m2\"],\"ttl_ms\":5000}";
+        /* A grant first: every master's marker has been read. */
+        CHECK_EQ_INT(ask(&g, "POST", "/v1/locks/fs-warm", lock, code, sizeof code), 201);
+        h_redis_cli(&m[1], "FLUSHALL");
+        CHECK(h_freeze(m[2].pid) == 0);
+        long st = ask(&g, "POST", "/v1/locks/fs-q1", lock, code, sizeof code);
+        fprintf(stderr, "  flushed + stalled, a lock: %ld %s\n", st, code);
+        CHECK_EQ_INT(st, 503);
+        CHECK_EQ_STR(code, "redis_data_lost");
+        st = ask(&g, "POST", "/v1/locks/fs-q1", lock, code, sizeof code);
+        fprintf(stderr, "  the next request: %ld %s\n", st, code);
+        CHECK_EQ_INT(st, 503);
+        CHECK_EQ_STR(code, "redis_data_lost");
+        st = ask(&g, "POST", "/v1/locks", multi, code, sizeof code);
+        fprintf(stderr, "  a multi-lock: %ld %s\n", st, code);
+        CHECK_EQ_INT(st, 503);
+        CHECK_EQ_STR(code, "redis_data_lost");
+        /* A waiter tries again (no sooner than the round's hint, 1 s)
+         * and at its deadline is answered the same, never 409. */
+        long long t0 = h_now_ms();
+        st = ask(&g, "POST", "/v1/locks/fs-q1", "{\"ttl_ms\":5000,\"wait_ms\":1500}", code,
+                 sizeof code);
+        long long waited = h_now_ms() - t0;
+        fprintf(stderr, "  a waiter: %ld %s after %lld ms\n", st, code, waited);
+        CHECK_EQ_INT(st, 503);
+        CHECK_EQ_STR(code, "redis_data_lost");
+        CHECK(waited >= 900); /* it tried again after the hint (less ms rounding) */
+        for (int k = 0; k < 3; k++) {
+            CHECK_EQ_INT(held_on(&m[0], names[k]), 0);
+            CHECK_EQ_INT(held_on(&m[1], names[k]), 0);
+        }
+        kill(m[2].pid, SIGCONT);
+        t0 = h_now_ms();
+        int held = -1;
+        for (long long end = t0 + 3000; h_now_ms() < end; h_sleep_ms(10)) {
+            held = 0;
+            for (int i = 0; i < 3; i++)
+                for (int k = 0; k < 3; k++) held += held_on(&m[i], names[k]);
+            if (held == 0) break;
+        }
+        fprintf(stderr, "  nothing held %lld ms after the stalled master resumed\n",
+                h_now_ms() - t0);
+        CHECK_EQ_INT(held, 0);
+        CHECK(h_now_ms() - t0 <= 1500);
+        CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (m[i].pid > 0) kill(m[i].pid, SIGCONT);
+        h_redis_stop(&m[i]);
+    }
+}
+
 /* ---- Redis Cluster -------------------------------------------------------- */
 
 /* The node of cl that serves name's lock key (the others answer MOVED). */
@@ -436,6 +530,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_flushall_two_gateways);
         RUN_SOME(test_holdoff_outlives_gateways);
         RUN_SOME(test_flushall_quorum);
+        RUN_SOME(test_flush_and_stall_quorum);
     }
     RUN_SOME(test_flushall_cluster); /* a cluster of its own */
     return check_summary("dataloss");

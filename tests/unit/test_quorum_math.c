@@ -68,9 +68,26 @@ static void test_id_block(void) {
     CHECK_EQ_INT(quorum_id_block(0x80000000LL, 0, 0, 3, &sec, &first, &last), -1);
 }
 
+/* A failed round is busy only when a master said busy (or a quorum
+ * granted too late); a -8 or an abstention that the quorum lacks is a
+ * data loss, and anything else no common answer: never a 409. */
+static void test_failed_why(void) {
+    CHECK_EQ_INT(quorum_failed_why(1, 1, 0, 2), QUORUM_FAILED_BUSY);
+    CHECK_EQ_INT(quorum_failed_why(1, 1, 1, 2), QUORUM_FAILED_BUSY);
+    CHECK_EQ_INT(quorum_failed_why(2, 0, 0, 2), QUORUM_FAILED_BUSY); /* validity ran out */
+    CHECK_EQ_INT(quorum_failed_why(1, 0, 1, 2), QUORUM_FAILED_DATA_LOST);
+    CHECK_EQ_INT(quorum_failed_why(0, 0, 2, 2), QUORUM_FAILED_DATA_LOST);
+    CHECK_EQ_INT(quorum_failed_why(1, 0, 1, 3), QUORUM_FAILED_NO_COMMON); /* loss is not all */
+    CHECK_EQ_INT(quorum_failed_why(1, 0, 0, 2), QUORUM_FAILED_NO_COMMON);
+    CHECK_EQ_INT(quorum_lost_retry_ms(0), QUORUM_LOST_RETRY_MS);
+    CHECK_EQ_INT(quorum_lost_retry_ms(250), 250);
+    CHECK_EQ_INT(quorum_lost_retry_ms(60000), QUORUM_LOST_RETRY_MS);
+}
+
 int main(void) {
     RUN(test_validity);
     RUN(test_retry_after);
+    RUN(test_failed_why);
     RUN(test_id_block);
     return check_summary("quorum_math");
 }
