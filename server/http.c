@@ -1220,9 +1220,28 @@ void http_drain(int timeout_ms) {
         usleep(10 * 1000);
 }
 
+/* libmicrohttpd 0.9.75 aborts the process (MHD_PANIC) when a daemon is
+ * stopped with a connection still suspended.  Held-back connections are
+ * resumed (they only wait for their client to read).  A request still
+ * owed an answer after workers_stop's drains (seen once in CI: an id
+ * request under load when a gateway restarted) keeps its connection
+ * suspended: the daemon is then left to the process's exit, which closes
+ * every socket, rather than aborting it. */
 void http_stop(void) {
     if (!self || !self->daemon) return;
     loop_fd(self->loop, self->mhd_fd, 0, NULL, NULL);
-    MHD_stop_daemon(self->daemon);
+    for (struct conn *c = self->conns.head[CONN_THROTTLED]; c; c = c->next) {
+        struct gw_request *req = c->held;
+        if (!req || !req->suspended) continue;
+        req->suspended = 0;
+        MHD_resume_connection(c->mhd);
+    }
+    long owed = atomic_load(&self->in_flight);
+    if (owed > 0)
+        log_warn("http: %ld requests still owed an answer at the stop: their connections close "
+                 "with the process",
+                 owed);
+    else
+        MHD_stop_daemon(self->daemon);
     self->daemon = NULL;
 }
