@@ -1,6 +1,7 @@
 /* cluster.c -- see cluster.h. */
 #include "server/cluster.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,33 +31,38 @@ int cluster_key_slot(const char *key, size_t len) {
 }
 
 /* Base-36 counting lands in every one of the 16,384 slots within a few
- * hundred thousand CRCs (about 2 ms, once); no tag is longer than 4
- * characters (tests/unit/test_cluster.c checks every one). */
-const char *cluster_slot_tag(int slot) {
-    static char(*tags)[8];
-    if (!tags) {
-        char(*t)[8] = calloc(CLUSTER_SLOTS, sizeof *t);
-        if (!t) {
-            fprintf(stderr, "out of memory\n");
-            abort();
-        }
-        int left = CLUSTER_SLOTS;
-        for (unsigned n = 0; left > 0; n++) {
-            char tag[8];
-            int len = 0;
-            for (unsigned v = n;; v /= 36) {
-                tag[len++] = "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36];
-                if (v < 36) break;
-            }
-            tag[len] = '\0';
-            int s = cluster_crc16(tag, (size_t)len) & (CLUSTER_SLOTS - 1);
-            if (t[s][0]) continue;
-            memcpy(t[s], tag, (size_t)len + 1);
-            left--;
-        }
-        tags = t;
+ * hundred thousand CRCs (about 2 ms, once, on the first worker that asks:
+ * pthread_once, as every worker may); no tag is longer than 4 characters
+ * (tests/unit/test_cluster.c checks every one). */
+static char (*slot_tags)[8];
+static pthread_once_t slot_tags_once = PTHREAD_ONCE_INIT;
+
+static void slot_tags_make(void) {
+    char(*t)[8] = calloc(CLUSTER_SLOTS, sizeof *t);
+    if (!t) {
+        fprintf(stderr, "out of memory\n");
+        abort();
     }
-    return tags[slot];
+    int left = CLUSTER_SLOTS;
+    for (unsigned n = 0; left > 0; n++) {
+        char tag[8];
+        int len = 0;
+        for (unsigned v = n;; v /= 36) {
+            tag[len++] = "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36];
+            if (v < 36) break;
+        }
+        tag[len] = '\0';
+        int s = cluster_crc16(tag, (size_t)len) & (CLUSTER_SLOTS - 1);
+        if (t[s][0]) continue;
+        memcpy(t[s], tag, (size_t)len + 1);
+        left--;
+    }
+    slot_tags = t;
+}
+
+const char *cluster_slot_tag(int slot) {
+    pthread_once(&slot_tags_once, slot_tags_make);
+    return slot_tags[slot];
 }
 
 /* Insertion sort, stable: at most 64 keys (MULTI_MAX), each slot computed
