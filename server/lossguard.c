@@ -103,9 +103,8 @@ static void log_loss(const char *who) {
 }
 
 int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value) {
-    int gone = seen->marker[0] && (seen->absent || strcmp(seen->marker, value) != 0);
+    int gone = seen->marker[0] && strcmp(seen->marker, value) != 0;
     snprintf(seen->marker, sizeof seen->marker, "%s", value);
-    seen->absent = 0;
     if (!gone) return 0;
     char who[64];
     snprintf(who, sizeof who, "%s:%d", host, port);

@@ -68,7 +68,6 @@
 /* What one master's marker was last read as. */
 struct lossguard_seen {
     char marker[LOSSGUARD_MARKER_LEN + 1]; /* "" before the first read */
-    int absent;                            /* the SETNX just set it */
 };
 
 /* How a loss holds grants off (see above). */
@@ -82,9 +81,14 @@ enum lossguard_scope {
  * how many masters there are and how many must grant. */
 void lossguard_init(long long max_lease_ms, enum lossguard_scope scope, int masters, int quorum);
 
-/* The marker read on a connection to host:port (absent: this read's SETNX
- * set it, so it had been missing).  1 when it shows a loss (the marker
- * seen before is gone or changed; counted or not), else 0. */
+/* The marker read on a connection to host:port.  1 when it shows a loss
+ * (the value seen before changed; counted or not), else 0.  Only the value
+ * is compared, never whether the read's own SETNX set the key: every
+ * value written is fresh (a random token), so a marker gone and set again
+ * always reads differently; and what the SETNX saw is stale by the time
+ * its GET answers (another worker may have read the value this SETNX
+ * wrote, and this instance taken it up meanwhile: a false loss, held off
+ * for --max-lease-ms). */
 int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value);
 /* Redis Cluster mode: a grant script on host:port found its slot's marker
  * gone or changed since this gateway learnt it (lua/_marker.lua): that

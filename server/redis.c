@@ -699,15 +699,8 @@ static void on_memory_info(redisAsyncContext *ac, void *r, void *privdata) {
     lossguard_check_persistence(c->host, c->port, reply->str);
 }
 
-/* The marker key (lossguard.h): SETNX says whether it was missing, GET
- * what it holds. */
-static void on_marker_setnx(redisAsyncContext *ac, void *r, void *privdata) {
-    redisReply *reply = r;
-    struct rconn *c = privdata;
-    if (reply && reply->type == REDIS_REPLY_INTEGER && c->node && c->node->loss_at)
-        c->node->loss_at->absent = reply->integer == 1;
-}
-
+/* The marker key (lossguard.h): the SETNX before it made it if missing;
+ * GET says what it holds. */
 static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
     struct rconn *c = privdata;
@@ -909,7 +902,7 @@ static void send_marker_check(struct rconn *c) {
         token_new(fresh);
         const char *set[3] = {"SETNX", key, fresh};
         size_t setl[3] = {5, strlen(key), strlen(set[2])};
-        redisAsyncCommandArgv(c->ac, on_marker_setnx, c, 3, set, setl);
+        redisAsyncCommandArgv(c->ac, NULL, NULL, 3, set, setl);
         const char *get[2] = {"GET", key};
         size_t getl[2] = {3, strlen(key)};
         redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);

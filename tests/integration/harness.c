@@ -28,11 +28,14 @@ static pid_t children[MAX_CHILDREN];
 static char dirs[MAX_CHILDREN][64];
 static int ndirs;
 
+/* Every child leads its own process group (spawn): the whole group goes,
+ * so what a child started (nginx's worker, a command under lockctl) is
+ * not left behind. */
 static void cleanup(void) {
     for (int i = 0; i < MAX_CHILDREN; i++)
         if (children[i] > 0) {
-            kill(children[i], SIGCONT);
-            kill(children[i], SIGKILL);
+            kill(-children[i], SIGCONT);
+            kill(-children[i], SIGKILL);
             waitpid(children[i], NULL, 0);
             children[i] = 0;
         }
