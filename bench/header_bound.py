@@ -12,8 +12,6 @@ the status lines change (CLOSED: the connection closed unanswered).
 Standard library only.
 """
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import streams as S  # noqa: E402  (free_port, redis_cli)
+import streams as S  # noqa: E402  (free_port, redis_cli, stop_all)
 
 
 def status(port, pad, stream):
@@ -67,13 +65,7 @@ def main():
                 print(f"RESULT kib={kib} pad={pad} plain='{now[0]}' stream='{now[1]}'", flush=True)
                 last = now
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(d, ignore_errors=True)
+        S.stop_all(procs, d)
 
 
 if __name__ == "__main__":

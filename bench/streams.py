@@ -264,13 +264,18 @@ def main():
         print(f"RESULT phase=closed streams={n} all_released_s={time.monotonic() - t1:.1f} "
               f"left={left}", flush=True)
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(d, ignore_errors=True)
+        stop_all(procs, d)
+
+
+def stop_all(procs, d):
+    """Stops what a run started (the last first) and removes its directory."""
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

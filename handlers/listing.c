@@ -326,17 +326,23 @@ static void list_next(struct gw_request *req) {
         redis_eval(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
 }
 
-/* Reads prefix, limit and cursor, or answers 400. */
-static void list(struct gw_request *req, enum listing_what what) {
-    const char *prefix = http_query(req, "prefix"), *q_limit = http_query(req, "limit");
-    const char *q_cursor = http_query(req, "cursor");
-    if (!prefix) prefix = "";
+const char *listing_prefix_or_reply(struct gw_request *req) {
+    const char *prefix = http_query(req, "prefix");
+    if (!prefix) return "";
     if (*prefix && !name_valid(prefix, strlen(prefix))) {
         reply_problem(req, CODE_INVALID_NAME,
                       "a prefix is up to %d bytes of [A-Za-z0-9._:-] after percent-decoding",
                       NAME_MAX_LEN);
-        return;
+        return NULL;
     }
+    return prefix;
+}
+
+/* Reads prefix, limit and cursor, or answers 400. */
+static void list(struct gw_request *req, enum listing_what what) {
+    const char *prefix = listing_prefix_or_reply(req), *q_limit = http_query(req, "limit");
+    const char *q_cursor = http_query(req, "cursor");
+    if (!prefix) return;
     long long limit = LISTING_DEFAULT_LIMIT;
     if (q_limit && decimal_parse(q_limit, strlen(q_limit), 1, LISTING_MAX_LIMIT, &limit) < 0) {
         reply_problem(req, CODE_INVALID_FIELD, "limit must be an integer from 1 to %d",

@@ -23,6 +23,10 @@ struct gw_request;
  * (bench/RESULTS.md, "Listing"); a page is as many calls as it needs. */
 #define LISTING_COUNT 100
 
+/* The request's ?prefix= ("" when none), or NULL once answered 400
+ * invalid_name (not a name's first characters: common/names.h). */
+const char *listing_prefix_or_reply(struct gw_request *req);
+
 /* Writes the SCAN MATCH pattern for keys "<key_prefix><kind>:{<name_prefix>...}"
  * into out (cap bytes), every glob character (* ? [ ] \) of the fixed part
  * escaped.  Returns its length, or -1 when it does not fit. */

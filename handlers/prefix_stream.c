@@ -784,14 +784,8 @@ static struct feed *feed_get(int semaphore, const char *prefix, int *full) {
 /* Answers req with the stream over its ?prefix= (or 400 / 501 / 503). */
 static void prefix_stream(struct gw_request *req, int semaphore) {
     pthread_once(&mu_once, mu_init);
-    const char *prefix = http_query(req, "prefix"), *last = http_header(req, "Last-Event-ID");
-    if (!prefix) prefix = "";
-    if (*prefix && !name_valid(prefix, strlen(prefix))) {
-        reply_problem(req, CODE_INVALID_NAME,
-                      "a prefix is up to %d bytes of [A-Za-z0-9._:-] after percent-decoding",
-                      NAME_MAX_LEN);
-        return;
-    }
+    const char *prefix = listing_prefix_or_reply(req), *last = http_header(req, "Last-Event-ID");
+    if (!prefix) return;
     if (last && (strlen(last) >= ID_MAX || strspn(last, "0123456789-") != strlen(last))) {
         reply_problem(req, CODE_INVALID_FIELD, "Last-Event-ID must be an id this stream sent");
         return;
