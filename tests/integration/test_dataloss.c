@@ -23,7 +23,9 @@
  *   4. one Redis: the hold-off outlives the gateway that noticed it (it is
  *      kept in Redis, <prefix>holdoff): a gateway started after the loss,
  *      and the noticing one restarted, refuse until the same end;
- *   5. Redis Cluster, nothing lost: gateways of several workers started
+ *   5. one Redis: an operator ends a hold-off early (DEL <prefix>holdoff,
+ *      restart the gateways: the documented way);
+ *   6. Redis Cluster, nothing lost: gateways of several workers started
  *      at once on a fresh cluster and asked at once from many clients
  *      see no loss (their workers read the markers each other just made;
  *      a read once taken for a loss held every master off for a day). */
@@ -229,6 +231,48 @@ static void test_holdoff_outlives_gateways(void) {
     CHECK(wait_redis(&r, "EXISTS lockgate:holdoff", "0", 1000));
     if (a.pid > 0) CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
     if (b.pid > 0) CHECK_EQ_INT(h_gw_stop(&b, 6000), 0);
+    h_redis_stop(&r);
+}
+
+/* An operator who knows no lease was running (a planned FLUSHALL with
+ * every client stopped, a staging reset) ends a hold-off early as
+ * docs/redis-modes.md says: DEL <prefix>holdoff, then restart the
+ * gateways (each keeps what it noticed or learnt until it stops).  A
+ * ten-minute hold-off: the restarted gateway grants at once, is ready, and
+ * counts neither a loss nor a learnt hold-off. */
+static void test_holdoff_ended_by_operator(void) {
+    struct h_redis r;
+    struct h_gw a = {0};
+    const char *flags = "--max-lease-ms 600000";
+    if (h_redis_start(&r, 0, NULL) < 0 || h_gw_up(&a, &r, flags) < 0) {
+        CHECK(!"redis or gateway did not start");
+        return;
+    }
+    const char *body = "{\"ttl_ms\":2000}";
+    struct h_resp x = h_http("POST", a.port, "/v1/locks/op", NULL, body, NULL);
+    CHECK_EQ_INT(x.status, 201);
+    h_resp_free(&x);
+    h_redis_cli(&r, "FLUSHALL");
+    x = h_http("POST", a.port, "/v1/locks/op", NULL, body, NULL);
+    CHECK_EQ_INT(x.status, 503);
+    CHECK(h_jcode(&x) && strcmp(h_jcode(&x), "redis_data_lost") == 0);
+    h_resp_free(&x);
+    CHECK(wait_redis(&r, "EXISTS lockgate:holdoff", "1", 2000));
+    CHECK(readyz_names_loss(&a));
+
+    CHECK_EQ_STR(h_redis_cli(&r, "DEL lockgate:holdoff"), "1");
+    CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
+    if (h_gw_up(&a, &r, flags) < 0 || h_wait_ready(a.port, 5000) < 0) {
+        CHECK(!"gateway A did not start again, or is not ready");
+    } else {
+        x = h_http("POST", a.port, "/v1/locks/op", NULL, body, NULL);
+        fprintf(stderr, "  hold-off ended by the operator: %ld after the restart\n", x.status);
+        CHECK_EQ_INT(x.status, 201);
+        h_resp_free(&x);
+        CHECK_EQ_INT(h_metric(&a, "lockgate_redis_data_lost_total"), 0);
+        CHECK_EQ_INT(h_metric(&a, "lockgate_redis_holdoff_learnt_total"), 0);
+        CHECK_EQ_INT(h_gw_stop(&a, 6000), 0);
+    }
     h_redis_stop(&r);
 }
 
@@ -604,6 +648,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_flushall_single);
         RUN_SOME(test_flushall_two_gateways);
         RUN_SOME(test_holdoff_outlives_gateways);
+        RUN_SOME(test_holdoff_ended_by_operator);
         RUN_SOME(test_flushall_quorum);
         RUN_SOME(test_flush_and_stall_quorum);
     }
