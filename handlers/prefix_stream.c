@@ -230,6 +230,7 @@ static void send_event(struct pstream *ps, const struct event *e) {
 struct listing_call {
     struct pstream *ps;
     char pattern[PAT_MAX];
+    int master; /* Redis Cluster mode: the master being listed (each in turn) */
 };
 
 /* list.lua's entry {name, kind, limit, queued, 7 a holder: owner, key_id,
@@ -296,7 +297,8 @@ static void listing_done(void *arg, const struct redis_result *res) {
         cJSON_AddStringToObject(o, "change", "current");
         write_event(ps->req, NULL, "state", o);
     }
-    if (strcmp(r->element[0]->str, "0") == 0) {
+    if (strcmp(r->element[0]->str, "0") == 0 &&
+        !(backend->per_slot && ++lc->master < redis_cluster_masters())) {
         free(lc);
         return;
     }
@@ -311,7 +313,10 @@ static void listing_page(struct listing_call *lc, const char *cursor) {
     const char *argv[4] = {cursor, lc->pattern, count, "h"};
     size_t lens[4] = {strlen(cursor), strlen(lc->pattern), strlen(count), 1};
     lc->ps->listing = 1;
-    redis_eval(SCRIPT_LIST, 0, 4, argv, lens, listing_done, lc);
+    if (backend->per_slot) /* each master's keys in turn (listing.c) */
+        redis_eval_at_master(lc->master, SCRIPT_LIST_CLUSTER, 4, argv, lens, listing_done, lc);
+    else
+        redis_eval(SCRIPT_LIST, 0, 4, argv, lens, listing_done, lc);
 }
 
 /* A gap: said, then the names held now (without ids: the next event's id
@@ -781,18 +786,13 @@ static struct feed *feed_get(int semaphore, const char *prefix, int *full) {
 
 /* ---- the request ------------------------------------------------------------------- */
 
-/* Answers req with the stream over its ?prefix= (or 400 / 501 / 503). */
+/* Answers req with the stream over its ?prefix= (or 400 / 503). */
 static void prefix_stream(struct gw_request *req, int semaphore) {
     pthread_once(&mu_once, mu_init);
     const char *prefix = listing_prefix_or_reply(req), *last = http_header(req, "Last-Event-ID");
     if (!prefix) return;
     if (last && (strlen(last) >= ID_MAX || strspn(last, "0123456789-") != strlen(last))) {
         reply_problem(req, CODE_INVALID_FIELD, "Last-Event-ID must be an id this stream sent");
-        return;
-    }
-    if (backend->per_slot) {
-        reply_problem(req, CODE_NOT_IMPLEMENTED,
-                      "prefix streams (text/event-stream) are not available in Redis Cluster mode");
         return;
     }
     pthread_mutex_lock(&mu);

@@ -368,8 +368,10 @@ end
 -- nothing is built nor published; the fast paths (acquire of a free name,
 -- release by its only holder) make the same check and publish their one
 -- state themselves.
--- Never in Redis Cluster mode (a shard channel ends in '}'), where
--- prefix streams are not offered.
+-- In Redis Cluster mode NUMPAT is this node's, and PUBLISH reaches every
+-- node over the cluster bus: a gateway streaming P holds its pattern on
+-- every master and passes on the copy of the name's own master
+-- (server/redis_patterns.inc).
 -- The message: "<now_us>-<n>" (the event's id: Redis's clock in us and
 -- the call's count of such messages, so unique per Redis and the same on
 -- every gateway), the change (granted, released, expired, forced,
@@ -380,7 +382,6 @@ local patterns = nil
 local published = 0
 
 local function prefix_publish(key, st, left, joined, ended)
-  if live_channel and string.byte(live_channel, -1) == 125 then return end
   if patterns == nil then patterns = redis.call('PUBSUB', 'NUMPAT') end
   if patterns == 0 then return end
   local change = joined and (left and 'changed' or 'granted') or

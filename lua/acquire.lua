@@ -66,7 +66,7 @@ local flat = redis.call('HGETALL', KEYS[1])
 -- Fast path: the short form on a name nobody holds, with no lock-delay
 -- pending, no waiter or watch mark and no shared state: the hash is empty
 -- or holds only x's ended record.  Five Redis calls (TIME, HGETALL, HSET,
--- PEXPIRE, PUBSUB NUMPAT; four in Redis Cluster),
+-- PEXPIRE, PUBSUB NUMPAT),
 -- none of _holders.lua's functions made, and a bare integer for an answer
 -- (a table costs Redis more than a redis.call: bench/RESULTS.md).
 local short = #ARGV <= 3
@@ -89,8 +89,8 @@ if short then
     redis.call('PEXPIRE', KEYS[1], ttl + 1 + FENCE_KEEP_MS)
     -- A change of holder, published for prefix streams while some client
     -- has a pattern (_holders.lua, "prefix streams"; its message, built
-    -- here for this one state); never in Redis Cluster (#ARGV 3).
-    if #ARGV == 2 and redis.call('PUBSUB', 'NUMPAT') > 0 then
+    -- here for this one state).
+    if redis.call('PUBSUB', 'NUMPAT') > 0 then
       local f = string.format('%d', fence)
       publish_change(KEYS[1], string.format('%d', now_us) .. '-1\0granted\0' ..
                      '0\0' .. '1\0' .. '1\0' .. f .. '\0' .. ttl .. '\0' .. '1\0' .. '0\0' ..

@@ -21,7 +21,7 @@ local flat = redis.call('HGETALL', KEYS[1])
 -- Fast path: the exclusive holder releases and nobody waits (the hash holds
 -- only x).  Its record is rewritten in place with an empty token, lease end
 -- 0 and no lock-delay, keeping the fence: four Redis calls (HGETALL, PTTL,
--- HSET, PUBSUB NUMPAT; three in Redis Cluster) and a bare integer for an
+-- HSET, PUBSUB NUMPAT) and a bare integer for an
 -- answer.
 -- Whether the lease is still running is read from the hash's expiry, not
 -- from TIME: while the hash holds only x and x's hold runs, every writer
@@ -48,9 +48,8 @@ if #flat == 2 and flat[1] == 'x' and not ARGV[4] then
       redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, fence, 0, 0))
       if left + delay > LINGER_MS then redis.call('PEXPIRE', KEYS[1], FENCE_KEEP_MS) end
       -- A change of holder, published for prefix streams while some client
-      -- has a pattern (_holders.lua, "prefix streams": nobody holds it now);
-      -- never in Redis Cluster (a shard channel ends in '}').
-      if string.byte(ARGV[2], -1) ~= 125 and redis.call('PUBSUB', 'NUMPAT') > 0 then
+      -- has a pattern (_holders.lua, "prefix streams": nobody holds it now).
+      if redis.call('PUBSUB', 'NUMPAT') > 0 then
         local t = redis.call('TIME')
         publish_change(KEYS[1], t[1] .. string.format('%06d', tonumber(t[2])) ..
                        '-1\0released\0' .. '0\0' .. '0\0' .. '0\0' .. '0\0' .. '0\0' ..

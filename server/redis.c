@@ -72,6 +72,7 @@ struct redis_op {
 
 /* One connection to Redis and its state. */
 struct node;
+struct sub_sent; /* redis_patterns.inc */
 
 struct rconn {
     const char *what;  /* "command", "pub/sub", "sentinel" */
@@ -117,6 +118,9 @@ struct node {
     struct rconn sub;               /* SUBSCRIBE to the release channel */
     struct redis_op pending;        /* sentinel of the sent, unanswered list */
     int ssub_pending;               /* cluster mode: SSUBSCRIBEs not confirmed yet */
+    struct sub_sent *sub_sent;      /* sub: PSUBSCRIBEs (and outside Cluster the release
+                                       SUBSCRIBE) not confirmed yet, in the order sent
+                                       (redis_patterns.inc) */
     struct memguard_seen mem;       /* whether cmd's master may evict (memguard.h) */
     struct lossguard_seen loss;     /* its marker key as last read (lossguard.h) */
     struct lossguard_seen *loss_at; /* what cmd's marker reads update: loss, or in
@@ -185,8 +189,6 @@ struct redis {
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
     struct redis_pattern *patterns; /* kept besides the release channel (redis_patterns.inc) */
-    struct sub_sent *sub_sent;      /* node 0's pub/sub: (P)SUBSCRIBEs not confirmed yet, in
-                                       the order sent (redis_patterns.inc) */
 };
 
 /* Cluster mode: each slot's release channel, the same for every instance
@@ -1000,7 +1002,7 @@ static void on_release_message(redisAsyncContext *ac, void *r, void *privdata) {
     if (kind->type != REDIS_REPLY_STRING) return;
     if (strcmp(kind->str, "subscribe") == 0) {
         if (self->on_resubscribed) self->on_resubscribed(self->hook_arg);
-        sub_confirmed(self->channel, strlen(self->channel));
+        sub_confirmed(conn_of(ac)->node, self->channel, strlen(self->channel));
     } else if (strcmp(kind->str, "message") == 0 && payload->type == REDIS_REPLY_STRING) {
         if (self->on_release) self->on_release(self->hook_arg, payload->str, payload->len);
     }
@@ -1009,13 +1011,14 @@ static void on_release_message(redisAsyncContext *ac, void *r, void *privdata) {
 static void cluster_sub_up(struct rconn *c);
 
 static void sub_up(struct rconn *c) {
+    sub_sent_forget(c->node);
     if (self->cluster) {
         cluster_sub_up(c);
+        patterns_up(c);
         return;
     }
     const char *argv[2] = {"SUBSCRIBE", self->channel};
     size_t lens[2] = {9, strlen(self->channel)};
-    sub_sent_forget();
     redisAsyncCommandArgv(c->ac, on_release_message, NULL, 2, argv, lens);
     sub_sent_note(c, self->channel);
     c->subscribed = 1;

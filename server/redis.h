@@ -74,13 +74,16 @@ void redis_on_release(struct redis *r, void (*on_release)(void *arg, const char 
 int redis_interest(const char *key, int on);
 void redis_on_slot_subscribed(struct redis *r, void (*fn)(void *arg, int slot));
 
-/* Outside Redis Cluster: the calling worker's pub/sub connection to the
- * first master keeps pattern PSUBSCRIBEd (again after each reconnection)
+/* The calling worker's pub/sub connection to the first master (Redis
+ * Cluster mode: below) keeps pattern PSUBSCRIBEd (again after each reconnection)
  * until it is removed; on_message(arg, channel, payload) for each message,
  * on_confirmed(arg) each time the subscription is (re)made (messages may
  * have been missed before it).  On the worker's thread.  Returns -1 (and
- * keeps nothing) in Redis Cluster mode, without a pub/sub connection, or
- * when the pattern is kept already.  Redis refusing the pattern (NOPERM:
+ * keeps nothing) without a pub/sub connection, or when the pattern is kept
+ * already.  In Redis Cluster mode it is made on every master, each message
+ * is passed on once (the copy of the master serving the channel's name,
+ * "<prefix>chg:<kind>:<name>"), and on_confirmed also follows a change of
+ * the slot map (see redis_patterns.inc).  Redis refusing the pattern (NOPERM:
  * the user's ACL does not list it) makes hiredis drop the connection; the
  * refused pattern is then forgotten (not sent again on the new connection,
  * which would loop) and on_refused(arg, Redis's error) is called once. */

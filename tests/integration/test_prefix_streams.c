@@ -7,8 +7,9 @@
  * cut and resumed with Last-Event-ID (on the other gateway) gets exactly
  * what it missed; an id no feed holds gets `event: gap` and the names held
  * now; Redis restarted under a stream: a gap.  Semaphores, the errors, the
- * listing still a listing without the Accept, and 501 in Redis Cluster
- * mode.
+ * listing still a listing without the Accept, and Redis Cluster mode:
+ * names on every master once each, across gateways, resumed, and a gap
+ * when the slot map changes.
  *
  * Every wait is for an event (a line in curl's output), never a fixed
  * sleep.  `build/tests/test_prefix_streams NAME` runs the tests whose names
@@ -330,26 +331,112 @@ static void test_prefix_quorum(void) {
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
 
-/* Redis Cluster mode: a prefix stream is not offered (501
- * not_implemented, at once); the listing still answers. */
-static void test_prefix_cluster_501(void) {
+/* A name under prefix whose slot is served by master k of a fresh
+ * 3-master cluster (redis-cli --cluster create gives them 0-5460,
+ * 5461-10922, 10923-16383), not one of the taken ones. */
+static void name_on_master(struct h_redis *node0, const char *prefix, int k, int skip, char *out) {
+    for (int i = 0, found = 0; i < 10000; i++) {
+        char cmd[96];
+        snprintf(out, 32, "%s%d", prefix, i);
+        snprintf(cmd, sizeof cmd, "CLUSTER KEYSLOT %s", out);
+        int slot = atoi(h_redis_cli(node0, cmd));
+        if (slot * 3 / 16384 == k && found++ == skip) return;
+    }
+    CHECK(0);
+}
+
+/* Redis Cluster mode (3 masters): two gateways (one of 1 worker, one of
+ * 2) stream over cx; names on each master, granted and released through
+ * either gateway: every change exactly once on each stream, in the order
+ * made, with the same ids on both; every master holds the pattern; a
+ * stream cut and resumed on the other gateway with Last-Event-ID gets what
+ * it missed; a slot moved to another master (the map changes): `event:
+ * gap`, then changes there still once.  On main: 501. */
+static void test_prefix_cluster(void) {
     struct h_redis cl;
-    struct h_gw g = {0};
+    struct h_gw g[2] = {{0}};
     CHECK_EQ_INT(h_cluster_start(&cl, 3, 0), 0);
-    CHECK_EQ_INT(h_gw_up(&g, &cl, "--workers 1"), 0);
-    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
-    struct h_resp r =
-        h_http("GET", g.port, "/v1/locks?prefix=pj", NULL, NULL, "Accept: text/event-stream");
-    CHECK_EQ_INT(r.status, 501);
-    CHECK(strcmp(h_jcode(&r), "not_implemented") == 0);
-    h_resp_free(&r);
-    r = h_http("GET", g.port, "/v1/semaphores?prefix=", NULL, NULL, "Accept: text/event-stream");
-    CHECK_EQ_INT(r.status, 501);
-    h_resp_free(&r);
-    r = h_http("GET", g.port, "/v1/locks?prefix=pj", NULL, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
-    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    CHECK_EQ_INT(h_gw_up(&g[0], &cl, "--workers 1 --stream-heartbeat-ms 200"), 0);
+    CHECK_EQ_INT(h_gw_up(&g[1], &cl, "--workers 2 --stream-heartbeat-ms 200"), 0);
+    for (int k = 0; k < 2; k++) CHECK_EQ_INT(h_wait_ready(g[k].port, 10000), 0);
+    struct h_redis node[3];
+    for (int k = 0; k < 3; k++) node[k] = h_cluster_node(&cl, k);
+    pid_t a = stream(g[0].port, "/v1/locks?prefix=cx", NULL, "cx-a"); /* main: 501 */
+    pid_t b = stream(g[1].port, "/v1/locks?prefix=cx", NULL, "cx-b");
+    /* The one pattern (both gateways') on each master, its scripts publish. */
+    for (int k = 0; k < 3; k++) CHECK_EQ_STR(h_redis_cli(&node[k], "PUBSUB NUMPAT"), "1");
+    char names[3][32], want[16][160], token[64], path[96], cmd[128];
+    int n = 0;
+    for (int k = 0; k < 3; k++) name_on_master(&node[0], "cx-", k, 0, names[k]);
+    for (int i = 0; i < 6; i++) {
+        const char *name = names[i % 3];
+        snprintf(path, sizeof path, "/v1/locks/%s", name);
+        long long fence = take(g[i % 2].port, path, "{}", token);
+        snprintf(want[n++], sizeof want[0],
+                 "{\"name\":\"%s\",\"mode\":\"exclusive\",\"holders\":1,"
+                 "\"count\":1,\"fence\":%lld,",
+                 name, fence);
+        if (i < 3) { /* the name's hash is on master i */
+            snprintf(cmd, sizeof cmd, "EXISTS lockgate:lock:{%s}", name);
+            CHECK_EQ_STR(h_redis_cli(&node[i], cmd), "1");
+        }
+        give_back(g[(i + 1) % 2].port, path, token);
+        snprintf(want[n++], sizeof want[0],
+                 "{\"name\":\"%s\",\"holders\":0,\"change\":\"released\"}", name);
+    }
+    const char *outs[2] = {"cx-a", "cx-b"};
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ_INT(h_out_wait_count(outs[k], "event: state", n, 3000), n);
+        CHECK(h_out_in_order(outs[k], want[0], sizeof want[0], n));
+    }
+    char ids[2][4096];
+    ids_of("cx-a", ids[0], sizeof ids[0]);
+    ids_of("cx-b", ids[1], sizeof ids[1]);
+    CHECK(strcmp(ids[0], ids[1]) == 0);
+    /* Cut after the 4th; 2 changes on other masters; resumed on the other
+     * gateway: those 2, nothing twice, no gap. */
+    char id[48];
+    h_out_nth_id("cx-a", 4, id);
+    h_reap(a);
+    long long f1 = take(g[0].port, "/v1/locks/cx-more", "{}", NULL);
+    char more[64];
+    snprintf(more, sizeof more, "\"fence\":%lld,", f1);
+    CHECK(h_out_wait("cx-b", more, 3000) >= 0);
+    pid_t c = stream(g[1].port, "/v1/locks?prefix=cx", id, "cx-c");
+    CHECK_EQ_INT(h_out_wait_count("cx-c", "event: state", n - 4 + 1, 3000), n - 4 + 1);
+    CHECK(h_out_in_order("cx-c", want[4], sizeof want[0], n - 4));
+    CHECK(h_out_wait("cx-c", more, 10) >= 0);
+    CHECK_EQ_INT(h_out_count("cx-c", "event: gap"), 0);
+    h_reap(c);
+    /* An empty slot of master 0 given to master 1: the next grant there
+     * meets MOVED, the map changes, the stream on that gateway says gap,
+     * and the grant is streamed once. */
+    pid_t d = stream(g[0].port, "/v1/locks?prefix=cx", NULL, "cx-d");
+    char moved[32], id1[64];
+    name_on_master(&node[0], "cx-mv-", 0, 0, moved);
+    snprintf(id1, sizeof id1, "%s", h_redis_cli(&node[1], "CLUSTER MYID"));
+    snprintf(cmd, sizeof cmd, "CLUSTER KEYSLOT %s", moved);
+    int slot = atoi(h_redis_cli(&node[0], cmd));
+    for (int k = 1; k >= 0; k--) {
+        snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d NODE %s", slot, id1);
+        CHECK_EQ_STR(h_redis_cli(&node[k], cmd), "OK");
+    }
+    snprintf(path, sizeof path, "/v1/locks/%s", moved);
+    long long f2 = take(g[0].port, path, "{}", NULL);
+    CHECK(h_out_wait("cx-d", "event: gap", 7000) >= 0);
+    char live[96];
+    snprintf(live, sizeof live, "\"name\":\"%s\",\"mode\":\"exclusive\"", moved);
+    CHECK(h_out_wait("cx-d", live, 3000) >= 0);
+    snprintf(live, sizeof live, "\"fence\":%lld,\"ttl_ms\":30000,\"change\":\"granted\"", f2);
+    CHECK(h_out_wait("cx-d", live, 3000) >= 0);
+    long long f3 = take(g[1].port, "/v1/locks/cx-after", "{}", NULL);
+    snprintf(more, sizeof more, "\"fence\":%lld,", f3);
+    CHECK(h_out_wait("cx-d", more, 3000) >= 0);
+    CHECK_EQ_INT(h_out_count("cx-d", live), 1);
+    CHECK_EQ_INT(h_out_count("cx-d", more), 1);
+    h_reap(d);
+    h_reap(b);
+    for (int k = 0; k < 2; k++) CHECK_EQ_INT(h_gw_stop(&g[k], 5000), 0);
     h_redis_stop(&cl);
 }
 
@@ -439,7 +526,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_prefix_errors);
     RUN_SOME(test_prefix_pubsub_reconnect);
     RUN_SOME(test_prefix_quorum);
-    RUN_SOME(test_prefix_cluster_501);
+    RUN_SOME(test_prefix_cluster);
     RUN_SOME(test_prefix_feed_cap);
     fprintf(stderr, "    prefix streams suite: %lld ms\n", h_now_ms() - t0);
     for (int i = 0; i < 2; i++)
