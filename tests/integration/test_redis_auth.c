@@ -459,7 +459,7 @@ static void every_path(struct h_gw *g, int cluster) {
         CHECK_EQ_INT(r.status, 200);
         h_resp_free(&r);
     }
-    if (!cluster) prefix_stream_path(g);
+    prefix_stream_path(g); /* cluster: its PSUBSCRIBE on every master */
 }
 
 /* The documented rule, with --key-prefix app7:, on node n. */
@@ -592,6 +592,37 @@ static void limited_cluster_gateway(struct h_redis *r, struct h_gw *g, const cha
     CHECK_EQ_INT(h_wait_ready(g->port, 15000), 0);
 }
 
+/* Cluster mode: a prefix the rule does not list is refused by every
+ * master (each drops the pub/sub connection it came on): the stream
+ * answers 503 at once, again at once while remembered, each master's
+ * connection is made again once at most per worker, not in a loop; a
+ * stream the rule allows still works. */
+static void test_least_privilege_refused_prefix_cluster(void) {
+    char rule[4096];
+    CHECK_EQ_INT(rule_for_app7(rule, sizeof rule), 0);
+    struct h_redis r;
+    struct h_gw g = {0};
+    limited_cluster_gateway(&r, &g, rule);
+    long long t0 = h_now_ms();
+    for (int i = 0; i < 2; i++) {
+        struct h_resp resp =
+            h_http("GET", g.port, "/v1/locks?prefix=rp", NULL, NULL, "Accept: text/event-stream");
+        CHECK_EQ_INT(resp.status, 503);
+        CHECK(h_now_ms() - t0 < 2000);
+        CHECK(resp.body && strstr(resp.body, "'&app7:chg:lock:rp*'") != NULL);
+        h_resp_free(&resp);
+        t0 = h_now_ms();
+    }
+    int lost = h_log_count(&g, "lost: NOPERM");
+    prefix_stream_path(&g); /* some time passes: a loop would add more */
+    int later = h_log_count(&g, "lost: NOPERM");
+    fprintf(stderr, "    refused prefix on 3 masters: %d pub/sub reconnects, then %d\n", lost,
+            later);
+    CHECK(lost >= 1 && later <= 3 * 2);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_stop(&r);
+}
+
 /* The same in Cluster mode (CLUSTER SLOTS, SSUBSCRIBE, SPUBLISH). */
 static void test_least_privilege_cluster(void) {
     char rule[4096];
@@ -671,5 +702,6 @@ int main(int argc, char **argv) {
     RUN_SOME(test_least_privilege_cluster);
     RUN_SOME(test_slot_marker_unlearnt);
     RUN_SOME(test_least_privilege_refused_prefix);
+    RUN_SOME(test_least_privilege_refused_prefix_cluster);
     return check_summary("redis_auth");
 }
