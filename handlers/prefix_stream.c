@@ -709,7 +709,18 @@ static void on_feed_wake(struct waiter *w) {
     feed_arm(f);
 }
 
-static void on_feed_give_up(struct waiter *w, int client_gone) {}
+/* The worker stops: a refused feed, off the gateway's list already and
+ * waiting for its next tick to be freed, is freed now (others stay on the
+ * list to the end). */
+static void on_feed_give_up(struct waiter *w, int client_gone) {
+    struct feed *f = (struct feed *)w;
+    pthread_mutex_lock(&mu);
+    int drop = f->refused && !f->taps && !f->dead;
+    pthread_mutex_unlock(&mu);
+    if (!drop) return;
+    f->dead = 1;
+    if (!f->calls) feed_free(f);
+}
 
 /* Parks the owner's timer at the first lease end, or the next tick. */
 static void feed_arm(struct feed *f) {
