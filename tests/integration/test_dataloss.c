@@ -639,6 +639,158 @@ static void test_no_loss_at_start_cluster(void) {
     h_redis_stop(&cl);
 }
 
+/* The slot of a name's lock key (its hash tag is the name): CRC16 (XMODEM)
+ * mod 16384, as Redis Cluster hashes. */
+static int name_slot(const char *name) {
+    unsigned crc = 0;
+    for (const char *p = name; *p; p++) {
+        crc ^= (unsigned)(unsigned char)*p << 8;
+        for (int b = 0; b < 8; b++) crc = (crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1) & 0xffff;
+    }
+    return (int)(crc % 16384);
+}
+
+/* The query buffer of node r's client that waits in a SETNX (CLIENT PAUSE
+ * WRITE holds it, and what it sends after piles up there), or -1. */
+static long blocked_qbuf(struct h_redis *r) {
+    const char *out = h_redis_cli(r, "CLIENT LIST");
+    for (const char *line = out; line && *line;) {
+        const char *end = strchr(line, '\n'), *q = strstr(line, " qbuf="),
+                   *cmd = strstr(line, "cmd=setnx");
+        if (!end) end = line + strlen(line);
+        if (q && cmd && q < end && cmd < end) return atol(q + 6);
+        line = *end ? end + 1 : end;
+    }
+    return -1;
+}
+
+/* Polls until that query buffer holds more than above: 1, or 0 after
+ * timeout_ms. */
+static int wait_qbuf_above(struct h_redis *r, long above, int timeout_ms) {
+    for (long long end = h_now_ms() + timeout_ms; h_now_ms() < end; h_sleep_ms(10))
+        if (blocked_qbuf(r) > above) return 1;
+    return 0;
+}
+
+/* How many GETs node r ran (INFO commandstats). */
+static long long get_calls(struct h_redis *r) {
+    const char *out = h_redis_cli(r, "INFO commandstats");
+    const char *p = out ? strstr(out, "cmdstat_get:calls=") : NULL;
+    return p ? atoll(p + strlen("cmdstat_get:calls=")) : -1;
+}
+
+struct bg_ask {
+    struct h_gw *g;
+    const char *name;
+    long status;
+    char code[48];
+};
+
+static void *bg_ask_run(void *arg) {
+    struct bg_ask *b = arg;
+    b->status = lock_at(b->g, b->name, b->code, sizeof b->code);
+    return NULL;
+}
+
+/* A master's marker read that is answered after the map moved that
+ * master's first slot (where its marker lives) is compared with what was
+ * read of that key, not with the new first slot's (another key: another
+ * value).  Slot 0 (master A's first slot, its marker's) is moved to master
+ * B with its keys, the map not yet told; B is paused (CLIENT PAUSE WRITE)
+ * while its periodic marker read (of its first slot, 5461) is in flight; a
+ * grant in slot 0 then meets MOVED, so B's first slot is 0 now, and parks
+ * on B to learn slot 0.  When B answers, nothing was lost: no loss counted,
+ * no hold-off, the grant granted.  Before the fix the read of B's old
+ * marker was compared with slot 0's (A's value): a loss, held off for
+ * --max-lease-ms and written to Redis for every gateway. */
+static void test_first_slot_moved_cluster(void) {
+    struct h_redis cl;
+    struct h_gw g = {0};
+    if (h_cluster_start(&cl, 3, 0) < 0 || h_gw_up(&g, &cl, "--workers 1") < 0 ||
+        h_wait_ready(g.port, 15000) < 0) {
+        CHECK(!"cluster or gateway did not start");
+        return;
+    }
+    char zero[32] = "", mid[32] = "", other[32] = "";
+    for (int k = 0; k < 200000 && !(zero[0] && mid[0] && other[0]); k++) {
+        char n[32];
+        snprintf(n, sizeof n, "fm-%d", k);
+        if (!zero[0] && name_slot(n) == 0) snprintf(zero, sizeof zero, "%s", n);
+        if (!mid[0] && name_slot(n) == 5461) snprintf(mid, sizeof mid, "%s", n);
+        if (!other[0] && name_slot(n) == 5462) snprintf(other, sizeof other, "%s", n);
+    }
+    int ia = cluster_node_of(&cl, zero), ib = cluster_node_of(&cl, mid);
+    CHECK(ia >= 0 && ib >= 0 && ia != ib);
+    if (ia < 0 || ib < 0 || ia == ib) goto out;
+    struct h_redis a = h_cluster_node(&cl, ia), b = h_cluster_node(&cl, ib);
+    /* Both markers made, and read since (a read every second). */
+    for (long long end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(20)) {
+        const char *x = h_redis_cli(&a, "--scan --pattern 'lockgate:marker{*'");
+        int has_a = x && x[0];
+        x = h_redis_cli(&b, "--scan --pattern 'lockgate:marker{*'");
+        if (has_a && x && x[0]) break;
+    }
+    long long gets = get_calls(&a);
+    for (long long end = h_now_ms() + 3000; h_now_ms() < end && get_calls(&a) <= gets;)
+        h_sleep_ms(20); /* A's marker read again since: this process has read slot 0's */
+    char ida[64], idb[64], cmd[1200];
+    snprintf(ida, sizeof ida, "%s", h_redis_cli(&a, "CLUSTER MYID"));
+    snprintf(idb, sizeof idb, "%s", h_redis_cli(&b, "CLUSTER MYID"));
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT 0 IMPORTING %s", ida);
+    h_redis_cli(&b, cmd);
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT 0 MIGRATING %s", idb);
+    h_redis_cli(&a, cmd);
+    for (int k = 0; k < 20; k++) {
+        char keys[900];
+        const char *x = h_redis_cli(&a, "CLUSTER GETKEYSINSLOT 0 100");
+        if (!x || !x[0]) break;
+        snprintf(keys, sizeof keys, "%s", x);
+        for (char *p = keys; *p; p++)
+            if (*p == '\n') *p = ' ';
+        snprintf(cmd, sizeof cmd, "MIGRATE 127.0.0.1 %d '' 0 5000 KEYS %s", b.port, keys);
+        h_redis_cli(&a, cmd);
+    }
+    long long lost0 = h_metric(&g, "lockgate_redis_data_lost_total");
+    long long redirects = h_metric(&g, "lockgate_redis_redirects_total");
+    h_redis_cli(&b, "CLIENT PAUSE 2500 WRITE");
+    CHECK(wait_qbuf_above(&b, -1, 3000)); /* B's marker read, of its slot 5461, waits */
+    long q0 = blocked_qbuf(&b);
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT 0 NODE %s", idb);
+    for (int i = 0; i < cl.cn; i++) {
+        struct h_redis x = h_cluster_node(&cl, i);
+        h_redis_cli(&x, cmd);
+    }
+    struct bg_ask ask0 = {.g = &g, .name = zero};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_ask_run, &ask0);
+    /* The grant met MOVED (A gave slot 0 away) and went to B, parked. */
+    for (long long end = h_now_ms() + 2000; h_now_ms() < end; h_sleep_ms(5))
+        if (h_metric(&g, "lockgate_redis_redirects_total") > redirects) break;
+    CHECK(h_metric(&g, "lockgate_redis_redirects_total") > redirects);
+    /* It was sent to B (it had learnt on A, refused there: not parked
+     * again).  A grant in another slot of B, never learnt, parks there:
+     * B's marker is taken as slot 0's now, while its read of 5461 waits. */
+    CHECK(wait_qbuf_above(&b, q0, 2000));
+    long q = blocked_qbuf(&b);
+    struct bg_ask ask1 = {.g = &g, .name = other};
+    pthread_t th1;
+    pthread_create(&th1, NULL, bg_ask_run, &ask1);
+    CHECK(wait_qbuf_above(&b, q, 2000));
+    h_redis_cli(&b, "CLIENT UNPAUSE");
+    pthread_join(th, NULL);
+    pthread_join(th1, NULL);
+    fprintf(stderr, "  cluster first slot moved: %ld %s, %lld losses, %lld learnt\n", ask0.status,
+            ask0.code, h_metric(&g, "lockgate_redis_data_lost_total") - lost0,
+            h_metric(&g, "lockgate_redis_holdoff_learnt_total"));
+    CHECK_EQ_INT(ask0.status, 201);
+    CHECK_EQ_INT(ask1.status, 201);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), lost0);
+    CHECK(h_log_count(&g, "lost its data") == 0);
+out:
+    h_gw_stop(&g, 6000);
+    h_redis_stop(&cl);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     /* Against a Cluster (LOCKGATE_TEST_CLUSTER) the cases of one Redis
@@ -654,5 +806,6 @@ int main(int argc, char **argv) {
     }
     RUN_SOME(test_flushall_cluster);         /* a cluster of its own */
     RUN_SOME(test_no_loss_at_start_cluster); /* and another */
+    RUN_SOME(test_first_slot_moved_cluster); /* and another */
     return check_summary("dataloss");
 }
