@@ -792,6 +792,21 @@ static int seen_slot(const struct lossguard_seen *seen) {
     return (int)(seen - self->slot_seen);
 }
 
+/* Cluster mode: a loss on node n, its marker read in slot keep: what was
+ * read of the markers in its other slots is forgotten too.  They went
+ * with the data (a master's marker lives in its first slot, which moves
+ * when slots do); kept, the one made anew there when that slot is the
+ * master's first again would count this loss a second time, and hold the
+ * master off for another --max-lease-ms. */
+static void slot_seen_forget(struct node *n, int keep) {
+    int i = (int)(n - self->node);
+    for (int s = 0; s < CLUSTER_SLOTS; s++)
+        if (s != keep && self->map.owner[s] == i && self->slot_seen[s].marker[0]) {
+            self->slot_seen[s].marker[0] = '\0';
+            marker_base_put(s, "");
+        }
+}
+
 /* A marker read on c: noted (lossguard_note), and in cluster mode kept as
  * the process's last read and, on a loss, what was learnt of that
  * master's slots forgotten. */
@@ -800,7 +815,9 @@ static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char
     if (lost) holdoff_write(c->node, value);
     if (!self->cluster) return;
     marker_base_put(seen_slot(seen), value);
-    if (lost) slot_marks_forget(c->node);
+    if (!lost) return;
+    slot_marks_forget(c->node);
+    slot_seen_forget(c->node, seen_slot(seen));
 }
 
 /* Cluster mode: node i's marker key, in the first slot it serves, and
