@@ -38,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static long long get_calls(struct h_redis *r);
+
 #define MAX_LEASE_MS 1000 /* --max-lease-ms: the hold-off after each loss */
 
 /* method path on g: the status, the problem's code into code ("" none). */
@@ -84,6 +86,35 @@ static void flush_then_ask(struct h_gw *g, struct h_redis *r, int n, const char 
     CHECK_EQ_STR(code, "redis_data_lost");
     CHECK(readyz_names_loss(g));
     CHECK_EQ_INT(h_metric(g, "lockgate_redis_data_lost_total"), losses);
+}
+
+/* A marker longer than lockgate writes (an operator's SET: lockgate's are
+ * at most 24 characters, LOSSGUARD_MARKER_LEN) is no loss when it is read
+ * again unchanged, and grants go.  Before the fix each read was a loss (a
+ * day's hold-off begun again every second, written to Redis), and, with
+ * that fixed alone, every fresh grant was refused by the script. */
+static void test_long_marker_single(void) {
+    struct h_redis r;
+    struct h_gw g = {0};
+    if (h_redis_start(&r, 0, NULL) < 0) {
+        CHECK(!"redis did not start");
+        return;
+    }
+    h_redis_cli(&r, "SET lockgate:marker 0123456789abcdefghijklmnopqrstuvwxyz");
+    if (h_gw_up(&g, &r, "--workers 1") < 0 || h_wait_ready(g.port, 5000) < 0) {
+        CHECK(!"gateway did not start");
+        h_redis_stop(&r);
+        return;
+    }
+    long long gets = get_calls(&r);
+    for (long long end = h_now_ms() + 5000; h_now_ms() < end && get_calls(&r) < gets + 2;)
+        h_sleep_ms(20); /* two more marker reads */
+    char code[48];
+    CHECK_EQ_INT(ask(&g, "POST", "/v1/locks/lm", "{\"ttl_ms\":1000}", code, sizeof code), 201);
+    CHECK_EQ_INT(h_metric(&g, "lockgate_redis_data_lost_total"), 0);
+    CHECK(strcmp(h_redis_cli(&r, "EXISTS lockgate:holdoff"), "0") == 0);
+    h_gw_stop(&g, 6000);
+    h_redis_stop(&r);
 }
 
 static void test_flushall_single(void) {
@@ -904,6 +935,7 @@ int main(int argc, char **argv) {
     if (!h_cluster_mode()) {
         RUN_SOME(test_script_reads_marker_on_fresh_grants_only);
         RUN_SOME(test_flushall_single);
+        RUN_SOME(test_long_marker_single);
         RUN_SOME(test_flushall_two_gateways);
         RUN_SOME(test_holdoff_outlives_gateways);
         RUN_SOME(test_holdoff_ended_by_operator);
