@@ -681,26 +681,65 @@ static int name_slot(const char *name) {
     return (int)(crc % 16384);
 }
 
-/* The query buffer of node r's client that waits in a SETNX (CLIENT PAUSE
- * WRITE holds it, and what it sends after piles up there), or -1. */
-static long blocked_qbuf(struct h_redis *r) {
+#define MAX_CLIENTS 16
+
+/* Node r's clients that could be a gateway's command connection (not
+ * pub/sub, not redis-cli, not a MIGRATE's, not one that only PINGs):
+ * their ids, query buffers, and
+ * whether each is held (CLIENT PAUSE WRITE holds a client at its first
+ * write, SETNX or EVALSHA here, and what it sends after piles up in its
+ * query buffer).  Returns how many. */
+static int gw_clients(struct h_redis *r, long long *id, long *qbuf, int *held) {
     const char *out = h_redis_cli(r, "CLIENT LIST");
-    for (const char *line = out; line && *line;) {
-        const char *end = strchr(line, '\n'), *q = strstr(line, " qbuf="),
-                   *cmd = strstr(line, "cmd=setnx");
+    int n = 0;
+    for (const char *line = out; line && *line && n < MAX_CLIENTS;) {
+        const char *end = strchr(line, '\n');
         if (!end) end = line + strlen(line);
-        if (q && cmd && q < end && cmd < end) return atol(q + 6);
+        char l[1024];
+        snprintf(l, sizeof l, "%.*s", (int)(end - line), line);
         line = *end ? end + 1 : end;
+        if (!strstr(l, " sub=0 psub=0 ssub=0 ") || strstr(l, "cmd=client|list") ||
+            strstr(l, "cmd=restore-asking") || strstr(l, "cmd=migrate") ||
+            (strstr(l, "cmd=ping") && !strstr(l, " flags=b "))) /* a pub/sub one, idle */
+            continue;
+        const char *i = strstr(l, "id="), *q = strstr(l, " qbuf=");
+        if (!i || !q) continue;
+        id[n] = atoll(i + 3);
+        qbuf[n] = atol(q + 6);
+        held[n] = strstr(l, " flags=b ") != NULL;
+        n++;
     }
-    return -1;
+    return n;
 }
 
-/* Polls until that query buffer holds more than above: 1, or 0 after
+/* Polls until at least want such clients of r are held: 1, or 0 after
  * timeout_ms. */
-static int wait_qbuf_above(struct h_redis *r, long above, int timeout_ms) {
-    for (long long end = h_now_ms() + timeout_ms; h_now_ms() < end; h_sleep_ms(10))
-        if (blocked_qbuf(r) > above) return 1;
+static int wait_held(struct h_redis *r, int want, int timeout_ms) {
+    for (long long end = h_now_ms() + timeout_ms; h_now_ms() < end; h_sleep_ms(10)) {
+        long long id[MAX_CLIENTS];
+        long q[MAX_CLIENTS];
+        int held[MAX_CLIENTS], n = gw_clients(r, id, q, held), k = 0;
+        for (int i = 0; i < n; i++) k += held[i];
+        if (k >= want) return 1;
+    }
     return 0;
+}
+
+/* Polls until a client of r has more than by bytes more in its query
+ * buffer than when the snapshot (n0 clients) was taken: its id, or -1
+ * after timeout_ms.  only: that client's id, or -1 for any. */
+static long long wait_grown(struct h_redis *r, const long long *id0, const long *q0, int n0,
+                            long long only, long by, int timeout_ms) {
+    for (long long end = h_now_ms() + timeout_ms; h_now_ms() < end; h_sleep_ms(10)) {
+        long long id[MAX_CLIENTS];
+        long q[MAX_CLIENTS];
+        int held[MAX_CLIENTS], n = gw_clients(r, id, q, held);
+        for (int k = 0; k < n; k++)
+            for (int j = 0; j < n0; j++)
+                if (id[k] == id0[j] && (only < 0 || id[k] == only) && q[k] > q0[j] + by)
+                    return id[k];
+    }
+    return -1;
 }
 
 /* How many GETs node r ran (INFO commandstats). */
@@ -817,7 +856,10 @@ static void *bg_ask_run(void *arg) {
 static void test_first_slot_moved_cluster(void) {
     struct h_redis cl;
     struct h_gw g = {0};
-    if (h_cluster_start(&cl, 3, 0) < 0 || h_gw_up(&g, &cl, "--workers 1") < 0 ||
+    /* A command timeout that B's pause cannot reach, however slow the
+     * build (sanitizers): the connection stays, and with it the read. */
+    if (h_cluster_start(&cl, 3, 0) < 0 ||
+        h_gw_up(&g, &cl, "--workers 1 --redis-timeout-ms 15000") < 0 ||
         h_wait_ready(g.port, 15000) < 0) {
         CHECK(!"cluster or gateway did not start");
         return;
@@ -836,9 +878,14 @@ static void test_first_slot_moved_cluster(void) {
     slot_move_keys(&a, &b, 0);
     long long lost0 = h_metric(&g, "lockgate_redis_data_lost_total");
     long long redirects = h_metric(&g, "lockgate_redis_redirects_total");
-    h_redis_cli(&b, "CLIENT PAUSE 2500 WRITE");
-    CHECK(wait_qbuf_above(&b, -1, 3000)); /* B's marker read, of its slot 5461, waits */
-    long q0 = blocked_qbuf(&b);
+    h_redis_cli(&b, "CLIENT PAUSE 10000 WRITE");
+    /* Both instances' command connections to B (the worker's and the
+     * process's own) are held, each in its marker read (of its slot 5461:
+     * the map is not told yet), the only write they send unasked. */
+    CHECK(wait_held(&b, 2, 3000));
+    long long id0[MAX_CLIENTS];
+    long q0[MAX_CLIENTS];
+    int held0[MAX_CLIENTS], n0 = gw_clients(&b, id0, q0, held0);
     slot_move_end(&cl, &b, 0);
     struct bg_ask ask0 = {.g = &g, .name = zero};
     pthread_t th;
@@ -850,12 +897,17 @@ static void test_first_slot_moved_cluster(void) {
     /* It was sent to B (it had learnt on A, refused there: not parked
      * again).  A grant in another slot of B, never learnt, parks there:
      * B's marker is taken as slot 0's now, while its read of 5461 waits. */
-    CHECK(wait_qbuf_above(&b, q0, 2000));
-    long q = blocked_qbuf(&b);
+    /* The worker's connection: the grant's EVALSHA (hundreds of bytes; a
+     * marker read is about one hundred) waits in its query buffer. */
+    long long w = wait_grown(&b, id0, q0, n0, -1, 250, 3000);
+    CHECK(w >= 0);
+    long long id1[MAX_CLIENTS];
+    long q1[MAX_CLIENTS];
+    int held1[MAX_CLIENTS], n1 = gw_clients(&b, id1, q1, held1);
     struct bg_ask ask1 = {.g = &g, .name = other};
     pthread_t th1;
     pthread_create(&th1, NULL, bg_ask_run, &ask1);
-    CHECK(wait_qbuf_above(&b, q, 2000));
+    CHECK(wait_grown(&b, id1, q1, n1, w, 0, 3000) >= 0);
     h_redis_cli(&b, "CLIENT UNPAUSE");
     pthread_join(th, NULL);
     pthread_join(th1, NULL);
