@@ -51,6 +51,19 @@ void call_free(struct call *c) {
     memset(c, 0, sizeof *c);
 }
 
+long call_status_now(const struct call *c) {
+    long status = 0;
+    if (c->easy) curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+void call_stop(struct call *c, CURLcode rc, const char *why) {
+    if (c->easy && !c->done) curl_multi_remove_handle(multi, c->easy);
+    c->done = 1;
+    c->rc = rc;
+    if (why) snprintf(c->err, sizeof c->err, "%s", why);
+}
+
 void call_start(struct call *c, const char *method, const char *path, const char *token,
                 cJSON *body, long long timeout_ms) {
     call_start_as(c, method, path, token, body, timeout_ms, "application/json");

@@ -38,6 +38,16 @@ void call_start(struct call *c, const char *method, const char *path, const char
 void call_start_as(struct call *c, const char *method, const char *path, const char *token,
                    cJSON *body, long long timeout_ms, const char *accept);
 
+/* The HTTP status of a call under way: once its answer's header came,
+ * else 0 (a stream's status is known long before the call is done). */
+long call_status_now(const struct call *c);
+
+/* Ends a transfer under way and keeps what it received: c is done, with
+ * rc as its result (CURLE_OK: the caller sets c->status and c->json, the
+ * answer it read from the stream) and why, when not NULL, as libcurl's
+ * words for it.  call_free frees it as any call. */
+void call_stop(struct call *c, CURLcode rc, const char *why);
+
 /* Ends the call, finished or not, and frees what it holds; c is zeroed. */
 void call_free(struct call *c);
 
