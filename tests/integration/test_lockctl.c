@@ -720,7 +720,9 @@ static void test_run_stream_exit_status(void) {
 }
 
 /* A forced release while the command runs: lockctl hears `event: lost`,
- * stops the command as on a lost lease, and exits 76. */
+ * stops the command as on a lost lease, and exits 76.  (The command's
+ * shell writes no stderr: dash may say "Terminated" of its killed sleep,
+ * and stderr is to hold lockctl's one line.) */
 static void test_run_stream_forced_release(void) {
     char ready[128], log[128];
     snprintf(ready, sizeof ready, "%s/sf.ready", dir);
@@ -728,7 +730,7 @@ static void test_run_stream_forced_release(void) {
     struct proc p;
     start(&p,
           "@ run --stream sf -- sh -c "
-          "'trap \"echo TERM >> %s; exit 0\" TERM; touch %s; sleep 30 & wait'",
+          "'exec 2>/dev/null; trap \"echo TERM >> %s; exit 0\" TERM; touch %s; sleep 30 & wait'",
           log, ready);
     CHECK(wait_file(ready, 3000));
     long long t0 = h_now_ms();
@@ -743,6 +745,7 @@ static void test_run_stream_forced_release(void) {
     CHECK(strstr(slurp(p.err), "lockctl: lost lock 'sf'") != NULL);
     CHECK(strstr(slurp(p.err), "released") != NULL); /* the gateway's reason */
     CHECK_EQ_INT(count_lines(slurp(p.err)), 1);
+    if (count_lines(slurp(p.err)) != 1) fprintf(stderr, "  stderr:\n%s", slurp(p.err));
     CHECK_EQ_INT(get_status("sf"), 404);
 }
 
@@ -769,6 +772,30 @@ static void test_run_stream_waits(void) {
     CHECK(access(ran, F_OK) == 0);
     CHECK_EQ_INT(get_status("sw"), 404);
     free(tok);
+}
+
+/* The stream ends with no `event: lost` (the gateway killed): a lost hold
+ * too -- the command stopped, exit 76. */
+static void test_run_stream_ends(void) {
+    char ready[128], log[128];
+    snprintf(ready, sizeof ready, "%s/se.ready", dir);
+    snprintf(log, sizeof log, "%s/se.log", dir);
+    struct proc p;
+    start(&p,
+          "@ run --stream --ttl 1000 se -- sh -c "
+          "'exec 2>/dev/null; trap \"echo TERM >> %s; exit 0\" TERM; touch %s; sleep 30 & wait'",
+          log, ready);
+    CHECK(wait_file(ready, 3000));
+    long long t0 = h_now_ms();
+    h_gw_kill(&gw);
+    CHECK_EQ_INT(finish(&p, 5000), 76);
+    CHECK(h_now_ms() - t0 < SLACK_MS);
+    CHECK_EQ_STR(slurp(log), "TERM\n");
+    CHECK(strstr(slurp(p.err), "lockctl: lost lock 'se': the stream from the gateway") != NULL);
+    CHECK_EQ_INT(count_lines(slurp(p.err)), 1);
+    if (count_lines(slurp(p.err)) != 1) fprintf(stderr, "  stderr:\n%s", slurp(p.err));
+    CHECK_EQ_INT(h_gw_start(&gw, &redis, NULL), 0);
+    CHECK(wait_ready(3000));
 }
 
 int main(void) {
@@ -809,6 +836,7 @@ int main(void) {
     RUN(test_run_stream_exit_status);
     RUN(test_run_stream_forced_release);
     RUN(test_run_stream_waits);
+    RUN(test_run_stream_ends);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     return check_summary("lockctl");
