@@ -107,13 +107,15 @@ const char help_run[] =
     "\n"
     "--stream: the lock is taken as an event stream (Accept: text/event-stream)\n"
     "that the gateway keeps alive, and lockctl sends no renewals.  If lockctl is\n"
-    "killed or its host goes away, the connection closes and the lock is free at\n"
-    "once instead of at the end of the lease; --ttl then bounds only a gateway\n"
-    "that dies.  The price: any break of the connection, a network blip or a\n"
+    "killed, its connection closes and the lock is free at once instead of at\n"
+    "the end of the lease (a host that vanishes: once the gateway's heartbeat\n"
+    "goes unanswered); --ttl then bounds only a gateway that dies.  The price: any break of the "
+    "connection, a network blip or a\n"
     "gateway restart included, ends the hold, where the renewals ride it out\n"
     "until the lease ends.  The gateway's `event: lost` (a forced release, the\n"
     "hold lost in Redis) or the stream's end is a lost lease, as above: SIGTERM,\n"
-    "SIGKILL after --grace, exit 76.\n"
+    "SIGKILL after --grace, exit 76.  A gateway host that goes silent without\n"
+    "closing is given up by TCP keepalive within about min(TTL/3, 10 s).\n"
     "\n";
 
 const char help_acquire[] =

@@ -21,6 +21,14 @@
 
 static const char SSE[] = "text/event-stream";
 
+/* The gateway's host may stay silent (not even TCP answering) this long
+ * before the stream counts as ended (http.h, call_start_stream): a third
+ * of the TTL, as a host that died right after renewing leaves the hold
+ * two thirds of it, and at most SILENT_MAX_MS, below the gateway's default
+ * --stream-user-timeout-ms (20 s), after which a gateway cut off from
+ * lockctl releases the hold. */
+#define SILENT_MAX_MS 10000
+
 /* ---- acquiring ---------------------------------------------------------------- */
 
 /* One event before the grant.  Returns 1 when it settles the attempt: the
@@ -67,7 +75,8 @@ static int before_grant(struct watch *w, const struct opts *o, const struct sse_
  * w->stream settled, or a stop signal's number. */
 static int stream_attempt(struct watch *w, const struct opts *o, const char *path, long long ask) {
     struct call *c = &w->stream;
-    call_start_as(c, "POST", path, w->token, acquire_body(o, ask), -1, SSE);
+    call_start_stream(c, "POST", path, w->token, acquire_body(o, ask), SSE,
+                      min_ll(w->ttl / 3, SILENT_MAX_MS));
     long long until = now_ms() + ask + CTL_REQUEST_MS;
     for (;;) {
         long long now = now_ms();

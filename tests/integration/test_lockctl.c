@@ -664,6 +664,20 @@ static void test_run_stream_kill9_frees_at_once(void) {
     start(&p, "@ run --stream --ttl 30000 sk9 -- sh -c 'touch %s; exec sleep 30'", ran);
     CHECK(wait_file(ran, 3000));
     CHECK_EQ_INT(get_status("sk9"), 200);
+    /* Its stream's socket runs TCP keepalive (a gateway host that vanished
+     * without closing ends the stream): ss shows the kernel's timer. */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "ss -tnoH state established '( dport = :%d )' 2>/dev/null | grep -c keepalive",
+             gw.port);
+    FILE *ss = popen(cmd, "r");
+    int keepalive = 0;
+    if (ss && fscanf(ss, "%d", &keepalive) != 1) keepalive = -1;
+    if (ss) pclose(ss);
+    if (access("/usr/bin/ss", X_OK) == 0 || access("/bin/ss", X_OK) == 0)
+        CHECK_EQ_INT(keepalive, 1);
+    else
+        fprintf(stderr, "  no ss(8): the stream socket's keepalive is not checked\n");
     long long t0 = h_now_ms();
     kill(p.pid, SIGKILL);
     struct h_resp r = H("POST", "/v1/locks/sk9", NULL, "{\"ttl_ms\":5000,\"wait_ms\":1000}");
