@@ -100,6 +100,12 @@ $(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
+# A unit test of lockctl's parts (test_cli_*) links the part it tests, not
+# the gateway.
+$(BUILD)/tests/test_cli_sse: $(BUILD)/obj/tests/unit/test_cli_sse.o $(BUILD)/obj/cli/sse.o $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(shell pkg-config --libs libcjson) -o $@
+
 # An LD_PRELOAD shim for redis-server (test_idloss): never under the
 # sanitizers, whose runtime redis-server does not load.
 TIMESHIFT := $(BUILD)/tests/timeshift.so

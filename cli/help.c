@@ -76,6 +76,8 @@ const char help_run[] =
     "                      holds, shared by every run given the same FILE: the\n"
     "                      first starts it (TTL from --ttl) and one renewer\n"
     "                      process, which ends it once no run uses it\n"
+    "      --stream        hold the lock by lockctl's connection instead of a lease\n"
+    "                      it renews (see below); not with --session or --max-hold\n"
     "  -q, --quiet         no message when the lock is busy (the status tells)\n"
     "  -u, --url URL, -v, --verbose, -h, --help: as for every command\n"
     "\n"
@@ -102,6 +104,18 @@ const char help_run[] =
     "lockctl is killed (SIGKILL), COMMAND gets SIGTERM (Linux) and the lock\n"
     "expires at the end of its lease.  Processes COMMAND leaves running in the\n"
     "background after it exits are not waited for: the lock ends with COMMAND.\n"
+    "\n"
+    "--stream: the lock is taken as an event stream (Accept: text/event-stream)\n"
+    "that the gateway keeps alive, and lockctl sends no renewals.  If lockctl is\n"
+    "killed, its connection closes and the lock is free at once instead of at\n"
+    "the end of the lease (a host that vanishes: once the gateway's heartbeat\n"
+    "goes unanswered); --ttl then bounds only a gateway that dies.  The price: any break of the "
+    "connection, a network blip or a\n"
+    "gateway restart included, ends the hold, where the renewals ride it out\n"
+    "until the lease ends.  The gateway's `event: lost` (a forced release, the\n"
+    "hold lost in Redis) or the stream's end is a lost lease, as above: SIGTERM,\n"
+    "SIGKILL after --grace, exit 76.  A gateway host that goes silent without\n"
+    "closing is given up by TCP keepalive within about min(TTL/3, 10 s).\n"
     "\n";
 
 const char help_acquire[] =

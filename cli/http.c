@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 static CURLM *multi;
@@ -51,13 +53,27 @@ void call_free(struct call *c) {
     memset(c, 0, sizeof *c);
 }
 
+long call_status_now(const struct call *c) {
+    long status = 0;
+    if (c->easy) curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+void call_stop(struct call *c, CURLcode rc, const char *why) {
+    if (c->easy && !c->done) curl_multi_remove_handle(multi, c->easy);
+    c->done = 1;
+    c->rc = rc;
+    if (why) snprintf(c->err, sizeof c->err, "%s", why);
+}
+
 void call_start(struct call *c, const char *method, const char *path, const char *token,
                 cJSON *body, long long timeout_ms) {
     call_start_as(c, method, path, token, body, timeout_ms, "application/json");
 }
 
-void call_start_as(struct call *c, const char *method, const char *path, const char *token,
-                   cJSON *body, long long timeout_ms, const char *accept) {
+/* Sets up c's transfer (call_start_as's), not yet added to the engine. */
+static void call_prepare(struct call *c, const char *method, const char *path, const char *token,
+                         cJSON *body, long long timeout_ms, const char *accept) {
     memset(c, 0, sizeof *c);
     c->easy = alloc_check(curl_easy_init());
     char url[sizeof ctl_url + 512];
@@ -109,7 +125,46 @@ void call_start_as(struct call *c, const char *method, const char *path, const c
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)min_ll(timeout_ms, CTL_CONNECT_MS));
     }
     c->sent_at = now_ms();
-    if (curl_multi_add_handle(multi, e) != CURLM_OK) fatal("libcurl cannot start a transfer");
+}
+
+static void call_add(struct call *c) {
+    if (curl_multi_add_handle(multi, c->easy) != CURLM_OK) fatal("libcurl cannot start a transfer");
+}
+
+void call_start_as(struct call *c, const char *method, const char *path, const char *token,
+                   cJSON *body, long long timeout_ms, const char *accept) {
+    call_prepare(c, method, path, token, body, timeout_ms, accept);
+    call_add(c);
+}
+
+/* The stream's socket, as libcurl opens it: keepalive probes from half the
+ * bound of silence on, a third of the rest apart, three unanswered end
+ * the connection (Linux counts from the last segment received). */
+static int keepalive_on(void *ud, curl_socket_t fd, curlsocktype purpose) {
+    const struct call *c = ud;
+    int on = 1;
+    int idle = (int)max_ll(c->silent_ms / 2000, 1);
+    int intvl = (int)max_ll((c->silent_ms / 1000 - idle) / 3, 1);
+    int cnt = 3;
+    if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) < 0)
+        return CURL_SOCKOPT_ERROR;
+    return CURL_SOCKOPT_OK;
+}
+
+void call_start_stream(struct call *c, const char *method, const char *path, const char *token,
+                       cJSON *body, const char *accept, long long silent_ms) {
+    call_prepare(c, method, path, token, body, -1, accept);
+    c->silent_ms = silent_ms;
+    /* Its own connection: the options apply when a socket is opened, and
+     * one that held a stream is never handed to another call. */
+    curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(c->easy, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(c->easy, CURLOPT_SOCKOPTFUNCTION, keepalive_on);
+    curl_easy_setopt(c->easy, CURLOPT_SOCKOPTDATA, c);
+    call_add(c);
 }
 
 void http_wait(long long timeout_ms) {

@@ -22,6 +22,7 @@ struct call {
     char err[CURL_ERROR_SIZE];  /* libcurl's words for rc */
     cJSON *json;                /* the body parsed, or NULL */
     long long sent_at;          /* now_ms() when the request started */
+    long long silent_ms;        /* call_start_stream: a silent peer's bound, else 0 */
 };
 
 /* Sets up libcurl and the engine.  Returns 0 or -1. */
@@ -37,6 +38,25 @@ void call_start(struct call *c, const char *method, const char *path, const char
  * timeout_ms < 0: no time limit once connected (a stream). */
 void call_start_as(struct call *c, const char *method, const char *path, const char *token,
                    cJSON *body, long long timeout_ms, const char *accept);
+
+/* A stream (call_start_as with no time limit) on a connection of its own,
+ * whose peer is given up when it goes silent: TCP keepalive probes start
+ * after silent_ms/2 without a byte from it and, unanswered, end the call
+ * (an error) within about silent_ms (whole seconds, at least 2 s).  A host
+ * that vanished without closing, which a reader alone never notices, so
+ * ends the stream. */
+void call_start_stream(struct call *c, const char *method, const char *path, const char *token,
+                       cJSON *body, const char *accept, long long silent_ms);
+
+/* The HTTP status of a call under way: once its answer's header came,
+ * else 0 (a stream's status is known long before the call is done). */
+long call_status_now(const struct call *c);
+
+/* Ends a transfer under way and keeps what it received: c is done, with
+ * rc as its result (CURLE_OK: the caller sets c->status and c->json, the
+ * answer it read from the stream) and why, when not NULL, as libcurl's
+ * words for it.  call_free frees it as any call. */
+void call_stop(struct call *c, CURLcode rc, const char *why);
 
 /* Ends the call, finished or not, and frees what it holds; c is zeroed. */
 void call_free(struct call *c);

@@ -29,8 +29,8 @@
 
 /* ---- the commands --------------------------------------------------------- */
 
-static const int allow_run[] = {'t',          'w',     O_SHARED,  O_FAIR, O_OWNER, O_MAX_HOLD,
-                                O_LOCK_DELAY, O_GRACE, O_SESSION, 'q',    0};
+static const int allow_run[] = {'t',          'w',     O_SHARED,  O_FAIR,   O_OWNER, O_MAX_HOLD,
+                                O_LOCK_DELAY, O_GRACE, O_SESSION, O_STREAM, 'q',     0};
 static const int allow_acquire[] = {'t',        'w',          O_SHARED, O_FAIR, O_OWNER,
                                     O_MAX_HOLD, O_LOCK_DELAY, O_TOKEN,  'q',    0};
 static const int allow_extend[] = {'t', O_TOKEN, 'q', 0};

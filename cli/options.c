@@ -26,6 +26,7 @@ static const struct option long_opts[] = {
     {"quiet",      no_argument,       0, 'q'         },
     {"force",      no_argument,       0, O_FORCE     },
     {"value",      required_argument, 0, O_VALUE     },
+    {"stream",     no_argument,       0, O_STREAM    },
     {"verbose",    no_argument,       0, 'v'         },
     {"url",        required_argument, 0, 'u'         },
     {"help",       no_argument,       0, 'h'         },
@@ -116,6 +117,7 @@ static int take_option(const struct subcommand *sc, struct opts *o, int opt, con
     case O_SHARED: o->shared = 1; return 0;
     case O_FAIR: o->fair = 1; return 0;
     case O_FORCE: o->force = 1; return 0;
+    case O_STREAM: o->stream = 1; return 0;
     case O_OWNER: o->owner = arg; return 0;
     case O_VALUE: o->value = arg; return 0;
     case O_TOKEN: o->token = arg; return 0;

@@ -16,7 +16,8 @@ enum {
     O_VERSION,
     O_SESSION,
     O_FORCE,
-    O_VALUE
+    O_VALUE,
+    O_STREAM
 };
 /* Options of every command that say how to reach the gateway (access.h). */
 enum { O_API_KEY_FILE = 300, O_CACERT, O_CERT, O_KEY };
@@ -39,6 +40,7 @@ struct opts {
     int quiet;            /* -q */
     int force;            /* release --force */
     const char *value;    /* elect --value, or NULL */
+    int stream;           /* run --stream: the hold bound to lockctl's connection */
 };
 
 struct subcommand {

@@ -7,10 +7,15 @@
 #include "cli/watch.h"
 #include "common/alloc.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
-int renewal_done(struct watch *w, int *known_gone, char *reason, size_t cap) {
+/* An extension has come back: moves the lease on or schedules a retry and
+ * returns 0; or, when the gateway refused it, returns 1 with the reason
+ * in reason and *known_gone set when it said the token holds nothing (the
+ * watchdog then loses the lease: lose()). */
+static int renewal_done(struct watch *w, int *known_gone, char *reason, size_t cap) {
     struct call *c = &w->ext;
     enum outcome out = call_outcome(c);
     long long now = now_ms();
@@ -62,7 +67,8 @@ int renewal_done(struct watch *w, int *known_gone, char *reason, size_t cap) {
     return 0;
 }
 
-void renewal_start(struct watch *w) {
+/* Sends the next extension (w->ext). */
+static void renewal_start(struct watch *w) {
     char path[256];
     lock_path(path, sizeof path, w->o->name);
     cJSON *b = alloc_check(cJSON_CreateObject());
@@ -78,7 +84,11 @@ void renewal_start(struct watch *w) {
  * never past the lease (after it the lock is free anyway).  A failure is
  * only a warning: the lock expires by itself.  After a lost lease (quietly)
  * it is one short try: the lease may outlive our cautious count of it. */
-void release_after(struct watch *w, int quietly) {
+static void release_after(struct watch *w, int quietly) {
+    if (w->ext_busy) { /* an extension still under way: its answer no longer matters */
+        call_free(&w->ext);
+        w->ext_busy = 0;
+    }
     char path[256];
     lock_path(path, sizeof path, w->o->name);
     long long until = min_ll(now_ms() + 5000, max_ll(w->lease_end, now_ms() + 1000));
@@ -109,6 +119,21 @@ void release_after(struct watch *w, int quietly) {
         backoff *= 2;
     }
 }
+
+/* The lease's turn of the watchdog: an extension that came back moves the
+ * lease on (or loses it), and the next is sent every third of the TTL
+ * while the lease lasts (the watchdog loses it at its end). */
+static long long lease_tend(struct watch *w, long long now) {
+    if (w->ext_busy && w->ext.done) {
+        char reason[1024];
+        int known_gone = 0;
+        if (renewal_done(w, &known_gone, reason, sizeof reason)) lose(w, known_gone, "%s", reason);
+    }
+    if (!w->lost && !w->ext_busy && now >= w->next_renew && now < w->lease_end) renewal_start(w);
+    return w->ext_busy ? LLONG_MAX : w->next_renew;
+}
+
+const struct keeper keeper_lease = {.tend = lease_tend, .let_go = release_after};
 
 /* Best effort, after an acquire cut short by a signal: the gateway may
  * have granted it without our hearing. */

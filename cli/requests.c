@@ -21,6 +21,11 @@ void add_int(cJSON *o, const char *key, long long v) {
     alloc_check(cJSON_AddNumberToObject(o, key, (double)v));
 }
 
+long long acquire_wait_ms(const struct opts *o, long long deadline) {
+    long long left = o->wait < 0 ? CTL_SERVER_WAIT_MAX : max_ll(0, deadline - now_ms());
+    return min_ll(left, CTL_SERVER_WAIT_MAX);
+}
+
 cJSON *acquire_body(const struct opts *o, long long wait_ms) {
     cJSON *b = alloc_check(cJSON_CreateObject());
     if (o->ttl >= 0) add_int(b, "ttl_ms", o->ttl);
@@ -36,6 +41,35 @@ cJSON *acquire_body(const struct opts *o, long long wait_ms) {
     if (o->max_hold >= 0) add_int(b, "max_hold_ms", o->max_hold);
     if (o->lock_delay >= 0) add_int(b, "lock_delay_ms", o->lock_delay);
     return b;
+}
+
+/* Between two acquire attempts (see acquire_loop for the policy): the
+ * attempt in c found the lock busy or the gateway down (out). */
+int acquire_pause(const struct opts *o, struct call *c, enum outcome out, long long deadline,
+                  struct acquire_retry *st) {
+    long long left = deadline - now_ms();
+    long long pause = st->backoff;
+    if (out == OUT_BUSY) {
+        st->retry_after = jint(c->json, "retry_after_ms", 1000);
+        pause = min_ll(pause, max_ll(st->retry_after, 1));
+    }
+    if (left <= 0) return 1;
+    if (ctl_verbose || (out == OUT_DOWN && !st->warned)) {
+        /* Said once even without -v: a wrong --url must not wait mutely. */
+        char why[768];
+        call_why(c, why, sizeof why);
+        if (ctl_verbose)
+            ctl_say("acquire '%s': %s; trying again in %lld ms", o->name,
+                    out == OUT_BUSY ? "busy" : why, min_ll(pause, left));
+        else
+            ctl_say("acquire '%s': %s; trying again while --wait lasts", o->name, why);
+        st->warned = out == OUT_DOWN;
+    }
+    call_free(c);
+    int sig = sleep_ms(min_ll(pause, left));
+    if (sig) return -sig;
+    st->backoff = min_ll(st->backoff * 2, 1000);
+    return 0;
 }
 
 /* Acquires the lock o->name under token (NULL: the gateway makes one),
@@ -55,11 +89,9 @@ int acquire_loop(const struct opts *o, const char *token, struct call *c, long l
                  long long deadline) {
     char path[256];
     lock_path(path, sizeof path, o->name);
-    long long backoff = 50;
-    int warned = 0;
+    struct acquire_retry st = {.backoff = 50};
     for (;;) {
-        long long left = o->wait < 0 ? CTL_SERVER_WAIT_MAX : max_ll(0, deadline - now_ms());
-        long long ask = min_ll(left, CTL_SERVER_WAIT_MAX);
+        long long ask = acquire_wait_ms(o, deadline);
         call_start(c, "POST", path, token, acquire_body(o, ask), ask + CTL_REQUEST_MS);
         int sig = call_finish(c);
         if (sig) {
@@ -68,27 +100,8 @@ int acquire_loop(const struct opts *o, const char *token, struct call *c, long l
         }
         enum outcome out = call_outcome(c);
         if (out == OUT_OK || out == OUT_REFUSED || out == OUT_GONE) return out;
-        left = deadline - now_ms();
-        long long pause = backoff;
-        if (out == OUT_BUSY) {
-            *retry_after = jint(c->json, "retry_after_ms", 1000);
-            pause = min_ll(pause, max_ll(*retry_after, 1));
-        }
-        if (left <= 0) return out;
-        if (ctl_verbose || (out == OUT_DOWN && !warned)) {
-            /* Said once even without -v: a wrong --url must not wait mutely. */
-            char why[768];
-            call_why(c, why, sizeof why);
-            if (ctl_verbose)
-                ctl_say("acquire '%s': %s; trying again in %lld ms", o->name,
-                        out == OUT_BUSY ? "busy" : why, min_ll(pause, left));
-            else
-                ctl_say("acquire '%s': %s; trying again while --wait lasts", o->name, why);
-            warned = out == OUT_DOWN;
-        }
-        call_free(c);
-        sig = sleep_ms(min_ll(pause, left));
-        if (sig) return -sig;
-        backoff = min_ll(backoff * 2, 1000);
+        int next = acquire_pause(o, c, out, deadline, &st);
+        *retry_after = st.retry_after;
+        if (next) return next < 0 ? next : (int)out;
     }
 }

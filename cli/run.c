@@ -1,12 +1,14 @@
 /* run.c -- `lockctl run` as a sequence of steps: prepare (find the program,
  * make a token, catch signals), acquire (and date the lease when the grant
- * came late in a long wait), then run the command under the watchdog
- * (watch.c) and release.  Each step returns RUN_GO_ON or the status
+ * came late in a long wait; or, with --stream, over an event stream:
+ * hold_stream.c), then run the command under the watchdog (watch.c) and
+ * let go of the hold.  Each step returns RUN_GO_ON or the status
  * lockctl exits with. */
 #include "cli/run.h"
 #include "cli/session.h"
 #include "cli/answer.h"
 #include "cli/ctl.h"
+#include "cli/hold_stream.h"
 #include "cli/requests.h"
 #include "cli/signals.h"
 #include "cli/spawn.h"
@@ -40,6 +42,15 @@ struct run {
 static int run_prepare(struct run *r) {
     struct opts *o = r->o;
     if (!o->argv || !o->argv[0]) return usage_error("run", "no command to run after NAME");
+    /* A stream hold is bound to lockctl's connection and kept by the
+     * gateway for as long as it lasts: no session, no bound on it. */
+    if (o->stream && o->session)
+        return usage_error("run", "--stream and --session do not go together: a stream hold "
+                                  "lives as long as lockctl's connection, not a session");
+    if (o->stream && o->max_hold >= 0)
+        return usage_error("run", "--max-hold does not apply to --stream: the gateway keeps a "
+                                  "stream hold as long as the connection lasts (bound the "
+                                  "command instead, e.g. with timeout(1))");
     int err = spawn_find_program(o->argv[0], r->path, sizeof r->path);
     if (err) {
         ctl_say("cannot run '%s': %s", o->argv[0],
@@ -55,6 +66,7 @@ static int run_prepare(struct run *r) {
 
     struct watch *w = &r->w;
     w->o = o;
+    w->keeper = &keeper_lease; /* run --stream: keeper_stream, once granted */
     w->tty = -1;
     w->ttl = o->ttl >= 0 ? o->ttl : 30000;
     w->backoff = 100;
@@ -77,6 +89,21 @@ static int run_prepare(struct run *r) {
         if (rc) return rc;
     }
     return RUN_GO_ON;
+}
+
+/* An acquire that did not succeed (out: busy, refused, down): says why,
+ * frees c, and returns the status lockctl exits with. */
+static int acquire_failed(const struct opts *o, int out, struct call *c, long long retry_after,
+                          const char *what) {
+    int rc;
+    if (out == OUT_BUSY) {
+        if (!o->quiet) say_busy(o->name, retry_after);
+        rc = CTL_EXIT_BUSY;
+    } else {
+        rc = call_report(c, what);
+    }
+    call_free(c);
+    return rc;
 }
 
 /* Takes the lock, waiting up to --wait.  A grant that came more than a
@@ -124,17 +151,26 @@ static int run_acquire(struct run *r) {
             release_unheard(o, w->token);
             return 128 - out;
         }
-        int rc;
-        if (out == OUT_BUSY) {
-            if (!o->quiet) say_busy(o->name, retry_after);
-            rc = CTL_EXIT_BUSY;
-        } else {
-            rc = call_report(&c, what);
-        }
-        call_free(&c);
+        int rc = acquire_failed(o, out, &c, retry_after, what);
         if (maybe_held) release_unheard(o, w->token);
         return rc;
     }
+}
+
+/* run --stream: takes the lock over an event stream (hold_stream.c),
+ * waiting up to --wait.  From the grant on the gateway keeps the lease:
+ * nothing to date or renew.  A stop signal while waiting closes the
+ * connection, which gives back a grant nobody heard of. */
+static int run_acquire_stream(struct run *r) {
+    struct opts *o = r->o;
+    struct watch *w = &r->w;
+    long long retry_after = 0;
+    int out = stream_acquire(w, &r->acquire_opts, &retry_after);
+    if (out == OUT_OK) return RUN_GO_ON;
+    if (out < 0) return 128 - out;
+    char what[256];
+    snprintf(what, sizeof what, "acquire '%s'", o->name);
+    return acquire_failed(o, out, &w->stream, retry_after, what);
 }
 
 /* Starts the command with the lock's details in its environment, watches
@@ -157,7 +193,7 @@ static int run_command(struct run *r) {
     w->pid = spawn_command(r->path, o->argv, r->sh_argv, w->tty, &err, &exec_failed);
     if (w->pid < 0) {
         ctl_say("cannot start '%s': %s", o->argv[0], strerror(err));
-        release_after(w, 0);
+        w->keeper->let_go(w, 0);
         return CTL_EXIT_INTERNAL;
     }
     int st = watch_command(w);
@@ -165,20 +201,16 @@ static int run_command(struct run *r) {
         tcsetpgrp(w->tty, getpgrp()); /* SIGTTOU is ignored: allowed */
         close(w->tty);
     }
-    if (w->ext_busy) {
-        call_free(&w->ext);
-        w->ext_busy = 0;
-    }
     if (exec_failed) {
         ctl_say("cannot run '%s': %s", o->argv[0], strerror(err));
-        release_after(w, 0);
+        w->keeper->let_go(w, 0);
         return err == ENOENT ? CTL_EXIT_NOT_FOUND : CTL_EXIT_CANNOT_EXEC;
     }
     if (w->lost) {
-        if (!w->lost_known_gone) release_after(w, 1); /* perhaps still ours */
+        if (!w->lost_known_gone) w->keeper->let_go(w, 1); /* perhaps still ours */
         return CTL_EXIT_LEASE_LOST;
     }
-    release_after(w, 0);
+    w->keeper->let_go(w, 0);
     return watch_exit_status(st);
 }
 
@@ -198,8 +230,9 @@ int cmd_run(struct opts *o) {
     memset(&r, 0, sizeof r);
     r.o = o;
     int rc = run_prepare(&r);
-    if (rc == RUN_GO_ON) rc = run_acquire(&r);
+    if (rc == RUN_GO_ON) rc = o->stream ? run_acquire_stream(&r) : run_acquire(&r);
     if (rc == RUN_GO_ON) rc = run_command(&r);
+    call_free(&r.w.stream); /* --stream: closed by let_go already (a zeroed call frees nothing) */
     free(r.sh_argv);
     return rc;
 }

@@ -1,11 +1,12 @@
 /* watch.c -- the watchdog of `run`: one loop until the command has exited,
- * passing signals on, renewing the lease (renew.c), and stopping the
- * command when the lease is lost. */
+ * passing signals on, keeping the hold (its keeper: renew.c's lease or
+ * hold_stream.c's stream), and stopping the command when the hold is lost. */
 #include "cli/watch.h"
 #include "cli/ctl.h"
 #include "cli/signals.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,13 +75,8 @@ int watch_command(struct watch *w) {
         signals_pass_on(w->pid);
         if (sig_take(SIGTSTP)) suspend_together(w);
 
-        if (w->ext_busy && w->ext.done) {
-            char reason[1024];
-            int known_gone = 0;
-            if (renewal_done(w, &known_gone, reason, sizeof reason))
-                lose(w, known_gone, "%s", reason);
-        }
         long long now = now_ms();
+        long long keeper_wake = w->lost ? LLONG_MAX : w->keeper->tend(w, now);
         if (!w->lost && now >= w->lease_end) {
             if (w->capped)
                 lose(w, 0, "--max-hold of %lld ms reached", w->o->max_hold);
@@ -92,12 +88,11 @@ int watch_command(struct watch *w) {
             kill(-w->pid, SIGKILL);
             w->killed = 1;
         }
-        if (!w->lost && !w->ext_busy && now >= w->next_renew) renewal_start(w);
 
         long long wake = now + 1000; /* also a safety net for a lost SIGCHLD */
         if (!w->lost) {
             wake = min_ll(wake, w->lease_end);
-            if (!w->ext_busy) wake = min_ll(wake, w->next_renew);
+            wake = min_ll(wake, keeper_wake);
         } else if (!w->killed) {
             wake = min_ll(wake, w->kill_at);
         }

@@ -9,9 +9,12 @@
 -- SETNX would: so every gateway that passes the old value is refused
 -- until it has read the new one, and each counts the loss once
 -- (lossguard.c compares values).  One GET per fresh grant.
+-- The gateway keeps a value to its first 24 characters
+-- (LOSSGUARD_MARKER_LEN): a longer one, which lockgate never writes (an
+-- operator's SET), is compared so far only, or every grant is refused.
 if MARKER_SEEN ~= '' then
   local marker = redis.call('GET', MARKER_KEY)
-  if marker ~= MARKER_SEEN then
+  if marker ~= MARKER_SEEN and (not marker or string.sub(marker, 1, 24) ~= MARKER_SEEN) then
     if not marker then
       marker = string.format('%d', now_us) .. string.sub(token, 1, 7)
       redis.call('SET', MARKER_KEY, marker)

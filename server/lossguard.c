@@ -36,6 +36,15 @@ void lossguard_init(long long max_lease_ms, enum lossguard_scope s, int masters,
     need = quorum;
 }
 
+/* Two marker values the same, as kept: a value is kept to its first
+ * LOSSGUARD_MARKER_LEN characters, so only those are compared.  lockgate
+ * writes none longer; one written by something else (an operator's SET,
+ * another version) compared whole with its truncated copy would differ on
+ * every read: a loss noted, and a hold-off begun again, every second. */
+static int same_marker(const char *kept, const char *value) {
+    return strncmp(kept, value, LOSSGUARD_MARKER_LEN) == 0;
+}
+
 /* The row of who, made when missing (the oldest ended one is reused); mu held. */
 static struct lost *row_of(const char *who, long long now) {
     struct lost *free_row = NULL;
@@ -72,7 +81,7 @@ static int note_loss(const char *who, const char *value) {
         first = 0;
         snprintf(l->marker, sizeof l->marker, "%s", value);
     } else {
-        first = strcmp(l->marker, value) != 0;
+        first = !same_marker(l->marker, value);
     }
     if (first) {
         snprintf(l->marker, sizeof l->marker, "%s", value);
@@ -103,7 +112,7 @@ static void log_loss(const char *who) {
 }
 
 int lossguard_note(struct lossguard_seen *seen, const char *host, int port, const char *value) {
-    int gone = seen->marker[0] && strcmp(seen->marker, value) != 0;
+    int gone = seen->marker[0] && !same_marker(seen->marker, value);
     snprintf(seen->marker, sizeof seen->marker, "%s", value);
     if (!gone) return 0;
     char who[64];
@@ -138,7 +147,7 @@ void lossguard_learn(const char *host, int port, const char *marker, long long l
      * from its own notice, which came before the write to Redis (so
      * Redis's end is a few ms later); it is not taken up again, so
      * /readyz does not flap back for those ms. */
-    int held = l->until > now, ended = !held && marker[0] && strcmp(l->marker, marker) == 0;
+    int held = l->until > now, ended = !held && marker[0] && same_marker(l->marker, marker);
     if (ended) {
         pthread_mutex_unlock(&mu);
         return;

@@ -162,29 +162,31 @@ struct redis {
     int master_known;                                /* Sentinel mode: cmd/sub may connect */
     int reresolve;                                   /* Sentinel mode: ask for the master again */
     int64_t next_reask_ms;                           /* Sentinel mode: no re-ask before this */
-    struct {
-        int slot;                                /* a master's marker slot (lossguard.h) */
-        struct lossguard_seen seen;              /* what was read of it, whichever node served it */
-    } slot_seen[REDIS_MAX_NODES];                /* cluster mode: per marker slot, so that a
-                                       failover to an empty replica is seen */
-    int nslot_seen;                              /* used entries of slot_seen */
-    char (*slot_mark)[LOSSGUARD_MARKER_LEN + 1]; /* cluster mode: each slot's marker as
-                                                    learnt (slot markers), "" unknown */
-    unsigned char *slot_learning;                /* cluster mode: a slot's marker is being
-                                                    asked for */
-    int64_t *slot_unlearnt_until;                /* cluster mode: a slot's marker could not be
-                                                    learnt; not asked for again before this */
-    int slot_unlearnt_said;                      /* cluster mode: that was logged (once) */
-    struct redis_op parked;                      /* cluster mode: grants waiting for their
-                                                    slot's marker (sentinel) */
-    char slot_key[GW_PREFIX_MAX + 24];           /* the slot marker key marker_fill sent last */
-    char channel[GW_PREFIX_MAX + 16];            /* "<prefix>released" */
-    char alive_channel[GW_PREFIX_MAX + 16];      /* "<prefix>alive": liveness probes */
-    char marker_key[GW_PREFIX_MAX + 16];         /* "<prefix>marker" (lossguard.h) */
-    const char *fail_reason;                     /* why outstanding commands are failing */
-    int subscribe;                               /* keeps a pub/sub connection per node */
-    int stopping;                                /* redis_fail_all ran: commands fail at once */
-    struct redis_op *failed;                     /* commands to fail at the turn's end */
+    struct lossguard_seen *slot_seen;                /* cluster mode: per slot, what was read of
+                                                        the master marker kept there (a master's
+                                                        first slot, lossguard.h), whichever node
+                                                        served it, so that a failover to an empty
+                                                        replica is seen.  One entry per slot,
+                                                        never reused: a read answered after the
+                                                        map moved a master's first slot is still
+                                                        compared with what that key held */
+    char (*slot_mark)[LOSSGUARD_MARKER_LEN + 1];     /* cluster mode: each slot's marker as
+                                                        learnt (slot markers), "" unknown */
+    unsigned char *slot_learning;                    /* cluster mode: a slot's marker is being
+                                                        asked for */
+    int64_t *slot_unlearnt_until;                    /* cluster mode: a slot's marker could not be
+                                                        learnt; not asked for again before this */
+    int slot_unlearnt_said;                          /* cluster mode: that was logged (once) */
+    struct redis_op parked;                          /* cluster mode: grants waiting for their
+                                                        slot's marker (sentinel) */
+    char slot_key[GW_PREFIX_MAX + 24];               /* the slot marker key marker_fill sent last */
+    char channel[GW_PREFIX_MAX + 16];                /* "<prefix>released" */
+    char alive_channel[GW_PREFIX_MAX + 16];          /* "<prefix>alive": liveness probes */
+    char marker_key[GW_PREFIX_MAX + 16];             /* "<prefix>marker" (lossguard.h) */
+    const char *fail_reason;                         /* why outstanding commands are failing */
+    int subscribe;                                   /* keeps a pub/sub connection per node */
+    int stopping;                                    /* redis_fail_all ran: commands fail at once */
+    struct redis_op *failed;                         /* commands to fail at the turn's end */
     void (*on_release)(void *arg, const char *key, size_t len); /* release hook */
     void (*on_resubscribed)(void *arg);                         /* subscribed (again) */
     void *hook_arg;                                             /* their argument */
@@ -702,12 +704,17 @@ static void on_memory_info(redisAsyncContext *ac, void *r, void *privdata) {
 }
 
 /* The marker key (lossguard.h): the SETNX before it made it if missing;
- * GET says what it holds. */
+ * GET says what it holds.  privdata: where what was read of that key is
+ * kept, as it was when the GET went out.  Not the node's loss_at now: in
+ * cluster mode a map that changed the master's first slot meanwhile (a
+ * slot moved to or from it) points loss_at at another key's, whose value
+ * always differs (every marker is a fresh token): a loss noted, and held
+ * off for --max-lease-ms, on a master that lost nothing. */
 static void on_marker_get(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
-    struct rconn *c = privdata;
-    if (reply && reply->type == REDIS_REPLY_STRING && c->node && c->node->loss_at)
-        marker_read(c, c->node->loss_at, reply->str);
+    struct rconn *c = conn_of(ac);
+    if (reply && reply->type == REDIS_REPLY_STRING && c && c->node)
+        marker_read(c, privdata, reply->str);
 }
 
 /* The layout version (layout.h): set if missing, then read.  In cluster
@@ -748,24 +755,25 @@ static void slot_tag(int slot, char *out, size_t cap) {
  * (a worker whose first grant on a master comes after a FLUSHALL the
  * process had seen the master before). */
 static pthread_mutex_t marker_base_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    int slot;                              /* the marker's slot */
-    char marker[LOSSGUARD_MARKER_LEN + 1]; /* its value as read last */
-} marker_base[REDIS_MAX_NODES];
-static int nmarker_base;
+static char marker_base[CLUSTER_SLOTS][LOSSGUARD_MARKER_LEN + 1]; /* by slot, "" none; one
+                                                                     entry per slot, never
+                                                                     reused (BSS: pages
+                                                                     untouched until used) */
 
-static void marker_base_io(int slot, struct lossguard_seen *seen, const char *value) {
+/* The marker in slot read as value, by any instance. */
+static void marker_base_put(int slot, const char *value) {
+    if (slot < 0 || slot >= CLUSTER_SLOTS) return;
     pthread_mutex_lock(&marker_base_mu);
-    int k = 0;
-    while (k < nmarker_base && marker_base[k].slot != slot) k++;
-    if (k == nmarker_base && value && nmarker_base < REDIS_MAX_NODES)
-        marker_base[nmarker_base++].slot = slot;
-    if (k < nmarker_base) {
-        if (value)
-            snprintf(marker_base[k].marker, sizeof marker_base[k].marker, "%s", value);
-        else if (!seen->marker[0])
-            memcpy(seen->marker, marker_base[k].marker, sizeof seen->marker);
-    }
+    snprintf(marker_base[slot], sizeof marker_base[slot], "%s", value);
+    pthread_mutex_unlock(&marker_base_mu);
+}
+
+/* An instance's seen of the marker in slot, never read by it: what the
+ * process read last. */
+static void marker_base_seed(int slot, struct lossguard_seen *seen) {
+    if (slot < 0 || slot >= CLUSTER_SLOTS || seen->marker[0]) return;
+    pthread_mutex_lock(&marker_base_mu);
+    memcpy(seen->marker, marker_base[slot], sizeof seen->marker);
     pthread_mutex_unlock(&marker_base_mu);
 }
 
@@ -773,18 +781,32 @@ static void marker_base_io(int slot, struct lossguard_seen *seen, const char *va
  * (LOSSGUARD_MARKER_LEN + 1 bytes). */
 static void marker_base_get(int slot, char *out) {
     out[0] = '\0';
+    if (slot < 0 || slot >= CLUSTER_SLOTS) return;
     pthread_mutex_lock(&marker_base_mu);
-    for (int k = 0; k < nmarker_base; k++)
-        if (marker_base[k].slot == slot)
-            memcpy(out, marker_base[k].marker, LOSSGUARD_MARKER_LEN + 1);
+    memcpy(out, marker_base[slot], LOSSGUARD_MARKER_LEN + 1);
     pthread_mutex_unlock(&marker_base_mu);
 }
 
 /* The marker slot whose seen this is (cluster mode), or -1. */
 static int seen_slot(const struct lossguard_seen *seen) {
-    for (int k = 0; k < self->nslot_seen; k++)
-        if (&self->slot_seen[k].seen == seen) return self->slot_seen[k].slot;
-    return -1;
+    if (!self->slot_seen || seen < self->slot_seen || seen >= self->slot_seen + CLUSTER_SLOTS)
+        return -1;
+    return (int)(seen - self->slot_seen);
+}
+
+/* Cluster mode: a loss on node n, its marker read in slot keep: what was
+ * read of the markers in its other slots is forgotten too.  They went
+ * with the data (a master's marker lives in its first slot, which moves
+ * when slots do); kept, the one made anew there when that slot is the
+ * master's first again would count this loss a second time, and hold the
+ * master off for another --max-lease-ms. */
+static void slot_seen_forget(struct node *n, int keep) {
+    int i = (int)(n - self->node);
+    for (int s = 0; s < CLUSTER_SLOTS; s++)
+        if (s != keep && self->map.owner[s] == i && self->slot_seen[s].marker[0]) {
+            self->slot_seen[s].marker[0] = '\0';
+            marker_base_put(s, "");
+        }
 }
 
 /* A marker read on c: noted (lossguard_note), and in cluster mode kept as
@@ -794,15 +816,17 @@ static void marker_read(struct rconn *c, struct lossguard_seen *seen, const char
     int lost = lossguard_note(seen, c->host, c->port, value);
     if (lost) holdoff_write(c->node, value);
     if (!self->cluster) return;
-    marker_base_io(seen_slot(seen), NULL, value);
-    if (lost) slot_marks_forget(c->node);
+    marker_base_put(seen_slot(seen), value);
+    if (!lost) return;
+    slot_marks_forget(c->node);
+    slot_seen_forget(c->node, seen_slot(seen));
 }
 
 /* Cluster mode: node i's marker key, in the first slot it serves, and
  * where what is read of it is kept (per slot: the replica promoted in its
  * place serves the same slots and is compared with what its predecessor
  * showed; an instance's first read, with what another one read before,
- * marker_base_io); NULL while the map names no slot of it. */
+ * marker_base_seed); NULL while the map names no slot of it. */
 static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
     int slot = -1;
     for (int s = 0; s < CLUSTER_SLOTS && slot < 0; s++)
@@ -811,15 +835,8 @@ static struct lossguard_seen *cluster_marker(int i, char *key, size_t cap) {
     char tag[16];
     slot_tag(slot, tag, sizeof tag);
     snprintf(key, cap, "%smarker{%s}", self->cfg.key_prefix, tag);
-    int k = 0;
-    while (k < self->nslot_seen && self->slot_seen[k].slot != slot) k++;
-    if (k == self->nslot_seen) {
-        k = self->nslot_seen < REDIS_MAX_NODES ? self->nslot_seen++ : REDIS_MAX_NODES - 1;
-        memset(&self->slot_seen[k], 0, sizeof self->slot_seen[k]);
-        self->slot_seen[k].slot = slot;
-    }
-    marker_base_io(slot, &self->slot_seen[k].seen, NULL);
-    return &self->slot_seen[k].seen;
+    marker_base_seed(slot, &self->slot_seen[slot]);
+    return &self->slot_seen[slot];
 }
 
 /* The hold-off key (lossguard.h) beside the marker key marker_key:
@@ -877,13 +894,14 @@ static void holdoff_write(struct node *n, const char *marker) {
 }
 
 /* The hold-off key's PTTL, read with the marker: a hold-off some gateway
- * recorded (lossguard_learn). */
+ * recorded (lossguard_learn).  privdata: the marker's seen, as for
+ * on_marker_get. */
 static void on_holdoff_pttl(redisAsyncContext *ac, void *r, void *privdata) {
     redisReply *reply = r;
-    struct rconn *c = privdata;
-    if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0 && c->node &&
-        c->node->loss_at)
-        lossguard_learn(c->host, c->port, c->node->loss_at->marker, reply->integer);
+    struct rconn *c = conn_of(ac);
+    const struct lossguard_seen *seen = privdata;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0 && c && c->node)
+        lossguard_learn(c->host, c->port, seen->marker, reply->integer);
 }
 
 /* Did the master lose its data?  Asked first on every new command
@@ -907,12 +925,12 @@ static void send_marker_check(struct rconn *c) {
         redisAsyncCommandArgv(c->ac, NULL, NULL, 3, set, setl);
         const char *get[2] = {"GET", key};
         size_t getl[2] = {3, strlen(key)};
-        redisAsyncCommandArgv(c->ac, on_marker_get, c, 2, get, getl);
+        redisAsyncCommandArgv(c->ac, on_marker_get, c->node->loss_at, 2, get, getl);
         char hkey[GW_PREFIX_MAX + 32];
         holdoff_key_of(key, hkey, sizeof hkey);
         const char *pttl[2] = {"PTTL", hkey};
         size_t pttll[2] = {4, strlen(hkey)};
-        redisAsyncCommandArgv(c->ac, on_holdoff_pttl, c, 2, pttl, pttll);
+        redisAsyncCommandArgv(c->ac, on_holdoff_pttl, c->node->loss_at, 2, pttl, pttll);
     }
     int soon = self->cluster && !c->node->loss_at && self->nmasters == 0;
     c->node->next_marker_ms = loop_now_ms() + (soon ? 200 : LOSSGUARD_PERIOD_MS);
@@ -1548,6 +1566,7 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     r->parked.next = r->parked.prev = &r->parked;
     if (r->cluster) { /* pages untouched until their slots are used */
         r->slot_mark = alloc_check(calloc(CLUSTER_SLOTS, sizeof *r->slot_mark));
+        r->slot_seen = alloc_check(calloc(CLUSTER_SLOTS, sizeof *r->slot_seen));
         r->slot_learning = alloc_check(calloc(CLUSTER_SLOTS, 1));
         r->slot_unlearnt_until = alloc_check(calloc(CLUSTER_SLOTS, sizeof *r->slot_unlearnt_until));
     }
@@ -1623,6 +1642,7 @@ void redis_fail_all(void) {
 
 void redis_free(struct redis *r) {
     free(r->slot_mark);
+    free(r->slot_seen);
     free(r->slot_learning);
     free(r->slot_unlearnt_until);
     patterns_free(r);

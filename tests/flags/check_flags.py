@@ -55,6 +55,7 @@ DELEGATED = {
     "--stream-heartbeat-ms": "test_streams.c",  # heartbeats counted, and the silent host
     "--stream-user-timeout-ms": "test_streams.c",  # the silent host cut off
     "--value": "test_elections.c",  # lockctl elect
+    "--stream": "test_lockctl.c",  # lockctl run --stream: kill -9, exit status, event: lost, --wait
     "--redis-tls-ca": "test_redis_tls.c",
     "--redis-tls-cert": "test_redis_tls.c",
     "--redis-tls-key": "test_redis_tls.c",

@@ -632,6 +632,186 @@ static void test_run_gateway_gone_past_lease(void) {
     CHECK_EQ_INT(h_gw_start(&gw, &redis, NULL), 0);
 }
 
+/* ---- run --stream: the lock held by lockctl's connection ----------------------------- */
+
+/* Waits until path exists (a file the command writes once it runs). */
+static int wait_file(const char *path, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    while (access(path, F_OK) != 0) {
+        if (h_now_ms() >= end) return 0;
+        h_sleep_ms(5);
+    }
+    return 1;
+}
+
+/* Waits until lockctl's stderr (p->err) holds text. */
+static int wait_err(const struct proc *p, const char *text, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    while (!strstr(slurp(p->err), text)) {
+        if (h_now_ms() >= end) return 0;
+        h_sleep_ms(5);
+    }
+    return 1;
+}
+
+/* kill -9 of `lockctl run --stream` while its command runs: its connection
+ * closes, and another client waiting for the lock gets it within 1 s.  The
+ * renewal mode, for contrast, leaves it held until its lease ends. */
+static void test_run_stream_kill9_frees_at_once(void) {
+    char ran[128];
+    snprintf(ran, sizeof ran, "%s/sk9.ran", dir);
+    struct proc p;
+    start(&p, "@ run --stream --ttl 30000 sk9 -- sh -c 'touch %s; exec sleep 30'", ran);
+    CHECK(wait_file(ran, 3000));
+    CHECK_EQ_INT(get_status("sk9"), 200);
+    /* Its stream's socket runs TCP keepalive (a gateway host that vanished
+     * without closing ends the stream): ss shows the kernel's timer. */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "ss -tnoH state established '( dport = :%d )' 2>/dev/null | grep -c keepalive",
+             gw.port);
+    FILE *ss = popen(cmd, "r");
+    int keepalive = 0;
+    if (ss && fscanf(ss, "%d", &keepalive) != 1) keepalive = -1;
+    if (ss) pclose(ss);
+    if (access("/usr/bin/ss", X_OK) == 0 || access("/bin/ss", X_OK) == 0)
+        CHECK_EQ_INT(keepalive, 1);
+    else
+        fprintf(stderr, "  no ss(8): the stream socket's keepalive is not checked\n");
+    long long t0 = h_now_ms();
+    kill(p.pid, SIGKILL);
+    struct h_resp r = H("POST", "/v1/locks/sk9", NULL, "{\"ttl_ms\":5000,\"wait_ms\":1000}");
+    long long took = h_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(took < 1000);
+    fprintf(stderr, "  --stream: the next acquire got the lock %lld ms after kill -9\n", took);
+    h_resp_free(&r);
+    CHECK_EQ_INT(finish(&p, 2000), 128 + SIGKILL);
+
+    snprintf(ran, sizeof ran, "%s/sk9b.ran", dir);
+    start(&p, "@ run --ttl 30000 sk9b -- sh -c 'touch %s; exec sleep 30'", ran);
+    CHECK(wait_file(ran, 3000));
+    kill(p.pid, SIGKILL);
+    CHECK_EQ_INT(finish(&p, 2000), 128 + SIGKILL);
+    r = H("POST", "/v1/locks/sk9b", NULL, "{\"ttl_ms\":5000}");
+    CHECK_EQ_INT(r.status, 409);
+    fprintf(stderr, "  renewal mode: still held after kill -9 (retry_after_ms %lld)\n",
+            h_jint(&r, "retry_after_ms"));
+    h_resp_free(&r);
+}
+
+/* The command's exit status is lockctl's, it gets the lock's details as
+ * with `run`, and the lock is free once lockctl has exited. */
+static void test_run_stream_exit_status(void) {
+    struct proc p;
+    CHECK_EQ_INT(run(&p,
+                     "@ run --stream sx -- sh -c 'echo \"$LOCKGATE_NAME $LOCKGATE_FENCE "
+                     "$LOCKGATE_TOKEN\" > %s/sx.env; env -u LOCKGATE_TOKEN @ status sx > "
+                     "%s/sx.get; exit 3'",
+                     dir, dir),
+                 3);
+    CHECK_EQ_INT(get_status("sx"), 404); /* free right after */
+    CHECK_EQ_STR(slurp(p.err), "");
+    char path[128], name[64], token[64], want[64];
+    unsigned long long fence = 0;
+    snprintf(path, sizeof path, "%s/sx.env", dir);
+    CHECK_EQ_INT(sscanf(slurp(path), "%63s %llu %63s", name, &fence, token), 3);
+    CHECK_EQ_STR(name, "sx");
+    CHECK_EQ_INT(strlen(token), 22);
+    snprintf(path, sizeof path, "%s/sx.get", dir);
+    snprintf(want, sizeof want, "\"fence\":%llu", fence);
+    CHECK(strstr(slurp(path), want) != NULL); /* held while it ran, with that fence */
+    CHECK_EQ_INT(run(&p, "@ run --stream sx -- true"), 0);
+    CHECK_EQ_INT(get_status("sx"), 404);
+    CHECK_EQ_INT(run(&p, "@ run --stream sx -- sh -c 'kill -TERM $$'"), 128 + SIGTERM);
+    CHECK_EQ_INT(get_status("sx"), 404);
+    CHECK_EQ_INT(run(&p, "@ run --stream sx -- no-such-command-here"), 127);
+    /* What a stream cannot do: refused before anything is sent. */
+    CHECK_EQ_INT(run(&p, "@ run --stream --session %s/sx.session sx -- true", dir), 64);
+    CHECK(strstr(slurp(p.err), "--session") != NULL);
+    CHECK_EQ_INT(run(&p, "@ run --stream --max-hold 5s sx -- true"), 64);
+    CHECK(strstr(slurp(p.err), "--max-hold") != NULL);
+}
+
+/* A forced release while the command runs: lockctl hears `event: lost`,
+ * stops the command as on a lost lease, and exits 76.  (The command's
+ * shell writes no stderr: dash may say "Terminated" of its killed sleep,
+ * and stderr is to hold lockctl's one line.) */
+static void test_run_stream_forced_release(void) {
+    char ready[128], log[128];
+    snprintf(ready, sizeof ready, "%s/sf.ready", dir);
+    snprintf(log, sizeof log, "%s/sf.log", dir);
+    struct proc p;
+    start(&p,
+          "@ run --stream sf -- sh -c "
+          "'exec 2>/dev/null; trap \"echo TERM >> %s; exit 0\" TERM; touch %s; sleep 30 & wait'",
+          log, ready);
+    CHECK(wait_file(ready, 3000));
+    long long t0 = h_now_ms();
+    struct h_resp r = H("DELETE", "/v1/locks/sf?force=true", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK_EQ_INT(finish(&p, 5000), 76);
+    long long took = h_now_ms() - t0;
+    CHECK(took < SLACK_MS);
+    fprintf(stderr, "  lockctl exited 76 %lld ms after the forced release\n", took);
+    CHECK_EQ_STR(slurp(log), "TERM\n");
+    CHECK(strstr(slurp(p.err), "lockctl: lost lock 'sf'") != NULL);
+    CHECK(strstr(slurp(p.err), "released") != NULL); /* the gateway's reason */
+    CHECK_EQ_INT(count_lines(slurp(p.err)), 1);
+    if (count_lines(slurp(p.err)) != 1) fprintf(stderr, "  stderr:\n%s", slurp(p.err));
+    CHECK_EQ_INT(get_status("sf"), 404);
+}
+
+/* With the lock held by someone else, --wait waits over the stream and
+ * runs the command once the holder lets go; a wait that runs out is busy. */
+static void test_run_stream_waits(void) {
+    char *tok = hold("sw", 10000);
+    char ran[128];
+    snprintf(ran, sizeof ran, "%s/sw.ran", dir);
+    struct proc p;
+    CHECK_EQ_INT(run(&p, "@ run --stream --wait 300 sw -- touch %s", ran), 75);
+    CHECK_EQ_STR(slurp(p.err), "lockctl: lock 'sw' is held by someone else (try again in 10 s)\n");
+    CHECK(access(ran, F_OK) != 0);
+
+    start(&p, "@ -v run --stream --wait 10000 sw -- touch %s", ran);
+    CHECK(wait_err(&p, "waiting for lock 'sw'", 3000)); /* the gateway's event: waiting */
+    CHECK(access(ran, F_OK) != 0);
+    struct h_resp r = H("DELETE", "/v1/locks/sw", tok, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    long long t0 = h_now_ms();
+    CHECK_EQ_INT(finish(&p, 5000), 0);
+    CHECK(h_now_ms() - t0 < 1000);
+    CHECK(access(ran, F_OK) == 0);
+    CHECK_EQ_INT(get_status("sw"), 404);
+    free(tok);
+}
+
+/* The stream ends with no `event: lost` (the gateway killed): a lost hold
+ * too -- the command stopped, exit 76. */
+static void test_run_stream_ends(void) {
+    char ready[128], log[128];
+    snprintf(ready, sizeof ready, "%s/se.ready", dir);
+    snprintf(log, sizeof log, "%s/se.log", dir);
+    struct proc p;
+    start(&p,
+          "@ run --stream --ttl 1000 se -- sh -c "
+          "'exec 2>/dev/null; trap \"echo TERM >> %s; exit 0\" TERM; touch %s; sleep 30 & wait'",
+          log, ready);
+    CHECK(wait_file(ready, 3000));
+    long long t0 = h_now_ms();
+    h_gw_kill(&gw);
+    CHECK_EQ_INT(finish(&p, 5000), 76);
+    CHECK(h_now_ms() - t0 < SLACK_MS);
+    CHECK_EQ_STR(slurp(log), "TERM\n");
+    CHECK(strstr(slurp(p.err), "lockctl: lost lock 'se': the stream from the gateway") != NULL);
+    CHECK_EQ_INT(count_lines(slurp(p.err)), 1);
+    if (count_lines(slurp(p.err)) != 1) fprintf(stderr, "  stderr:\n%s", slurp(p.err));
+    CHECK_EQ_INT(h_gw_start(&gw, &redis, NULL), 0);
+    CHECK(wait_ready(3000));
+}
+
 int main(void) {
     const char *build = getenv("BUILD");
     snprintf(lc, sizeof lc, "%s/lockctl", build ? build : "build");
@@ -666,6 +846,11 @@ int main(void) {
     RUN(test_run_shared);
     RUN(test_run_survives_gateway_restart);
     RUN(test_run_gateway_gone_past_lease);
+    RUN(test_run_stream_kill9_frees_at_once);
+    RUN(test_run_stream_exit_status);
+    RUN(test_run_stream_forced_release);
+    RUN(test_run_stream_waits);
+    RUN(test_run_stream_ends);
     h_gw_stop(&gw, 5000);
     h_redis_stop(&redis);
     return check_summary("lockctl");

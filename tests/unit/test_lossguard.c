@@ -62,6 +62,24 @@ static void test_learnt_hold_off(void) {
     CHECK_EQ_INT(losses() - l0, 1);
 }
 
+/* A marker value longer than lockgate writes (an operator's SET, another
+ * version's token): read again unchanged it is no loss.  Kept truncated
+ * and compared whole, every read was one: a hold-off of --max-lease-ms
+ * begun again every second. */
+static void test_long_marker_value(void) {
+    lossguard_init(60000, LOSSGUARD_ALL, 1, 1);
+    struct lossguard_seen a = {0};
+    const char *v = "0123456789abcdefghijklmnopqrstuvwxyz",
+               *w = "X123456789abcdefghijklmnopqrstuvwxyz";
+    long long n0 = losses();
+    CHECK_EQ_INT(lossguard_note(&a, "L", 1, v), 0);
+    CHECK_EQ_INT(lossguard_note(&a, "L", 1, v), 0);
+    CHECK_EQ_INT(losses() - n0, 0);
+    CHECK_EQ_INT(lossguard_note(&a, "L", 1, w), 1); /* another value: a loss */
+    CHECK_EQ_INT(lossguard_note(&a, "L", 1, w), 0);
+    CHECK_EQ_INT(losses() - n0, 1);
+}
+
 static void test_one_master_by_value(void) {
     lossguard_init(60000, LOSSGUARD_ALL, 1, 1);
     struct lossguard_seen a = {0}, b = {0};
@@ -140,6 +158,7 @@ static void test_cluster_slot_after_hold_off(void) {
 
 int main(void) {
     RUN(test_one_master_by_value);
+    RUN(test_long_marker_value);
     RUN(test_cluster_slot_then_master);
     RUN(test_cluster_master_then_slot);
     RUN(test_cluster_slot_after_hold_off);
