@@ -571,6 +571,27 @@ static void expiry_note(struct feed *f, const char *name, long long ttl_ms) {
     f->exp[i].end_ms = loop_now_ms() + ttl_ms + 2;
 }
 
+/* Redis Cluster mode: the same change (name and id: an id is unique per
+ * master, a name on one master at a time) among the last RECENT_DUP
+ * events (mu held).  Each change reaches the feed once per master and only
+ * the copy of the name's master in the gateway's slot map is taken
+ * (server/redis_patterns.inc); when the map changes under copies on their
+ * way, one may be taken from the old master and one from the new, on
+ * either side of the gap the change gives: the second is dropped here. */
+#define RECENT_DUP 64
+static int ring_has_recent(struct feed *f, const char *name, const char *payload, size_t len) {
+    const char *nul = memchr(payload, '\0', len);
+    size_t idl = nul ? (size_t)(nul - payload) : len;
+    unsigned long long first = ring_first(f), s = f->seq;
+    for (int k = 0; k < RECENT_DUP && s > first; k++, s--) {
+        const struct event *e = at(f, s - 1);
+        if (e->name && e->len > idl && e->payload[idl] == '\0' &&
+            memcmp(e->payload, payload, idl) == 0 && strcmp(e->name, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static void on_message(void *arg, const char *channel, size_t clen, const char *payload,
                        size_t plen) {
     struct feed *f = arg;
@@ -589,6 +610,12 @@ static void on_message(void *arg, const char *channel, size_t clen, const char *
         expiry_note(f, name,
                     num(fl[3], ll[3]) > 0 ? num(fl[nf == 13 ? 12 : 6], ll[nf == 13 ? 12 : 6]) : -1);
     pthread_mutex_lock(&mu);
+    if (backend->per_slot && ring_has_recent(f, name, copy, plen)) {
+        pthread_mutex_unlock(&mu);
+        free(name);
+        free(copy);
+        return;
+    }
     ring_push(f, name, copy, plen);
     pthread_mutex_unlock(&mu);
     feed_arm(f);

@@ -449,6 +449,69 @@ static void test_prefix_cluster(void) {
     h_redis_stop(&cl);
 }
 
+/* Redis Cluster mode with a replica each: the master of a streamed name
+ * killed (SIGKILL); once its replica took over, the stream says `event:
+ * gap` (the map changed, and the new master had no pattern before the
+ * gateway subscribed there), the new master holds the pattern, and
+ * changes go on being streamed once each. */
+static void test_prefix_cluster_failover(void) {
+    struct h_redis cl;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_cluster_start(&cl, 3, 1), 0);
+    CHECK_EQ_INT(h_gw_up(&g, &cl, "--workers 1 --stream-heartbeat-ms 200"), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
+    struct h_redis node0 = h_cluster_node(&cl, 0);
+    CHECK(strncmp(h_redis_cli(&node0, "ROLE"), "master", 6) == 0);
+    char name[32], path[64], token[64], cmd[96];
+    name_on_master(&node0, "fo-", 0, 0, name);
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    pid_t a = stream(g.port, "/v1/locks?prefix=fo-", NULL, "fo-a");
+    take(g.port, path, "{}", token);
+    snprintf(cmd, sizeof cmd, "EXISTS lockgate:lock:{%s}", name);
+    CHECK_EQ_STR(h_redis_cli(&node0, cmd), "1");
+    give_back(g.port, path, token);
+    CHECK_EQ_INT(h_out_wait_count("fo-a", "event: state", 2, 3000), 2);
+    /* Its replica has every write (else the new master lost some: the
+     * gateway's data-loss hold-off would refuse grants there). */
+    CHECK_EQ_STR(h_redis_cli(&node0, "WAIT 1 5000"), "1");
+    long long t0 = h_now_ms();
+    h_redis_kill(&node0);
+    cl.cpid[0] = 0;
+    CHECK(h_out_wait("fo-a", "event: gap", 20000) >= 0);
+    fprintf(stderr, "    master killed: the stream said gap after %lld ms\n", h_now_ms() - t0);
+    /* The promoted replica holds the pattern (its scripts publish), and
+     * changes on the other masters are streamed once each.  (Grants on
+     * the new master itself are not tried: the gateway's data-loss guard
+     * sometimes holds it off after a failover, see the branch's report.) */
+    int promoted = 0;
+    for (int k = 3; k < cl.cn; k++) {
+        struct h_redis n = h_cluster_node(&cl, k);
+        const char *role = h_redis_cli(&n, "ROLE");
+        if (role && strncmp(role, "master", 6) == 0) {
+            promoted++;
+            CHECK_EQ_STR(h_redis_cli(&n, "PUBSUB NUMPAT"), "1");
+        }
+    }
+    CHECK_EQ_INT(promoted, 1);
+    char other[32], want[2][128];
+    struct h_redis node1 = h_cluster_node(&cl, 1); /* node 0 is dead */
+    name_on_master(&node1, "fo-", 1, 0, other);
+    snprintf(path, sizeof path, "/v1/locks/%s", other);
+    long long fence = take(g.port, path, "{}", token);
+    give_back(g.port, path, token);
+    snprintf(want[0], sizeof want[0], "\"fence\":%lld,\"ttl_ms\":30000,\"change\":\"granted\"",
+             fence);
+    snprintf(want[1], sizeof want[1], "{\"name\":\"%s\",\"holders\":0,\"change\":\"released\"}",
+             other);
+    CHECK(h_out_wait("fo-a", want[1], 5000) >= 0);
+    CHECK(h_out_in_order("fo-a", want[0], sizeof want[0], 2));
+    CHECK_EQ_INT(h_out_count("fo-a", want[0]), 1);
+    CHECK_EQ_INT(h_out_count("fo-a", want[1]), 1);
+    h_reap(a);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_stop(&cl);
+}
+
 /* A stream over /v1/locks?prefix=prefix through port on a raw socket (64
  * of them are cheaper than 64 curls): read until the opening comment, or
  * an error answer's body; its status, the bytes read into head; the
@@ -536,6 +599,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_prefix_pubsub_reconnect);
     RUN_NOT_CLUSTER(test_prefix_quorum);
     RUN_SOME(test_prefix_cluster);
+    RUN_SOME(test_prefix_cluster_failover);
     RUN_SOME(test_prefix_feed_cap);
     fprintf(stderr, "    prefix streams suite: %lld ms\n", h_now_ms() - t0);
     for (int i = 0; i < 2; i++)
