@@ -287,6 +287,7 @@ static void fail_queued(void) {
  * happens once per loop turn, for everything appended in that turn. */
 static int cluster_route(struct redis_op *op);
 static void cluster_connect_now(struct node *n);
+static void cluster_refresh_soon(void);
 static void slot_marker_key(int slot, char *out, size_t cap);
 static int slot_marker_park(struct redis_op *op, struct node *n);
 static void slot_marks_forget(struct node *n);
@@ -528,8 +529,13 @@ static void cluster_sub_gone(struct node *n);
 /* Sentinel mode: the master the sentinels named refuses connections (a
  * promotion they have not announced, or missed): ask them again rather than
  * knock on the old master's door until +switch-master comes. */
+/* A node that cannot be reached: in Sentinel mode the sentinels are asked
+ * who the master is now; in Redis Cluster mode the slot map, soon (a
+ * failover's new master is then found about when the cluster has
+ * elected it, not at the next periodic refresh: cluster_refresh_soon). */
 static void connect_failed(struct rconn *c) {
     if (self->cfg.nsentinels && c == &self->node[0].cmd) self->reresolve = 1;
+    if (self->cluster) cluster_refresh_soon();
 }
 
 static void connection_gone(struct rconn *c) {
