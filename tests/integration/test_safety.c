@@ -496,6 +496,10 @@ static void test_stall_during_wakeup(void) {
     CHECK_EQ_INT(r.status, 200);
     CHECK(r.body && strstr(r.body, "\"released\":true") != NULL);
     h_resp_free(&r);
+    /* The suite's gateway answers the GET: the freeze may have made it drop
+     * its connection (its periodic reads went unanswered), and it is 503
+     * until it has made it again. */
+    CHECK_EQ_INT(h_wait_ready(gw.port, 5000), 0);
     CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-w", NULL, NULL, NULL, code, sizeof code), 404);
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
 }
@@ -558,6 +562,7 @@ static void test_stall_during_multi_wakeup(void) {
                NULL);
     CHECK_EQ_INT(r.status, 200);
     h_resp_free(&r);
+    CHECK_EQ_INT(h_wait_ready(gw.port, 5000), 0); /* as above */
     CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-mw1", NULL, NULL, NULL, code, sizeof code), 404);
     CHECK_EQ_INT(call_code("GET", "/v1/locks/stall-mw2", NULL, NULL, NULL, code, sizeof code), 404);
     CHECK_EQ_INT(h_gw_stop(&g, 6000), 0);
