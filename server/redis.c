@@ -526,13 +526,12 @@ static struct rconn *conn_of(const redisAsyncContext *ac) { return ac->ev.data; 
 
 static void cluster_sub_gone(struct node *n);
 
-/* Sentinel mode: the master the sentinels named refuses connections (a
- * promotion they have not announced, or missed): ask them again rather than
- * knock on the old master's door until +switch-master comes. */
-/* A node that cannot be reached: in Sentinel mode the sentinels are asked
- * who the master is now; in Redis Cluster mode the slot map, soon (a
- * failover's new master is then found about when the cluster has
- * elected it, not at the next periodic refresh: cluster_refresh_soon). */
+/* A node that cannot be reached.  Sentinel mode: the master the sentinels
+ * named refuses connections (a promotion they have not announced, or
+ * missed): ask them again rather than knock on the old master's door until
+ * +switch-master comes.  Redis Cluster mode: ask for the slot map soon, so
+ * that a failover's new master is found about when the cluster has
+ * elected it, not at the next periodic refresh (cluster_refresh_soon). */
 static void connect_failed(struct rconn *c) {
     if (self->cfg.nsentinels && c == &self->node[0].cmd) self->reresolve = 1;
     if (self->cluster) cluster_refresh_soon();

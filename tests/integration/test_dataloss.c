@@ -487,6 +487,18 @@ static void test_flush_and_stall_quorum(void) {
 
 /* ---- Redis Cluster -------------------------------------------------------- */
 
+/* A cluster of three masters (replicas each) and gateway g on it with
+ * flags, ready; 0, or -1 once said (a failed check). */
+static int cluster_with_gateway(struct h_redis *cl, int replicas, struct h_gw *g,
+                                const char *flags) {
+    if (h_cluster_start(cl, 3, replicas) < 0 || h_gw_up(g, cl, flags) < 0 ||
+        h_wait_ready(g->port, 15000) < 0) {
+        CHECK(!"cluster or gateway did not start");
+        return -1;
+    }
+    return 0;
+}
+
 /* The node of cl that serves name's lock key (the others answer MOVED). */
 static int cluster_node_of(struct h_redis *cl, const char *name) {
     for (int i = 0; i < cl->cn; i++) {
@@ -517,11 +529,7 @@ static long lock_at(struct h_gw *g, const char *name, char *code, size_t cap) {
 static void test_flushall_cluster(void) {
     struct h_redis cl;
     struct h_gw a = {0}, b = {0};
-    if (h_cluster_start(&cl, 3, 0) < 0 || h_gw_up(&a, &cl, "--max-lease-ms 1000") < 0 ||
-        h_wait_ready(a.port, 15000) < 0) {
-        CHECK(!"cluster or gateway did not start");
-        return;
-    }
+    if (cluster_with_gateway(&cl, 0, &a, "--max-lease-ms 1000") < 0) return;
     char held[32], learnt[32], unknown[32], unknown2[32], other[32], other2[32], code[48];
     cluster_name(&cl, 0, 1, "cf", 0, held, sizeof held);
     cluster_name(&cl, 0, 1, "cf", 1, learnt, sizeof learnt);
@@ -608,11 +616,7 @@ static void test_flushall_cluster(void) {
 static void test_failover_no_loss_cluster(void) {
     struct h_redis cl;
     struct h_gw g = {0};
-    if (h_cluster_start(&cl, 3, 1) < 0 || h_gw_up(&g, &cl, "--workers 2") < 0 ||
-        h_wait_ready(g.port, 10000) < 0) {
-        CHECK(!"cluster or gateway did not start");
-        return;
-    }
+    if (cluster_with_gateway(&cl, 1, &g, "--workers 2") < 0) return;
     char names[8][32], code[48];
     for (int k = 0; k < 8; k++) {
         cluster_name(&cl, 0, 1, "fo", k, names[k], sizeof names[k]);
@@ -897,12 +901,7 @@ static void test_first_slot_moved_cluster(void) {
     struct h_gw g = {0};
     /* A command timeout that B's pause cannot reach, however slow the
      * build (sanitizers): the connection stays, and with it the read. */
-    if (h_cluster_start(&cl, 3, 0) < 0 ||
-        h_gw_up(&g, &cl, "--workers 1 --redis-timeout-ms 15000") < 0 ||
-        h_wait_ready(g.port, 15000) < 0) {
-        CHECK(!"cluster or gateway did not start");
-        return;
-    }
+    if (cluster_with_gateway(&cl, 0, &g, "--workers 1 --redis-timeout-ms 15000") < 0) return;
     char zero[32], mid[32], other[32];
     slot_name(0, zero, sizeof zero);
     slot_name(5461, mid, sizeof mid);
@@ -975,11 +974,7 @@ static void test_loss_held_off_once_cluster(void) {
     struct h_gw g = {0};
     char flags[64];
     snprintf(flags, sizeof flags, "--workers 1 --max-lease-ms %d", MAX_LEASE_MS);
-    if (h_cluster_start(&cl, 3, 0) < 0 || h_gw_up(&g, &cl, flags) < 0 ||
-        h_wait_ready(g.port, 15000) < 0) {
-        CHECK(!"cluster or gateway did not start");
-        return;
-    }
+    if (cluster_with_gateway(&cl, 0, &g, flags) < 0) return;
     char zero[32], far[32], code[48];
     slot_name(0, zero, sizeof zero);
     slot_name(16383, far, sizeof far);
