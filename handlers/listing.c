@@ -320,10 +320,15 @@ static void list_next(struct gw_request *req) {
     size_t lens[4];
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
     lc->calls++;
+    listing_scan(lc->at.master, argv, lens, list_done, req);
+}
+
+void listing_scan(int master, const char *const argv[4], const size_t lens[4], redis_cb cb,
+                  void *arg) {
     if (backend->per_slot)
-        redis_eval_at_master(lc->at.master, SCRIPT_LIST_CLUSTER, 4, argv, lens, list_done, req);
+        redis_eval_at_master(master, SCRIPT_LIST_CLUSTER, 4, argv, lens, cb, arg);
     else
-        redis_eval(SCRIPT_LIST, 0, 4, argv, lens, list_done, req);
+        redis_eval(SCRIPT_LIST, 0, 4, argv, lens, cb, arg);
 }
 
 const char *listing_prefix_or_reply(struct gw_request *req) {

@@ -12,6 +12,7 @@
 #define LOCKGATE_LISTING_H
 
 #include "common/names.h"
+#include "server/redis.h"
 
 #include <stddef.h>
 
@@ -22,6 +23,12 @@ struct gw_request;
 /* Keys one list.lua call SCANs: about a millisecond of Redis's time
  * (bench/RESULTS.md, "Listing"); a page is as many calls as it needs. */
 #define LISTING_COUNT 100
+
+/* One list.lua call with argv (cursor, pattern, count, what): on the
+ * master-th master in Redis Cluster mode (each master's keys in turn:
+ * lua/list_cluster.lua), else on the Redis (master ignored). */
+void listing_scan(int master, const char *const argv[4], const size_t lens[4], redis_cb cb,
+                  void *arg);
 
 /* The request's ?prefix= ("" when none), or NULL once answered 400
  * invalid_name (not a name's first characters: common/names.h). */

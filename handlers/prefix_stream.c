@@ -313,10 +313,7 @@ static void listing_page(struct listing_call *lc, const char *cursor) {
     const char *argv[4] = {cursor, lc->pattern, count, "h"};
     size_t lens[4] = {strlen(cursor), strlen(lc->pattern), strlen(count), 1};
     lc->ps->listing = 1;
-    if (backend->per_slot) /* each master's keys in turn (listing.c) */
-        redis_eval_at_master(lc->master, SCRIPT_LIST_CLUSTER, 4, argv, lens, listing_done, lc);
-    else
-        redis_eval(SCRIPT_LIST, 0, 4, argv, lens, listing_done, lc);
+    listing_scan(lc->master, argv, lens, listing_done, lc);
 }
 
 /* A gap: said, then the names held now (without ids: the next event's id
