@@ -48,7 +48,8 @@
  * LIVE_EXP), so that a renewal is one write however many holds the
  * session carries; a layout-2 gateway would read that mark as a lease
  * that never ends, holding the name for an hour after its gateway died.
- * Not shared with 2.  A test build may carry another
+ * Not shared with 2 but in Redis Cluster mode, where it writes what layout
+ * 2 writes (layout.c).  A test build may carry another
  * (LOCKGATE_TEST_LAYOUT_VERSION, layout_init). */
 #define LAYOUT_VERSION 3
 
@@ -60,7 +61,7 @@ struct layout_seen {
 
 /* Before the workers start: the version this gateway writes and needs
  * (LAYOUT_VERSION unless a test says otherwise). */
-void layout_init(long long version);
+void layout_init(long long version, int cluster);
 long long layout_version(void);
 
 /* The version read on a connection to host:port ("" or NULL: no answer,

@@ -167,6 +167,63 @@ static void test_one_session_per_ttl(void) {
     CHECK(n && atoi(n) == 0);
 }
 
+/* Redis's count of HSET calls so far (scripts' included). */
+static long long hset_calls(void) {
+    const char *st = h_redis_cli(&redis, "INFO commandstats");
+    const char *p = st ? strstr(st, "cmdstat_hset:calls=") : NULL;
+    return p ? atoll(p + 19) : -1;
+}
+
+/* Renewing the streams' session is one write, however many holds it
+ * carries (#33: renewal O(1) per interval, lua/_holders.lua "sessions"):
+ * over three renewals of one session Redis runs fewer HSETs than there
+ * are holds, and no hold's record changes.  Before, each renewal pushed
+ * the new end into every hold's hash. */
+static void test_renewal_touches_no_hold(void) {
+    enum { N = 60 };
+    pid_t p[N];
+    char out[32], path[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(out, sizeof out, "o1-%d", i);
+        snprintf(path, sizeof path, "/v1/locks/o1-%d", i);
+        p[i] = hold(gw.port, path, "{\"ttl_ms\":600}", out, 0);
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(out, sizeof out, "o1-%d", i);
+        CHECK(h_out_wait(out, "event: granted", 10000) >= 0);
+    }
+    char rec[512], field[160];
+    snprintf(rec, sizeof rec, "%s", h_redis_cli(&redis, "hget lockgate:lock:{o1-7} x"));
+    const char *key =
+        h_redis_cli(&redis, "eval \"return redis.call('keys', 'lockgate:session:*')[1]\" 0");
+    const char *open = key ? strchr(key, '{') : NULL;
+    CHECK(open != NULL);
+    if (!open) goto out;
+    snprintf(field, sizeof field, "hget lockgate:gw %.*s", (int)strcspn(open + 1, "}"), open + 1);
+    long long hsets = hset_calls(), end = atoll(h_redis_cli(&redis, field));
+    CHECK(end > 0);
+    int renewals = 0;
+    long long t0 = h_now_ms();
+    while (renewals < 3 && h_now_ms() - t0 < 5000) {
+        long long e = atoll(h_redis_cli(&redis, field));
+        if (e != end) renewals++, end = e;
+        h_sleep_ms(10);
+    }
+    hsets = hset_calls() - hsets;
+    fprintf(stderr, "    %d holds, 3 renewals of one of the two sessions: %lld HSET in Redis\n", N,
+            hsets);
+    CHECK_EQ_INT(renewals, 3);
+    CHECK(hsets >= 0 && hsets < N);
+    CHECK_EQ_STR(h_redis_cli(&redis, "hget lockgate:lock:{o1-7} x"), rec);
+    /* Still held: the renewals kept every hold. */
+    struct h_resp r = h_http("GET", gw.port, "/v1/locks/o1-59", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+out:
+    for (int i = 0; i < N; i++) h_reap(p[i]);
+    CHECK(wait_free(gw.port, "o1-0", 2000) >= 0);
+}
+
 /* The client's host goes silent: a relay that stops forwarding, with a
  * small receive buffer, so that the gateway's heartbeats soon meet a
  * closed window; TCP_USER_TIMEOUT then cuts the connection and the hold
@@ -474,6 +531,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_http10_stream);
     RUN_SOME(test_forced_release_lost);
     RUN_SOME(test_one_session_per_ttl);
+    if (!h_cluster_mode()) RUN_SOME(test_renewal_touches_no_hold); /* live holds */
     RUN_SOME(test_semaphore_and_errors);
     RUN_SOME(test_watch_stream);
     RUN_SOME(test_watch_every_change);
