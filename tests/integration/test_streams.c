@@ -370,6 +370,34 @@ static void test_gateway_killed(void) {
     h_gw_stop(&g2, 5000);
 }
 
+/* The gateway dies under a stream hold with a lock-delay: the hold ends
+ * with its session, and its lock-delay still runs after that end (the
+ * session's liveness field outlives it, lua/liveness.lua): another
+ * gateway grants no sooner than two thirds of ttl_ms plus the delay
+ * after the kill. */
+static void test_gateway_killed_lock_delay(void) {
+    struct h_gw g = {0}, g2 = {0};
+    if (h_gw_up(&g, &redis, NULL) < 0 || h_gw_up(&g2, &redis, NULL) < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a =
+        hold(g.port, "/v1/locks/gwdelay", "{\"ttl_ms\":1500,\"lock_delay_ms\":1500}", "gwdelay", 0);
+    CHECK(h_out_wait("gwdelay", "event: granted", 5000) >= 0);
+    long long t0 = h_now_ms();
+    h_gw_kill(&g);
+    struct h_resp r =
+        h_http("POST", g2.port, "/v1/locks/gwdelay", NULL, "{\"wait_ms\":8000}", NULL);
+    long long t = h_now_ms() - t0;
+    fprintf(stderr, "    gateway killed: ttl 1500 ms, lock-delay 1500 ms, granted after %lld ms\n",
+            t);
+    CHECK_EQ_INT(r.status, 201);
+    CHECK(t >= 900 + 1500 && t <= 1900 + 1500 + 1000);
+    h_resp_free(&r);
+    h_reap(a);
+    h_gw_stop(&g2, 5000);
+}
+
 /* A semaphore permit as a stream; an error before anything was streamed
  * is an ordinary HTTP answer (here 400), and a wait that runs out after
  * the stream opened ends it with `event: error`. */
@@ -641,6 +669,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_quorum_mode);
     RUN_SOME(test_silent_host);
     RUN_SOME(test_gateway_killed);
+    RUN_SOME(test_gateway_killed_lock_delay);
     fprintf(stderr, "    streams suite: %lld ms\n", h_now_ms() - t0);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0); /* a clean stop (no leak under the sanitizers) */
     h_redis_stop(&redis);
