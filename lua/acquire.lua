@@ -146,9 +146,11 @@ if me then
   me.attempt = attempt ~= '' and attempt .. 'r' or nil
   if not me.session then
     me.exp = cap_exp(me, ttl)
-  elseif me.carried or me.live then
+  elseif session and (me.carried or me.live) then
     me.exp = session_end
   end
+  -- (Re-entered by its token alone, a bound hold keeps the end load()
+  -- found: session_end is 0 without the header, not the session's end.)
   put(KEYS[1], st, token, me, st.mode)
   save_ttl(KEYS[1], st)
   return {2, me.fence, me.count, remaining(me.exp), st.alive}

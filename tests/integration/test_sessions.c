@@ -345,6 +345,35 @@ static void reentry_session_on(int port, const char *name) {
 
 static void test_reentry_session_header(void) { reentry_session_on(gw.port, "rs1"); }
 
+/* A bound hold re-entered with its token and no Session header: it stays
+ * bound to its session, with its session's remaining time (acquire.lua
+ * took the missing header for a session that had ended: the answer's
+ * ttl_ms was minus the clock; in Redis Cluster the hold's lease ended). */
+static void test_reentry_without_session_header(void) {
+    char *s = session_new("{\"ttl_ms\":20000}");
+    char tok[160];
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/rns1", s, NULL, tok, NULL), 201);
+    struct h_resp r = H("POST", "/v1/locks/rns1", tok, "{}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK(h_jint(&r, "ttl_ms") > 15000 && h_jint(&r, "ttl_ms") <= 20000);
+    h_resp_free(&r);
+    r = H("GET", "/v1/locks/rns1", NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "count"), 2);
+    CHECK(h_jint(&r, "ttl_ms") > 15000 && h_jint(&r, "ttl_ms") <= 20000);
+    h_resp_free(&r);
+    /* Still its session's: another token finds it held. */
+    CHECK_EQ_INT(status_of("POST", gw.port, "/v1/locks/rns1", NULL, "{\"ttl_ms\":1000}"), 409);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/rns1", tok, NULL), 200);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, "/v1/locks/rns1", tok, NULL), 200);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/rns1", NULL, NULL), 404);
+    char loc[200];
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", s);
+    CHECK_EQ_INT(status_of("DELETE", gw.port, loc, NULL, NULL), 200);
+    free(s);
+}
+
 /* DELETE of a session whose lock has a fair waiter queued: the waiter gets
  * it at once, with no lock-delay, and a higher fence. */
 static void test_delete_with_fair_waiter(void) {
@@ -1093,6 +1122,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_delete_with_fair_waiter);
     RUN_SOME(test_hold_delay_outlives_session);
     RUN_SOME(test_reentry_session_header);
+    RUN_SOME(test_reentry_without_session_header);
     RUN_SOME(test_multi_routes);
     RUN_SOME(test_multi_reentry_real_lease);
     RUN_SOME(test_multi_takes_nothing);
