@@ -21,6 +21,19 @@ local function live_set(e, ttl)
   if redis.call('PTTL', LIVE_HASH) < keep then redis.call('PEXPIRE', LIVE_HASH, keep) end
 end
 
+-- Whether the session's liveness field still says its end e (as its
+-- key's field e has it): an operator's DEL of the liveness hash, or its
+-- eviction, ends every live hold the session carries, and the scripts
+-- that judged one ended since have let others take its name.  Such a
+-- session is lost: renewing it would bring back, unannounced, the holds
+-- nobody judged meanwhile, and tell none of their holders of the others.
+-- A session that keeps no field (no horizon h: from layout 2) passes.
+local function live_intact(e, h)
+  if not LIVE_HASH or not h then return true end
+  local tok = string.match(KEYS[1], 'session:{(.*)}$')
+  return tonumber(redis.call('HGET', LIVE_HASH, tok) or '0') == tonumber(e)
+end
+
 -- A session is owned by the API key that created it (its field 'k'):
 -- renewing, reading or ending it needs that key.  who is the caller's key
 -- id, or '' when the gateway lets anyone act (keys off, or the caller has

@@ -121,6 +121,10 @@ if session and skey then
   -- A session that keeps a liveness field (its horizon h set with it,
   -- _session.lua) carries live holds; one from before, carried ones.
   live = s[3] ~= false
+  -- Its liveness field gone (an operator's DEL, an eviction): its live
+  -- holds have ended, and so has the session (session_renew.lua refuses
+  -- it, _session.lua live_intact); a hold bound now would end at once.
+  if live and live_end(KEYS[1], session) ~= session_end then return {-6} end
   local sdelay = tonumber(s[2] or '0')
   if sdelay > delay then delay = sdelay end
 elseif session then

@@ -21,7 +21,8 @@
 --          until a push finds them gone: this bounds them)
 -- Returns  {1, ttl_ms, holds, kind:name, token, ...}  renewed (kind lock
 --                               or sem; holds: how many it lists)
---          {-1}                 no such session (ended, expired)
+--          {-1}                 no such session (ended, expired; or its
+--                               liveness field lost: _session.lua)
 --          {-2}                 another key's session (_session.lua)
 --@include _layout.lua
 --@include _clock.lua
@@ -29,6 +30,11 @@
 local s = redis.call('HMGET', KEYS[1], 'e', 't', 'd', 'k', 'h')
 if not s[1] or s[1] + 0 <= now then return {-1} end
 if not session_owned_by(s[4], ARGV[2]) then return {-2} end
+if not live_intact(s[1], s[5]) then
+  -- Its live holds' lease is gone (_session.lua): so is the session.
+  redis.call('DEL', KEYS[1])
+  return {-1}
+end
 local ttl = ARGV[1] + 0
 if ttl == 0 then ttl = s[2] + 0 end
 local e = now + ttl + 1

@@ -1063,6 +1063,33 @@ static void test_session_lease_live(void) {
     free(tok);
 }
 
+/* A session whose liveness field is gone (an operator's DEL <prefix>gw,
+ * an eviction) has lost its live holds: a hold bound to it now would be
+ * ended as it is granted, and a renewal would bring back, unannounced,
+ * the holds nobody judged meanwhile.  So nothing binds to it, and its
+ * renewal says it is gone (404 session_not_found). */
+static void test_session_liveness_field_lost(void) {
+    char *tok = session_new("{\"ttl_ms\":20000}");
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/lf1", tok, NULL, NULL, NULL), 201);
+    char cmd[200], hdr[200], loc[200];
+    snprintf(cmd, sizeof cmd, "hdel lockgate:gw %s", tok);
+    h_redis_cli(&redis, cmd);
+    snprintf(hdr, sizeof hdr, "Session: %s", tok);
+    struct h_resp r = h_http("POST", gw.port, "/v1/locks/lf2", NULL, "{}", hdr);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "session_not_found");
+    h_resp_free(&r);
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", tok);
+    r = H("PATCH", loc, NULL, "{}");
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_EQ_STR(h_jcode(&r), "session_not_found");
+    h_resp_free(&r);
+    /* And lf1 stays free: the renewal wrote no field back. */
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/lf1", NULL, NULL), 404);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/lf2", NULL, NULL), 404);
+    free(tok);
+}
+
 /* Every lock listed under prefix, following the cursor (a page may hold
  * fewer than asked, even none, before the end); the number of locks, and
  * the first holder's ttl_ms into *ttl when given. */
@@ -1117,6 +1144,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_session_routes);
     RUN_SOME(test_thousand_holds_one_patch);
     if (!h_cluster_mode()) RUN_SOME(test_session_lease_live); /* reads the lock's own Redis */
+    if (!h_cluster_mode()) RUN_SOME(test_session_liveness_field_lost); /* live holds */
     RUN_SOME(test_session_listing_and_force);
     RUN_SOME(test_expiry_wakes_and_delays);
     RUN_SOME(test_delete_with_fair_waiter);

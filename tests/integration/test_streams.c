@@ -285,6 +285,43 @@ static void test_horizon_pushed(void) {
     h_gw_stop(&g, 5000);
 }
 
+/* The liveness hash deleted under a live stream hold (an operator's DEL
+ * <prefix>gw, an eviction): the hold's lease is gone, and another client
+ * may take the name at once.  The stream must say so: its session's next
+ * renewal finds its liveness field missing, and the session is lost
+ * (`event: lost`) rather than renewed, which would have brought back the
+ * holds nobody looked at while telling none of them. */
+static void test_liveness_hash_deleted(void) {
+    struct h_gw g = {0};
+    if (h_gw_up(&g, &redis, "--workers 1") < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a = hold(g.port, "/v1/locks/gwdel-a", "{\"ttl_ms\":900}", "gwdel-a", 0);
+    pid_t b = hold(g.port, "/v1/locks/gwdel-b", "{\"ttl_ms\":900}", "gwdel-b", 0);
+    CHECK(h_out_wait("gwdel-a", "event: granted", 5000) >= 0);
+    CHECK(h_out_wait("gwdel-b", "event: granted", 5000) >= 0);
+    h_redis_cli(&redis, "del lockgate:gw");
+    /* Another client finds gwdel-a free (its lease, the field, is gone). */
+    struct h_resp r = h_http("POST", g.port, "/v1/locks/gwdel-a", NULL, "{\"ttl_ms\":30000}", NULL);
+    CHECK_EQ_INT(r.status, 201);
+    char tok[160];
+    snprintf(tok, sizeof tok, "%s", h_token(&r));
+    h_resp_free(&r);
+    long long ta = h_out_wait("gwdel-a", "event: lost", 3000);
+    long long tb = h_out_wait("gwdel-b", "event: lost", 3000);
+    fprintf(stderr, "    liveness hash deleted: streams lost after %lld and %lld ms\n", ta, tb);
+    CHECK(ta >= 0 && tb >= 0);
+    /* Nobody else holds gwdel-b: it did not come back with a renewal. */
+    CHECK(wait_free(g.port, "gwdel-b", 2000) >= 0);
+    r = h_http("DELETE", g.port, "/v1/locks/gwdel-a", tok, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    h_reap(a);
+    h_reap(b);
+    h_gw_stop(&g, 5000);
+}
+
 /* Released stream holds stay listed in the session until a push finds
  * them gone; a quiet renewal pushes once they outnumber twice the holds
  * the gateway carries (plus 16), so the list stays bounded. */
@@ -660,6 +697,7 @@ int main(int argc, char **argv) {
         RUN_SOME(test_renewal_touches_no_hold);
         RUN_SOME(test_horizon_pushed);
         RUN_SOME(test_released_holds_leave_session);
+        RUN_SOME(test_liveness_hash_deleted);
     }
     RUN_SOME(test_semaphore_and_errors);
     RUN_SOME(test_watch_stream);
