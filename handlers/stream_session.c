@@ -31,6 +31,8 @@ struct stream_session {
     struct ss_member *members;     /* the stream holds it carries */
     int nmembers;                  /* how many */
     int calls;                     /* Redis calls under way (it is freed after) */
+    int push_owed;                 /* a renewal or its push failed: the next one
+                                      lists the holds and pushes (renew_answered) */
     int64_t end_ms;                /* monotonic: its end as of the last renewal
                                       Redis took (sent before then) */
     int64_t sent_ms;               /* when the call under way was sent */
@@ -194,6 +196,7 @@ static void renewed(struct stream_session *ss, long long verdict) {
         park_timer(ss, now + renew_interval(ss));
         return;
     }
+    if (verdict == -100) ss->push_owed = 1;
     if (verdict == -100 && now + retry_interval(ss) < ss->end_ms) {
         log_warn("streams: renewing the session of %lld ms failed; trying again", ss->ttl_ms);
         park_timer(ss, now + retry_interval(ss));
@@ -213,6 +216,7 @@ static void renewed(struct stream_session *ss, long long verdict) {
 static void pushed(void *ctx, const struct session_fan *f, struct cJSON *body) {
     struct stream_session *ss = ctx;
     ss->calls--;
+    if (!session_fan_failed(f)) ss->push_owed = 0;
     renewed(ss, session_fan_failed(f) ? -100 : 1);
     maybe_free(ss);
 }
@@ -229,7 +233,7 @@ static long long listed(const struct redis_result *r) {
 /* session_renew.lua moved the session's end.  Outside Redis Cluster its
  * holds are live (lua/_holders.lua, "sessions"): that one write renewed
  * them all, and it lists them only when their hashes' horizon is due (or
- * released ones piled up in its list).  In Redis Cluster each hold
+ * released ones piled up in its list, or a push is owed: on_timer).  In Redis Cluster each hold
  * carries the session's lease in its own hash and every renewal lists
  * them.  Listed holds are pushed (session_slot.lua p, one call per slot or
  * hundred holds, sessions_fan.c).  The renewal counts from when
@@ -243,6 +247,7 @@ static void renew_answered(struct stream_session *ss, const struct redis_result 
     long long holds = 0;
     for (int i = 0; i < n; i++) holds += listed(&res[i]);
     if (holds == 0) {
+        ss->push_owed = 0; /* (asked unquiet when owed: nothing to push) */
         renewed(ss, 1);
         return;
     }
@@ -257,10 +262,14 @@ static void on_timer(struct waiter *w) {
         return;
     }
     /* session_renew.lua: its ttl, anyone's session (''), quiet, and how
-     * many holds it carries here. */
+     * many holds it carries here.  Not quiet while a push is owed: the
+     * renewal that failed (or whose push did) may have moved the session's
+     * horizon (field h) already, so no quiet renewal would list the holds
+     * again for half an hour, and their hashes would keep the expiry they
+     * had, which may come before that. */
     char carried[24];
     snprintf(carried, sizeof carried, "%d", ss->nmembers);
-    const char *args[4] = {"0", "", "q", carried};
+    const char *args[4] = {"0", "", ss->push_owed ? "" : "q", carried};
     ss_run_answered(ss, SCRIPT_SESSION_RENEW, 4, args, NULL, renew_answered);
 }
 
