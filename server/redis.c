@@ -1590,7 +1590,9 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     snprintf(r->alive_channel, sizeof r->alive_channel, "%salive", cfg->key_prefix);
     snprintf(r->marker_key, sizeof r->marker_key, "%smarker", cfg->key_prefix);
     r->cluster = cfg->ncluster > 0;
-    if (!r->cluster) snprintf(live_key, sizeof live_key, "%sgw", cfg->key_prefix);
+    /* Written once, by the first instance (made before any worker runs):
+     * later ones are made while earlier workers read it (worker.c). */
+    if (!r->cluster && !live_key[0]) snprintf(live_key, sizeof live_key, "%sgw", cfg->key_prefix);
     r->nnodes = 0;
     r->delayed.next = r->delayed.prev = &r->delayed;
     r->parked.next = r->parked.prev = &r->parked;
