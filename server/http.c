@@ -587,10 +587,10 @@ struct gw_stream {
     size_t off, len, cap;                    /* given up to off, written up to len */
     int comments;                            /* ":\n" lines written before buf's bytes
                                                 (http_stream_comment), not in buf */
-    int queued;                              /* its response is queued */
-    int read_from;                           /* libmicrohttpd asked for its bytes: the
+    char queued;                             /* its response is queued */
+    char read_from;                          /* libmicrohttpd asked for its bytes: the
                                                 head went out (answer_head_did_not_fit) */
-    int ended;                               /* nothing follows buf */
+    char ended;                              /* nothing follows buf */
     void (*on_gone)(struct gw_request *req); /* libmicrohttpd closed it first */
     struct MHD_Response *resp;               /* its response, while queued: its
                                                 headers are dropped once sent */
