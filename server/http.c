@@ -347,6 +347,25 @@ static int origin_or_reply(struct gw_request *req, const char *method) {
     return GW_REPLIED;
 }
 
+/* Finds req's route (req->route) and keeps its parameters (req->match),
+ * or answers 404 or 405. */
+static int route_or_reply(struct gw_request *req, const char *method) {
+    struct route_match m;
+    req->route = router_match(router_routes, router_routes_count, method, req->path, &m);
+    if (req->route == ROUTER_NOT_FOUND) {
+        reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
+        return GW_REPLIED;
+    }
+    if (req->route == ROUTER_BAD_METHOD) {
+        reply_header(req, "Allow", m.allow);
+        reply_problem(req, CODE_METHOD_NOT_ALLOWED, "%.200s allows %s", req->path, m.allow);
+        return GW_REPLIED;
+    }
+    memcpy(req->match.param, m.param, sizeof m.param);
+    memcpy(req->match.param_len, m.param_len, sizeof m.param_len);
+    return GW_OK;
+}
+
 /* Routes req and runs its handler, or answers 403 (origin), 404, 405, 406
  * or 413 itself. */
 static void dispatch(struct gw_request *req, const char *method) {
@@ -355,13 +374,8 @@ static void dispatch(struct gw_request *req, const char *method) {
     conn_phase(req->conn, CONN_HANDLING); /* the body is in: no deadline now */
     if (origin_or_reply(req, method) != GW_OK) {
         /* refused, or a preflight answered */
-    } else if ((req->route = router_match(router_routes, router_routes_count, method, req->path,
-                                          &req->match)) == ROUTER_NOT_FOUND) {
-        reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
-    } else if (req->route == ROUTER_BAD_METHOD) {
-        reply_header(req, "Allow", req->match.allow);
-        reply_problem(req, CODE_METHOD_NOT_ALLOWED, "%.200s allows %s", req->path,
-                      req->match.allow);
+    } else if (route_or_reply(req, method) != GW_OK) {
+        /* 404 or 405 */
     } else if (gate && gate(req) != GW_OK) {
         /* refused: 401 or 403 */
     } else if (req->body_too_large) {

@@ -31,7 +31,7 @@ struct gw_request {
     struct MHD_Connection *conn; /* the connection this request came on */
     int route;                   /* index in gw_routes, or -1 */
     int aux;                     /* a small handler value across a call (with ctx) */
-    struct route_match match;    /* the path's {param} segments */
+    struct route_params match;   /* the path's {param} segments */
     char *path;                  /* copy of the request path (params point here) */
     char *body;                  /* accumulated body, NUL-terminated */
     size_t body_len;             /* bytes in body */
