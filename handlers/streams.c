@@ -54,11 +54,11 @@ struct stream_hold {
                                         hang-up, its name's changes) */
     struct stream_hold *prev, *next; /* the worker's open streams (heartbeats) */
     const char *granted_event;       /* "granted", or "elected" */
-    size_t name_skip;                /* bytes of req->name the events leave out */
     char *quota_member;              /* its holds_at_once entry (quota_holds.h), taken
                                         from hc at the grant; NULL: none */
     long long ttl_ms;                /* hc's lease length, for the probes */
     int calls;                       /* Redis calls under way that name it */
+    unsigned short name_skip;        /* bytes of req->name the events leave out */
     char kind;                       /* hc's (enum hold_kind) */
     char held;                       /* granted: the hold lives while the stream does */
     char ended;                      /* the request is completed (or being) */
@@ -391,7 +391,8 @@ void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const ch
         return;
     }
     size_t key_len = strlen(hc->w.key);
-    struct stream_hold *sh = alloc_check(calloc(1, sizeof *sh + key_len + 1));
+    struct stream_hold *sh =
+        alloc_check(calloc(1, offsetof(struct stream_hold, key) + key_len + 1));
     memcpy(sh->key, hc->w.key, key_len + 1);
     sh->w.fd = -1;
     sh->kind = hc->kind;
@@ -399,7 +400,7 @@ void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const ch
     sh->hc = hc;
     sh->req = req;
     sh->granted_event = granted_event;
-    sh->name_skip = name_skip;
+    sh->name_skip = (unsigned short)name_skip; /* a prefix of a name: short */
     sh->m.ready = session_ready;
     sh->m.lost = session_lost;
     hc->stream = &ops;

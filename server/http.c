@@ -252,6 +252,7 @@ static void request_free(struct gw_request *req) {
     if (req->ctx_free) req->ctx_free(req->ctx);
     if (req->stream) stream_free(req->stream);
     for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
+    free(req->headers);
     cJSON_Delete(req->json);
     free(req->body);
     free(req->resp);
@@ -707,8 +708,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
  * own buffer, never into the block; only an HTTP/1.0 client (no chunks:
  * the stream ends with the connection) is read through it, 128 bytes at
  * a time.  The request's extra headers (Lock-Token, Location) are copied
- * into the response: their values are freed here, nothing reads them
- * after; the response's copies go once the head is out (drop_head). */
+ * into the response: they are freed here, nothing reads them after; the
+ * response's copies go once the head is out (drop_head). */
 static enum MHD_Result stream_queue(struct gw_request *req, const char *version) {
     req->stream->queued = 1;
     req->sent = 1;
@@ -723,6 +724,8 @@ static enum MHD_Result stream_queue(struct gw_request *req, const char *version)
         MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
         free(req->headers[i].value);
     }
+    free(req->headers);
+    req->headers = NULL;
     req->nheaders = 0;
     if (req->cors) add_cors_headers(req, r);
     enum MHD_Result ret = MHD_queue_response(req->conn, 200, r);
@@ -879,10 +882,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             char *grown = realloc(req->body, cap);
             if (!grown) return MHD_NO;
             req->body = grown;
-            req->body_cap = cap;
+            req->body_cap = (uint32_t)cap;
         }
         memcpy(req->body + req->body_len, upload_data, n);
-        req->body_len += n;
+        req->body_len += (uint32_t)n;
         req->body[req->body_len] = '\0';
         return MHD_YES;
     }

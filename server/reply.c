@@ -77,6 +77,7 @@ char *problem_body(enum gw_code code, cJSON *extra, const char *detail) {
 
 void reply_header(struct gw_request *req, const char *name, const char *value) {
     if (req->nheaders >= HTTP_MAX_HEADERS) return;
+    if (!req->headers) req->headers = alloc_check(calloc(HTTP_MAX_HEADERS, sizeof *req->headers));
     struct gw_header *h = &req->headers[req->nheaders++];
     h->name = name;
     h->value = alloc_check(strdup(value));

@@ -26,16 +26,17 @@ struct gw_header {
 /* A request lives as long as its answer, which for an event stream (a
  * stream hold) is as long as its connection: 10,000 stream holds keep
  * 10,000 of these (bench/RESULTS.md, "Stream holds: memory").  So its
- * flags are chars, grouped at the end, and it carries no buffers. */
+ * flags are chars, grouped at the end, and it carries no buffers, not even
+ * room for reply headers before it has one. */
 struct gw_request {
     struct MHD_Connection *conn; /* the connection this request came on */
     int route;                   /* index in gw_routes, or -1 */
     int aux;                     /* a small handler value across a call (with ctx) */
+    uint32_t body_len;           /* bytes in body (at most HTTP_BODY_MAX) */
+    uint32_t body_cap;           /* bytes allocated for body */
     struct route_params match;   /* the path's {param} segments */
     char *path;                  /* copy of the request path (params point here) */
     char *body;                  /* accumulated body, NUL-terminated */
-    size_t body_len;             /* bytes in body */
-    size_t body_cap;             /* bytes allocated for body */
     struct cJSON *json;          /* parsed body (body_parse_or_reply) */
     int64_t start_ns;            /* arrival, for the latency histogram */
     const char *media;           /* the route's type the client accepts best
@@ -57,13 +58,15 @@ struct gw_request {
     void (*on_undelivered)(struct gw_request *req);
 
     /* The reply, built by reply_* (reply.h). */
-    int status;                                 /* HTTP status, 0 until replied */
-    int nheaders;                               /* used entries of headers */
-    const char *content_type;                   /* static string */
-    char *resp;                                 /* malloc'd body, owned by the request */
-    size_t resp_len;                            /* bytes in resp */
-    struct gw_header headers[HTTP_MAX_HEADERS]; /* extra response headers */
-    struct gw_stream *stream;                   /* an answer that goes on (http.h,
+    int status;                /* HTTP status, 0 until replied */
+    int nheaders;              /* used entries of headers */
+    const char *content_type;  /* static string */
+    char *resp;                /* malloc'd body, owned by the request */
+    size_t resp_len;           /* bytes in resp */
+    struct gw_header *headers; /* extra response headers: room for
+                                                   HTTP_MAX_HEADERS made by the first
+                                                   (reply_header), NULL before */
+    struct gw_stream *stream;  /* an answer that goes on (http.h,
                                                    http_stream_open), NULL else */
     /* Set by the HTTP layer; reply.c calls it when the reply is complete
      * (it sends the reply now if the handler is still running, or resumes
