@@ -3,11 +3,14 @@
  * A stream hold is an ordinary acquisition (holds.c) bound to its
  * worker's session for its ttl (stream_session.c), whose waiting and grant
  * holds.c hands here instead of answering (hold_stream_ops).  Once granted,
- * the acquisition is freed (detach): what the stream still needs of it is
- * in its struct stream_hold, which becomes the request's ctx, since a
- * stream hold lives as long as its connection and 10,000 of them kept
- * 10,000 acquisitions of about 400 bytes each (bench/RESULTS.md, "Stream
- * holds: memory").  The stream's own waiter is then parked as a watcher of
+ * the acquisition and the request are freed (detach): what the stream
+ * still needs of them is in its struct stream_hold (its waiter, kind,
+ * ttl, token, key id, quota entry, and the name in its waiter key), and
+ * the stream goes on through the HTTP layer's detached handle
+ * (http_stream_detach), since a stream hold lives as long as its
+ * connection and 10,000 of them kept 10,000 acquisitions and requests of
+ * about 400 and 480 bytes each (bench/RESULTS.md, "Stream holds:
+ * memory").  The stream's own waiter is then parked as a watcher of
  * the name (waiters.h): it watches the client's socket for a hang-up, and is woken
  * by each announced change of the name (a forced release announces itself
  * always: lua/force.lua), when it asks Redis whether its token still
@@ -48,8 +51,11 @@ static const char SSE[] = "text/event-stream";
 struct stream_hold {
     struct ss_member m;              /* its place in its session (first) */
     struct hold_call *hc;            /* the acquisition until the grant, then NULL
-                                        (freed by detach: req->ctx is this then) */
-    struct gw_request *req;          /* the request it answers */
+                                        (freed by detach) */
+    struct gw_request *req;          /* the request it answers, NULL once detached */
+    struct gw_stream *st;            /* its stream once detached (http.h), else NULL */
+    char *token;                     /* once detached: the request's token, taken over */
+    char *key_id;                    /* once detached: the request's key id, or NULL */
     struct waiter w;                 /* once granted: watches the hold (its client's
                                         hang-up, its name's changes) */
     struct stream_hold *prev, *next; /* the worker's open streams (heartbeats) */
@@ -71,6 +77,20 @@ struct stream_hold {
 
 static struct stream_hold *hold_of_waiter(struct waiter *w) {
     return (struct stream_hold *)((char *)w - offsetof(struct stream_hold, w));
+}
+
+/* What it holds: the name (its waiter key's, after "lock:" or "sem:"),
+ * the token and the API key's id, from its request until detached. */
+static const char *hold_name(const struct stream_hold *sh) { return strchr(sh->key, ':') + 1; }
+static const char *hold_token(const struct stream_hold *sh) {
+    return sh->req ? sh->req->token : sh->token;
+}
+static const char *hold_key_id(const struct stream_hold *sh) {
+    return sh->req ? sh->req->key_id : sh->key_id;
+}
+
+static int client_gone(struct stream_hold *sh) {
+    return sh->req ? http_client_gone(sh->req) : http_detached_gone(sh->st);
 }
 
 /* ---- heartbeats: one timer per worker for all its streams ------------------------- */
@@ -100,7 +120,12 @@ static void ticker_arm(void) {
 /* A comment line on every open stream: proxies see bytes, and a host that
  * no longer acknowledges them meets its socket's TCP_USER_TIMEOUT. */
 static void tick(struct waiter *w) {
-    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next) http_stream_comment(sh->req);
+    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next) {
+        if (sh->req)
+            http_stream_comment(sh->req);
+        else
+            http_detached_comment(sh->st);
+    }
     ticker_arm();
 }
 
@@ -131,13 +156,16 @@ static void on_gone(struct gw_request *req);
 static void quota_leave(struct stream_hold *sh);
 
 static void event(struct stream_hold *sh, const char *name, cJSON *data) {
-    if (!http_stream_opened(sh->req)) {
+    if (sh->req && !http_stream_opened(sh->req)) {
         http_stream_open(sh->req, on_gone, handlers_config()->stream_user_timeout_ms);
         list_add(sh);
     }
     char *json = alloc_check(cJSON_PrintUnformatted(data));
     cJSON_Delete(data);
-    http_stream_event(sh->req, NULL, name, json);
+    if (sh->req)
+        http_stream_event(sh->req, NULL, name, json);
+    else
+        http_detached_event(sh->st, name, json);
     free(json);
 }
 
@@ -149,7 +177,9 @@ static void end_stream(struct stream_hold *sh) {
     stream_session_leave(&sh->m);
     if (sh->hc) waiters_unpark(&sh->hc->w);
     waiters_unpark(&sh->w);
-    if (http_stream_opened(sh->req))
+    if (!sh->req)
+        http_detached_end(sh->st);
+    else if (http_stream_opened(sh->req))
         http_stream_end(sh->req);
     else
         reply_problem(sh->req, CODE_LOCK_BUSY, "the client went away");
@@ -158,13 +188,13 @@ static void end_stream(struct stream_hold *sh) {
 static void lose(struct stream_hold *sh, const char *reason) {
     if (sh->ended) return;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", sh->req->name + sh->name_skip);
-    cJSON_AddStringToObject(o, "token", sh->req->token);
+    cJSON_AddStringToObject(o, "name", hold_name(sh) + sh->name_skip);
+    cJSON_AddStringToObject(o, "token", hold_token(sh));
     cJSON_AddStringToObject(o, "reason", reason);
     event(sh, "lost", o);
     if (sh->held) quota_leave(sh);
     metrics_inc(M_STREAM_LOST, 1);
-    log_info("streams: '%s' lost: %s", sh->req->name, reason);
+    log_info("streams: '%s' lost: %s", hold_name(sh), reason);
     end_stream(sh);
 }
 
@@ -175,12 +205,12 @@ static void quota_leave(struct stream_hold *sh) {
     if (!sh->quota_member || sh->quota_left) return;
     sh->quota_left = 1;
     const char *m[1] = {sh->quota_member};
-    quota_holds_drop(sh->req->key_id, 1, m);
+    quota_holds_drop(hold_key_id(sh), 1, m);
 }
 
 /* release.lua with its token: the next waiter is woken. */
 static void give_back(struct stream_hold *sh) {
-    hold_give_back_token(sh->req->name, sh->req->token, sh->kind == HOLD_PERMIT);
+    hold_give_back_token(hold_name(sh), hold_token(sh), sh->kind == HOLD_PERMIT);
 }
 
 static void release_hold(struct stream_hold *sh) {
@@ -208,11 +238,18 @@ static void watch_hold(struct stream_hold *sh, int64_t wake_ms) {
     sh->w.retry = held_wake;
     sh->w.give_up = held_give_up;
     sh->w.seen_seq = waiters_release_seq();
-    if (park_request(sh->req, &sh->w, wake_ms) < 0) held_give_up(&sh->w, 1);
+    if (http_detached_gone(sh->st)) {
+        held_give_up(&sh->w, 1);
+        return;
+    }
+    sh->w.fd = http_detached_fd(sh->st);
+    waiters_park(&sh->w, wake_ms);
 }
 
 static void free_hold(struct stream_hold *sh) {
     free(sh->quota_member);
+    free(sh->token);
+    free(sh->key_id);
     free(sh);
 }
 
@@ -224,7 +261,7 @@ static void probe_done(void *arg, const struct redis_result *res) {
         return;
     }
     if (sh->ended) return;
-    if (http_client_gone(sh->req)) {
+    if (client_gone(sh)) {
         held_give_up(&sh->w, 1);
         return;
     }
@@ -246,10 +283,10 @@ static void held_wake(struct waiter *w) {
     struct stream_hold *sh = hold_of_waiter(w);
     if (sh->ended) return;
     struct hold_keys k;
-    hold_keys(sh->req->name, sh->kind == HOLD_PERMIT, &k);
+    hold_keys(hold_name(sh), sh->kind == HOLD_PERMIT, &k);
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%lld", sh->ttl_ms);
-    const char *argv[] = {k.hash, sh->req->token, ttl};
+    const char *argv[] = {k.hash, hold_token(sh), ttl};
     size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -275,10 +312,10 @@ static void on_waiting(struct hold_call *hc, long long retry_after_ms, long long
     event(sh, "waiting", o);
 }
 
-/* The request's ctx_free once granted (detach); before, hold_call_free
- * calls on_free. */
-static void stream_hold_free(void *ctx) {
-    struct stream_hold *sh = ctx;
+/* It is freed with its request (hold_call_free calls on_free) until
+ * detached, then with its stream (http_stream_detach's on_end). */
+static void stream_hold_free(void *arg) {
+    struct stream_hold *sh = arg;
     if (sh->hc) waiters_unpark(&sh->hc->w);
     waiters_unpark(&sh->w);
     list_remove(sh);
@@ -289,19 +326,33 @@ static void stream_hold_free(void *ctx) {
         free_hold(sh);
 }
 
-/* Granted: the acquisition is done with, and is freed now instead of
- * living as long as the connection.  sh takes the request over as its
- * ctx.  holds.c reads nothing of hc after its granted hook returns (nor
- * do the backends after hold_attempt_done), which is what makes this safe
- * inside that hook. */
+/* libmicrohttpd closed a detached stream's connection: as a hang-up. */
+static void detached_gone(void *arg) {
+    struct stream_hold *sh = arg;
+    if (sh->ended || !waiters_parked(&sh->w)) return; /* an answer under way acts on it */
+    waiters_unpark(&sh->w);
+    sh->w.give_up(&sh->w, 1);
+}
+
+/* Granted: the acquisition and the request are done with, and are freed
+ * now (the request once the stream's head is out: http_stream_detach)
+ * instead of living as long as the connection; sh takes over the token
+ * and the key id.  holds.c reads nothing of hc after its granted hook
+ * returns (nor do the backends after hold_attempt_done), which is what
+ * makes this safe inside that hook. */
 static void detach(struct stream_hold *sh) {
     struct hold_call *hc = sh->hc;
     struct gw_request *req = sh->req;
     waiters_unpark(&hc->w);
     hc->stream = NULL; /* hold_call_free leaves sh alone */
+    hc->req = NULL;
     sh->hc = NULL;
-    req->ctx = sh;
-    req->ctx_free = stream_hold_free;
+    sh->token = req->token;
+    req->token = NULL;
+    sh->key_id = req->key_id;
+    req->key_id = NULL;
+    sh->req = NULL;
+    sh->st = http_stream_detach(req, detached_gone, stream_hold_free, sh); /* req may be freed */
     hold_call_free(hc);
 }
 
@@ -329,15 +380,14 @@ static const struct hold_stream_ops ops = {
     .free = on_free,
 };
 
-/* libmicrohttpd closed the connection (a write failed): as a hang-up.
- * req->ctx is the acquisition while it waits, the stream once granted. */
+/* libmicrohttpd closed the connection (a write failed) before the grant:
+ * as a hang-up.  (Once granted, detached_gone.) */
 static void on_gone(struct gw_request *req) {
-    struct stream_hold *sh =
-        req->ctx_free == stream_hold_free ? req->ctx : ((struct hold_call *)req->ctx)->stream_arg;
-    struct waiter *w = sh->hc ? &sh->hc->w : &sh->w;
-    if (sh->ended || !waiters_parked(w)) return; /* an answer under way acts on it */
-    waiters_unpark(w);
-    w->give_up(w, 1);
+    struct hold_call *hc = req->ctx;
+    struct stream_hold *sh = hc->stream_arg;
+    if (sh->ended || !waiters_parked(&hc->w)) return; /* an answer under way acts on it */
+    waiters_unpark(&hc->w);
+    hc->w.give_up(&hc->w, 1);
 }
 
 /* ---- the session, then the acquisition ----------------------------------------------- */
