@@ -700,7 +700,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     struct gw_stream *st = cls;
     if (!st->read_from) {
         st->read_from = 1;
-        drop_head(st->resp);
+        if (st->resp) drop_head(st->resp);
         if (st->detach) detach_now(st);
     }
     if (st->off < st->len) {
