@@ -606,27 +606,29 @@ static int answer_head_did_not_fit(struct MHD_Connection *conn) {
  * connection's (struct conn's stream), until on_completed or its end
  * frees it. */
 struct gw_stream {
-    char *buf;                               /* bytes written, not yet given to MHD */
-    size_t off, len, cap;                    /* given up to off, written up to len */
-    struct gw_request *req;                  /* its request, NULL once detached */
-    struct MHD_Connection *conn;             /* its connection */
-    void **con_cls;                          /* where libmicrohttpd keeps req (queued) */
-    struct MHD_Response *resp;               /* its response, while queued: its
-                                                  headers are dropped once sent */
-    void (*on_gone)(struct gw_request *req); /* libmicrohttpd closed it first */
-    void (*gone_cb)(void *arg);              /* the same, once detach is asked */
-    void (*end_cb)(void *arg);               /* it is freed: the owner frees arg */
-    void *arg;                               /* the owner's, for those two */
-    int comments;                            /* ":\n" lines written before buf's bytes
-                                                  (http_stream_comment), not in buf */
-    char queued;                             /* its response is queued */
-    char read_from;                          /* libmicrohttpd asked for its bytes: the
-                                                  head went out (answer_head_did_not_fit) */
-    char ended;                              /* nothing follows buf */
-    char suspended;                          /* stream_read suspended the connection */
-    char orphaned;                           /* libmicrohttpd closed the connection */
-    char detach;                             /* detach once the head is out */
-    char counted;                            /* detached: counts in in_flight */
+    char *buf;                   /* bytes written, not yet given to MHD */
+    size_t off, len, cap;        /* given up to off, written up to len */
+    struct gw_request *req;      /* its request, NULL once detached */
+    struct MHD_Connection *conn; /* its connection */
+    void **con_cls;              /* where libmicrohttpd keeps req (once queued) */
+    struct MHD_Response *resp;   /* its response once queued (drop_head) */
+    /* libmicrohttpd closed it first: the owner is told through on_gone
+     * (http_stream_open's) or, once end_cb is set, gone_cb
+     * (http_stream_detach's). */
+    union {
+        void (*on_gone)(struct gw_request *req);
+        void (*gone_cb)(void *arg);
+    };
+    void (*end_cb)(void *arg); /* it is freed: the owner frees arg */
+    void *arg;                 /* the owner's, for gone_cb and end_cb */
+    int comments;              /* ":\n" lines owed before buf's (http_stream_comment) */
+    char queued;               /* its response is queued */
+    char read_from;            /* the head went out: libmicrohttpd asked for bytes */
+    char ended;                /* nothing follows buf */
+    char suspended;            /* stream_read suspended the connection */
+    char orphaned;             /* libmicrohttpd closed the connection */
+    char detach;               /* detach once the head is out */
+    char counted;              /* detached: counts in in_flight */
 };
 
 static void stream_free(struct gw_stream *st) {
@@ -1102,11 +1104,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (!st) return;
         /* A stream's owner is told: nobody else will see this client go. */
         st->orphaned = 1;
-        if (st->on_gone) {
+        if (st->on_gone && !st->end_cb) {
             void (*gone)(struct gw_request *) = st->on_gone;
             st->on_gone = NULL;
             gone(req);            /* may complete, and so free, req */
-        } else if (st->gone_cb) { /* detach was asked: the owner's callback */
+        } else if (st->gone_cb) { /* detach was asked (end_cb set): the owner's */
             void (*gone)(void *) = st->gone_cb;
             st->gone_cb = NULL;
             gone(st->arg); /* may complete, and so free, req */
