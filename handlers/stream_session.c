@@ -29,6 +29,7 @@ struct stream_session {
     long long ttl_ms;              /* its ttl, as its streams asked */
     enum ss_state state;           /* made, live, or ended (being let go) */
     struct ss_member *members;     /* the stream holds it carries */
+    int nmembers;                  /* how many */
     int calls;                     /* Redis calls under way (it is freed after) */
     int64_t end_ms;                /* monotonic: its end as of the last renewal
                                       Redis took (sent before then) */
@@ -166,6 +167,7 @@ static void lose_members(struct stream_session *ss, const char *reason) {
         struct ss_member *m = ss->members;
         ss->members = m->next;
         if (ss->members) ss->members->prev = NULL;
+        ss->nmembers--;
         m->ss = NULL;
         m->prev = m->next = NULL;
         m->lost(m, reason);
@@ -215,15 +217,33 @@ static void pushed(void *ctx, const struct session_fan *f, struct cJSON *body) {
     maybe_free(ss);
 }
 
-/* session_renew.lua moved the session's end and listed its holds; each
- * hold carries the session's lease in its own hash (lua/_holders.lua,
- * "sessions"), so the new end is pushed to them (session_slot.lua p, one
- * call per hundred holds, sessions_fan.c).  The renewal counts from when
+/* The number of holds session_renew.lua listed in answer r. */
+static long long listed(const struct redis_result *r) {
+    const redisReply *a = r->ok ? r->reply : NULL;
+    if (!a || a->type != REDIS_REPLY_ARRAY || a->elements < 3 ||
+        a->element[2]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    return a->element[2]->integer;
+}
+
+/* session_renew.lua moved the session's end.  Outside Redis Cluster its
+ * holds are live (lua/_holders.lua, "sessions"): that one write renewed
+ * them all, and it lists them only when their hashes' horizon is due (or
+ * released ones piled up in its list).  In Redis Cluster each hold
+ * carries the session's lease in its own hash and every renewal lists
+ * them.  Listed holds are pushed (session_slot.lua p, one call per slot or
+ * hundred holds, sessions_fan.c).  The renewal counts from when
  * session_renew.lua was sent: the holds' ends are set later, never sooner. */
 static void renew_answered(struct stream_session *ss, const struct redis_result *res, int n) {
     long long verdict = n > 1 ? quorum_verdict(res, n) : verdict_of(res);
     if (verdict != 1 || ss->state != SS_LIVE) {
         renewed(ss, verdict);
+        return;
+    }
+    long long holds = 0;
+    for (int i = 0; i < n; i++) holds += listed(&res[i]);
+    if (holds == 0) {
+        renewed(ss, 1);
         return;
     }
     ss->calls++; /* the fan-out, until pushed */
@@ -236,8 +256,12 @@ static void on_timer(struct waiter *w) {
     if (ss->calls) { /* a renewal is under way: it parks the timer */
         return;
     }
-    const char *args[3] = {"0", "0", ""};
-    ss_run_answered(ss, SCRIPT_SESSION_RENEW, 3, args, NULL, renew_answered);
+    /* session_renew.lua: its ttl, anyone's session (''), quiet, and how
+     * many holds it carries here. */
+    char carried[24];
+    snprintf(carried, sizeof carried, "%d", ss->nmembers);
+    const char *args[4] = {"0", "", "q", carried};
+    ss_run_answered(ss, SCRIPT_SESSION_RENEW, 4, args, NULL, renew_answered);
 }
 
 /* The gateway stops: the session ends now, its holds released. */
@@ -255,6 +279,7 @@ static void created(struct stream_session *ss, long long verdict) {
         while (ss->members) {
             struct ss_member *m = ss->members;
             ss->members = m->next;
+            ss->nmembers--;
             m->ss = NULL;
             m->prev = m->next = NULL;
             m->ready(m, NULL,
@@ -308,6 +333,7 @@ void stream_session_join(struct ss_member *m, long long ttl_ms) {
     m->next = ss->members;
     if (m->next) m->next->prev = m;
     ss->members = m;
+    ss->nmembers++;
     if (ss->state == SS_LIVE) m->ready(m, ss->token, NULL);
 }
 
@@ -319,6 +345,7 @@ void stream_session_leave(struct ss_member *m) {
     else
         ss->members = m->next;
     if (m->next) m->next->prev = m->prev;
+    ss->nmembers--;
     m->ss = NULL;
     m->prev = m->next = NULL;
     if (!ss->members && ss->state == SS_LIVE) end_session(ss);

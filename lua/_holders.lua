@@ -60,7 +60,7 @@ local ATTRS = {{'k', 'key_id'}, {'s', 'session'}, {'a', 'attempt'}}
 local ATTR_FIELD = {k = 'key_id', s = 'session', a = 'attempt'}
 
 local function encode(h)
-  local exp = h.session and not h.carried and SESSION_EXP or h.exp
+  local exp = h.live and LIVE_EXP or h.legacy and SESSION_EXP or h.exp
   local rec = struct.pack('<I4I7I6I4', h.count, h.fence, exp, h.ttl)
   local tail = ''
   for _, a in ipairs(ATTRS) do
@@ -94,9 +94,19 @@ local function decode(v, pos)
       h.owner = rest
     end
   end
-  -- A session-bound record with a real lease end carries its session's
-  -- lease itself (Redis Cluster: see "sessions" below).
-  if h.session and h.exp ~= SESSION_EXP then h.carried = true end
+  -- A session-bound record is live (its lease is its session's liveness
+  -- field), from before (SESSION_EXP: its session's key says), or, with a
+  -- real lease end, carries its session's lease itself (Redis Cluster: see
+  -- "sessions" below).
+  if h.session then
+    if h.exp == LIVE_EXP then
+      h.live = true
+    elseif h.exp == SESSION_EXP then
+      h.legacy = true
+    else
+      h.carried = true
+    end
+  end
   return h
 end
 
@@ -106,22 +116,39 @@ end
 -- field per hold it carries (the hold's hash key, valued with the hold's
 -- token).  It expires d past e.
 --
--- A session-bound hold carries its session's lease itself, in every mode
--- (h.carried): its record's lease end is the session's end and its
--- lock-delay the session's or its own, the longer (acquire.lua reads both
--- from the session's key where it declares it, one master holding both;
--- in Redis Cluster the gateway reads them first).  Renewals push the new
--- end to every hold, its hash declared (session_slot.lua,
--- handlers/sessions_fan.c).  So its expiry is seen in the lock's own hash,
--- like any lease's, and no script on a lock reads the session's key:
--- every script touches only keys it declares (Redis Cluster refuses
--- anything else while a slot migrates; the tests refuse it in every mode,
--- lua/keycheck.lua).
+-- No script on a lock reads a session's key: every script touches only
+-- keys it declares (Redis Cluster refuses anything else while a slot
+-- migrates; the tests refuse it in every mode, lua/keycheck.lua), and a
+-- lock's scripts cannot know its holders' sessions before they read it.
+-- A session-bound hold's record's lock-delay is the session's or its
+-- own, the longer (acquire.lua reads the session's from its key where it
+-- declares it, one master holding both; in Redis Cluster the gateway
+-- reads it first).  Its lease is kept in one of two ways:
 --
--- Records written before that (their lease end SESSION_EXP, _layout.lua)
--- still read their session's end from its key, undeclared: legal on one
--- master or in quorum mode, where they were written, and only until they
--- end (session_state below).
+-- Live (h.live; single, Sentinel and quorum mode, layout 3): the session
+-- keeps its end in a field of its own, named by its token, in the
+-- liveness hash <prefix>gw, which the Redis layer declares for every
+-- script that judges holders (server/redis.c, live_key; found by name
+-- here, live_end); the record's lease end is LIVE_EXP.  A renewal is one
+-- write to the session's key and one to that field, however many holds
+-- the session carries (session_renew.lua).  A hash cannot expire with a
+-- field of another key, so a live holder's hash lasts SESSION_HORIZON_MS
+-- past its session's end as last seen, and never less than it was set to
+-- (save_ttl); the renewal that finds the session's horizon less than half
+-- of that ahead lists its holds, and the gateway pushes their hashes'
+-- expiry (session_slot.lua p): once in half an hour per hold.
+--
+-- Carried (h.carried; Redis Cluster, where a script on a lock cannot read
+-- the one liveness hash, nor a slot's without the gateway renewing it in
+-- every slot the session's holds use): the record's lease end is the
+-- session's end, and renewals push the new end to every hold, its hash
+-- declared (session_slot.lua, handlers/sessions_fan.c), so its expiry is
+-- seen in the lock's own hash, like any lease's.
+--
+-- Records written before either (their lease end SESSION_EXP, _layout.lua;
+-- h.legacy) still read their session's end from its key, undeclared: legal
+-- on one master or in quorum mode, where they were written, and only
+-- until they end (session_state below).
 local session_cache = {}
 
 local function session_key(hkey, tok)
@@ -143,6 +170,22 @@ local function session_state(hkey, tok)
   return c[1], c[2], c[3]
 end
 
+-- A live record's lease end (ms, Redis's clock): its session's field in
+-- the liveness hash beside the holder hash hkey, 0 when it is gone (the
+-- session ended, or its gateway stopped renewing it LIVE_KEEP_MS ago).
+-- The Redis layer declares that hash for every script that judges
+-- holders (a listing reads it as it reads what SCAN finds).
+local live_cache = {}
+local function live_end(hkey, tok)
+  local e = live_cache[tok]
+  if not e then
+    local p = string.match(hkey, '^(.*)lock:{') or string.match(hkey, '^(.*)sem:{') or ''
+    e = tonumber(redis.call('HGET', p .. 'gw', tok) or '0')
+    live_cache[tok] = e
+  end
+  return e
+end
+
 -- Reads the hash (flat: its HGETALL when the caller has it), drops holders
 -- whose lease ended (turning their lock-delay into dl), and sums up who is
 -- left.  lastfence is the highest fence the name has given, maxfence the
@@ -162,7 +205,9 @@ local function load(key, flat)
       local tok, pos = struct.unpack('<s', v)
       hd = decode(v, pos)
       st.xfence = hd.fence
-      if hd.session and not hd.carried then
+      if hd.live then
+        hd.exp = live_end(key, hd.session)
+      elseif hd.legacy then
         hd.exp, hd.sdelay = session_state(key, hd.session)
         -- Its session ended: x's record becomes an ended one (as a
         -- release leaves it), so the fast paths see the name free.
@@ -173,11 +218,12 @@ local function load(key, flat)
       end
       if hd.exp > now then
         f, st.xtoken = tok, tok
-      elseif tok ~= '' and not dead_x and not hd.session then
+      elseif tok ~= '' and not dead_x and (not hd.session or hd.live) then
         -- Its lease ended: found once (x becomes an ended record, its
         -- lock-delay kept in dl below), so the end is announced and logged
-        -- as a change, once.  (A session-bound record carries its
-        -- session's end, which a renewal may still push: left as it is.)
+        -- as a change, once.  (A carried record carries its session's
+        -- end, which a renewal may still push: left as it is.  A live
+        -- one's session has ended: its renewal is refused.)
         redis.call('HSET', key, 'x', struct.pack(X_HEAD, '', 0, hd.fence, 0, 0))
         dead_x = true
       end
@@ -191,7 +237,9 @@ local function load(key, flat)
       end
     elseif #f >= 22 then
       hd = decode(v)
-      if hd.session and not hd.carried then
+      if hd.live then
+        hd.exp = live_end(key, hd.session)
+      elseif hd.legacy then
         hd.exp, hd.sdelay = session_state(key, hd.session)
       end
       st.tfield[f] = true
@@ -443,12 +491,17 @@ end
 local function save_ttl(key, st, gone)
   announce_changes(key, st)
   local target, maxfence = st.dl, st.xfence
-  -- A session-bound holder lives as long as its session, which renews
+  -- A live or legacy holder lives as long as its session, which renews
   -- without touching this hash: the hash lasts until the session's
-  -- horizon (SESSION_HORIZON_MS), which renewals push ahead of its end.
+  -- horizon (SESSION_HORIZON_MS), which renewals push ahead of its end
+  -- ("sessions" above).
+  local live = false
   for _, h in pairs(st.holders) do
     local until_ = h.exp
-    if h.session and not h.carried then
+    if h.live then
+      live = true
+      until_ = h.exp + SESSION_HORIZON_MS
+    elseif h.legacy then
       local _, sdelay, hz = session_state(key, h.session)
       until_ = hz
       if sdelay > h.delay then until_ = hz + sdelay - h.delay end
@@ -499,6 +552,13 @@ local function save_ttl(key, st, gone)
     del[#del + 1] = 'f'
   end
   if #del > 0 then redis.call('HDEL', key, unpack(del)) end
+  if live then
+    -- Never nearer than a renewal's push set it: the session's end may
+    -- have moved nearer since (a renewal with a shorter ttl), its horizon
+    -- not.
+    local set = redis.call('PTTL', key)
+    if set > target - now then return end
+  end
   redis.call('PEXPIRE', key, target - now)
 end
 
@@ -551,6 +611,15 @@ local function key_parts()
   local p, k, n = string.match(KEYS[1], '^(.*)(lock):{([^{]*)}$')
   if not p then p, k, n = string.match(KEYS[1], '^(.*)(sem):{([^{]*)}$') end
   return p or '', k or '', n or ''
+end
+
+-- How many of KEYS are names' hashes, in a script that takes a list of
+-- them: all but the liveness hash the Redis layer appends after them
+-- outside Redis Cluster (server/redis.c, live_key; "sessions" above).
+local function name_keys()
+  local n = #KEYS
+  if n > 1 and KEYS[n] == (key_parts()) .. 'gw' then n = n - 1 end
+  return n
 end
 
 -- How long gateway gw stays alive (ms), -2 when it is gone.  Its liveness

@@ -19,6 +19,20 @@ local FOUND_MS = 5000
 -- only: nothing writes either any more.
 local SESSION_HORIZON_MS = 3600000
 local SESSION_EXP = 140737488355328 -- 2^47 ms
+-- A session-bound hold outside Redis Cluster (layout 3) is "live": its
+-- lease is its session's field in the liveness hash <prefix>gw, valued
+-- with the session's end, which the session's renewal moves in one write
+-- however many holds it carries (_holders.lua, "sessions").  Its record's
+-- lease end is LIVE_EXP, past any real time, so the fast paths leave it
+-- to load(), which reads that field.  Its hash lasts at least
+-- SESSION_HORIZON_MS past the session's end as last seen, pushed by the
+-- renewal that finds the session's horizon (its field h) less than half
+-- of that ahead.
+local LIVE_EXP = SESSION_EXP + 1
+-- A session's liveness field outlives the session's end by the longest
+-- lock-delay (60 s, handlers/locks.c), so a hold found ended after its
+-- gateway died still brings its lock-delay (lua/liveness.lua).
+local LIVE_KEEP_MS = 60000
 
 -- The exclusive holder's record (field x): its token, zero-terminated, then
 -- '<I4I7I6I4' count, fence, lease end (ms), ttl (ms), then, only when one is

@@ -17,7 +17,11 @@ local function add_holds(key, flat)
     elseif f == 'lim' then limit = tonumber(v)
     end
     -- A session-bound holder lives as long as its session (_holders.lua).
-    if h and h.session and not h.carried then h.exp = session_state(key, h.session) end
+    if h and h.live then
+      h.exp = live_end(key, h.session)
+    elseif h and h.legacy then
+      h.exp = session_state(key, h.session)
+    end
     if h and h.exp > now then
       alive = alive + 1
       local n = #entry

@@ -1,6 +1,25 @@
--- _session.lua: what session scripts share (included by session_end.lua,
--- session_renew.lua and session_read.lua only, so that no other script
--- pays for the closures on every call).
+-- _session.lua: what session scripts share (included by session_create,
+-- session_end.lua, session_renew.lua and session_read.lua only, so that no
+-- other script pays for the closures on every call), after _layout.lua
+-- and _clock.lua.
+
+-- Outside Redis Cluster the Redis layer declares the liveness hash
+-- <prefix>gw after the session's key (server/redis.c, live_key): the
+-- session keeps its end there, in a field named by its token, which is
+-- the lease of every live hold it carries (_holders.lua, "sessions"),
+-- and its field h, the horizon of those holds' hashes, says it does
+-- (acquire.lua binds live holds to such a session only).  In Redis
+-- Cluster it is not declared (another slot): the holds carry the lease.
+local LIVE_HASH = KEYS[2]
+
+-- The session's end e (ms, Redis's clock) and ttl, as its liveness field.
+local function live_set(e, ttl)
+  if not LIVE_HASH then return end
+  local tok = string.match(KEYS[1], 'session:{(.*)}$')
+  redis.call('HSET', LIVE_HASH, tok, string.format('%d', e))
+  local keep = ttl + 1 + LIVE_KEEP_MS
+  if redis.call('PTTL', LIVE_HASH) < keep then redis.call('PEXPIRE', LIVE_HASH, keep) end
+end
 
 -- A session is owned by the API key that created it (its field 'k'):
 -- renewing, reading or ending it needs that key.  who is the caller's key

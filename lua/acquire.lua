@@ -6,9 +6,11 @@
 --          Cluster a session-bound hold's session key (ARGV 13), and last
 --          the liveness hash its queue's head is judged by (_holders.lua,
 --          queue_head).  In Redis Cluster the session's key is in another
---          slot and is never declared here.  The Redis layer appends the
---          marker key to KEYS and its value to ARGV (_marker.lua, which
---          takes the value off first).
+--          slot and is never declared here.  The Redis layer appends,
+--          outside Redis Cluster, the liveness hash that live holders'
+--          leases are read from when the caller did not declare it, and
+--          the marker key to KEYS and its value to ARGV (_marker.lua,
+--          which takes the value off first).
 -- ARGV     short form, the common case (exclusive, no owner, max-hold,
 --          lock-delay or waiting): 1 token, 2 ttl_ms[, 3 channel: Redis
 --          Cluster mode's shard channel, which cannot be derived]
@@ -42,13 +44,15 @@
 --                                               (ARGV 13) is not the hold's:
 --                                               a hold keeps the binding it
 --                                               was acquired with
--- A session-bound hold (ARGV 13) carries its session's lease (_holders.lua,
+-- A session-bound hold (ARGV 13) lives by its session's lease (_holders.lua,
 -- sessions): its lease end is the session's end, its lock-delay the
 -- session's or its own, the longer.  With the session's key declared (one
--- master holds both), both are read from it here and the hold is listed in
--- it; in Redis Cluster (no session key) the gateway read them first and
--- sends the session's remaining time as ttl_ms and the longer lock-delay,
--- and lists the hold itself.  The answer's ttl_ms is the session's
+-- master holds both), both are read from it here, the hold is listed in
+-- it, and it is live (its lease the session's liveness field) when the
+-- session keeps one; in Redis Cluster (no session key) the gateway read
+-- them first and sends the session's remaining time as ttl_ms and the
+-- longer lock-delay, lists the hold itself, and the hold carries the
+-- session's end.  The answer's ttl_ms is the session's
 -- remaining time; waiters on a session-bound name get that as their retry
 -- hint, so they try again when the session would expire.
 -- dropped: queue entries of dead gateways this call removed (_holders.lua);
@@ -108,12 +112,15 @@ local owner, max_hold, delay = short and '' or ARGV[3], tonumber(ARGV[4] or '0')
 
 local session = ARGV[13]
 if session == '' then session = nil end
-local session_end = 0
+local session_end, live = 0, false
 local skey = KEYS[4] and string.find(KEYS[4], 'session:{', 1, true) and KEYS[4]
 if session and skey then
-  local s = redis.call('HMGET', skey, 'e', 'd')
+  local s = redis.call('HMGET', skey, 'e', 'd', 'h')
   session_end = tonumber(s[1] or '0')
   if session_end <= now then return {-6} end
+  -- A session that keeps a liveness field (its horizon h set with it,
+  -- _session.lua) carries live holds; one from before, carried ones.
+  live = s[3] ~= false
   local sdelay = tonumber(s[2] or '0')
   if sdelay > delay then delay = sdelay end
 elseif session then
@@ -139,7 +146,7 @@ if me then
   me.attempt = attempt ~= '' and attempt .. 'r' or nil
   if not me.session then
     me.exp = cap_exp(me, ttl)
-  elseif me.carried then
+  elseif me.carried or me.live then
     me.exp = session_end
   end
   put(KEYS[1], st, token, me, st.mode)
@@ -206,7 +213,8 @@ local h = {count = 1, fence = 0, exp = now + ttl + 1, ttl = ttl, hold = 0,
 if attempt ~= '' then h.attempt = attempt .. 'g' end
 if max_hold > 0 then h.hold = now + max_hold end
 if session then
-  h.session, h.exp, h.ttl, h.hold, h.carried = session, session_end, 0, 0, true
+  h.session, h.exp, h.ttl, h.hold = session, session_end, 0, 0
+  if live then h.live = true else h.carried = true end
   ttl = remaining(session_end)
   -- Listed in its session (in Redis Cluster the gateway lists it, in the
   -- session's own slot).

@@ -37,7 +37,7 @@ for token, h in pairs(st.holders) do
   redis.call('HSET', KEYS[1], '!' .. token, int(h.exp))
   if h.exp > st.foexp then st.foexp = h.exp end
   -- Its session no longer carries it (as release.lua does).
-  if h.session and not h.carried then redis.call('HDEL', session_key(KEYS[1], h.session), KEYS[1]) end
+  if h.legacy then redis.call('HDEL', session_key(KEYS[1], h.session), KEYS[1]) end
   if token == st.xtoken then
     redis.call('HSET', KEYS[1], 'x', struct.pack(X_HEAD, '', 0, h.fence, 0, 0))
     st.xtoken = nil

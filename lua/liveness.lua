@@ -10,13 +10,19 @@
 -- ARGV     1 gateway id, 2 ttl_ms
 -- Returns  1
 -- Fields whose time is over go (a dead gateway's); the hash lasts as long
--- as its longest liveness.
+-- as its longest liveness.  The same hash keeps sessions' liveness fields
+-- outside Redis Cluster (_session.lua: named by a session's token, 22 or
+-- more characters, where a gateway's id has 12): such a field is kept
+-- LIVE_KEEP_MS past its end, so that a hold found ended after its gateway
+-- died still brings its lock-delay.
+--@include _layout.lua
 --@include _clock.lua
 local ttl = ARGV[2] + 0
 local flat = redis.call('HGETALL', KEYS[1])
 local over = {}
 for i = 1, #flat, 2 do
-  if flat[i + 1] + 0 <= now then over[#over + 1] = flat[i] end
+  local keep = #flat[i] >= 22 and LIVE_KEEP_MS or 0
+  if flat[i + 1] + keep <= now then over[#over + 1] = flat[i] end
 end
 if #over > 0 then redis.call('HDEL', KEYS[1], unpack(over)) end
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', now + ttl))

@@ -2,7 +2,8 @@
 -- multi_extend.lua: extend several holds of one token, all or none.
 -- (The layout: _holders.lua.)
 --
--- KEYS     the names' hashes
+-- KEYS     the names' hashes, then outside Redis Cluster the liveness
+--          hash (_holders.lua, name_keys)
 -- ARGV     1 token, 2 ttl_ms (0: each hold's own ttl)
 -- Returns  {1, ttl_ms, fence_1, fence_2, ...}  extended; ttl_ms the
 --                          shortest new remaining lease
@@ -13,8 +14,8 @@
 --@include _clock.lua
 --@include _holders.lua
 local token = ARGV[1]
-local sts = {}
-for i = 1, #KEYS do
+local sts, n = {}, name_keys()
+for i = 1, n do
   local st = load(KEYS[i])
   local me, why = holder_of(st, token)
   if not me then return {why, i} end
@@ -22,7 +23,7 @@ for i = 1, #KEYS do
   sts[i] = st
 end
 local out = {1, -1}
-for i = 1, #KEYS do
+for i = 1, n do
   local st = sts[i]
   local me = st.holders[token]
   local ttl = ARGV[2] + 0

@@ -2,7 +2,8 @@
 -- multi_release.lua: release several holds of one token, all or none: one
 -- level of re-entry each, as release.lua.  (The layout: _holders.lua.)
 --
--- KEYS     the names' hashes
+-- KEYS     the names' hashes, then outside Redis Cluster the liveness
+--          hash (_holders.lua, name_keys)
 -- ARGV     1 token, 2 channel[, 3 attempt: release only the levels the
 --          request attempt ARGV 3 took (multi_acquire.lua ARGV 10), once;
 --          else {-1, i}: the gateway giving back or undoing that attempt]
@@ -14,8 +15,8 @@
 --@include _holders.lua
 local token = ARGV[1]
 live_channel = ARGV[2]
-local sts = {}
-for i = 1, #KEYS do
+local sts, n = {}, name_keys()
+for i = 1, n do
   local st = load(KEYS[i])
   local me, why = holder_of(st, token)
   if not me then return {why, i} end
@@ -25,7 +26,7 @@ for i = 1, #KEYS do
   sts[i] = st
 end
 local ended = 0
-for i = 1, #KEYS do
+for i = 1, n do
   local st, hk = sts[i], KEYS[i]
   local me = st.holders[token]
   if ARGV[3] then me.attempt = nil end
@@ -36,7 +37,7 @@ for i = 1, #KEYS do
     ended = ended + 1
     st.holders[token] = nil
     st.alive = st.alive - 1
-    if me.session and not me.carried then redis.call('HDEL', session_key(hk, me.session), hk) end
+    if me.legacy then redis.call('HDEL', session_key(hk, me.session), hk) end
     local gone = token
     if token == st.xtoken then
       redis.call('HSET', hk, 'x', struct.pack(X_HEAD, '', 0, me.fence, 0, 0))

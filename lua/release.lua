@@ -79,7 +79,7 @@ st.holders[ARGV[1]] = nil
 st.alive = st.alive - 1
 -- A record from before carried leases: its session no longer lists it
 -- (a carried one stays listed until a renewal or read finds it gone).
-if me.session and not me.carried then redis.call('HDEL', session_key(KEYS[1], me.session), KEYS[1]) end
+if me.legacy then redis.call('HDEL', session_key(KEYS[1], me.session), KEYS[1]) end
 local gone = ARGV[1]
 if ARGV[1] == st.xtoken then
   -- x's record stays, ended, as the fence's carrier.

@@ -6,6 +6,10 @@
 -- then releases them, all levels, one session_slot.lua call per slot (per
 -- master group outside Cluster: handlers/sessions_fan.c), waking their
 -- waiters.
+-- Its liveness field (outside Redis Cluster, _session.lua) is left as it
+-- is: the gateway releases its live holds next, each counted, and one it
+-- could not reach ends at the session's end, as a carried hold would
+-- (lua/liveness.lua drops the field later).
 --
 -- KEYS     the session's hash
 -- ARGV     1 the caller's key id ('': anyone's)

@@ -6,6 +6,7 @@
 --          kind:name, token, ...}   kind lock or sem
 --          {-1}                     no such session (ended, expired)
 --          {-2}                     another key's session (_session.lua)
+--@include _layout.lua
 --@include _clock.lua
 --@include _session.lua
 local flat = redis.call('HGETALL', KEYS[1])

@@ -5,9 +5,11 @@
 -- hundred holds, on every master in quorum mode).  Each hold carries the
 -- session's lease itself (_holders.lua, sessions).
 --
--- KEYS     the holds' hashes (in Redis Cluster, all in one slot)
+-- KEYS     the holds' hashes (in Redis Cluster, all in one slot), then
+--          outside Redis Cluster the liveness hash (_holders.lua, name_keys)
 -- ARGV     1 op:
---            p  push: each hold's lease ends ARGV 2 ms from now (a renewal)
+--            p  push: each carried hold's lease ends ARGV 2 ms from now (a
+--               renewal); a live hold's hash lasts its horizon past it
 --            r  release: each hold ends, all levels, without lock-delay,
 --               and its waiters are woken on channel ARGV 2 (the session
 --               ended by DELETE)
@@ -24,7 +26,7 @@
 local op, arg, session = ARGV[1], ARGV[2], ARGV[3]
 local out = {0}
 if op == 'r' then live_channel = arg end
-for i = 1, #KEYS do
+for i = 1, name_keys() do
   local key, token = KEYS[i], ARGV[3 + i]
   local st = load(key)
   local me = st.holders[token]
@@ -33,7 +35,11 @@ for i = 1, #KEYS do
     save_ttl(key, st)
   else
     out[1] = out[1] + 1
-    if op == 'p' then
+    if op == 'p' and me.live then
+      -- Its lease is its session's liveness field: only its hash's
+      -- horizon is pushed (save_ttl).
+      save_ttl(key, st)
+    elseif op == 'p' then
       me.exp = now + tonumber(arg) + 1
       put(key, st, token, me, st.mode)
       save_ttl(key, st)

@@ -16,10 +16,15 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char last[200]; /* the last refusal, for answers */
 
 /* The versions this build can share a Redis with besides its own: a
- * compatible change adds the version it keeps.  None yet. */
-static const long long shares[] = {0};
+ * compatible change adds the version it keeps.  In Redis Cluster mode
+ * layout 3 writes what layout 2 writes (its live holds are made outside
+ * Redis Cluster only, layout.h), so there it shares 2. */
+static long long shares[] = {0};
 
-void layout_init(long long version) { mine = version; }
+void layout_init(long long version, int cluster) {
+    mine = version;
+    if (cluster && version == 3) shares[0] = 2;
+}
 
 long long layout_version(void) { return mine; }
 

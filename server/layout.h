@@ -42,9 +42,16 @@
  * mode, so a renewal must push the new end to every hold: a layout-1
  * gateway renewing a session would leave such holds to expire under a
  * live session, and each side counts the other's fair waiters as dead.
- * Not shared with 1.  A test build may carry another
+ * Not shared with 1.  3 (#33): outside Redis Cluster a session-bound hold
+ * made in a session that keeps a liveness field is live: its lease is that
+ * field of <prefix>gw, its record's lease end a mark (lua/_layout.lua,
+ * LIVE_EXP), so that a renewal is one write however many holds the
+ * session carries; a layout-2 gateway would read that mark as a lease
+ * that never ends, holding the name for an hour after its gateway died.
+ * Not shared with 2 but in Redis Cluster mode, where it writes what layout
+ * 2 writes (layout.c).  A test build may carry another
  * (LOCKGATE_TEST_LAYOUT_VERSION, layout_init). */
-#define LAYOUT_VERSION 2
+#define LAYOUT_VERSION 3
 
 /* What one connection last read of its master's version. */
 struct layout_seen {
@@ -54,7 +61,7 @@ struct layout_seen {
 
 /* Before the workers start: the version this gateway writes and needs
  * (LAYOUT_VERSION unless a test says otherwise). */
-void layout_init(long long version);
+void layout_init(long long version, int cluster);
 long long layout_version(void);
 
 /* The version read on a connection to host:port ("" or NULL: no answer,

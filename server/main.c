@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
     /* A test hook: a gateway of another key layout version on the same
      * Redis (server/layout.h; tests/integration/test_layout.c). */
     const char *layout = getenv("LOCKGATE_TEST_LAYOUT_VERSION");
-    layout_init(layout && atoll(layout) > 0 ? atoll(layout) : LAYOUT_VERSION);
+    layout_init(layout && atoll(layout) > 0 ? atoll(layout) : LAYOUT_VERSION, cfg.ncluster > 0);
     handlers_init(&cfg);
     ids_init(&cfg);
     liveness_init(&cfg);

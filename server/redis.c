@@ -1302,22 +1302,46 @@ static void redis_loop_turn(int64_t now) {
  * Public
  * --------------------------------------------------------------------- */
 
+/* The liveness hash, <prefix>gw, that the Redis layer declares outside
+ * Redis Cluster for every script that judges holders (scripts.h, live):
+ * live holders' leases are their sessions' fields there (lua/_holders.lua,
+ * "sessions").  Set by redis_new, the same for every instance, before any
+ * worker runs; "" in Redis Cluster mode (no live holders). */
+static char live_key[GW_PREFIX_MAX + 8];
+
+static int declared(const char *const *argv, const size_t *lens, int nkeys, const char *key) {
+    size_t len = strlen(key);
+    for (int i = 0; i < nkeys; i++)
+        if (lens[i] == len && memcmp(argv[i], key, len) == 0) return 1;
+    return 0;
+}
+
+/* An EVALSHA of script id.  After the caller's keys come, outside Redis
+ * Cluster, the liveness hash for a script that judges holders (unless the
+ * caller declared it), then the marker key for a script that grants, whose
+ * value goes last among the arguments (filled at send time, marker_fill). */
 static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const char *const *argv,
                                 const size_t *lens, redis_cb cb, void *arg) {
     const struct script *s = script_get(id);
+    int live = s->live && live_key[0] && !declared(argv, lens, nkeys, live_key);
+    int marker = s->marker != 0;
     struct redis_op *op;
-    if (s->marker) { /* room for the marker key after the keys, its value last */
-        const char **words = alloc_check(malloc((size_t)(nargs + 2) * sizeof *words));
-        size_t *wl = alloc_check(malloc((size_t)(nargs + 2) * sizeof *wl));
+    if (live || marker) {
+        int total = nargs + live + 2 * marker, at = nkeys;
+        const char **words = alloc_check(malloc((size_t)total * sizeof *words));
+        size_t *wl = alloc_check(malloc((size_t)total * sizeof *wl));
         memcpy(words, argv, (size_t)nkeys * sizeof *words);
         memcpy(wl, lens, (size_t)nkeys * sizeof *wl);
-        words[nkeys] = words[nargs + 1] = "", wl[nkeys] = wl[nargs + 1] = 0;
-        memcpy(words + nkeys + 1, argv + nkeys, (size_t)(nargs - nkeys) * sizeof *words);
-        memcpy(wl + nkeys + 1, lens + nkeys, (size_t)(nargs - nkeys) * sizeof *wl);
-        op = op_new(3, nargs + 2, words, wl, cb, arg);
+        if (live) words[at] = live_key, wl[at] = strlen(live_key), at++;
+        int marker_pos = at;
+        if (marker) words[at] = words[total - 1] = "", wl[at] = wl[total - 1] = 0, at++;
+        memcpy(words + at, argv + nkeys, (size_t)(nargs - nkeys) * sizeof *words);
+        memcpy(wl + at, lens + nkeys, (size_t)(nargs - nkeys) * sizeof *wl);
+        op = op_new(3, total, words, wl, cb, arg);
         free(words);
         free(wl);
-        op->marker_at = 3 + nkeys++;
+        if (marker) op->marker_at = 3 + marker_pos;
+        nkeys = at;
     } else {
         op = op_new(3, nargs, argv, lens, cb, arg);
     }
@@ -1566,6 +1590,7 @@ struct redis *redis_new(struct loop *l, const struct gw_config *cfg, int subscri
     snprintf(r->alive_channel, sizeof r->alive_channel, "%salive", cfg->key_prefix);
     snprintf(r->marker_key, sizeof r->marker_key, "%smarker", cfg->key_prefix);
     r->cluster = cfg->ncluster > 0;
+    if (!r->cluster) snprintf(live_key, sizeof live_key, "%sgw", cfg->key_prefix);
     r->nnodes = 0;
     r->delayed.next = r->delayed.prev = &r->delayed;
     r->parked.next = r->parked.prev = &r->parked;

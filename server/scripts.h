@@ -56,6 +56,9 @@ struct script {
     char sha[41];             /* SHA-1 of src in hex, filled by scripts_init */
     int marker;               /* it grants: the Redis layer appends the master's marker
                                  key and the value last read there (lua/_marker.lua) */
+    int live;                 /* it judges holders: outside Redis Cluster the Redis
+                                 layer declares the liveness hash, where live holders'
+                                 leases are (lua/_holders.lua, "sessions") */
 };
 
 /* Computes every script's SHA-1; call once before the Redis layer starts.

@@ -132,11 +132,41 @@ static void test_older_gateway_refuses_newer_layout(void) {
     run_pair("env LOCKGATE_TEST_LAYOUT_VERSION=99", NULL, "99", THIS_LAYOUT);
 }
 
+/* A layout-2 gateway set the Redis's version (a deployment being upgraded
+ * to this build, layout 3).  Outside Redis Cluster this build refuses it:
+ * its live holds would read to layout 2 as leases that never end.  In
+ * Redis Cluster mode it writes what layout 2 writes and shares it: both
+ * serve, one name granted once, and the version stays 2. */
+static void test_layout2_shared_in_cluster_only(void) {
+    if (!h_cluster_mode()) {
+        run_pair("env LOCKGATE_TEST_LAYOUT_VERSION=2", NULL, "2", THIS_LAYOUT);
+        return;
+    }
+    for (int i = 0; i < redis.cn; i++) {
+        struct h_redis n = h_cluster_node(&redis, i);
+        h_redis_cli(&n, "FLUSHALL");
+    }
+    struct h_gw older = {0}, newer = {0};
+    CHECK_EQ_INT(
+        h_gw_start_env(&older, &redis, "--workers 2", "env LOCKGATE_TEST_LAYOUT_VERSION=2"), 0);
+    CHECK_EQ_INT(wait_readyz(older.port, NULL), 0);
+    CHECK_EQ_INT(h_gw_start_env(&newer, &redis, "--workers 2", NULL), 0);
+    CHECK_EQ_INT(wait_readyz(newer.port, NULL), 0);
+    CHECK_EQ_STR(h_redis_cli(&redis, "GET lockgate:layout"), "2");
+    CHECK_EQ_INT(post_status(older.port, "/v1/locks/layout-shared", NULL, 0), 201);
+    CHECK_EQ_INT(post_status(newer.port, "/v1/locks/layout-shared", NULL, 0), 409);
+    CHECK_EQ_INT(post_status(newer.port, "/v1/locks/layout-shared-2", NULL, 0), 201);
+    CHECK_EQ_INT(post_status(older.port, "/v1/locks/layout-shared-2", NULL, 0), 409);
+    h_gw_stop(&older, 5000);
+    h_gw_stop(&newer, 5000);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     if (h_redis_start(&redis, 0, NULL) < 0) return 2;
     RUN_SOME(test_newer_gateway_refuses_older_layout);
     RUN_SOME(test_older_gateway_refuses_newer_layout);
+    RUN_SOME(test_layout2_shared_in_cluster_only);
     h_redis_stop(&redis);
     return check_summary("layout");
 }

@@ -986,24 +986,50 @@ static void test_multi_fair(void) {
     CHECK(second.t_done - first.t_done >= 400); /* after first's 500 ms lease */
 }
 
-/* A bound lock carries its session's lease in its own hash (every mode:
- * no script reads the session's key from the lock's side): the hash
- * expires with the session's end (plus the fence keep), and a renewal
- * moves it, since PATCH pushes the new end to every hold. */
-static void test_session_lease_carried(void) {
+/* Outside Redis Cluster a bound lock is live (lua/_holders.lua, "sessions"):
+ * its lease is its session's field in <prefix>gw, so a renewal moves that
+ * field and leaves the lock's record as it is, and the lock's hash lasts
+ * the horizon (an hour) past the session's end, never less than a renewal
+ * set it to. */
+static void test_session_lease_live(void) {
     char *tok = session_new("{\"ttl_ms\":5000}");
     CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/hz1", tok, NULL, NULL, NULL), 201);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "hget lockgate:gw %s", tok);
+    long long end1 = atoll(h_redis_cli(&redis, cmd));
+    CHECK(end1 > 0);
+    char rec[512];
+    snprintf(rec, sizeof rec, "%s", h_redis_cli(&redis, "hget lockgate:lock:{hz1} x"));
     long long pttl = atoll(h_redis_cli(&redis, "pttl lockgate:lock:{hz1}"));
-    /* Session end (5 s) + the 10 s fence keep, no more. */
-    CHECK(pttl > 10000 && pttl <= 5000 + 10000 + 2);
+    /* Session end (5 s) + the hour's horizon + the 10 s fence keep. */
+    CHECK(pttl > 3600000 && pttl <= 5000 + 3600000 + 10000 + 2);
     char loc[200];
     snprintf(loc, sizeof loc, "/v1/sessions/%s", tok);
     struct h_resp r = H("PATCH", loc, NULL, "{\"ttl_ms\":60000}");
     CHECK_EQ_INT(r.status, 200);
     CHECK(h_jint(&r, "holds") == 1);
     h_resp_free(&r);
+    /* The field moved 55 s later; the record did not change. */
+    long long end2 = atoll(h_redis_cli(&redis, cmd));
+    CHECK(end2 >= end1 + 54000);
+    CHECK_EQ_STR(h_redis_cli(&redis, "hget lockgate:lock:{hz1} x"), rec);
+    r = H("GET", "/v1/locks/hz1", NULL, NULL);
+    CHECK(h_jint(&r, "ttl_ms") > 55000 && h_jint(&r, "ttl_ms") <= 60000);
+    h_resp_free(&r);
     pttl = atoll(h_redis_cli(&redis, "pttl lockgate:lock:{hz1}"));
-    CHECK(pttl > 60000 && pttl <= 60000 + 10000 + 2);
+    CHECK(pttl > 3600000 + 55000 && pttl <= 60000 + 3600000 + 10000 + 2);
+    /* A renewal to a shorter ttl leaves the hash's expiry where it was. */
+    r = H("PATCH", loc, NULL, "{\"ttl_ms\":2000}");
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK(atoll(h_redis_cli(&redis, "pttl lockgate:lock:{hz1}")) > 3600000 + 55000);
+    /* The field gone (its gateway would have stopped renewing it
+     * LIVE_KEEP_MS ago): nobody holds the lock, though its record says
+     * nothing of it. */
+    snprintf(cmd, sizeof cmd, "hdel lockgate:gw %s", tok);
+    h_redis_cli(&redis, cmd);
+    CHECK_EQ_INT(status_of("GET", gw.port, "/v1/locks/hz1", NULL, NULL), 404);
+    CHECK_EQ_INT(status_of("POST", gw.port, "/v1/locks/hz1", NULL, "{\"ttl_ms\":1000}"), 201);
     CHECK_EQ_INT(status_of("DELETE", gw.port, loc, NULL, NULL), 200);
     free(tok);
 }
@@ -1061,7 +1087,7 @@ int main(int argc, char **argv) {
         return 2;
     RUN_SOME(test_session_routes);
     RUN_SOME(test_thousand_holds_one_patch);
-    if (!h_cluster_mode()) RUN_SOME(test_session_lease_carried); /* reads the lock's own Redis */
+    if (!h_cluster_mode()) RUN_SOME(test_session_lease_live); /* reads the lock's own Redis */
     RUN_SOME(test_session_listing_and_force);
     RUN_SOME(test_expiry_wakes_and_delays);
     RUN_SOME(test_delete_with_fair_waiter);
