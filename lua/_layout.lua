@@ -15,8 +15,9 @@ local FOUND_MS = 5000
 -- session's lease (_holders.lua, "sessions"): such a holder's lease end is
 -- SESSION_EXP, far past any real time, so the fast paths leave it to
 -- load(), which reads its session's end; its hash expires at the
--- session's horizon (field h, or the end plus SESSION_HORIZON_MS).  Read
--- only: nothing writes either any more.
+-- session's horizon (field h, or the end plus SESSION_HORIZON_MS).  No
+-- such record is written any more; the horizon is written again, for
+-- live holds (below).
 local SESSION_HORIZON_MS = 3600000
 local SESSION_EXP = 140737488355328 -- 2^47 ms
 -- A session-bound hold outside Redis Cluster (layout 3) is "live": its
