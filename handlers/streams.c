@@ -68,8 +68,8 @@ struct stream_hold {
     char kind;                       /* hc's (enum hold_kind) */
     char held;                       /* granted: the hold lives while the stream does */
     char ended;                      /* the request is completed (or being) */
-    char orphan;                     /* it was freed with its request: the last
-                                        call's answer frees it */
+    char orphan;                     /* freed (stream_hold_free) with calls under
+                                        way: the last call's answer frees it */
     char listed;                     /* in the worker's list */
     char quota_left;                 /* its holds_at_once entry was dropped */
     char key[];                      /* w.key: "lock:NAME" or "sem:NAME" */
