@@ -152,30 +152,36 @@ int hold_gives_back(const struct hold_call *hc, long long verdict) {
            (verdict == VERDICT_REENTERED && hc->kind != HOLD_PERMIT && backend->undoes_reentry);
 }
 
-/* release.lua's arguments for giving req's hold back; k holds the keys. */
-static void give_back_args(struct gw_request *req, struct hold_keys *k, const char *argv[4],
-                           size_t lens[4]) {
-    struct hold_call *hc = req->ctx;
-    hold_keys(req->name, hc->kind == HOLD_PERMIT, k);
-    argv[0] = k->hash, argv[1] = req->token;
+/* release.lua's arguments for giving token's hold of name back; k holds
+ * the keys. */
+static void give_back_args(const char *name, const char *token, int semaphore, struct hold_keys *k,
+                           const char *argv[4], size_t lens[4]) {
+    hold_keys(name, semaphore, k);
+    argv[0] = k->hash, argv[1] = token;
     argv[2] = redis_release_channel_for(k->hash), argv[3] = k->message;
     for (int i = 0; i < 4; i++) lens[i] = strlen(argv[i]);
 }
 
-/* The client will never learn it got the lock: give it back. */
-void hold_give_back(struct gw_request *req) {
+void hold_give_back_token(const char *name, const char *token, int semaphore) {
     struct hold_keys k;
     const char *argv[4];
     size_t lens[4];
-    give_back_args(req, &k, argv, lens);
+    give_back_args(name, token, semaphore, &k, argv, lens);
     backend->forget(SCRIPT_RELEASE, 1, 4, argv, lens, NULL);
 }
 
+/* The client will never learn it got the lock: give it back. */
+void hold_give_back(struct gw_request *req) {
+    struct hold_call *hc = req->ctx;
+    hold_give_back_token(req->name, req->token, hc->kind == HOLD_PERMIT);
+}
+
 void hold_give_back_then(struct gw_request *req, redis_cb done, void *arg) {
+    struct hold_call *hc = req->ctx;
     struct hold_keys k;
     const char *argv[4];
     size_t lens[4];
-    give_back_args(req, &k, argv, lens);
+    give_back_args(req->name, req->token, hc->kind == HOLD_PERMIT, &k, argv, lens);
     redis_eval(SCRIPT_RELEASE, 1, 4, argv, lens, done, arg);
 }
 

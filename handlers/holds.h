@@ -151,8 +151,12 @@ int hold_gives_back(const struct hold_call *hc, long long verdict);
  * no riding out (contrast hold_attempt_done with VERDICT_ERROR). */
 void hold_fail(struct hold_call *hc, const char *why);
 
-/* The client will never learn it got the hold: give it back. */
+/* The client will never learn it got the hold: give it back (req->ctx is
+ * its hold_call). */
 void hold_give_back(struct gw_request *req);
+/* The same for token's hold of name, with no request (streams.c: a
+ * granted stream hold keeps no hold_call). */
+void hold_give_back_token(const char *name, const char *token, int semaphore);
 /* The same on the one master of the name (single and cluster backends),
  * calling done(arg, ...) once Redis has answered. */
 void hold_give_back_then(struct gw_request *req, redis_cb done, void *arg);

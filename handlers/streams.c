@@ -3,8 +3,15 @@
  * A stream hold is an ordinary acquisition (holds.c) bound to its
  * worker's session for its ttl (stream_session.c), whose waiting and grant
  * holds.c hands here instead of answering (hold_stream_ops).  Once granted,
- * the acquisition's own waiter is parked again as a watcher of the name
- * (waiters.h): it watches the client's socket for a hang-up, and is woken
+ * the acquisition and the request are freed (detach): what the stream
+ * still needs of them is in its struct stream_hold (its waiter, kind,
+ * ttl, token, key id, quota entry, and the name in its waiter key), and
+ * the stream goes on through the HTTP layer's detached handle
+ * (http_stream_detach), since a stream hold lives as long as its
+ * connection and 10,000 of them kept 10,000 acquisitions and requests of
+ * about 400 and 480 bytes each (bench/RESULTS.md, "Stream holds:
+ * memory").  The stream's own waiter is then parked as a watcher of
+ * the name (waiters.h): it watches the client's socket for a hang-up, and is woken
  * by each announced change of the name (a forced release announces itself
  * always: lua/force.lua), when it asks Redis whether its token still
  * holds (extend.lua answers "bound to a session" for a live bound hold,
@@ -27,6 +34,7 @@
 #include "server/waiters.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,18 +50,48 @@ static const char SSE[] = "text/event-stream";
 
 struct stream_hold {
     struct ss_member m;              /* its place in its session (first) */
-    struct hold_call *hc;            /* the acquisition; its waiter watches the hold */
-    struct gw_request *req;          /* the request it answers */
-    int held;                        /* granted: the hold lives while the stream does */
-    int ended;                       /* the request is completed (or being) */
-    int calls;                       /* Redis calls under way that name it */
-    int orphan;                      /* hc was freed: the last call's answer frees it */
+    struct hold_call *hc;            /* the acquisition until the grant, then NULL
+                                        (freed by detach) */
+    struct gw_request *req;          /* the request it answers, NULL once detached */
+    struct gw_stream *st;            /* its stream once detached (http.h), else NULL */
+    char *token;                     /* once detached: the request's token, taken over */
+    char *key_id;                    /* once detached: the request's key id, or NULL */
+    struct waiter w;                 /* once granted: watches the hold (its client's
+                                        hang-up, its name's changes) */
     struct stream_hold *prev, *next; /* the worker's open streams (heartbeats) */
-    int listed;                      /* in that list */
-    int quota_left;                  /* its holds_at_once entry was dropped */
     const char *granted_event;       /* "granted", or "elected" */
-    size_t name_skip;                /* bytes of req->name the events leave out */
+    char *quota_member;              /* its holds_at_once entry (quota_holds.h), taken
+                                        from hc at the grant; NULL: none */
+    long long ttl_ms;                /* hc's lease length, for the probes */
+    int calls;                       /* Redis calls under way that name it */
+    unsigned short name_skip;        /* bytes of req->name the events leave out */
+    char kind;                       /* hc's (enum hold_kind) */
+    char held;                       /* granted: the hold lives while the stream does */
+    char ended;                      /* the request is completed (or being) */
+    char orphan;                     /* freed (stream_hold_free) with calls under
+                                        way: the last call's answer frees it */
+    char listed;                     /* in the worker's list */
+    char quota_left;                 /* its holds_at_once entry was dropped */
+    char key[];                      /* w.key: "lock:NAME" or "sem:NAME" */
 };
+
+static struct stream_hold *hold_of_waiter(struct waiter *w) {
+    return (struct stream_hold *)((char *)w - offsetof(struct stream_hold, w));
+}
+
+/* What it holds: the name (its waiter key's, after "lock:" or "sem:"),
+ * the token and the API key's id, from its request until detached. */
+static const char *hold_name(const struct stream_hold *sh) { return strchr(sh->key, ':') + 1; }
+static const char *hold_token(const struct stream_hold *sh) {
+    return sh->req ? sh->req->token : sh->token;
+}
+static const char *hold_key_id(const struct stream_hold *sh) {
+    return sh->req ? sh->req->key_id : sh->key_id;
+}
+
+static int client_gone(struct stream_hold *sh) {
+    return sh->req ? http_client_gone(sh->req) : http_detached_gone(sh->st);
+}
 
 /* ---- heartbeats: one timer per worker for all its streams ------------------------- */
 
@@ -82,7 +120,12 @@ static void ticker_arm(void) {
 /* A comment line on every open stream: proxies see bytes, and a host that
  * no longer acknowledges them meets its socket's TCP_USER_TIMEOUT. */
 static void tick(struct waiter *w) {
-    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next) http_stream_comment(sh->req);
+    for (struct stream_hold *sh = ticker.head; sh; sh = sh->next) {
+        if (sh->req)
+            http_stream_comment(sh->req);
+        else
+            http_detached_comment(sh->st);
+    }
     ticker_arm();
 }
 
@@ -113,13 +156,16 @@ static void on_gone(struct gw_request *req);
 static void quota_leave(struct stream_hold *sh);
 
 static void event(struct stream_hold *sh, const char *name, cJSON *data) {
-    if (!http_stream_opened(sh->req)) {
+    if (sh->req && !http_stream_opened(sh->req)) {
         http_stream_open(sh->req, on_gone, handlers_config()->stream_user_timeout_ms);
         list_add(sh);
     }
     char *json = alloc_check(cJSON_PrintUnformatted(data));
     cJSON_Delete(data);
-    http_stream_event(sh->req, NULL, name, json);
+    if (sh->req)
+        http_stream_event(sh->req, NULL, name, json);
+    else
+        http_detached_event(sh->st, name, json);
     free(json);
 }
 
@@ -129,8 +175,11 @@ static void end_stream(struct stream_hold *sh) {
     sh->ended = 1;
     list_remove(sh);
     stream_session_leave(&sh->m);
-    waiters_unpark(&sh->hc->w);
-    if (http_stream_opened(sh->req))
+    if (sh->hc) waiters_unpark(&sh->hc->w);
+    waiters_unpark(&sh->w);
+    if (!sh->req)
+        http_detached_end(sh->st);
+    else if (http_stream_opened(sh->req))
         http_stream_end(sh->req);
     else
         reply_problem(sh->req, CODE_LOCK_BUSY, "the client went away");
@@ -139,13 +188,13 @@ static void end_stream(struct stream_hold *sh) {
 static void lose(struct stream_hold *sh, const char *reason) {
     if (sh->ended) return;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", sh->req->name + sh->name_skip);
-    cJSON_AddStringToObject(o, "token", sh->req->token);
+    cJSON_AddStringToObject(o, "name", hold_name(sh) + sh->name_skip);
+    cJSON_AddStringToObject(o, "token", hold_token(sh));
     cJSON_AddStringToObject(o, "reason", reason);
     event(sh, "lost", o);
     if (sh->held) quota_leave(sh);
     metrics_inc(M_STREAM_LOST, 1);
-    log_info("streams: '%s' lost: %s", sh->req->name, reason);
+    log_info("streams: '%s' lost: %s", hold_name(sh), reason);
     end_stream(sh);
 }
 
@@ -153,23 +202,26 @@ static void lose(struct stream_hold *sh, const char *reason) {
 
 /* Its key's holds_at_once ledger (quota_holds.h) no longer counts it. */
 static void quota_leave(struct stream_hold *sh) {
-    struct hold_call *hc = sh->hc;
-    if (!hc->quota || !hc->quota_member || sh->quota_left) return;
+    if (!sh->quota_member || sh->quota_left) return;
     sh->quota_left = 1;
-    const char *m[1] = {hc->quota_member};
-    quota_holds_drop(sh->req->key_id, 1, m);
+    const char *m[1] = {sh->quota_member};
+    quota_holds_drop(hold_key_id(sh), 1, m);
+}
+
+/* release.lua with its token: the next waiter is woken. */
+static void give_back(struct stream_hold *sh) {
+    hold_give_back_token(hold_name(sh), hold_token(sh), sh->kind == HOLD_PERMIT);
 }
 
 static void release_hold(struct stream_hold *sh) {
-    hold_give_back(sh->req); /* release.lua with its token: the next waiter is woken */
+    give_back(sh);
     metrics_inc(M_LOCK_RELEASED, 1);
     quota_leave(sh);
 }
 
 /* The client left (client_gone), or the gateway stops. */
 static void held_give_up(struct waiter *w, int client_gone) {
-    struct hold_call *hc = (struct hold_call *)w;
-    struct stream_hold *sh = hc->stream_arg;
+    struct stream_hold *sh = hold_of_waiter(w);
     if (sh->ended) return;
     release_hold(sh);
     if (client_gone)
@@ -181,16 +233,25 @@ static void held_give_up(struct waiter *w, int client_gone) {
 static void held_wake(struct waiter *w);
 
 static void watch_hold(struct stream_hold *sh, int64_t wake_ms) {
-    struct hold_call *hc = sh->hc;
-    hc->w.watch = 1;
-    hc->w.fair = 0;
-    hc->w.retry = held_wake;
-    hc->w.give_up = held_give_up;
-    hc->w.seen_seq = waiters_release_seq();
-    if (park_request(sh->req, &hc->w, wake_ms) < 0) held_give_up(&hc->w, 1);
+    sh->w.key = sh->key;
+    sh->w.watch = 1;
+    sh->w.retry = held_wake;
+    sh->w.give_up = held_give_up;
+    sh->w.seen_seq = waiters_release_seq();
+    if (http_detached_gone(sh->st)) {
+        held_give_up(&sh->w, 1);
+        return;
+    }
+    sh->w.fd = http_detached_fd(sh->st);
+    waiters_park(&sh->w, wake_ms);
 }
 
-static void free_hold(struct stream_hold *sh) { free(sh); }
+static void free_hold(struct stream_hold *sh) {
+    free(sh->quota_member);
+    free(sh->token);
+    free(sh->key_id);
+    free(sh);
+}
 
 static void probe_done(void *arg, const struct redis_result *res) {
     struct stream_hold *sh = arg;
@@ -200,8 +261,8 @@ static void probe_done(void *arg, const struct redis_result *res) {
         return;
     }
     if (sh->ended) return;
-    if (http_client_gone(sh->req)) {
-        held_give_up(&sh->hc->w, 1);
+    if (client_gone(sh)) {
+        held_give_up(&sh->w, 1);
         return;
     }
     long long v[6] = {0};
@@ -219,14 +280,13 @@ static void probe_done(void *arg, const struct redis_result *res) {
 
 /* Its name changed (or its timer came): does its token still hold? */
 static void held_wake(struct waiter *w) {
-    struct hold_call *hc = (struct hold_call *)w;
-    struct stream_hold *sh = hc->stream_arg;
+    struct stream_hold *sh = hold_of_waiter(w);
     if (sh->ended) return;
     struct hold_keys k;
-    hold_keys(sh->req->name, hc->kind == HOLD_PERMIT, &k);
+    hold_keys(hold_name(sh), sh->kind == HOLD_PERMIT, &k);
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", hc->ttl_ms);
-    const char *argv[] = {k.hash, sh->req->token, ttl};
+    snprintf(ttl, sizeof ttl, "%lld", sh->ttl_ms);
+    const char *argv[] = {k.hash, hold_token(sh), ttl};
     size_t lens[3] = {strlen(argv[0]), strlen(argv[1]), strlen(argv[2])};
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -252,22 +312,12 @@ static void on_waiting(struct hold_call *hc, long long retry_after_ms, long long
     event(sh, "waiting", o);
 }
 
-static void on_granted(struct hold_call *hc, long long verdict, cJSON *body) {
-    struct stream_hold *sh = hc->stream_arg;
-    if (http_client_gone(sh->req)) { /* nobody to hold it for */
-        cJSON_Delete(body);
-        if (hold_gives_back(hc, verdict)) release_hold(sh);
-        end_stream(sh);
-        return;
-    }
-    sh->held = 1;
-    event(sh, sh->granted_event, body);
-    watch_hold(sh, loop_now_ms() + STREAM_WATCH_MS);
-}
-
-static void on_free(struct hold_call *hc) {
-    struct stream_hold *sh = hc->stream_arg;
-    waiters_unpark(&hc->w);
+/* It is freed with its request (hold_call_free calls on_free) until
+ * detached, then with its stream (http_stream_detach's on_end). */
+static void stream_hold_free(void *arg) {
+    struct stream_hold *sh = arg;
+    if (sh->hc) waiters_unpark(&sh->hc->w);
+    waiters_unpark(&sh->w);
     list_remove(sh);
     stream_session_leave(&sh->m);
     if (sh->calls)
@@ -276,13 +326,62 @@ static void on_free(struct hold_call *hc) {
         free_hold(sh);
 }
 
+/* libmicrohttpd closed a detached stream's connection: as a hang-up. */
+static void detached_gone(void *arg) {
+    struct stream_hold *sh = arg;
+    if (sh->ended || !waiters_parked(&sh->w)) return; /* an answer under way acts on it */
+    waiters_unpark(&sh->w);
+    sh->w.give_up(&sh->w, 1);
+}
+
+/* Granted: the acquisition and the request are done with, and are freed
+ * now (the request once the stream's head is out: http_stream_detach)
+ * instead of living as long as the connection; sh takes over the token
+ * and the key id.  holds.c reads nothing of hc after its granted hook
+ * returns (nor do the backends after hold_attempt_done), which is what
+ * makes this safe inside that hook. */
+static void detach(struct stream_hold *sh) {
+    struct hold_call *hc = sh->hc;
+    struct gw_request *req = sh->req;
+    waiters_unpark(&hc->w);
+    hc->stream = NULL; /* hold_call_free leaves sh alone */
+    hc->req = NULL;
+    sh->hc = NULL;
+    sh->token = req->token;
+    req->token = NULL;
+    sh->key_id = req->key_id;
+    req->key_id = NULL;
+    sh->req = NULL;
+    sh->st = http_stream_detach(req, detached_gone, stream_hold_free, sh); /* req may be freed */
+    hold_call_free(hc);
+}
+
+static void on_granted(struct hold_call *hc, long long verdict, cJSON *body) {
+    struct stream_hold *sh = hc->stream_arg;
+    sh->quota_member = hc->quota_member; /* dropped by quota_leave, freed with sh */
+    hc->quota_member = NULL;
+    if (http_client_gone(sh->req)) { /* nobody to hold it for */
+        cJSON_Delete(body);
+        if (hold_gives_back(hc, verdict)) release_hold(sh);
+        end_stream(sh);
+        return;
+    }
+    sh->held = 1;
+    event(sh, sh->granted_event, body);
+    detach(sh);
+    watch_hold(sh, loop_now_ms() + STREAM_WATCH_MS);
+}
+
+static void on_free(struct hold_call *hc) { stream_hold_free(hc->stream_arg); }
+
 static const struct hold_stream_ops ops = {
     .waiting = on_waiting,
     .granted = on_granted,
     .free = on_free,
 };
 
-/* libmicrohttpd closed the connection (a write failed): as a hang-up. */
+/* libmicrohttpd closed the connection (a write failed) before the grant:
+ * as a hang-up.  (Once granted, detached_gone.) */
 static void on_gone(struct gw_request *req) {
     struct hold_call *hc = req->ctx;
     struct stream_hold *sh = hc->stream_arg;
@@ -304,7 +403,7 @@ static void on_gone(struct gw_request *req) {
 static void session_lost(struct ss_member *m, const char *reason) {
     struct stream_hold *sh = (struct stream_hold *)m;
     if (!sh->held) return;
-    hold_give_back(sh->req);
+    give_back(sh);
     lose(sh, reason);
 }
 
@@ -341,11 +440,17 @@ void stream_hold_start_as(struct gw_request *req, struct hold_call *hc, const ch
                       "to a session");
         return;
     }
-    struct stream_hold *sh = alloc_check(calloc(1, sizeof *sh));
+    size_t key_len = strlen(hc->w.key);
+    struct stream_hold *sh =
+        alloc_check(calloc(1, offsetof(struct stream_hold, key) + key_len + 1));
+    memcpy(sh->key, hc->w.key, key_len + 1);
+    sh->w.fd = -1;
+    sh->kind = hc->kind;
+    sh->ttl_ms = hc->ttl_ms;
     sh->hc = hc;
     sh->req = req;
     sh->granted_event = granted_event;
-    sh->name_skip = name_skip;
+    sh->name_skip = (unsigned short)name_skip; /* a prefix of a name: short */
     sh->m.ready = session_ready;
     sh->m.lost = session_lost;
     hc->stream = &ops;

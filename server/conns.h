@@ -33,9 +33,13 @@ enum conn_phase {
 };
 
 struct conn {
-    void *tls;                /* tls_connection_started's; first, see tls.h */
-    void *mhd;                /* its struct MHD_Connection (http.c's) */
-    void *held;               /* its request, while throttled (http.c's) */
+    void *tls; /* tls_connection_started's; first, see tls.h */
+    void *mhd; /* its struct MHD_Connection (http.c's) */
+    union {
+        void *held;   /* its request, while throttled (http.c's) */
+        void *stream; /* its stream once detached from its request (http.c's
+                         http_stream_detach): never while throttled */
+    };
     int fd;                   /* its socket */
     enum conn_phase phase;    /* the deadline it is under */
     int64_t due_ms;           /* that deadline */

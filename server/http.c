@@ -219,11 +219,14 @@ static enum MHD_Result send_reply(struct gw_request *req) {
 static void request_end(struct gw_request *req, int delivered, int fd);
 
 static void stream_final_event(struct gw_request *req);
+static void stream_wake(struct gw_stream *st);
 
 /* req->on_ready: the reply is complete. */
 static void reply_ready(struct gw_request *req) {
-    if (req->stream) stream_final_event(req);
-    if (req->suspended) {
+    if (req->stream) {
+        stream_final_event(req);
+        stream_wake(req->stream); /* the request, or the stream, is suspended */
+    } else if (req->suspended) {
         req->suspended = 0;
         MHD_resume_connection(req->conn);
         self->resumed = 1;
@@ -252,6 +255,7 @@ static void request_free(struct gw_request *req) {
     if (req->ctx_free) req->ctx_free(req->ctx);
     if (req->stream) stream_free(req->stream);
     for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
+    free(req->headers);
     cJSON_Delete(req->json);
     free(req->body);
     free(req->resp);
@@ -347,6 +351,25 @@ static int origin_or_reply(struct gw_request *req, const char *method) {
     return GW_REPLIED;
 }
 
+/* Finds req's route (req->route) and keeps its parameters (req->match),
+ * or answers 404 or 405. */
+static int route_or_reply(struct gw_request *req, const char *method) {
+    struct route_match m;
+    req->route = router_match(router_routes, router_routes_count, method, req->path, &m);
+    if (req->route == ROUTER_NOT_FOUND) {
+        reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
+        return GW_REPLIED;
+    }
+    if (req->route == ROUTER_BAD_METHOD) {
+        reply_header(req, "Allow", m.allow);
+        reply_problem(req, CODE_METHOD_NOT_ALLOWED, "%.200s allows %s", req->path, m.allow);
+        return GW_REPLIED;
+    }
+    memcpy(req->match.param, m.param, sizeof m.param);
+    memcpy(req->match.param_len, m.param_len, sizeof m.param_len);
+    return GW_OK;
+}
+
 /* Routes req and runs its handler, or answers 403 (origin), 404, 405, 406
  * or 413 itself. */
 static void dispatch(struct gw_request *req, const char *method) {
@@ -355,13 +378,8 @@ static void dispatch(struct gw_request *req, const char *method) {
     conn_phase(req->conn, CONN_HANDLING); /* the body is in: no deadline now */
     if (origin_or_reply(req, method) != GW_OK) {
         /* refused, or a preflight answered */
-    } else if ((req->route = router_match(router_routes, router_routes_count, method, req->path,
-                                          &req->match)) == ROUTER_NOT_FOUND) {
-        reply_problem(req, CODE_NOT_FOUND, "no route for %.200s", req->path);
-    } else if (req->route == ROUTER_BAD_METHOD) {
-        reply_header(req, "Allow", req->match.allow);
-        reply_problem(req, CODE_METHOD_NOT_ALLOWED, "%.200s allows %s", req->path,
-                      req->match.allow);
+    } else if (route_or_reply(req, method) != GW_OK) {
+        /* 404 or 405 */
     } else if (gate && gate(req) != GW_OK) {
         /* refused: 401 or 403 */
     } else if (req->body_too_large) {
@@ -582,19 +600,39 @@ static int answer_head_did_not_fit(struct MHD_Connection *conn) {
 
 /* ---- answers that go on (http.h, http_stream_open) ------------------------------- */
 
+/* A stream's state.  While it has its request (req), the request's
+ * callbacks and completion apply as to any answer.  Detached
+ * (http_stream_detach), the request is freed and the stream is the
+ * connection's (struct conn's stream), until on_completed or its end
+ * frees it. */
 struct gw_stream {
-    char *buf;                               /* bytes written, not yet given to MHD */
-    size_t off, len, cap;                    /* given up to off, written up to len */
-    int comments;                            /* ":\n" lines written before buf's bytes
-                                                (http_stream_comment), not in buf */
-    int queued;                              /* its response is queued */
-    int read_from;                           /* libmicrohttpd asked for its bytes: the
-                                                head went out (answer_head_did_not_fit) */
-    int ended;                               /* nothing follows buf */
-    void (*on_gone)(struct gw_request *req); /* libmicrohttpd closed it first */
+    char *buf;                   /* bytes written, not yet given to MHD */
+    size_t off, len, cap;        /* given up to off, written up to len */
+    struct gw_request *req;      /* its request, NULL once detached */
+    struct MHD_Connection *conn; /* its connection */
+    void **con_cls;              /* where libmicrohttpd keeps req (once queued) */
+    struct MHD_Response *resp;   /* its response once queued (drop_head) */
+    /* libmicrohttpd closed it first: the owner is told through on_gone
+     * (http_stream_open's) or, once end_cb is set, gone_cb
+     * (http_stream_detach's). */
+    union {
+        void (*on_gone)(struct gw_request *req);
+        void (*gone_cb)(void *arg);
+    };
+    void (*end_cb)(void *arg); /* it is freed: the owner frees arg */
+    void *arg;                 /* the owner's, for gone_cb and end_cb */
+    int comments;              /* ":\n" lines owed before buf's (http_stream_comment) */
+    char queued;               /* its response is queued */
+    char read_from;            /* the head went out: libmicrohttpd asked for bytes */
+    char ended;                /* nothing follows buf */
+    char suspended;            /* stream_read suspended the connection */
+    char orphaned;             /* libmicrohttpd closed the connection */
+    char detach;               /* detach once the head is out */
+    char counted;              /* detached: counts in in_flight */
 };
 
 static void stream_free(struct gw_stream *st) {
+    if (st->end_cb) st->end_cb(st->arg);
     free(st->buf);
     free(st);
 }
@@ -621,13 +659,52 @@ static void stream_append(struct gw_stream *st, const char *data, size_t len) {
     st->len += len;
 }
 
+/* A header of a response, as MHD_get_response_headers gives it. */
+struct head_field {
+    const char *name, *value;
+};
+struct head_fields {
+    struct head_field f[16];
+    int n;
+};
+
+static enum MHD_Result collect_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    struct head_fields *h = cls;
+    if (h->n == (int)(sizeof h->f / sizeof h->f[0])) return MHD_NO;
+    h->f[h->n++] = (struct head_field){key, value};
+    return MHD_YES;
+}
+
+/* The stream's head went out: its header fields are dropped from its
+ * response.  libmicrohttpd 0.9.75 copies each field into the response (an
+ * entry and two strings, about 65 bytes a field) and reads them only to
+ * write the head, before it first asks for the body (connection.c: the
+ * head is built in MHD_CONNECTION_START_REPLY, the body asked for from
+ * MHD_CONNECTION_HEADERS_SENT on), and then only for footers at a chunked
+ * end, which a stream has none of: with 10,000 stream holds the five
+ * fields were about 6.5 MB (bench/RESULTS.md, "Stream holds: memory").
+ * Each deletion frees only its own field, so the pointers collected first
+ * stay valid. */
+static void drop_head(struct MHD_Response *r) {
+    struct head_fields h = {.n = 0};
+    MHD_get_response_headers(r, collect_field, &h);
+    for (int i = 0; i < h.n; i++) MHD_del_response_header(r, h.f[i].name, h.f[i].value);
+}
+
+static void detach_now(struct gw_stream *st);
+
 /* libmicrohttpd asks for the next bytes: those written, the end, or none
  * yet, and then the connection is suspended (libmicrohttpd would ask again
- * at once) until a write or the end resumes it. */
+ * at once) until a write or the end resumes it.  The first call means the
+ * head is out: its fields are dropped, and a stream asked to detach does. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    struct gw_request *req = cls;
-    struct gw_stream *st = req->stream;
-    st->read_from = 1;
+    struct gw_stream *st = cls;
+    if (!st->read_from) {
+        st->read_from = 1;
+        if (st->resp) drop_head(st->resp);
+        if (st->detach) detach_now(st);
+    }
     if (st->off < st->len) {
         size_t n = st->len - st->off < max ? st->len - st->off : max;
         memcpy(buf, st->buf + st->off, n);
@@ -645,8 +722,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         return (ssize_t)n;
     }
     if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-    req->suspended = 1;
-    MHD_suspend_connection(req->conn);
+    st->suspended = 1;
+    MHD_suspend_connection(st->conn);
     return 0;
 }
 
@@ -657,14 +734,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
  * own buffer, never into the block; only an HTTP/1.0 client (no chunks:
  * the stream ends with the connection) is read through it, 128 bytes at
  * a time.  The request's extra headers (Lock-Token, Location) are copied
- * into the response: their values are freed here, nothing reads them
- * after. */
-static enum MHD_Result stream_queue(struct gw_request *req, const char *version) {
-    req->stream->queued = 1;
+ * into the response: they are freed here, nothing reads them after; the
+ * response's copies go once the head is out (drop_head). */
+static enum MHD_Result stream_queue(struct gw_request *req, const char *version, void **con_cls) {
+    struct gw_stream *st = req->stream;
+    st->queued = 1;
+    st->con_cls = con_cls;
     req->sent = 1;
     size_t block = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 ? 1 : 128;
     struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block, stream_read, req, NULL);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block, stream_read, st, NULL);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
@@ -673,59 +752,84 @@ static enum MHD_Result stream_queue(struct gw_request *req, const char *version)
         MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
         free(req->headers[i].value);
     }
+    free(req->headers);
+    req->headers = NULL;
     req->nheaders = 0;
     if (req->cors) add_cors_headers(req, r);
     enum MHD_Result ret = MHD_queue_response(req->conn, 200, r);
+    if (ret == MHD_YES) st->resp = r; /* the connection keeps it */
     MHD_destroy_response(r);
     return ret;
 }
 
-/* Its bytes are there: libmicrohttpd takes them on its next run. */
-static void stream_wake(struct gw_request *req) {
-    if (!req->suspended || req->orphaned) return;
-    req->suspended = 0;
-    MHD_resume_connection(req->conn);
+/* Its bytes are there: libmicrohttpd takes them on its next run.  Before
+ * its response is queued the request is suspended (on_request), after it
+ * the stream (stream_read). */
+static void stream_wake(struct gw_stream *st) {
+    if (st->orphaned) return;
+    if (st->suspended) {
+        st->suspended = 0;
+    } else if (st->req && st->req->suspended) {
+        st->req->suspended = 0;
+    } else {
+        return;
+    }
+    MHD_resume_connection(st->conn);
     self->resumed = 1;
 }
 
 void http_stream_open(struct gw_request *req, void (*on_gone)(struct gw_request *req),
                       int user_timeout_ms) {
     if (req->stream) return;
-    req->stream = alloc_check(calloc(1, sizeof *req->stream));
-    req->stream->on_gone = on_gone;
+    struct gw_stream *st = alloc_check(calloc(1, sizeof *st));
+    req->stream = st;
+    st->req = req;
+    st->conn = req->conn;
+    st->on_gone = on_gone;
     int fd = http_client_fd(req);
     unsigned ut = (unsigned)user_timeout_ms;
     if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
-    stream_wake(req); /* suspended in on_request: called again, it queues the stream */
+    stream_wake(st); /* suspended in on_request: called again, it queues the stream */
 }
 
 int http_stream_opened(const struct gw_request *req) { return req->stream != NULL; }
 
-void http_stream_write(struct gw_request *req, const char *data, size_t len) {
-    struct gw_stream *st = req->stream;
-    if (!st || st->ended || req->orphaned) return;
+static void stream_write(struct gw_stream *st, const char *data, size_t len) {
+    if (st->ended || st->orphaned) return;
     stream_append(st, data, len);
-    stream_wake(req);
+    stream_wake(st);
+}
+
+void http_stream_write(struct gw_request *req, const char *data, size_t len) {
+    if (req->stream) stream_write(req->stream, data, len);
+}
+
+static void stream_event(struct gw_stream *st, const char *id, const char *event,
+                         const char *data) {
+    char head[160]; /* ids are at most 48 bytes, event names a word */
+    int n = id ? snprintf(head, sizeof head, "id: %.48s\nevent: %.32s\ndata: ", id, event)
+               : snprintf(head, sizeof head, "event: %.32s\ndata: ", event);
+    stream_write(st, head, (size_t)n);
+    stream_write(st, data, strlen(data));
+    stream_write(st, "\n\n", 2);
 }
 
 void http_stream_event(struct gw_request *req, const char *id, const char *event,
                        const char *data) {
-    char head[160]; /* ids are at most 48 bytes, event names a word */
-    int n = id ? snprintf(head, sizeof head, "id: %.48s\nevent: %.32s\ndata: ", id, event)
-               : snprintf(head, sizeof head, "event: %.32s\ndata: ", event);
-    http_stream_write(req, head, (size_t)n);
-    http_stream_write(req, data, strlen(data));
-    http_stream_write(req, "\n\n", 2);
+    if (req->stream) stream_event(req->stream, id, event, data);
 }
 
-void http_stream_comment(struct gw_request *req) {
-    struct gw_stream *st = req->stream;
-    if (!st || st->ended || req->orphaned) return;
+static void stream_comment(struct gw_stream *st) {
+    if (st->ended || st->orphaned) return;
     if (st->off < st->len)
         stream_append(st, ":\n", 2);
     else
         st->comments++;
-    stream_wake(req);
+    stream_wake(st);
+}
+
+void http_stream_comment(struct gw_request *req) {
+    if (req->stream) stream_comment(req->stream);
 }
 
 void http_stream_end(struct gw_request *req) {
@@ -733,13 +837,10 @@ void http_stream_end(struct gw_request *req) {
     if (!st || req->done) return;
     st->ended = 1;
     st->on_gone = NULL;
+    st->gone_cb = NULL;
     req->done = 1;
     if (!req->status) req->status = 200;
-    if (req->suspended && !req->orphaned) {
-        req->suspended = 0;
-        MHD_resume_connection(req->conn);
-        self->resumed = 1;
-    }
+    stream_wake(st);
     if (req->orphaned) request_end(req, 0, -1);
 }
 
@@ -756,6 +857,101 @@ static void stream_final_event(struct gw_request *req) {
     }
     st->ended = 1;
     st->on_gone = NULL;
+    st->gone_cb = NULL;
+}
+
+/* ---- streams that outlive their request (http.h, http_stream_detach) ------------- */
+
+/* The head is out: the request is freed, and the connection's struct conn
+ * keeps the stream for on_completed.  It still counts in in_flight (a
+ * daemon is not stopped under a suspended connection: http_stop). */
+static void detach_now(struct gw_stream *st) {
+    struct gw_request *req = st->req;
+    struct conn *c = conn_of(st->conn);
+    if (!c || st->orphaned || st->ended) return; /* it ends with its request */
+    st->detach = 0;
+    c->stream = st;
+    *st->con_cls = NULL;
+    st->req = NULL;
+    st->counted = req->dispatched;
+    if (req->suspended) { /* not while libmicrohttpd reads it; kept for safety */
+        req->suspended = 0;
+        st->suspended = 1;
+    }
+    req->stream = NULL;
+    req->conn = NULL;
+    request_free(req);
+}
+
+struct gw_stream *http_stream_detach(struct gw_request *req, void (*on_gone)(void *arg),
+                                     void (*on_end)(void *arg), void *arg) {
+    struct gw_stream *st = req->stream;
+    st->on_gone = NULL;
+    st->gone_cb = on_gone;
+    st->end_cb = on_end;
+    st->arg = arg;
+    req->ctx = NULL; /* the owner's now: on_end frees it */
+    req->ctx_free = NULL;
+    st->detach = 1;
+    if (st->read_from) detach_now(st);
+    return st;
+}
+
+/* A detached stream is over: its owner is told (end_cb), it is freed. */
+static void detached_free(struct gw_stream *st) {
+    if (st->counted) in_flight_add(-1);
+    stream_free(st);
+}
+
+/* libmicrohttpd completed a detached stream's connection (on_completed):
+ * after its end, or closed first, when the owner is told (gone_cb) and
+ * ends it now or later (http_detached_end frees it then). */
+static void detached_closed(struct gw_stream *st) {
+    st->orphaned = 1;
+    st->suspended = 0;
+    st->conn = NULL;
+    if (st->ended) {
+        detached_free(st);
+        return;
+    }
+    if (st->gone_cb) {
+        void (*gone)(void *) = st->gone_cb;
+        st->gone_cb = NULL;
+        gone(st->arg); /* may end, and so free, st */
+    }
+}
+
+void http_detached_event(struct gw_stream *st, const char *event, const char *data) {
+    stream_event(st, NULL, event, data);
+}
+
+void http_detached_comment(struct gw_stream *st) { stream_comment(st); }
+
+void http_detached_end(struct gw_stream *st) {
+    if (st->req) {
+        http_stream_end(st->req);
+        return;
+    }
+    if (st->ended) return;
+    st->ended = 1;
+    st->gone_cb = NULL;
+    if (st->orphaned) {
+        detached_free(st);
+        return;
+    }
+    stream_wake(st); /* libmicrohttpd reads the end, then completes it */
+}
+
+int http_detached_fd(struct gw_stream *st) {
+    if (st->req) return http_client_fd(st->req);
+    const union MHD_ConnectionInfo *ci =
+        st->orphaned ? NULL : MHD_get_connection_info(st->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+int http_detached_gone(struct gw_stream *st) {
+    if (st->req) return http_client_gone(st->req);
+    return st->orphaned || delivery_peer_shut(http_detached_fd(st));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -828,10 +1024,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             char *grown = realloc(req->body, cap);
             if (!grown) return MHD_NO;
             req->body = grown;
-            req->body_cap = cap;
+            req->body_cap = (uint32_t)cap;
         }
         memcpy(req->body + req->body_len, upload_data, n);
-        req->body_len += n;
+        req->body_len += (uint32_t)n;
         req->body[req->body_len] = '\0';
         return MHD_YES;
     }
@@ -848,7 +1044,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (req->stream) {
         if (req->stream->queued) return MHD_YES;
-        return stream_queue(req, version);
+        return stream_queue(req, version, con_cls);
     }
     if (req->done) {
         if (req->sent) return MHD_YES; /* already sent (413) */
@@ -889,18 +1085,33 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             req->drain = 0; /* drained there: one reader of the socket */
     }
     conn_phase(conn, CONN_NEXT); /* a kept-alive connection's next request */
-    if (!req) return;
+    if (!req) {
+        struct conn *c = conn_of(conn);
+        struct gw_stream *st = c ? c->stream : NULL;
+        if (st) { /* detached (http_stream_detach) */
+            c->stream = NULL;
+            detached_closed(st);
+        }
+        return;
+    }
     *con_cls = NULL;
     /* Closed (the client reset, the gateway stopping) while its reply is
      * still owed, between on_request's two calls: the callback still has
      * it, so http_reply_ready ends it. */
     if (req->dispatched && !req->done) {
         req->orphaned = 1;
+        struct gw_stream *st = req->stream;
+        if (!st) return;
         /* A stream's owner is told: nobody else will see this client go. */
-        if (req->stream && req->stream->on_gone) {
-            void (*gone)(struct gw_request *) = req->stream->on_gone;
-            req->stream->on_gone = NULL;
-            gone(req); /* may complete, and so free, req */
+        st->orphaned = 1;
+        if (st->on_gone && !st->end_cb) {
+            void (*gone)(struct gw_request *) = st->on_gone;
+            st->on_gone = NULL;
+            gone(req);            /* may complete, and so free, req */
+        } else if (st->gone_cb) { /* detach was asked (end_cb set): the owner's */
+            void (*gone)(void *) = st->gone_cb;
+            st->gone_cb = NULL;
+            gone(st->arg); /* may complete, and so free, req */
         }
         return;
     }

@@ -108,4 +108,28 @@ void http_stream_end(struct gw_request *req);
 /* 1 once http_stream_open was called on req. */
 int http_stream_opened(const struct gw_request *req);
 
+/* A stream that outlives its request: a stream hold lives as long as its
+ * connection, and 10,000 of them kept 10,000 requests they no longer read
+ * (bench/RESULTS.md, "Stream holds: memory").  http_stream_detach (on an
+ * opened stream, before it ends) frees req once the stream's head is out
+ * (at once when it is), and from then on the stream is driven through the
+ * handle it returns, never through req: req->ctx becomes the owner's
+ * (req->ctx_free is not called), and the owner must have taken what it
+ * keeps of req (name, token: set them NULL in req).  on_gone(arg) takes
+ * the place of http_stream_open's (libmicrohttpd closed the connection
+ * first; the owner then ends the stream now or later); on_end(arg) is
+ * called once when the stream is freed, after its end and the
+ * connection's, and the owner frees arg there.  On its thread only. */
+struct gw_stream;
+struct gw_stream *http_stream_detach(struct gw_request *req, void (*on_gone)(void *arg),
+                                     void (*on_end)(void *arg), void *arg);
+/* http_stream_event, http_stream_comment, http_stream_end,
+ * http_client_fd and http_client_gone on such a stream (the request's
+ * while it still has it). */
+void http_detached_event(struct gw_stream *st, const char *event, const char *data);
+void http_detached_comment(struct gw_stream *st);
+void http_detached_end(struct gw_stream *st);
+int http_detached_fd(struct gw_stream *st);
+int http_detached_gone(struct gw_stream *st);
+
 #endif

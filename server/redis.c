@@ -1328,8 +1328,11 @@ static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const c
     struct redis_op *op;
     if (live || marker) {
         int total = nargs + live + 2 * marker, at = nkeys;
-        const char **words = alloc_check(malloc((size_t)total * sizeof *words));
-        size_t *wl = alloc_check(malloc((size_t)total * sizeof *wl));
+        /* Every release and inspect comes here: no malloc for the usual few words. */
+        const char *few[32];
+        size_t few_lens[32];
+        const char **words = total <= 32 ? few : alloc_check(malloc((size_t)total * sizeof *words));
+        size_t *wl = total <= 32 ? few_lens : alloc_check(malloc((size_t)total * sizeof *wl));
         memcpy(words, argv, (size_t)nkeys * sizeof *words);
         memcpy(wl, lens, (size_t)nkeys * sizeof *wl);
         if (live) words[at] = live_key, wl[at] = strlen(live_key), at++;
@@ -1338,8 +1341,8 @@ static struct redis_op *eval_op(enum script_id id, int nkeys, int nargs, const c
         memcpy(words + at, argv + nkeys, (size_t)(nargs - nkeys) * sizeof *words);
         memcpy(wl + at, lens + nkeys, (size_t)(nargs - nkeys) * sizeof *wl);
         op = op_new(3, total, words, wl, cb, arg);
-        free(words);
-        free(wl);
+        if (words != few) free(words);
+        if (wl != few_lens) free(wl);
         if (marker) op->marker_at = 3 + marker_pos;
         nkeys = at;
     } else {

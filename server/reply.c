@@ -77,8 +77,9 @@ char *problem_body(enum gw_code code, cJSON *extra, const char *detail) {
 
 void reply_header(struct gw_request *req, const char *name, const char *value) {
     if (req->nheaders >= HTTP_MAX_HEADERS) return;
+    if (!req->headers) req->headers = alloc_check(calloc(HTTP_MAX_HEADERS, sizeof *req->headers));
     struct gw_header *h = &req->headers[req->nheaders++];
-    snprintf(h->name, sizeof h->name, "%s", name);
+    h->name = name;
     h->value = alloc_check(strdup(value));
 }
 

@@ -63,7 +63,8 @@ struct problem_info {
 
 const struct problem_info *problem_info(enum gw_code code);
 
-/* Adds a response header; at most HTTP_MAX_HEADERS. */
+/* Adds a response header; at most HTTP_MAX_HEADERS.  name is a static
+ * string (kept, not copied); value is copied. */
 void reply_header(struct gw_request *req, const char *name, const char *value);
 
 /* Replies with body serialised as application/json and frees body. */

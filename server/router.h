@@ -30,6 +30,14 @@ struct route_match {
     char allow[64];                       /* with ROUTER_BAD_METHOD: "GET, POST" */
 };
 
+/* What a request keeps of its route_match: the parameters, not the allow
+ * list a 405 is answered from at once (a request lives as long as its
+ * answer, a stream hold's as long as its connection: request.h). */
+struct route_params {
+    const char *param[ROUTER_MAX_PARAMS]; /* as route_match's */
+    size_t param_len[ROUTER_MAX_PARAMS];  /* as route_match's */
+};
+
 /* Returns the index of the matching route, ROUTER_NOT_FOUND when no route
  * has this path, or ROUTER_BAD_METHOD (m->allow lists the methods the path
  * has).  path is the request path without the query string.  HEAD matches

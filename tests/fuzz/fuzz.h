@@ -27,13 +27,14 @@ static inline struct gw_request *fuzz_request(const uint8_t *body, size_t len) {
     req->route = -1;
     if (len) {
         req->body = fuzz_cstr(body, len);
-        req->body_len = len;
+        req->body_len = (uint32_t)len; /* libFuzzer's inputs are far below 4 GiB */
     }
     return req;
 }
 
 static inline void fuzz_request_free(struct gw_request *req) {
     for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
+    free(req->headers);
     cJSON_Delete(req->json);
     free(req->body);
     free(req->resp);

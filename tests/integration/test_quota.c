@@ -6,6 +6,7 @@
 #include "tests/integration/harness.h"
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +344,55 @@ static void test_quota_quorum(void) {
     for (int i = 0; i < 3; i++) h_redis_stop(&m[i]);
 }
 
+/* Starts curl holding path as a stream (Accept: text/event-stream) for
+ * TEAM on gateway 0, its output in out (h_out_dir). */
+static pid_t stream_hold(const char *path, const char *body, const char *out) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "exec curl -sN -H 'Accept: text/event-stream' -H '%s' -X POST "
+             "http://127.0.0.1:%d%s -d '%s' > %s/%s 2>&1",
+             TEAM, gw[0].port, path, body, dir, out);
+    return h_spawn(cmd, NULL);
+}
+
+/* Polls take() until it answers want (the ledger's drop is not waited
+ * for by the give-back); the last status. */
+static long take_until(const char *path, long want, char *tok) {
+    long st = 0;
+    for (long long t0 = h_now_ms(); h_now_ms() - t0 < 3000; h_sleep_ms(10))
+        if ((st = take(0, path, NULL, TEAM, tok)) == want) break;
+    return st;
+}
+
+/* A stream hold counts while its connection lives, and its entry goes
+ * when its client leaves, not at the longest lease: granted at once (its
+ * request freed once its head is out, streams.c keeping the key's id) and
+ * granted after a wait (its head out before the grant). */
+static void test_quota_stream(void) {
+    char t1[64], t2[64], tm[64], tw[64];
+    h_out_dir(dir);
+    CHECK_EQ_INT(take(0, "/v1/locks/qs-1", NULL, TEAM, t1), 201);
+    CHECK_EQ_INT(take(0, "/v1/locks/qs-2", NULL, TEAM, t2), 201);
+    pid_t a = stream_hold("/v1/locks/qs-a", "{\"ttl_ms\":30000}", "qs-a");
+    CHECK(h_out_wait("qs-a", "event: granted", 5000) >= 0);
+    CHECK_EQ_INT(take(0, "/v1/locks/qs-more", NULL, TEAM, tm), 429);
+    h_reap(a);
+    CHECK_EQ_INT(take_until("/v1/locks/qs-more", 201, tm), 201);
+    CHECK_EQ_INT(drop(0, "/v1/locks/qs-more", tm, TEAM), 200);
+    /* busy: it waits (counting nothing), then is granted */
+    CHECK_EQ_INT(take(0, "/v1/locks/qs-w", NULL, FREE, tw), 201);
+    pid_t b = stream_hold("/v1/locks/qs-w", "{\"ttl_ms\":30000,\"wait_ms\":30000}", "qs-b");
+    CHECK(h_out_wait("qs-b", "event: waiting", 5000) >= 0);
+    CHECK_EQ_INT(drop(0, "/v1/locks/qs-w", tw, FREE), 200);
+    CHECK(h_out_wait("qs-b", "event: granted", 5000) >= 0);
+    CHECK_EQ_INT(take(0, "/v1/locks/qs-more", NULL, TEAM, tm), 429);
+    h_reap(b);
+    CHECK_EQ_INT(take_until("/v1/locks/qs-more", 201, tm), 201);
+    CHECK_EQ_INT(drop(0, "/v1/locks/qs-more", tm, TEAM), 200);
+    CHECK_EQ_INT(drop(0, "/v1/locks/qs-1", t1, TEAM), 200);
+    CHECK_EQ_INT(drop(0, "/v1/locks/qs-2", t2, TEAM), 200);
+}
+
 int main(int argc, char **argv) {
     check_filter(argc > 1 ? argv[1] : NULL);
     snprintf(dir, sizeof dir, "/tmp/lockgate-quota-XXXXXX");
@@ -361,6 +411,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_quota_forced);
     RUN_SOME(test_quota_multi);
     RUN_SOME(test_quota_concurrent);
+    RUN_SOME(test_quota_stream);
     RUN_SOME(test_quota_quorum);
     for (int g = 0; g < 2; g++) h_gw_stop(&gw[g], 5000);
     h_redis_stop(&redis);

@@ -128,22 +128,30 @@ static void test_forced_release_lost(void) {
     waitpid(a, NULL, WNOHANG);
 }
 
+/* Opens n stream holds through port on "<prefix>-<i>" (ttl_ms 600: their
+ * session renews every 200 ms), their pids in p, and waits until each is
+ * granted. */
+static void hold_many(int port, const char *prefix, int n, pid_t *p) {
+    char out[32], path[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(out, sizeof out, "%s-%d", prefix, i);
+        snprintf(path, sizeof path, "/v1/locks/%s-%d", prefix, i);
+        p[i] = hold(port, path, "{\"ttl_ms\":600}", out, 0);
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(out, sizeof out, "%s-%d", prefix, i);
+        CHECK(h_out_wait(out, "event: granted", 10000) >= 0);
+    }
+}
+
 /* 20 stream holds of one ttl live on at most one session per worker, and
- * the holds outlive several ttls: the session's renewal reaches each hold,
- * which carries the session's lease in its own hash (key layout 2, #34:
- * before this was pushed to them, they ended with the first ttl: 404). */
+ * the holds outlive several ttls: the session's renewal keeps each hold
+ * (outside Redis Cluster by its liveness field, in Redis Cluster by the
+ * end it pushes into each hold's hash; before layout 2 pushed it, they
+ * ended with the first ttl: 404). */
 static void test_one_session_per_ttl(void) {
     pid_t p[20];
-    char out[32], path[64];
-    for (int i = 0; i < 20; i++) {
-        snprintf(out, sizeof out, "many-%d", i);
-        snprintf(path, sizeof path, "/v1/locks/many-%d", i);
-        p[i] = hold(gw.port, path, "{\"ttl_ms\":600}", out, 0);
-    }
-    for (int i = 0; i < 20; i++) {
-        snprintf(out, sizeof out, "many-%d", i);
-        CHECK(h_out_wait(out, "event: granted", 5000) >= 0);
-    }
+    hold_many(gw.port, "many", 20, p);
     const char *n = h_redis_cli(&redis, "eval \"return #redis.call('keys', "
                                         "'lockgate:session:*')\" 0");
     CHECK(n && atoi(n) >= 1 && atoi(n) <= 2); /* two workers */
@@ -165,63 +173,6 @@ static void test_one_session_per_ttl(void) {
         h_sleep_ms(10);
     }
     CHECK(n && atoi(n) == 0);
-}
-
-/* Redis's count of HSET calls so far (scripts' included). */
-static long long hset_calls(void) {
-    const char *st = h_redis_cli(&redis, "INFO commandstats");
-    const char *p = st ? strstr(st, "cmdstat_hset:calls=") : NULL;
-    return p ? atoll(p + 19) : -1;
-}
-
-/* Renewing the streams' session is one write, however many holds it
- * carries (#33: renewal O(1) per interval, lua/_holders.lua "sessions"):
- * over three renewals of one session Redis runs fewer HSETs than there
- * are holds, and no hold's record changes.  Before, each renewal pushed
- * the new end into every hold's hash. */
-static void test_renewal_touches_no_hold(void) {
-    enum { N = 60 };
-    pid_t p[N];
-    char out[32], path[64];
-    for (int i = 0; i < N; i++) {
-        snprintf(out, sizeof out, "o1-%d", i);
-        snprintf(path, sizeof path, "/v1/locks/o1-%d", i);
-        p[i] = hold(gw.port, path, "{\"ttl_ms\":600}", out, 0);
-    }
-    for (int i = 0; i < N; i++) {
-        snprintf(out, sizeof out, "o1-%d", i);
-        CHECK(h_out_wait(out, "event: granted", 10000) >= 0);
-    }
-    char rec[512], field[160];
-    snprintf(rec, sizeof rec, "%s", h_redis_cli(&redis, "hget lockgate:lock:{o1-7} x"));
-    const char *key =
-        h_redis_cli(&redis, "eval \"return redis.call('keys', 'lockgate:session:*')[1]\" 0");
-    const char *open = key ? strchr(key, '{') : NULL;
-    CHECK(open != NULL);
-    if (!open) goto out;
-    snprintf(field, sizeof field, "hget lockgate:gw %.*s", (int)strcspn(open + 1, "}"), open + 1);
-    long long hsets = hset_calls(), end = atoll(h_redis_cli(&redis, field));
-    CHECK(end > 0);
-    int renewals = 0;
-    long long t0 = h_now_ms();
-    while (renewals < 3 && h_now_ms() - t0 < 5000) {
-        long long e = atoll(h_redis_cli(&redis, field));
-        if (e != end) renewals++, end = e;
-        h_sleep_ms(10);
-    }
-    hsets = hset_calls() - hsets;
-    fprintf(stderr, "    %d holds, 3 renewals of one of the two sessions: %lld HSET in Redis\n", N,
-            hsets);
-    CHECK_EQ_INT(renewals, 3);
-    CHECK(hsets >= 0 && hsets < N);
-    CHECK_EQ_STR(h_redis_cli(&redis, "hget lockgate:lock:{o1-7} x"), rec);
-    /* Still held: the renewals kept every hold. */
-    struct h_resp r = h_http("GET", gw.port, "/v1/locks/o1-59", NULL, NULL, NULL);
-    CHECK_EQ_INT(r.status, 200);
-    h_resp_free(&r);
-out:
-    for (int i = 0; i < N; i++) h_reap(p[i]);
-    CHECK(wait_free(gw.port, "o1-0", 2000) >= 0);
 }
 
 /* The one session key of a one-worker gateway's streams (its name in key,
@@ -253,6 +204,44 @@ static int renewals_seen(const char *session_key, int n) {
         if (e != end) n--, end = e;
     }
     return n == 0;
+}
+
+/* Redis's count of HSET calls so far (scripts' included). */
+static long long hset_calls(void) {
+    const char *st = h_redis_cli(&redis, "INFO commandstats");
+    const char *p = st ? strstr(st, "cmdstat_hset:calls=") : NULL;
+    return p ? atoll(p + 19) : -1;
+}
+
+/* Renewing the streams' session is one write, however many holds it
+ * carries (#33: renewal O(1) per interval, lua/_holders.lua "sessions"):
+ * over three renewals of one session Redis runs fewer HSETs than there
+ * are holds, and no hold's record changes.  Before, each renewal pushed
+ * the new end into every hold's hash. */
+static void test_renewal_touches_no_hold(void) {
+    enum { N = 60 };
+    pid_t p[N];
+    hold_many(gw.port, "o1", N, p);
+    char rec[512];
+    snprintf(rec, sizeof rec, "%s", h_redis_cli(&redis, "hget lockgate:lock:{o1-7} x"));
+    /* One of the two workers' sessions. */
+    const char *key =
+        h_redis_cli(&redis, "eval \"return redis.call('keys', 'lockgate:session:*')[1]\" 0");
+    char session[160];
+    snprintf(session, sizeof session, "%s", key ? key : "");
+    long long hsets = hset_calls();
+    CHECK(renewals_seen(session, 3));
+    hsets = hset_calls() - hsets;
+    fprintf(stderr, "    %d holds, 3 renewals of one of the two sessions: %lld HSET in Redis\n", N,
+            hsets);
+    CHECK(hsets >= 0 && hsets < N);
+    CHECK_EQ_STR(h_redis_cli(&redis, "hget lockgate:lock:{o1-7} x"), rec);
+    /* Still held: the renewals kept every hold. */
+    struct h_resp r = h_http("GET", gw.port, "/v1/locks/o1-59", NULL, NULL, NULL);
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    for (int i = 0; i < N; i++) h_reap(p[i]);
+    CHECK(wait_free(gw.port, "o1-0", 2000) >= 0);
 }
 
 /* A live hold's hash lasts an hour past its session's end; the renewal
@@ -375,16 +364,7 @@ static void test_released_holds_leave_session(void) {
     }
     enum { N = 40, KEEP = 5 };
     pid_t p[N];
-    char out[32], path[64];
-    for (int i = 0; i < N; i++) {
-        snprintf(out, sizeof out, "pile-%d", i);
-        snprintf(path, sizeof path, "/v1/locks/pile-%d", i);
-        p[i] = hold(g.port, path, "{\"ttl_ms\":600}", out, 0);
-    }
-    for (int i = 0; i < N; i++) {
-        snprintf(out, sizeof out, "pile-%d", i);
-        CHECK(h_out_wait(out, "event: granted", 10000) >= 0);
-    }
+    hold_many(g.port, "pile", N, p);
     char key[160], cmd[256];
     session_of(key, sizeof key);
     snprintf(cmd, sizeof cmd, "hlen %s", key);

@@ -32,6 +32,7 @@ static struct gw_request *fake(const char *body) { return fake_new(body, body ? 
 
 static void fake_free(struct gw_request *req) {
     for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
+    free(req->headers);
     cJSON_Delete(req->json);
     free(req->body);
     free(req->resp);

@@ -65,6 +65,7 @@ static struct gw_request *fake(void) {
 
 static void fake_free(struct gw_request *req) {
     for (int i = 0; i < req->nheaders; i++) free(req->headers[i].value);
+    free(req->headers);
     free(req->resp);
     free(req);
 }
