@@ -30,7 +30,7 @@ static struct script scripts[SCRIPT_COUNT] = {
     SCRIPT(SCRIPT_ID_CLAIM, "id_claim.lua", id_claim_lua),
     JUDGE(SCRIPT_SESSION_CREATE, "session_create.lua", session_create_lua),
     JUDGE(SCRIPT_SESSION_RENEW, "session_renew.lua", session_renew_lua),
-    SCRIPT(SCRIPT_SESSION_READ, "session_read.lua", session_read_lua),
+    JUDGE(SCRIPT_SESSION_READ, "session_read.lua", session_read_lua), /* its liveness field */
     SCRIPT(SCRIPT_SESSION_END, "session_end.lua", session_end_lua),
     GRANT(SCRIPT_MULTI_ACQUIRE, "multi_acquire.lua", multi_acquire_lua),
     JUDGE(SCRIPT_MULTI_RELEASE, "multi_release.lua", multi_release_lua),

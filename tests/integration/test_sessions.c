@@ -1080,6 +1080,7 @@ static void test_session_liveness_field_lost(void) {
     CHECK_EQ_STR(h_jcode(&r), "session_not_found");
     h_resp_free(&r);
     snprintf(loc, sizeof loc, "/v1/sessions/%s", tok);
+    CHECK_EQ_INT(status_of("GET", gw.port, loc, NULL, NULL), 404);
     r = H("PATCH", loc, NULL, "{}");
     CHECK_EQ_INT(r.status, 404);
     CHECK_EQ_STR(h_jcode(&r), "session_not_found");
