@@ -216,7 +216,6 @@ static void renewed(struct stream_session *ss, long long verdict) {
 static void pushed(void *ctx, const struct session_fan *f, struct cJSON *body) {
     struct stream_session *ss = ctx;
     ss->calls--;
-    if (!session_fan_failed(f)) ss->push_owed = 0;
     renewed(ss, session_fan_failed(f) ? -100 : 1);
     maybe_free(ss);
 }
@@ -244,10 +243,15 @@ static void renew_answered(struct stream_session *ss, const struct redis_result 
         renewed(ss, verdict);
         return;
     }
+    /* Owed again when a master did not answer (quorum mode): it may have
+     * moved its horizon and listed holds that nobody pushes. */
     long long holds = 0;
-    for (int i = 0; i < n; i++) holds += listed(&res[i]);
+    ss->push_owed = 0;
+    for (int i = 0; i < n; i++) {
+        holds += listed(&res[i]);
+        if (!res[i].ok) ss->push_owed = 1;
+    }
     if (holds == 0) {
-        ss->push_owed = 0; /* (asked unquiet when owed: nothing to push) */
         renewed(ss, 1);
         return;
     }
