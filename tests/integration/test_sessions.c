@@ -1091,6 +1091,52 @@ static void test_session_liveness_field_lost(void) {
     free(tok);
 }
 
+/* GET path's ttl_ms, or -1 when nobody holds it. */
+static long long held_ttl(const char *path) {
+    struct h_resp r = H("GET", path, NULL, NULL);
+    long long ttl = r.status == 200 ? h_jint(&r, "ttl_ms") : -1;
+    h_resp_free(&r);
+    return ttl;
+}
+
+/* A session from key layout 2 (no horizon h, no liveness field) after the
+ * upgrade: holds bound to it carry its lease until its first renewal here,
+ * later ones are live, and every renewal moves both kinds, to a longer
+ * end and to a shorter one; both end with it. */
+static void test_layout2_session_mixed_holds(void) {
+    char *tok = session_new("{\"ttl_ms\":4000}");
+    char cmd[200], loc[200];
+    snprintf(cmd, sizeof cmd, "hdel lockgate:session:{%s} h", tok);
+    h_redis_cli(&redis, cmd);
+    snprintf(cmd, sizeof cmd, "hdel lockgate:gw %s", tok);
+    h_redis_cli(&redis, cmd);
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/l2m.a", tok, NULL, NULL, NULL), 201);
+    snprintf(loc, sizeof loc, "/v1/sessions/%s", tok);
+    struct h_resp r = H("PATCH", loc, NULL, "{\"ttl_ms\":4000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holds"), 1);
+    h_resp_free(&r);
+    CHECK_EQ_INT(bound_acquire(gw.port, "/v1/locks/l2m.b", tok, NULL, NULL, NULL), 201);
+    r = H("PATCH", loc, NULL, "{\"ttl_ms\":30000}");
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(h_jint(&r, "holds"), 2);
+    h_resp_free(&r);
+    CHECK(held_ttl("/v1/locks/l2m.a") > 25000);
+    CHECK(held_ttl("/v1/locks/l2m.b") > 25000);
+    r = H("PATCH", loc, NULL, "{\"ttl_ms\":500}");
+    CHECK_EQ_INT(r.status, 200);
+    h_resp_free(&r);
+    CHECK(held_ttl("/v1/locks/l2m.a") <= 500);
+    CHECK(held_ttl("/v1/locks/l2m.b") <= 500);
+    long long t0 = h_now_ms();
+    while ((held_ttl("/v1/locks/l2m.a") >= 0 || held_ttl("/v1/locks/l2m.b") >= 0) &&
+           h_now_ms() - t0 < 3000)
+        h_sleep_ms(10);
+    CHECK_EQ_INT(held_ttl("/v1/locks/l2m.a"), -1);
+    CHECK_EQ_INT(held_ttl("/v1/locks/l2m.b"), -1);
+    free(tok);
+}
+
 /* Every lock listed under prefix, following the cursor (a page may hold
  * fewer than asked, even none, before the end); the number of locks, and
  * the first holder's ttl_ms into *ttl when given. */
@@ -1146,6 +1192,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_thousand_holds_one_patch);
     if (!h_cluster_mode()) RUN_SOME(test_session_lease_live); /* reads the lock's own Redis */
     if (!h_cluster_mode()) RUN_SOME(test_session_liveness_field_lost); /* live holds */
+    if (!h_cluster_mode()) RUN_SOME(test_layout2_session_mixed_holds); /* live holds */
     RUN_SOME(test_session_listing_and_force);
     RUN_SOME(test_expiry_wakes_and_delays);
     RUN_SOME(test_delete_with_fair_waiter);
