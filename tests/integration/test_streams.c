@@ -370,9 +370,6 @@ static void test_released_holds_leave_session(void) {
     snprintf(cmd, sizeof cmd, "hlen %s", key);
     CHECK(atoll(h_redis_cli(&redis, cmd)) >= N);
     for (int i = KEEP; i < N; i++) h_reap(p[i]);
-    /* Every released hold gone before the renewals counted (the releases
-     * run in whatever order the gateway sees the hang-ups: one still held
-     * when the push comes stays listed until the horizon's). */
     for (int i = KEEP; i < N; i++) {
         char name[32];
         snprintf(name, sizeof name, "pile-%d", i);
@@ -382,7 +379,11 @@ static void test_released_holds_leave_session(void) {
     long long fields = atoll(h_redis_cli(&redis, cmd));
     fprintf(stderr, "    %d holds, %d released: the session lists %lld fields after 3 renewals\n",
             N, N - KEEP, fields);
-    CHECK(fields > 0 && fields <= KEEP + 6);
+    /* The bound quiet renewals keep: a push once the released outnumber
+     * twice the holds carried plus 16 (a renewal may come while the
+     * releases run: those still held at its push stay listed, fewer than
+     * that bound, until the horizon's push). */
+    CHECK(fields > 0 && fields <= 6 + 2 * KEEP + 16);
     for (int i = 0; i < KEEP; i++) h_reap(p[i]);
     h_gw_stop(&g, 5000);
 }
