@@ -9,8 +9,9 @@
 -- KEYS     the hash
 -- ARGV     1 gateway id, 2 ttl_ms
 -- Returns  1
--- Fields whose time is over go (a dead gateway's); the hash lasts as long
--- as its longest liveness.  The same hash keeps sessions' liveness fields
+-- Fields whose time is over go (a dead gateway's; a page of them a beat
+-- once the hash is large, below); the hash lasts as long as its longest
+-- liveness.  The same hash keeps sessions' liveness fields
 -- outside Redis Cluster (_session.lua: named by a session's token, 22 or
 -- more characters, where a gateway's id has 12): such a field is kept
 -- LIVE_KEEP_MS past its end, so that a hold found ended after its gateway
@@ -18,7 +19,21 @@
 --@include _layout.lua
 --@include _clock.lua
 local ttl = ARGV[2] + 0
-local flat = redis.call('HGETALL', KEYS[1])
+-- Every live session keeps a field here too, so the hash may hold many
+-- thousands: then a beat prunes a page of it (about 1/64, from a bucket
+-- the clock picks: HSCAN takes any cursor), not all of it (HGETALL of
+-- 10,000 fields is 3 ms of Redis, every beat of every gateway).  Nothing
+-- waits for a field to go: each reader compares its value with the clock
+-- (gateway_left, live_end); pruning only bounds the hash.
+local flat
+local n = redis.call('HLEN', KEYS[1])
+if n <= 256 then
+  flat = redis.call('HGETALL', KEYS[1])
+else
+  local page = redis.call('HSCAN', KEYS[1], string.format('%d', now_us % 4294967296), 'COUNT',
+                          math.floor(n / 64))
+  flat = page[2]
+end
 local over = {}
 for i = 1, #flat, 2 do
   local keep = #flat[i] >= 22 and LIVE_KEEP_MS or 0

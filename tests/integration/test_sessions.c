@@ -1137,6 +1137,56 @@ static void test_layout2_session_mixed_holds(void) {
     free(tok);
 }
 
+/* Redis's count of calls of command cmd (lowercase) so far, scripts'
+ * included. */
+static long long calls_of(const char *cmd) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", cmd);
+    const char *info = h_redis_cli(&redis, "info commandstats");
+    const char *at = info ? strstr(info, needle) : NULL;
+    return at ? atoll(at + strlen(needle)) : 0;
+}
+
+/* Outside Redis Cluster every live session keeps a field in the liveness
+ * hash, which every gateway's beat (lua/liveness.lua) prunes: with many
+ * sessions a beat reads a page of it, never the whole hash (HGETALL of
+ * 10,000 fields is 3 ms of Redis a beat, per gateway). */
+static void test_liveness_beat_reads_a_page(void) {
+    /* 3,000 sessions' fields (their ends an hour away), then a few beats
+     * of both gateways: no beat reads the whole hash. */
+    h_redis_cli(&redis, "eval \"local t = redis.call('time') local e = t[1] * 1000 + 3600000 "
+                        "for i = 1, 3000 do redis.call('hset', KEYS[1], "
+                        "string.format('zzbeat%016d', i), e) end return 1\" 1 lockgate:gw");
+    long long before = calls_of("hgetall"), scans = calls_of("hscan");
+    char cmd[200];
+    snprintf(cmd, sizeof cmd,
+             "eval \"local n = 0 for _, f in ipairs(redis.call('hkeys', "
+             "KEYS[1])) do if #f == 12 then n = n + 1 end end return n\" 1 "
+             "lockgate:gw");
+    long long gateways = atoll(h_redis_cli(&redis, cmd));
+    /* Each gateway's field moved twice: two beats each, at least. */
+    long long t0 = h_now_ms();
+    while (calls_of("hscan") - scans < 2 * gateways && h_now_ms() - t0 < 5000) h_sleep_ms(20);
+    long long read_all = calls_of("hgetall") - before;
+    fprintf(stderr, "    3,000 session fields: %lld page reads, %lld whole reads in %lld ms\n",
+            calls_of("hscan") - scans, read_all, h_now_ms() - t0);
+    CHECK(calls_of("hscan") - scans >= 2 * gateways);
+    CHECK_EQ_INT(read_all, 0);
+    /* And fields over (a minute past their end) still go, a page a beat. */
+    h_redis_cli(&redis, "eval \"local t = redis.call('time') local e = t[1] * 1000 - 120000 "
+                        "for i = 1, 3000 do redis.call('hset', KEYS[1], "
+                        "string.format('zzbeat%016d', i), e) end return 1\" 1 lockgate:gw");
+    long long left = 3000;
+    for (t0 = h_now_ms(); left >= 3000 && h_now_ms() - t0 < 5000; h_sleep_ms(20))
+        left = atoll(h_redis_cli(&redis, "eval \"local n = 0 for _, f in ipairs(redis.call("
+                                         "'hkeys', KEYS[1])) do if string.sub(f, 1, 6) == "
+                                         "'zzbeat' then n = n + 1 end end return n\" 1 "
+                                         "lockgate:gw"));
+    CHECK(left < 3000);
+    h_redis_cli(&redis, "eval \"for i = 1, 3000 do redis.call('hdel', KEYS[1], "
+                        "string.format('zzbeat%016d', i)) end return 1\" 1 lockgate:gw");
+}
+
 /* Every lock listed under prefix, following the cursor (a page may hold
  * fewer than asked, even none, before the end); the number of locks, and
  * the first holder's ttl_ms into *ttl when given. */
@@ -1193,6 +1243,7 @@ int main(int argc, char **argv) {
     if (!h_cluster_mode()) RUN_SOME(test_session_lease_live); /* reads the lock's own Redis */
     if (!h_cluster_mode()) RUN_SOME(test_session_liveness_field_lost); /* live holds */
     if (!h_cluster_mode()) RUN_SOME(test_layout2_session_mixed_holds); /* live holds */
+    if (!h_cluster_mode()) RUN_SOME(test_liveness_beat_reads_a_page);  /* one liveness hash */
     RUN_SOME(test_session_listing_and_force);
     RUN_SOME(test_expiry_wakes_and_delays);
     RUN_SOME(test_delete_with_fair_waiter);
