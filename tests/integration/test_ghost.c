@@ -486,15 +486,8 @@ static void test_sigstop(void) {
 /* ---- 5. thousands of waiters on one gateway ----------------------------------------- */
 
 static int raw_post(int port, const char *path, const char *body) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = h_connect(port);
     if (fd < 0) return -1;
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        close(fd);
-        return -1;
-    }
     char req[512];
     int n = snprintf(req, sizeof req,
                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

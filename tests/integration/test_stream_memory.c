@@ -58,14 +58,8 @@ static long long rss_bytes(pid_t pid) {
 }
 
 static int open_stream(int i, int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = h_connect(port);
     if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
     char req[256];
     int n = snprintf(req, sizeof req,
                      "POST /v1/locks/mem-%d HTTP/1.1\r\nHost: 127.0.0.1\r\n"
