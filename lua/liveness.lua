@@ -24,15 +24,17 @@ local ttl = ARGV[2] + 0
 -- the clock picks: HSCAN takes any cursor), not all of it (HGETALL of
 -- 10,000 fields is 3 ms of Redis, every beat of every gateway).  Nothing
 -- waits for a field to go: each reader compares its value with the clock
--- (gateway_left, live_end); pruning only bounds the hash.
+-- (gateway_left, live_end); pruning only bounds the hash, so a Redis user
+-- whose ACL rule predates HSCAN here (docs/security.md) skips it rather
+-- than fail the beat that says this gateway is alive.
 local flat
 local n = redis.call('HLEN', KEYS[1])
 if n <= 256 then
   flat = redis.call('HGETALL', KEYS[1])
 else
-  local page = redis.call('HSCAN', KEYS[1], string.format('%d', now_us % 4294967296), 'COUNT',
-                          math.floor(n / 64))
-  flat = page[2]
+  local page = redis.pcall('HSCAN', KEYS[1], string.format('%d', now_us % 4294967296), 'COUNT',
+                           math.floor(n / 64))
+  flat = type(page) == 'table' and not page.err and page[2] or {}
 end
 local over = {}
 for i = 1, #flat, 2 do

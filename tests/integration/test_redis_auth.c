@@ -505,6 +505,47 @@ static void test_least_privilege(void) {
     h_redis_kill(&r);
 }
 
+/* The value of this gateway's liveness field in app7:gw (its id has 12
+ * characters; the seeded fields below have more), or 0. */
+static long long own_liveness(struct h_redis *n) {
+    const char *v =
+        h_redis_cli(n, ADMIN "-n 2 EVAL \"local f = redis.call('HGETALL', KEYS[1]) "
+                             "for i = 1, #f, 2 do if #f[i] == 12 then return f[i + 1] end end "
+                             "return '0'\" 1 app7:gw");
+    return v ? atoll(v) : 0;
+}
+
+/* A user whose rule predates HSCAN (docs/security.md gained +hscan with
+ * key layout 3) and a liveness hash of more than 256 fields (live
+ * sessions'): the liveness beat skips its pruning page rather than fail,
+ * so the gateway's own field keeps moving (its fair waiters stay alive in
+ * others' eyes). */
+static void test_rule_without_hscan(void) {
+    char rule[4096];
+    CHECK_EQ_INT(rule_for_app7(rule, sizeof rule), 0);
+    replace_all(rule, sizeof rule, " +hscan", "");
+    CHECK(strstr(rule, "hscan") == NULL);
+    struct h_redis r;
+    struct h_gw g = {0};
+    CHECK_EQ_INT(h_redis_start(&r, 0, NULL), 0);
+    limited_user(&r, rule);
+    h_redis_cli(&r, ADMIN "-n 2 EVAL \"for i = 1, 300 do redis.call('HSET', KEYS[1], "
+                          "string.format('seeded-session-field-%04d', i), '99999999999999') end "
+                          "redis.call('PEXPIRE', KEYS[1], 600000)\" 1 app7:gw");
+    snprintf(g.redis_url, sizeof g.redis_url, "redis://lockgate:lp-pw@127.0.0.1:%d/2", r.port);
+    CHECK_EQ_INT(h_gw_start(&g, &r, "--workers 1 --key-prefix app7: --liveness-ttl-ms 600"), 0);
+    CHECK_EQ_INT(h_wait_ready(g.port, 10000), 0);
+    long long last = own_liveness(&r);
+    int moved = 0;
+    for (long long end = h_now_ms() + 5000; moved < 2 && h_now_ms() < end; h_sleep_ms(20)) {
+        long long v = own_liveness(&r);
+        if (v > last) moved++, last = v;
+    }
+    CHECK_EQ_INT(moved, 2);
+    CHECK_EQ_INT(h_gw_stop(&g, 5000), 0);
+    h_redis_kill(&r);
+}
+
 /* How many EVALSHAs n has run (INFO commandstats). */
 static long long evalsha_calls(struct h_redis *n) {
     const char *info = h_redis_cli(n, ADMIN "INFO commandstats");
@@ -699,6 +740,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_password_file_rotation);
     RUN_SOME(test_password_file_missing);
     RUN_SOME(test_least_privilege);
+    RUN_SOME(test_rule_without_hscan);
     RUN_SOME(test_least_privilege_cluster);
     RUN_SOME(test_slot_marker_unlearnt);
     RUN_SOME(test_least_privilege_refused_prefix);
