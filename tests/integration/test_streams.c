@@ -465,6 +465,57 @@ static void test_gateway_killed_lock_delay(void) {
     h_gw_stop(&g2, 5000);
 }
 
+/* A live hold's session field outlives the session's end by LIVE_KEEP_MS
+ * (lua/liveness.lua), so a hold first judged after a surviving gateway's
+ * liveness beat has run past that end still brings its lock-delay: the
+ * beat must not have pruned the field.  Here nobody looks at the name
+ * until the other gateway has beaten once after the end. */
+static void test_lock_delay_outlives_beat(void) {
+    struct h_gw g = {0}, g2 = {0};
+    if (h_gw_up(&g, &redis, "--workers 1") < 0 ||
+        h_gw_up(&g2, &redis, "--workers 1 --liveness-ttl-ms 300") < 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t a = hold(g.port, "/v1/locks/beatdelay", "{\"ttl_ms\":600,\"lock_delay_ms\":20000}",
+                   "beatdelay", 0);
+    CHECK(h_out_wait("beatdelay", "event: granted", 5000) >= 0);
+    char key[160], field[200];
+    session_of(key, sizeof key);
+    const char *open = strchr(key, '{');
+    CHECK(open != NULL);
+    if (!open) goto out;
+    snprintf(field, sizeof field, "hget lockgate:gw %.*s", (int)strcspn(open + 1, "}"), open + 1);
+    h_gw_kill(&g);
+    /* The session's end passes, then g2 beats (its field moves) twice. */
+    long long end = atoll(h_redis_cli(&redis, field)), now = 0;
+    for (long long t0 = h_now_ms(); h_now_ms() - t0 < 5000 && now <= end; h_sleep_ms(20)) {
+        const char *t = h_redis_cli(&redis, "eval \"local t = redis.call('TIME') "
+                                            "return t[1] * 1000 + math.floor(t[2] / 1000)\" 0");
+        now = t ? atoll(t) : 0;
+    }
+    CHECK(now > end);
+    const char *beat = "eval \"local f = redis.call('HGETALL', KEYS[1]) local s = '' "
+                       "for i = 1, #f, 2 do if #f[i] == 12 then s = s .. f[i + 1] end end "
+                       "return s\" 1 lockgate:gw";
+    char last[256];
+    snprintf(last, sizeof last, "%s", h_redis_cli(&redis, beat));
+    int beats = 0;
+    for (long long t0 = h_now_ms(); beats < 2 && h_now_ms() - t0 < 5000; h_sleep_ms(10)) {
+        const char *b = h_redis_cli(&redis, beat);
+        if (b && strcmp(b, last) != 0) beats++, snprintf(last, sizeof last, "%s", b);
+    }
+    CHECK_EQ_INT(beats, 2);
+    CHECK(atoll(h_redis_cli(&redis, field)) == end); /* kept past its end */
+    struct h_resp r = h_http("POST", g2.port, "/v1/locks/beatdelay", NULL, "{}", NULL);
+    CHECK_EQ_INT(r.status, 409);
+    h_resp_free(&r);
+out:
+    h_reap(a);
+    h_gw_stop(&g2, 5000);
+    h_redis_cli(&redis, "del lockgate:lock:{beatdelay}");
+}
+
 /* A semaphore permit as a stream; an error before anything was streamed
  * is an ordinary HTTP answer (here 400), and a wait that runs out after
  * the stream opened ends it with `event: error`. */
@@ -739,6 +790,7 @@ int main(int argc, char **argv) {
     RUN_SOME(test_silent_host);
     RUN_SOME(test_gateway_killed);
     RUN_SOME(test_gateway_killed_lock_delay);
+    if (!h_cluster_mode()) RUN_SOME(test_lock_delay_outlives_beat); /* live holds */
     fprintf(stderr, "    streams suite: %lld ms\n", h_now_ms() - t0);
     CHECK_EQ_INT(h_gw_stop(&gw, 5000), 0); /* a clean stop (no leak under the sanitizers) */
     h_redis_stop(&redis);
