@@ -151,9 +151,14 @@ end
 -- until they end (session_state below).
 local session_cache = {}
 
+-- The key prefix of a holder hash's key, "<prefix>lock:{...}" or
+-- "<prefix>sem:{...}".
+local function hash_prefix(hkey)
+  return string.match(hkey, '^(.*)lock:{') or string.match(hkey, '^(.*)sem:{') or ''
+end
+
 local function session_key(hkey, tok)
-  local p = string.match(hkey, '^(.*)lock:{') or string.match(hkey, '^(.*)sem:{') or ''
-  return p .. 'session:{' .. tok .. '}'
+  return hash_prefix(hkey) .. 'session:{' .. tok .. '}'
 end
 
 -- A record from before carried leases: its session's end, lock-delay and
@@ -179,8 +184,7 @@ local live_cache = {}
 local function live_end(hkey, tok)
   local e = live_cache[tok]
   if not e then
-    local p = string.match(hkey, '^(.*)lock:{') or string.match(hkey, '^(.*)sem:{') or ''
-    e = tonumber(redis.call('HGET', p .. 'gw', tok) or '0')
+    e = tonumber(redis.call('HGET', hash_prefix(hkey) .. 'gw', tok) or '0')
     live_cache[tok] = e
   end
   return e

@@ -11,12 +11,13 @@
 -- (acquire.lua binds live holds to such a session only).  In Redis
 -- Cluster it is not declared (another slot): the holds carry the lease.
 local LIVE_HASH = KEYS[2]
+-- The session's token, its field's name there.
+local TOKEN = string.match(KEYS[1], 'session:{(.*)}$')
 
 -- The session's end e (ms, Redis's clock) and ttl, as its liveness field.
 local function live_set(e, ttl)
   if not LIVE_HASH then return end
-  local tok = string.match(KEYS[1], 'session:{(.*)}$')
-  redis.call('HSET', LIVE_HASH, tok, string.format('%d', e))
+  redis.call('HSET', LIVE_HASH, TOKEN, string.format('%d', e))
   local keep = ttl + 1 + LIVE_KEEP_MS
   if redis.call('PTTL', LIVE_HASH) < keep then redis.call('PEXPIRE', LIVE_HASH, keep) end
 end
@@ -30,8 +31,7 @@ end
 -- A session that keeps no field (no horizon h: from layout 2) passes.
 local function live_intact(e, h)
   if not LIVE_HASH or not h then return true end
-  local tok = string.match(KEYS[1], 'session:{(.*)}$')
-  return tonumber(redis.call('HGET', LIVE_HASH, tok) or '0') == tonumber(e)
+  return tonumber(redis.call('HGET', LIVE_HASH, TOKEN) or '0') == tonumber(e)
 end
 
 -- A session is owned by the API key that created it (its field 'k'):
